@@ -1,0 +1,71 @@
+"""One tree of errors, so the CLI can catch every user mistake at one boundary.
+
+`PielakeError` is the root. Query errors carry a list of `ErrorDetail` dicts (line, col, the offending text,
+a caret excerpt and a suggestion) so tests assert on positions rather than on message wording, and several
+semantic errors are reported together, ending with "... and N more".
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+MAX_LISTED_ERRORS = 5
+
+
+class PielakeError(Exception):
+    """Root of every error pielake raises on purpose."""
+
+
+@dataclass(frozen=True)
+class ErrorDetail:
+    """Where and what one query error is; `col` and `line` are 1-based."""
+
+    description: str
+    line: int
+    col: int
+    highlight: str
+    context: str
+    suggestion: str | None = None
+
+    def render(self) -> str:
+        hint = f" {self.suggestion}" if self.suggestion else ""
+        return f"{self.description}. Line {self.line}, Col {self.col}.{hint}\n{self.context}"
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def source_excerpt(source: str, line: int, col: int, width: int) -> str:
+    """The source line with a caret run under the offending text, as sqlglot and lark print it."""
+    lines = source.splitlines() or [""]
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    caret = " " * (col - 1) + "^" * max(1, min(width, len(text) - col + 1 if text else 1))
+    return f"  {text}\n  {caret}"
+
+
+class QueryError(PielakeError):
+    """A query that cannot be accepted; `errors` lists every problem found."""
+
+    def __init__(self, errors: list[ErrorDetail]):
+        self.errors = errors
+        shown = [e.render() for e in errors[:MAX_LISTED_ERRORS]]
+        more = len(errors) - MAX_LISTED_ERRORS
+        if more > 0:
+            shown.append(f"... and {more} more")
+        super().__init__("\n".join(shown))
+
+    @property
+    def first(self) -> ErrorDetail:
+        return self.errors[0]
+
+
+class QuerySyntaxError(QueryError):
+    """The text does not follow the grammar (pielake/query/grammar.ebnf)."""
+
+
+class QuerySemanticError(QueryError):
+    """The text parses but means nothing valid: unknown symbol, unused symbol, bad duration, ..."""
+
+
+class CompileError(PielakeError):
+    """A checked query that cannot be turned into Spark Columns (a bug or an unsupported type)."""

@@ -1,0 +1,108 @@
+"""`pielake explain`: what a query means and how pielake will run it, in plain text.
+
+Shows the symbols and predicates, the constraints as mPiePairs with the endpoint at which each relation is
+decided, the join order, and for every relation its automaton over the O/I/Z/E minterms with the trigger and
+completion transitions (PieStream Table 1, corrected as described in `pielake.semantics.automata`).
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from pielake.query.analyzer import PairConstraint, QueryPlan, SymbolDef
+from pielake.query.join_order import join_order, selectivity
+from pielake.query.printer import expr_text
+from pielake.semantics.automata import ALPHABET, AUTOMATA, BOUNDARY, MINTERM_MEANING, Action, PairAutomaton
+from pielake.semantics.detection import decided_at_endpoint
+
+
+def _rename(text: str, left: str, right: str) -> str:
+    """Put the pair's symbol names in place of the generic A and B, in one pass."""
+    return re.sub(r"\b[AB]\b", lambda m: left if m.group() == "A" else right, text)
+
+
+def _seconds(value: Fraction) -> str:
+    return f"{float(value):g} s"
+
+
+def _duration(symbol: SymbolDef) -> str:
+    low, high = symbol.min_seconds, symbol.max_seconds
+    if low is not None and high is not None:
+        return f"  duration in [{_seconds(low)}, {_seconds(high)}]"
+    if low is not None:
+        return f"  duration >= {_seconds(low)}"
+    if high is not None:
+        return f"  duration <= {_seconds(high)}"
+    return ""
+
+
+def _symbols(plan: QueryPlan) -> list[str]:
+    width = max(len(s.name) for s in plan.symbols)
+    return [f"  {s.name:<{width}}  {expr_text(s.predicate)}{_duration(s)}" for s in plan.symbols]
+
+
+def _constraint(c: PairConstraint) -> list[str]:
+    lines = [f"  {c.id}: {c.left} {{{', '.join(c.ordered_relations())}}} {c.right}"
+             f"   (estimated selectivity {selectivity(c):.4f})"]
+    for name in c.ordered_relations():
+        endpoint = decided_at_endpoint(c.relations, name)
+        lines.append(f"      if {c.left} {name} {c.right}: decided at {_rename(endpoint or '-', c.left, c.right)}")
+    return lines
+
+
+def _symbols_text(symbols: frozenset[str]) -> str:
+    return ",".join(s for s in (BOUNDARY, *ALPHABET) if s in symbols)
+
+
+def _automaton(a: PairAutomaton, left: str, right: str) -> list[str]:
+    completion = _rename(a.completion_endpoint, left, right) if a.completion_endpoint else "the trigger event"
+    lines = [f"    {left} {a.relation} {right}:  {a.sre}",
+             f"      trigger at {_rename(a.trigger_endpoint, left, right)}; complete at {completion}"]
+    for t in a.transitions:
+        mark = {Action.TRIGGER: "   <- trigger", Action.COMPLETE: "   <- completion"}.get(t.action, "")
+        lines.append(f"      {t.source:>5} --{_symbols_text(t.symbols):<7}--> {t.target:<5} [{t.action.value}]{mark}")
+    return lines
+
+
+def _pair_detection(c: PairConstraint) -> list[str]:
+    legend = ", ".join(f"{m} = {_rename(MINTERM_MEANING[m], c.left, c.right)}" for m in ALPHABET)
+    lines = [f"  {c.id} ({c.left}, {c.right}): {legend}"]
+    for name in c.ordered_relations():
+        if name in AUTOMATA:
+            lines += _automaton(AUTOMATA[name], c.left, c.right)
+        else:
+            cond = f"{c.left}.te < {c.right}.ts" if name == "before" else f"{c.right}.te < {c.left}.ts"
+            lines.append(f"    {c.left} {name} {c.right}:  range join on {cond}, bounded by the window; "
+                         f"decided at {'%s.ts' % (c.right if name == 'before' else c.left)}")
+    return lines
+
+
+def explain(plan: QueryPlan) -> str:
+    """The explain report of an analyzed query, as text."""
+    keys = ", ".join(plan.keys) or "(none: one global key)"
+    order = join_order(plan.constraints)
+    out = [f"query {plan.name}: FROM {plan.stream}" + (f" {plan.alias}" if plan.alias else ""),
+           f"  partition by: {keys}",
+           f"  window: {_seconds(plan.window_seconds)}  (max(te) - min(ts) over the bound situations)",
+           "", "symbols (situations = maximal runs of events satisfying the predicate)", *_symbols(plan),
+           "", "constraints (mPiePairs, normalised to definition order)"]
+    for c in plan.constraints:
+        out += _constraint(c)
+    out += ["", "join order (most selective first, connected joins on the shared symbols' start times)"]
+    joined: set[str] = set()
+    for step, c in enumerate(order, 1):
+        on = sorted({c.left, c.right} & joined)
+        how = f"join on key, {', '.join(f'{s}.ts' for s in on)}" if on else \
+            ("scan" if step == 1 else "cross product on key, bounded by the window")
+        out.append(f"  {step}. {c.id} ({c.left}, {c.right})  {how}")
+        joined |= {c.left, c.right}
+    out += ["", "pair detection (automata over the minterms of each pair's predicates; ^ = before a key's first "
+            "event)"]
+    for c in plan.constraints:
+        out += _pair_detection(c)
+    out += ["", "a match is detected at the latest decision time of its constraints (and not before any start, "
+            "nor before the end of a duration-constrained situation)"]
+    for warning in plan.warnings:
+        out.append(warning.render())
+    return "\n".join(out) + "\n"

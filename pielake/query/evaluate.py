@@ -1,0 +1,147 @@
+"""Plain-Python evaluation of predicate and RETURN expressions, for the brute-force reference.
+
+It follows SQL three-valued logic as Spark does, so that the reference and the Spark kernels agree: NULL
+propagates through arithmetic and comparisons, `AND`/`OR` use Kleene logic, division or modulo by zero is NULL
+(the kernels compile `/` and `%` to `try_divide`/`try_mod`), `%` keeps the dividend's sign, and `least`/
+`greatest` skip NULLs. A predicate whose value is NULL counts as false (`holds`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from pielake.errors import CompileError
+from pielake.query import ast
+
+ColumnResolver = Callable[[ast.Column], Any]
+CallResolver = Callable[[ast.Call], Any]
+
+
+def _number(value: Any) -> Any:
+    return float(value) if isinstance(value, Decimal) else value
+
+
+def _arith(op: str, a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        return None
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if b == 0:
+        return None
+    if op == "/":
+        return a / b
+    return math.fmod(a, b) if isinstance(a, float) or isinstance(b, float) else int(math.fmod(a, b))
+
+
+_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+}
+
+
+def _and(a: Any, b: Any) -> Any:
+    if a is False or b is False:
+        return False
+    return None if a is None or b is None else True
+
+
+def _or(a: Any, b: Any) -> Any:
+    if a is True or b is True:
+        return True
+    return None if a is None or b is None else False
+
+
+def _not_null(values: list[Any]) -> list[Any]:
+    return [v for v in values if v is not None]
+
+
+_SCALAR: dict[str, Callable[[list[Any]], Any]] = {
+    "abs": lambda v: None if v[0] is None else abs(v[0]),
+    "least": lambda v: min(_not_null(v), default=None),
+    "greatest": lambda v: max(_not_null(v), default=None),
+    "coalesce": lambda v: next((x for x in v if x is not None), None),
+    "lower": lambda v: None if v[0] is None else str(v[0]).lower(),
+    "upper": lambda v: None if v[0] is None else str(v[0]).upper(),
+}
+
+
+class Evaluator:
+    """Evaluates one expression tree; columns and situation calls are resolved by the caller's hooks."""
+
+    def __init__(self, column: ColumnResolver, call: CallResolver | None = None):
+        self.column = column
+        self.call = call
+
+    def __call__(self, expr: ast.Expr) -> Any:
+        method = getattr(self, f"eval_{type(expr).__name__.lower()}", None)
+        if method is None:
+            raise CompileError(f"no evaluation rule for {type(expr).__name__}")
+        return method(expr)
+
+    def eval_column(self, expr: ast.Column) -> Any:
+        return _number(self.column(expr))
+
+    def eval_literal(self, expr: ast.Literal) -> Any:
+        return _number(expr.value)
+
+    def eval_unary(self, expr: ast.Unary) -> Any:
+        value = self(expr.operand)
+        if value is None:
+            return None
+        return (not value) if expr.op == "NOT" else -value
+
+    def eval_binary(self, expr: ast.Binary) -> Any:
+        left, right = self(expr.left), self(expr.right)
+        if expr.op == "AND":
+            return _and(left, right)
+        if expr.op == "OR":
+            return _or(left, right)
+        if expr.op in _COMPARE:
+            return None if left is None or right is None else _COMPARE[expr.op](left, right)
+        return _arith(expr.op, left, right)
+
+    def eval_between(self, expr: ast.Between) -> Any:
+        value, low, high = self(expr.operand), self(expr.low), self(expr.high)
+        lower = None if value is None or low is None else value >= low
+        upper = None if value is None or high is None else value <= high
+        inside = _and(lower, upper)
+        return (None if inside is None else not inside) if expr.negated else inside
+
+    def eval_inlist(self, expr: ast.InList) -> Any:
+        value = self(expr.operand)
+        if value is None:
+            return None
+        items = [self(item) for item in expr.items]
+        if value in _not_null(items):
+            found: Any = True
+        else:
+            found = None if None in items else False
+        return (None if found is None else not found) if expr.negated else found
+
+    def eval_isnull(self, expr: ast.IsNull) -> Any:
+        return (self(expr.operand) is not None) if expr.negated else (self(expr.operand) is None)
+
+    def eval_call(self, expr: ast.Call) -> Any:
+        if expr.name in _SCALAR:
+            return _SCALAR[expr.name]([self(a) for a in expr.args])
+        if self.call is None:
+            raise CompileError(f"function '{expr.name}' cannot be evaluated here")
+        return _number(self.call(expr))
+
+
+def row_evaluator(row: Mapping[str, Any]) -> Evaluator:
+    """An evaluator over one event; column names resolve case-insensitively like Spark's."""
+    lowered = {k.lower(): v for k, v in row.items()}
+    return Evaluator(lambda column: lowered.get(column.name.lower()))
+
+
+def holds(predicate: ast.Expr, row: Mapping[str, Any]) -> bool:
+    """Whether an event satisfies a predicate; NULL counts as false (SEMANTICS §1)."""
+    return row_evaluator(row)(predicate) is True

@@ -1,0 +1,445 @@
+"""Recursive-descent parser: tokens -> `pielake.query.ast.Query`, one method per rule of grammar.ebnf.
+
+The parser checks form only. Meaning (do the symbols exist, is the relation name real, is the function
+allowed) is the analyzer's job, so that all semantic errors of a query can be reported together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from pielake.errors import ErrorDetail, QuerySyntaxError, source_excerpt
+from pielake.query import ast
+from pielake.query.tokens import Kind, Span, Token, tokenize
+
+MAX_NESTING = 100
+
+KEYWORDS = frozenset({
+    "FROM", "PARTITION", "BY", "DEFINE", "AS", "AT", "LEAST", "MOST", "BETWEEN", "AND", "OR", "NOT", "IN",
+    "IS", "NULL", "TRUE", "FALSE", "PATTERN", "WITHIN", "RETURN",
+})
+# SQL words that have no place in a pattern query; seeing one gets a pointed message instead of a generic one.
+SQL_STATEMENT_WORDS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "DROP", "CREATE", "ALTER", "MERGE",
+                                 "TRUNCATE", "GRANT", "UNION", "EXEC", "EXECUTE", "CALL"})
+# Units a user may write after a number with a space (`70 mph`); glued units (`8m/s2`) may be anything.
+SPACED_UNITS = frozenset({"mph", "kmh", "kph", "mps", "knots", "kn", "kt", "rpm", "hz", "deg", "degrees",
+                          "percent", "pct", "km", "cm", "mm", "mi", "ft", "kg", "bar", "psi", "kpa", "volt",
+                          "volts", "amp", "amps", "kw", "watt", "watts", "g"}) | frozenset(ast.TIME_UNIT_SECONDS)
+
+_COMPARISONS = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_OR_OPS = {"||", "|"}
+_AND_OPS = {"&&", "&"}
+
+
+@dataclass(frozen=True)
+class QueryWarning:
+    """Something accepted but worth telling the user, such as an ignored unit."""
+
+    message: str
+    line: int
+    col: int
+
+    def render(self) -> str:
+        return f"warning: {self.message} (line {self.line}, col {self.col})"
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    query: ast.Query
+    warnings: tuple[QueryWarning, ...]
+    source: str
+
+
+class Parser:
+    def __init__(self, source: str):
+        self.source = source
+        self.tokens = tokenize(source)
+        self.i = 0
+        self.depth = 0
+        self.symbols: set[str] = set()
+        self.warnings: list[QueryWarning] = []
+
+    # ------------------------------------------------------------ token helpers
+
+    @property
+    def tok(self) -> Token:
+        return self.tokens[self.i]
+
+    def ahead(self, n: int = 1) -> Token:
+        return self.tokens[min(self.i + n, len(self.tokens) - 1)]
+
+    def advance(self) -> Token:
+        token = self.tok
+        if token.kind is not Kind.EOF:
+            self.i += 1
+        return token
+
+    def at_keyword(self, *words: str) -> bool:
+        return self.tok.kind is Kind.IDENT and self.tok.upper() in words
+
+    def at_op(self, *ops: str) -> bool:
+        return self.tok.kind is Kind.OP and self.tok.text in ops
+
+    def error(self, message: str, token: Token | None = None, suggestion: str | None = None) -> QuerySyntaxError:
+        token = token or self.tok
+        width = max(1, token.span.end - token.span.start)
+        shown = token.text if token.kind is not Kind.EOF else ""
+        detail = ErrorDetail(message, token.span.line, token.span.col, shown,
+                             source_excerpt(self.source, token.span.line, token.span.col, width), suggestion)
+        return QuerySyntaxError([detail])
+
+    def describe(self, token: Token) -> str:
+        if token.kind is Kind.EOF:
+            return "the end of the query"
+        if token.kind is Kind.STRING:
+            return f"string '{token.text}'"
+        return f"'{token.text}'"
+
+    def expect_keyword(self, word: str, suggestion: str | None = None) -> Token:
+        if not self.at_keyword(word):
+            raise self.error(f"expected {word}, found {self.describe(self.tok)}", suggestion=suggestion)
+        return self.advance()
+
+    def expect_op(self, op: str, context: str) -> Token:
+        if not self.at_op(op):
+            raise self.error(f"expected '{op}' {context}, found {self.describe(self.tok)}")
+        return self.advance()
+
+    def name(self, what: str) -> ast.Name:
+        token = self.tok
+        if token.kind is not Kind.IDENT:
+            raise self.error(f"expected {what}, found {self.describe(token)}")
+        if token.upper() in KEYWORDS:
+            raise self.error(f"'{token.text}' is a keyword and cannot be used as {what}",
+                             suggestion="Choose another name.")
+        self.advance()
+        return ast.Name(token.text, token.span)
+
+    def span_from(self, start: Span) -> Span:
+        last = self.tokens[self.i - 1] if self.i else self.tok
+        return Span(start.line, start.col, start.start, last.span.end)
+
+    # ------------------------------------------------------------ query
+
+    def query(self) -> ast.Query:
+        start = self.tok.span
+        self.expect_keyword("FROM", "A query starts with FROM <stream>.")
+        stream = self.stream()
+        partition: tuple[ast.Column, ...] = ()
+        if self.at_keyword("PARTITION"):
+            self.advance()
+            self.expect_keyword("BY")
+            partition = self.comma_list(self.column_ref)
+        self.expect_keyword("DEFINE", "Define the situations: DEFINE A AS <predicate>, B AS ...")
+        defines = self.comma_list(self.define)
+        self.expect_keyword("PATTERN", "Name the relations: PATTERN A overlaps B AND ...")
+        pattern = [self.constraint()]
+        while self.at_keyword("AND"):
+            self.advance()
+            pattern.append(self.constraint())
+        self.expect_keyword("WITHIN", "Every pattern needs a window, e.g. WITHIN 5 minutes.")
+        window = self.duration()
+        returns: tuple[ast.ReturnItem, ...] = ()
+        if self.at_keyword("RETURN"):
+            self.advance()
+            returns = self.comma_list(self.return_item)
+        if self.at_op(";"):
+            self.advance()
+        if self.tok.kind is not Kind.EOF:
+            raise self.error(f"unexpected {self.describe(self.tok)} after the end of the query",
+                             suggestion="A query file holds exactly one query; remove the trailing text.")
+        return ast.Query(stream, partition, defines, tuple(pattern), window, returns, self.span_from(start))
+
+    def comma_list(self, item):  # type: ignore[no-untyped-def]
+        items = [item()]
+        while self.at_op(","):
+            self.advance()
+            items.append(item())
+        return tuple(items)
+
+    def stream(self) -> ast.StreamRef:
+        start = self.tok.span
+        name = self.name("a stream name")
+        alias = None
+        if self.tok.kind is Kind.IDENT and self.tok.upper() not in KEYWORDS:
+            alias = self.name("a stream alias")
+        return ast.StreamRef(name, alias, self.span_from(start))
+
+    def column_ref(self) -> ast.Column:
+        start = self.tok.span
+        first = self.name("a column name")
+        if self.at_op("."):
+            self.advance()
+            second = self.name("a column name")
+            return ast.Column(second.text, first.text, self.span_from(start))
+        return ast.Column(first.text, None, self.span_from(start))
+
+    # ------------------------------------------------------------ DEFINE
+
+    def define(self) -> ast.Define:
+        start = self.tok.span
+        symbol = self.name("a symbol name")
+        self.symbols.add(symbol.text)
+        self.expect_keyword("AS", f"Write {symbol.text} AS <predicate>.")
+        predicate = self.expr()
+        duration = self.duration_bound()
+        return ast.Define(symbol, predicate, duration, self.span_from(start))
+
+    def duration_bound(self) -> ast.DurationConstraint | None:
+        start = self.tok.span
+        if self.at_keyword("AT"):
+            self.advance()
+            if self.at_keyword("LEAST"):
+                self.advance()
+                return ast.DurationConstraint(self.duration(), None, self.span_from(start))
+            if self.at_keyword("MOST"):
+                self.advance()
+                return ast.DurationConstraint(None, self.duration(), self.span_from(start))
+            raise self.error(f"expected LEAST or MOST after AT, found {self.describe(self.tok)}")
+        if self.at_keyword("BETWEEN"):
+            self.advance()
+            low = self.duration()
+            self.expect_keyword("AND")
+            return ast.DurationConstraint(low, self.duration(), self.span_from(start))
+        return None
+
+    def duration(self) -> ast.Duration:
+        token = self.tok
+        if token.kind is not Kind.NUMBER:
+            raise self.error(f"expected a duration such as '5 s', found {self.describe(token)}")
+        self.advance()
+        unit_text, unit_token = token.unit, token
+        if unit_text is None:
+            if self.tok.kind is not Kind.IDENT:
+                raise self.error(f"the duration '{token.text}' needs a time unit", token,
+                                 "Add one of ms, s, min, h, d, e.g. '5 s'.")
+            unit_token = self.advance()
+            unit_text = unit_token.text
+        unit = unit_text.lower()
+        if unit not in ast.TIME_UNIT_SECONDS:
+            raise self.error(f"unknown time unit '{unit_text}'", unit_token,
+                             "Use ms, s, sec, min, minute(s), h, hour(s), d or day(s).")
+        return ast.Duration(Decimal(token.text), unit, self.span_from(token.span))
+
+    # ------------------------------------------------------------ PATTERN
+
+    def constraint(self) -> ast.Constraint:
+        start = self.tok.span
+        alternatives = list(self.alternative())
+        while self.at_op(";") or self.at_keyword("OR"):
+            self.advance()
+            alternatives.extend(self.alternative())
+        return ast.Constraint(tuple(alternatives), self.span_from(start))
+
+    def alternative(self) -> tuple[ast.Alternative, ...]:
+        if self.at_op("("):
+            self.enter()
+            self.advance()
+            inner = self.constraint()
+            self.expect_op(")", "to close the constraint")
+            self.depth -= 1
+            return inner.alternatives
+        start = self.tok.span
+        left = self.name("a symbol")
+        relations = [self.relation()]
+        while self.at_op(";") and self.ahead().kind is Kind.IDENT and self.ahead().text not in self.symbols:
+            self.advance()
+            relations.append(self.relation())
+        right = self.name("a symbol")
+        return (ast.Alternative(left, tuple(relations), right, self.span_from(start)),)
+
+    def relation(self) -> ast.RelationRef:
+        token = self.tok
+        if token.kind is not Kind.IDENT:
+            raise self.error(f"expected a relation such as 'overlaps', found {self.describe(token)}")
+        if token.text in self.symbols:
+            raise self.error(f"expected a relation between two symbols, found the symbol '{token.text}'",
+                             suggestion="Write <symbol> <relation> <symbol>, e.g. A overlaps B.")
+        self.advance()
+        parts, end = [token.text], token.span.end
+        while (self.at_op("-") and self.tok.span.start == end and self.ahead().kind is Kind.IDENT
+               and self.ahead().span.start == self.tok.span.end):
+            self.advance()
+            word = self.advance()
+            parts.append(word.text)
+            end = word.span.end
+        span = Span(token.span.line, token.span.col, token.span.start, end)
+        return ast.RelationRef("-".join(parts), span)
+
+    # ------------------------------------------------------------ RETURN
+
+    def return_item(self) -> ast.ReturnItem:
+        start = self.tok.span
+        expr = self.expr()
+        self.expect_keyword("AS", "Name every RETURN expression: <expr> AS <name>.")
+        alias = self.name("an output column name")
+        return ast.ReturnItem(expr, alias, self.span_from(start))
+
+    # ------------------------------------------------------------ expressions
+
+    def enter(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self.error(f"expression nested deeper than {MAX_NESTING} levels",
+                             suggestion="Simplify the predicate.")
+
+    def expr(self) -> ast.Expr:
+        self.enter()
+        start = self.tok.span
+        left = self.and_expr()
+        while self.at_keyword("OR") or self.at_op(*_OR_OPS):
+            self.advance()
+            left = ast.Binary("OR", left, self.and_expr(), self.span_from(start))
+        self.depth -= 1
+        return left
+
+    def and_expr(self) -> ast.Expr:
+        start = self.tok.span
+        left = self.not_expr()
+        while self.at_keyword("AND") or self.at_op(*_AND_OPS):
+            self.advance()
+            left = ast.Binary("AND", left, self.not_expr(), self.span_from(start))
+        return left
+
+    def not_expr(self) -> ast.Expr:
+        start = self.tok.span
+        if self.at_keyword("NOT") or self.at_op("!"):
+            self.advance()
+            self.enter()
+            operand = self.not_expr()
+            self.depth -= 1
+            return ast.Unary("NOT", operand, self.span_from(start))
+        return self.comparison()
+
+    def comparison(self) -> ast.Expr:
+        start = self.tok.span
+        left = self.sum()
+        if self.tok.kind is Kind.OP and self.tok.text in _COMPARISONS:
+            op = _COMPARISONS[self.advance().text]
+            return ast.Binary(op, left, self.sum(), self.span_from(start))
+        negated = False
+        if self.at_keyword("NOT") and self.ahead().kind is Kind.IDENT and self.ahead().upper() in {"BETWEEN", "IN"}:
+            self.advance()
+            negated = True
+        if self.at_keyword("BETWEEN") and (negated or not self._between_is_duration()):
+            self.advance()
+            low = self.sum()
+            self.expect_keyword("AND", "Write x BETWEEN low AND high.")
+            return ast.Between(left, low, self.sum(), negated, self.span_from(start))
+        if self.at_keyword("IN"):
+            self.advance()
+            self.expect_op("(", "after IN")
+            items = self.comma_list(self.expr)
+            self.expect_op(")", "to close the IN list")
+            return ast.InList(left, items, negated, self.span_from(start))
+        if negated:
+            raise self.error("expected BETWEEN or IN after NOT")
+        if self.at_keyword("IS"):
+            self.advance()
+            is_not = False
+            if self.at_keyword("NOT"):
+                self.advance()
+                is_not = True
+            self.expect_keyword("NULL", "Write IS NULL or IS NOT NULL.")
+            return ast.IsNull(left, is_not, self.span_from(start))
+        return left
+
+    def _between_is_duration(self) -> bool:
+        """`speed > 70 BETWEEN 4s AND 30s` is a duration bound; tell it apart by the unit on the low bound."""
+        low = self.ahead()
+        after_low = self.ahead(2)
+        glued = low.kind is Kind.NUMBER and (low.unit or "").lower() in ast.TIME_UNIT_SECONDS
+        spaced = (low.kind is Kind.NUMBER and low.unit is None and after_low.kind is Kind.IDENT
+                  and after_low.text.lower() in ast.TIME_UNIT_SECONDS)
+        return glued or spaced
+
+    def sum(self) -> ast.Expr:
+        start = self.tok.span
+        left = self.term()
+        while self.at_op("+", "-"):
+            op = self.advance().text
+            left = ast.Binary(op, left, self.term(), self.span_from(start))
+        return left
+
+    def term(self) -> ast.Expr:
+        start = self.tok.span
+        left = self.unary()
+        while self.at_op("*", "/", "%"):
+            op = self.advance().text
+            left = ast.Binary(op, left, self.unary(), self.span_from(start))
+        return left
+
+    def unary(self) -> ast.Expr:
+        start = self.tok.span
+        if self.at_op("-"):
+            self.advance()
+            self.enter()
+            operand = self.unary()
+            self.depth -= 1
+            if isinstance(operand, ast.Literal) and isinstance(operand.value, Decimal):
+                return ast.Literal(-operand.value, operand.unit, self.span_from(start))
+            return ast.Unary("-", operand, self.span_from(start))
+        return self.primary()
+
+    def primary(self) -> ast.Expr:
+        token = self.tok
+        if token.kind is Kind.NUMBER:
+            return self.number_literal()
+        if token.kind is Kind.STRING:
+            self.advance()
+            return ast.Literal(token.text, None, token.span)
+        if self.at_op("("):
+            self.advance()
+            inner = self.expr()
+            self.expect_op(")", "to close the parenthesis")
+            return inner
+        if token.kind is not Kind.IDENT:
+            raise self.error(f"expected a value, a column or '(', found {self.describe(token)}")
+        word = token.upper()
+        if word in {"TRUE", "FALSE"}:
+            self.advance()
+            return ast.Literal(word == "TRUE", None, token.span)
+        if word == "NULL":
+            self.advance()
+            return ast.Literal(None, None, token.span)
+        if word in SQL_STATEMENT_WORDS:
+            raise self.error(f"'{token.text}' is SQL; subqueries and statements are not part of a pattern query",
+                             suggestion="Predicates compare the event's own columns with values.")
+        if self.ahead().kind is Kind.OP and self.ahead().text == "(":
+            return self.call()
+        return self.column_ref()
+
+    def number_literal(self) -> ast.Literal:
+        token = self.advance()
+        unit, unit_token = token.unit, token
+        if unit is None and self.tok.kind is Kind.IDENT and self.tok.text.lower() in SPACED_UNITS \
+                and not (self.ahead().kind is Kind.OP and self.ahead().text in {".", "("}):
+            unit_token = self.advance()
+            unit = unit_token.text
+        if unit is not None:
+            self.warnings.append(QueryWarning(
+                f"unit '{unit}' after {token.text} is ignored; values are compared as plain numbers",
+                unit_token.span.line, unit_token.span.col))
+        return ast.Literal(Decimal(token.text), unit, self.span_from(token.span))
+
+    def call(self) -> ast.Call:
+        start = self.tok.span
+        name = self.advance()
+        self.advance()  # "("
+        args: tuple[ast.Expr, ...] = ()
+        if not self.at_op(")"):
+            args = self.comma_list(self.expr)
+        self.expect_op(")", f"to close {name.text}(...)")
+        return ast.Call(name.text.lower(), args, self.span_from(start))
+
+
+def parse(source: str) -> ParseResult:
+    """Parse query text into an AST, with the warnings met on the way.
+
+    Raises:
+        QuerySyntaxError: with line, column, offending text and a suggestion.
+    """
+    parser = Parser(source)
+    query = parser.query()
+    return ParseResult(query, tuple(parser.warnings), source)

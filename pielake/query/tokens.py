@@ -1,0 +1,193 @@
+"""Tokenizer for the TPStream query language.
+
+Why hand-written: the language has two lexical quirks a generated lexer handles badly. Literals may carry a
+unit glued to the number (`8m/s2`, `5s`), and comments (`--`, `/* */`) may stand anywhere and must vanish
+without a trace. Identifiers are ASCII only, so a look-alike such as a full-width F in FROM is an error,
+never a silently different keyword. Quotes and backticks around identifiers are refused for the same reason.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from enum import Enum
+
+from pielake.errors import ErrorDetail, QuerySyntaxError, source_excerpt
+
+MAX_QUERY_BYTES = 1_000_000
+
+
+class Kind(Enum):
+    IDENT = "identifier"
+    NUMBER = "number"
+    STRING = "string"
+    OP = "operator"
+    EOF = "end of query"
+
+
+@dataclass(frozen=True)
+class Span:
+    """Position of a token or node in the source: 1-based line and column, 0-based offsets."""
+
+    line: int
+    col: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: Kind
+    text: str
+    span: Span
+    unit: str | None = None  # a unit glued to a NUMBER, as in `8m/s2`
+
+    def upper(self) -> str:
+        return self.text.upper()
+
+
+# Longest first, so `<=` wins over `<`.
+OPERATORS = ("<>", "<=", ">=", "!=", "==", "&&", "||", ",", ";", "(", ")", ".", "+", "-", "*", "/", "%",
+             "=", "<", ">", "&", "|", "!")
+_IDENT_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
+_IDENT_PART = _IDENT_START | frozenset("0123456789")
+_DIGITS = frozenset("0123456789")
+_UNIT_PART = _IDENT_PART | frozenset("/^")
+
+
+class _Scanner:
+    def __init__(self, source: str):
+        self.src = source
+        self.pos = 0
+        self.line = 1
+        self.line_start = 0
+        self.tokens: list[Token] = []
+
+    def error(self, message: str, start: int, width: int = 1, suggestion: str | None = None) -> QuerySyntaxError:
+        line = self.src.count("\n", 0, start) + 1
+        col = start - (self.src.rfind("\n", 0, start) + 1) + 1
+        detail = ErrorDetail(message, line, col, self.src[start:start + width],
+                             source_excerpt(self.src, line, col, width), suggestion)
+        return QuerySyntaxError([detail])
+
+    def span(self, start: int) -> Span:
+        line = self.src.count("\n", 0, start) + 1
+        col = start - (self.src.rfind("\n", 0, start) + 1) + 1
+        return Span(line, col, start, self.pos)
+
+    def peek(self, offset: int = 0) -> str:
+        i = self.pos + offset
+        return self.src[i] if i < len(self.src) else ""
+
+    def run(self) -> list[Token]:
+        while self.pos < len(self.src):
+            ch = self.peek()
+            if ch in " \t\r\n\f":
+                self.pos += 1
+            elif ch == "-" and self.peek(1) == "-":
+                self.skip_line_comment()
+            elif ch == "/" and self.peek(1) == "*":
+                self.skip_block_comment()
+            elif ch in _IDENT_START:
+                self.identifier()
+            elif ch in _DIGITS or (ch == "." and self.peek(1) in _DIGITS):
+                self.number()
+            elif ch == "'":
+                self.string()
+            elif ch in "\"`":
+                raise self.error(f"quoted identifier {ch}...{ch} is not allowed", self.pos,
+                                 suggestion="Use a plain name of letters, digits and '_'; "
+                                            "string literals take single quotes.")
+            else:
+                self.operator()
+        self.tokens.append(Token(Kind.EOF, "", Span(*self._end_position(), len(self.src), len(self.src))))
+        return self.tokens
+
+    def _end_position(self) -> tuple[int, int]:
+        line = self.src.count("\n") + 1
+        col = len(self.src) - (self.src.rfind("\n") + 1) + 1
+        return line, col
+
+    def skip_line_comment(self) -> None:
+        end = self.src.find("\n", self.pos)
+        self.pos = len(self.src) if end < 0 else end
+
+    def skip_block_comment(self) -> None:
+        end = self.src.find("*/", self.pos + 2)
+        if end < 0:
+            raise self.error("unterminated block comment", self.pos, 2, "Close it with '*/'.")
+        self.pos = end + 2
+
+    def identifier(self) -> None:
+        start = self.pos
+        while self.peek() in _IDENT_PART:
+            self.pos += 1
+        self.tokens.append(Token(Kind.IDENT, self.src[start:self.pos], self.span(start)))
+
+    def number(self) -> None:
+        start = self.pos
+        self._digits()
+        if self.peek() == "." and self.peek(1) in _DIGITS:
+            self.pos += 1
+            self._digits()
+        if self.peek() in "eE" and self.peek() and (
+                self.peek(1) in _DIGITS or (self.peek(1) in "+-" and self.peek(2) in _DIGITS)):
+            self.pos += 2
+            self._digits()
+        text = self.src[start:self.pos]
+        unit = None
+        if self.peek() in _IDENT_START:
+            unit_start = self.pos
+            while self.peek() in _UNIT_PART:
+                self.pos += 1
+            unit = self.src[unit_start:self.pos]
+        self.tokens.append(Token(Kind.NUMBER, text, self.span(start), unit))
+
+    def _digits(self) -> None:
+        while self.peek() in _DIGITS:
+            self.pos += 1
+
+    def string(self) -> None:
+        start = self.pos
+        self.pos += 1
+        chars: list[str] = []
+        while True:
+            ch = self.peek()
+            if not ch:
+                raise self.error("unterminated string literal", start, 1, "Close it with a single quote.")
+            if ch == "'":
+                if self.peek(1) == "'":
+                    chars.append("'")
+                    self.pos += 2
+                    continue
+                self.pos += 1
+                break
+            chars.append(ch)
+            self.pos += 1
+        self.tokens.append(Token(Kind.STRING, "".join(chars), self.span(start)))
+
+    def operator(self) -> None:
+        for op in OPERATORS:
+            if self.src.startswith(op, self.pos):
+                start = self.pos
+                self.pos += len(op)
+                self.tokens.append(Token(Kind.OP, op, self.span(start)))
+                return
+        ch = self.peek()
+        name = unicodedata.name(ch, "unnamed character")
+        raise self.error(f"unexpected character {ch!r} (U+{ord(ch):04X} {name})", self.pos,
+                         suggestion="Queries use ASCII letters, digits and operators outside string literals.")
+
+
+def tokenize(source: str) -> list[Token]:
+    """Split query text into tokens; comments and white space are dropped here and never reach the AST.
+
+    Raises:
+        QuerySyntaxError: on an unexpected character, an unterminated string or comment, or an oversized query.
+    """
+    size = len(source.encode("utf-8", errors="replace"))
+    if size > MAX_QUERY_BYTES:
+        detail = ErrorDetail(f"query is {size} bytes, more than the limit of {MAX_QUERY_BYTES}", 1, 1, "",
+                             source_excerpt(source[:200], 1, 1, 1), "Split the query or shorten it.")
+        raise QuerySyntaxError([detail])
+    return _Scanner(source).run()
