@@ -100,13 +100,10 @@ class _Scanner:
                                             "string literals take single quotes.")
             else:
                 self.operator()
-        self.tokens.append(Token(Kind.EOF, "", Span(*self._end_position(), len(self.src), len(self.src))))
+        end = len(self.src.rstrip())  # point at the end of the text, not at trailing blank lines
+        self.pos = end
+        self.tokens.append(Token(Kind.EOF, "", self.span(end)))
         return self.tokens
-
-    def _end_position(self) -> tuple[int, int]:
-        line = self.src.count("\n") + 1
-        col = len(self.src) - (self.src.rfind("\n") + 1) + 1
-        return line, col
 
     def skip_line_comment(self) -> None:
         end = self.src.find("\n", self.pos)

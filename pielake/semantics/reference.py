@@ -134,9 +134,11 @@ def derive_situations(events: Iterable[Row], plan: QueryPlan, time_column: str =
 
 
 class _Matcher:
-    def __init__(self, plan: QueryPlan, time_unit_seconds: Fraction):
+    def __init__(self, plan: QueryPlan, time_unit_seconds: Fraction | float | int):
         self.plan = plan
-        self.unit = Fraction(time_unit_seconds)
+        # A float unit such as 0.001 means the decimal it is written as, not its binary approximation.
+        self.unit = Fraction(str(time_unit_seconds)) if isinstance(time_unit_seconds, float) \
+            else Fraction(time_unit_seconds)
 
     def seconds(self, span: Any) -> Fraction:
         return Fraction(span) * self.unit
@@ -228,7 +230,7 @@ def aggregate(name: str, values: list[Any]) -> Any:
 
 
 def find_matches(events: Iterable[Row], plan: QueryPlan, time_column: str = "ts",
-                 time_unit_seconds: Fraction | int = 1) -> list[Match]:
+                 time_unit_seconds: Fraction | float | int = 1) -> list[Match]:
     """Every match of the plan over the events, with status as known after the last event of each key.
 
     Args:
@@ -237,5 +239,5 @@ def find_matches(events: Iterable[Row], plan: QueryPlan, time_column: str = "ts"
         time_column: the event-time column.
         time_unit_seconds: how many seconds one unit of event time is (windows and durations are in seconds).
     """
-    matcher = _Matcher(plan, Fraction(time_unit_seconds))
+    matcher = _Matcher(plan, time_unit_seconds)
     return [m for stream in _streams(events, plan, time_column) for m in matcher.matches(stream)]

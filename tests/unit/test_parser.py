@@ -1,0 +1,149 @@
+"""Parser golden tests, round trips and the invalid-query catalogue (tests/fixtures/queries)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from pielake.errors import QueryError, QuerySyntaxError
+from pielake.query.analyzer import analyze, load_query
+from pielake.query.parser import parse
+from pielake.query.printer import query_text
+from tests.conftest import FIXTURES
+
+VALID = sorted((FIXTURES / "queries" / "valid").glob("*.tpq"))
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+
+
+def plan_summary(source: str) -> str:
+    plan = analyze(parse(source))
+    lines = [f"keys: {', '.join(plan.keys) or '-'}", f"window_seconds: {plan.window_seconds}"]
+    lines += [f"symbol {s.name}: min={s.min_seconds} max={s.max_seconds}" for s in plan.symbols]
+    lines += [f"{c.id}: {c.left} {{{', '.join(c.ordered_relations())}}} {c.right}" for c in plan.constraints]
+    lines += [f"return {r.name}" for r in plan.returns]
+    lines += [w.render() for w in plan.warnings]
+    return "\n".join(lines) + "\n"
+
+
+def golden(path: Path) -> str:
+    source = path.read_text(encoding="utf-8")
+    return query_text(parse(source).query) + "-- plan\n" + plan_summary(source)
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
+def test_valid_query_matches_its_golden_file(path: Path) -> None:
+    expected_file = path.with_suffix(".expected")
+    actual = golden(path)
+    if UPDATE:
+        expected_file.write_text(actual, encoding="utf-8")
+    assert actual == expected_file.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
+def test_printed_query_parses_back_to_the_same_tree(path: Path) -> None:
+    first = parse(path.read_text(encoding="utf-8")).query
+    assert parse(query_text(first)).query == first
+
+
+def load_invalid_cases() -> list[tuple[str, int, int, str, str]]:
+    text = (FIXTURES / "queries" / "invalid.tpq").read_text(encoding="utf-8")
+    cases = []
+    for block in re.split(r"^-- case: ", text, flags=re.MULTILINE)[1:]:
+        name, expect, *query = block.split("\n")
+        position, _, message = expect.removeprefix("-- expect: ").partition(" ")
+        line, col = map(int, position.split(":"))
+        cases.append((name, line, col, message, "\n".join(query)))
+    return cases
+
+
+INVALID = load_invalid_cases()
+
+
+def test_the_catalogue_holds_at_least_thirty_invalid_queries() -> None:
+    assert len(INVALID) >= 30
+
+
+@pytest.mark.parametrize(("name", "line", "col", "message", "query"), INVALID, ids=[c[0] for c in INVALID])
+def test_invalid_query_error_names_its_position(name: str, line: int, col: int, message: str, query: str) -> None:
+    with pytest.raises(QueryError) as caught:
+        load_query(query)
+    first = caught.value.first
+    assert (first.line, first.col) == (line, col)
+    assert message in first.description
+    assert "^" in first.context  # a caret under the offending text
+
+
+def test_error_carries_the_offending_text_and_a_suggestion() -> None:
+    with pytest.raises(QueryError) as caught:
+        load_query("FROM S DEFINE A AS x, B AS y\nPATTERN A overlap B WITHIN 5 s")
+    detail = caught.value.first.as_dict()
+    assert detail["highlight"] == "overlap"
+    assert detail["suggestion"] == "Did you mean 'overlaps'?"
+    assert detail["context"] == "  PATTERN A overlap B WITHIN 5 s\n            ^^^^^^^"
+
+
+def test_semantic_errors_are_reported_together_with_a_count_of_the_rest() -> None:
+    defines = ", ".join(f"S{i} AS x{i}" for i in range(8))
+    with pytest.raises(QueryError) as caught:
+        load_query(f"FROM S DEFINE {defines}, A AS a, B AS b PATTERN A meets B WITHIN 5 s")
+    assert len(caught.value.errors) == 8
+    assert str(caught.value).endswith("... and 3 more")
+
+
+def test_units_on_literals_are_ignored_with_a_warning() -> None:
+    result = parse("FROM S DEFINE A AS speed > 70 mph, B AS accel > 8m/s2 PATTERN A meets B WITHIN 5 s")
+    assert [w.message for w in result.warnings] == [
+        "unit 'mph' after 70 is ignored; values are compared as plain numbers",
+        "unit 'm/s2' after 8 is ignored; values are compared as plain numbers",
+    ]
+
+
+def test_comments_never_reach_the_tree() -> None:
+    plain = parse("FROM S DEFINE A AS x > 1, B AS y PATTERN A meets B WITHIN 5 s").query
+    commented = parse("FROM S /* c */ DEFINE A AS x -- note\n > /* one */ 1, B AS y\n"
+                      "PATTERN A meets B -- tail\nWITHIN 5 s -- end").query
+    assert commented == plain
+
+
+@pytest.mark.parametrize(("written", "canonical"), [
+    ("met-by", "met-by"), ("MET_BY", "met-by"), ("Finished_By", "finished-by"), ("equal", "equals"),
+    ("follow", "follows"), ("followed_by", "followed-by"),
+])
+def test_relation_names_are_case_insensitive_and_dashes_equal_underscores(written: str, canonical: str) -> None:
+    plan = load_query(f"FROM S DEFINE A AS x, B AS y PATTERN A {written} B WITHIN 5 s")
+    assert plan.constraints[0].relations == {canonical}
+
+
+@pytest.mark.parametrize(("pattern", "relations"), [
+    ("A meets B; A overlaps B", {"meets", "overlaps"}),
+    ("A meets; overlaps B", {"meets", "overlaps"}),
+    ("(A meets B OR B during A)", {"meets", "contains"}),
+    ("B during A; A starts B", {"contains", "starts"}),
+    ("A before;meets B AND B met-by A", {"meets"}),
+])
+def test_constraints_are_normalised_to_definition_order_and_intersected(pattern: str, relations: set[str]) -> None:
+    plan = load_query(f"FROM S DEFINE A AS x, B AS y PATTERN {pattern} WITHIN 5 s")
+    assert [(c.left, c.right, c.relations) for c in plan.constraints] == [("A", "B", relations)]
+
+
+def test_durations_convert_units_to_seconds() -> None:
+    plan = load_query("FROM S DEFINE A AS x AT LEAST 1.5 min, B AS y BETWEEN 500 ms AND 2 h "
+                      "PATTERN A meets B WITHIN 1 day")
+    assert (plan.symbols[0].min_seconds, plan.symbols[0].max_seconds) == (90, None)
+    assert (plan.symbols[1].min_seconds, plan.symbols[1].max_seconds) == (0.5, 7200)
+    assert plan.window_seconds == 86400
+
+
+def test_unknown_columns_are_errors_when_the_schema_is_known() -> None:
+    with pytest.raises(QueryError) as caught:
+        load_query("FROM S DEFINE A AS sped > 1, B AS y PATTERN A meets B WITHIN 5 s", columns=["speed", "y"])
+    assert caught.value.first.description == "unknown column 'sped'"
+    assert caught.value.first.suggestion == "Did you mean 'speed'?"
+
+
+def test_query_over_one_megabyte_is_refused() -> None:
+    with pytest.raises(QuerySyntaxError, match="more than the limit"):
+        parse("FROM S DEFINE A AS x PATTERN A meets B WITHIN 5 s " + "-" * 1_000_001)
