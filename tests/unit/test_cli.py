@@ -1,0 +1,68 @@
+"""The `pielake` command line: exit codes, error output without tracebacks, machine-readable output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from pielake.cli import main
+from pielake.exitcodes import EXIT_OK, EXIT_USAGE
+
+EXAMPLE = str(Path(__file__).parents[2] / "examples" / "queries" / "aggressive_driving.tpq")
+
+
+def invoke(args: list[str], code: int, contains: str = "", stdin: str | None = None) -> Result:
+    result = CliRunner().invoke(main, args, input=stdin)
+    assert result.exit_code == code, result.output
+    assert contains in result.output
+    assert "Traceback" not in result.output
+    return result
+
+
+def test_explain_prints_the_plan() -> None:
+    invoke(["explain", EXAMPLE], EXIT_OK, "c1: A {meets, overlaps, starts, during} B")
+
+
+def test_explain_reads_stdin() -> None:
+    invoke(["explain", "-"], EXIT_OK, "c1: A {overlaps} B",
+           stdin="FROM S DEFINE A AS a, B AS b PATTERN A overlaps B WITHIN 5 s")
+
+
+def test_explain_json_lists_constraints_and_join_order() -> None:
+    result = invoke(["explain", EXAMPLE, "--format", "json"], EXIT_OK)
+    plan = json.loads(result.output)
+    assert plan["join_order"] == ["c1", "c2", "c3"]
+    assert plan["constraints"][2] == {"id": "c3", "left": "A", "right": "C", "relations": ["before"]}
+
+
+@pytest.mark.parametrize("show", ["tokens", "ast", "query"])
+def test_explain_shows_each_parser_stage(show: str) -> None:
+    invoke(["explain", EXAMPLE, "--show", show], EXIT_OK, "car_id")
+
+
+def test_a_bad_query_prints_one_clear_error_and_exits_2() -> None:
+    result = invoke(["explain", "-"], EXIT_USAGE, "unknown relation 'overlap'. Line 1, Col 40. "
+                    "Did you mean 'overlaps'?", stdin="FROM S DEFINE A AS x, B AS y PATTERN A overlap B WITHIN 5 s")
+    assert "^^^^^^^" in result.output
+
+
+def test_a_missing_file_is_a_usage_error() -> None:
+    invoke(["explain", "no/such/query.tpq"], EXIT_USAGE, "no query file at no/such/query.tpq")
+
+
+def test_a_query_file_name_must_be_an_identifier(tmp_path: Path) -> None:
+    bad = tmp_path / "drop table;.tpq"
+    bad.write_text("FROM S DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s")
+    invoke(["explain", str(bad)], EXIT_USAGE, "must be a plain identifier")
+
+
+def test_check_reports_every_file_as_json(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.tpq"
+    bad.write_text("FROM S DEFINE A AS a PATTERN A meets B WITHIN 5 s")
+    result = invoke(["check", EXAMPLE, str(bad), "--format", "json"], EXIT_USAGE)
+    report = json.loads(result.output)
+    assert [r["ok"] for r in report] == [True, False]
+    assert report[1]["errors"][0]["line"] == 1

@@ -1,0 +1,53 @@
+"""The plain-Python evaluator follows SQL three-valued logic as Spark does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pielake.query.evaluate import holds, row_evaluator
+from pielake.query.parser import parse
+
+
+def value(expr: str, **row: Any) -> Any:
+    return row_evaluator(row)(parse(f"FROM S DEFINE A AS {expr} PATTERN A meets B WITHIN 1 s").query
+                              .defines[0].predicate)
+
+
+@pytest.mark.parametrize(("expr", "row", "expected"), [
+    ("x > 1", {"x": 2}, True),
+    ("x > 1", {"x": None}, None),
+    ("x > 1 AND y", {"x": 0, "y": None}, False),
+    ("x > 1 AND y", {"x": 2, "y": None}, None),
+    ("x > 1 OR y", {"x": 2, "y": None}, True),
+    ("x > 1 OR y", {"x": 0, "y": None}, None),
+    ("NOT y", {"y": None}, None),
+    ("!y && z || w", {"y": False, "z": True, "w": False}, True),
+    ("x / 0", {"x": 5}, None),
+    ("x % 0", {"x": 5}, None),
+    ("x % 3", {"x": -7}, -1),
+    ("x / 2", {"x": 5}, 2.5),
+    ("x BETWEEN 1 AND 3", {"x": 3}, True),
+    ("x NOT BETWEEN 1 AND 3", {"x": None}, None),
+    ("x IN (1, 2)", {"x": 2}, True),
+    ("x IN (1, NULL)", {"x": 2}, None),
+    ("x NOT IN (1, 2)", {"x": 3}, True),
+    ("x IS NULL", {"x": None}, True),
+    ("x IS NOT NULL", {"x": None}, False),
+    ("least(x, y, 3)", {"x": None, "y": 5}, 3),
+    ("greatest(x, y)", {"x": None, "y": None}, None),
+    ("coalesce(x, y, 7)", {"x": None, "y": None}, 7),
+    ("abs(x)", {"x": -2.5}, 2.5),
+    ("upper(s) = 'AB'", {"s": "ab"}, True),
+    ("lower(s)", {"s": None}, None),
+    ("-x * 2 + 1", {"x": 3}, -5),
+    ("X > 1", {"x": 2}, True),
+])
+def test_expressions_evaluate_like_spark_sql(expr: str, row: dict, expected: Any) -> None:
+    assert value(expr, **row) == expected
+
+
+def test_a_null_predicate_does_not_hold() -> None:
+    predicate = parse("FROM S DEFINE A AS x > 1 PATTERN A meets B WITHIN 1 s").query.defines[0].predicate
+    assert holds(predicate, {"x": None}) is False
