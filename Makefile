@@ -1,0 +1,34 @@
+# Everything installs from the project's own files: uv (pinned) into .tools/, then the locked environment
+# (uv.lock) into .venv/. Two installs a month apart get the same versions.
+UV_VERSION := 0.13.9
+UV := .tools/bin/uv
+PY := .venv/bin/python
+
+.PHONY: setup demo test lint unit bench clean
+
+setup: .venv/.synced
+
+$(UV):
+	python3 -m venv .tools
+	.tools/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+.venv/.synced: $(UV) pyproject.toml uv.lock
+	$(UV) sync --frozen --quiet
+	touch $@
+
+## The main job on the embedded local default.
+demo: setup
+	.venv/bin/pielake explain examples/queries/aggressive_driving.tpq
+
+## The whole default test suite (lint first); benchmarks are marked and left out.
+test: setup lint
+	.venv/bin/pytest -m "not benchmark"
+
+lint: setup
+	.venv/bin/ruff check .
+
+unit: setup
+	.venv/bin/pytest -m unit -q
+
+clean:
+	rm -rf .venv .tools .pytest_cache .ruff_cache .hypothesis
