@@ -1,0 +1,59 @@
+"""Column names used inside the kernels, in one place. Double underscores keep them clear of user columns."""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+
+T = "__t"  # event time as BIGINT in the stream's unit (TIMESTAMP streams: microseconds)
+SERIES = "__series"
+VALUE = "__value"
+START = "__run_start"
+END = "__run_end"
+FIRST_IN_PART = "__first_in_part"
+LAST_IN_PART = "__last_in_part"
+LEFT_SINCE = "__left_since"
+RIGHT_SINCE = "__right_since"
+LEFT_PENDING = "__left_pending"
+RIGHT_PENDING = "__right_pending"
+
+# Public column names of the result tables (SEMANTICS §6).
+SYMBOL = "symbol"
+TS = "ts"
+TE = "te"
+STATUS = "status"
+CONSTRAINT_ID = "constraint_id"
+RELATION = "relation"
+DECIDED_AT = "decided_at"
+DETECTED_AT = "detected_at"
+COMPLETED_AT = "completed_at"
+RUN_ID = "run_id"
+TAKES_PART = "takes_part"
+
+
+def flag(symbol: int) -> str:
+    """The boolean column holding symbol number `symbol`'s predicate."""
+    return f"__p{symbol}"
+
+
+def symbol_ts(symbol: str) -> str:
+    return f"{symbol.lower()}_ts"
+
+
+def symbol_te(symbol: str) -> str:
+    return f"{symbol.lower()}_te"
+
+
+_ARROW_TYPES = {"BIGINT": pa.int64(), "LONG": pa.int64(), "INT": pa.int32(), "INTEGER": pa.int32(),
+                "SMALLINT": pa.int16(), "TINYINT": pa.int8(), "DOUBLE": pa.float64(), "FLOAT": pa.float32(),
+                "REAL": pa.float32(), "STRING": pa.string(), "BOOLEAN": pa.bool_(),
+                "TIMESTAMP": pa.timestamp("us", tz="UTC"), "DATE": pa.date32()}
+
+
+def arrow_type(spark_type: str) -> pa.DataType:
+    """The Arrow type Spark exchanges for a Spark SQL type name."""
+    decimal = re.match(r"DECIMAL\((\d+),(\d+)\)", spark_type.upper().replace(" ", ""))
+    if decimal:
+        return pa.decimal128(int(decimal.group(1)), int(decimal.group(2)))
+    return _ARROW_TYPES[spark_type.upper()]

@@ -1,0 +1,95 @@
+"""Checked query expressions -> Spark Columns. User text never reaches Spark SQL as text.
+
+One `compile_<node>` per AST node type; an unknown node raises `CompileError`. Semantics match
+`pielake.query.evaluate` (the reference's evaluator): `/` and `%` compile to `try_divide`/`try_mod`, so a
+division by zero is NULL rather than a failed job, and a predicate that is NULL counts as false.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+
+import pyspark.sql.functions as F
+from pyspark.sql import Column
+
+from pielake.errors import CompileError
+from pielake.query import ast
+
+ColumnResolver = Callable[[ast.Column], Column]
+CallResolver = Callable[[ast.Call], Column]
+
+_ARITH: dict[str, Callable[[Column, Column], Column]] = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "/": F.try_divide, "%": F.try_mod,
+}
+_COMPARE: dict[str, Callable[[Column, Column], Column]] = {
+    "=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+    "AND": lambda a, b: a & b, "OR": lambda a, b: a | b,
+}
+_SCALAR: dict[str, Callable[..., Column]] = {
+    "abs": F.abs, "least": F.least, "greatest": F.greatest, "coalesce": F.coalesce, "lower": F.lower,
+    "upper": F.upper,
+}
+
+
+def literal(value: Decimal | str | bool | None) -> Column:
+    if isinstance(value, Decimal):
+        return F.lit(int(value) if value == value.to_integral_value() else float(value))
+    return F.lit(value)
+
+
+class Compiler:
+    """Compiles one expression tree; columns and situation calls are resolved by the caller's hooks."""
+
+    def __init__(self, column: ColumnResolver | None = None, call: CallResolver | None = None):
+        self.column = column or (lambda c: F.col(c.name))
+        self.call = call
+
+    def __call__(self, expr: ast.Expr) -> Column:
+        method = getattr(self, f"compile_{type(expr).__name__.lower()}", None)
+        if method is None:
+            raise CompileError(f"no Spark compilation rule for {type(expr).__name__}")
+        return method(expr)
+
+    def compile_column(self, expr: ast.Column) -> Column:
+        return self.column(expr)
+
+    def compile_literal(self, expr: ast.Literal) -> Column:
+        return literal(expr.value)
+
+    def compile_unary(self, expr: ast.Unary) -> Column:
+        operand = self(expr.operand)
+        return ~operand if expr.op == "NOT" else -operand
+
+    def compile_binary(self, expr: ast.Binary) -> Column:
+        left, right = self(expr.left), self(expr.right)
+        rule = _ARITH.get(expr.op) or _COMPARE.get(expr.op)
+        if rule is None:
+            raise CompileError(f"no Spark rule for operator {expr.op}")
+        return rule(left, right)
+
+    def compile_between(self, expr: ast.Between) -> Column:
+        inside = self(expr.operand).between(self(expr.low), self(expr.high))
+        return ~inside if expr.negated else inside
+
+    def compile_inlist(self, expr: ast.InList) -> Column:
+        found = self(expr.operand).isin(*(self(item) for item in expr.items))
+        return ~found if expr.negated else found
+
+    def compile_isnull(self, expr: ast.IsNull) -> Column:
+        operand = self(expr.operand)
+        return operand.isNotNull() if expr.negated else operand.isNull()
+
+    def compile_call(self, expr: ast.Call) -> Column:
+        if expr.name in _SCALAR:
+            return _SCALAR[expr.name](*(self(a) for a in expr.args))
+        if self.call is None:
+            raise CompileError(f"function '{expr.name}' cannot be compiled here")
+        return self.call(expr)
+
+
+def predicate(expr: ast.Expr, column: ColumnResolver | None = None) -> Column:
+    """A boolean Column that is never NULL: a NULL predicate counts as false (SEMANTICS §1)."""
+    return F.coalesce(Compiler(column)(expr), F.lit(False))

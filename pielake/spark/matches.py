@@ -1,0 +1,128 @@
+"""Matches: natural joins of the PiePair tables on the key and the shared symbols' start times (PieStream §3.3).
+
+Joins follow `join_order` (most selective first, always joining on a shared symbol when one exists). After each
+join the partial bindings are pruned by the window: in a reported match every start lies within the window of the
+earliest start. Then detection time, status and RETURN columns are computed exactly as SEMANTICS §5-§6 define
+them; `pielake.semantics.reference` is the oracle these are tested against.
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+
+import pyspark.sql.functions as F
+from pyspark.sql import Column, DataFrame
+
+from pielake.query import ast
+from pielake.query.join_order import join_order
+from pielake.semantics.reference import COMPLETE, PROVISIONAL, RETRACTED
+from pielake.spark import columns as C
+from pielake.spark.compile import Compiler
+from pielake.spark.query import SparkQuery
+
+LAST_TIME = "__last_t"
+
+
+def _renamed(pairs: DataFrame, constraint_id: str, left: str, right: str, q: SparkQuery) -> DataFrame:
+    return pairs.filter(F.col(C.CONSTRAINT_ID) == constraint_id).select(
+        *q.keys, F.col("a_ts").alias(C.symbol_ts(left)), F.col("a_te").alias(C.symbol_te(left)),
+        F.col("b_ts").alias(C.symbol_ts(right)), F.col("b_te").alias(C.symbol_te(right)),
+        F.col(C.DECIDED_AT).alias(f"__d_{constraint_id}"))
+
+
+def _spread_ok(columns: list[str], q: SparkQuery) -> Column:
+    """Every start within the window of the earliest: a pruning every reported match passes."""
+    starts = [F.col(c) for c in columns]
+    if len(starts) < 2:
+        return F.lit(True)
+    return q.within_window(F.greatest(*starts), F.least(*starts))
+
+
+def join_pairs(pairs: DataFrame, q: SparkQuery) -> DataFrame:
+    """Bindings of every symbol that satisfy every constraint, with each constraint's decision time."""
+    bound: DataFrame | None = None
+    symbols: list[str] = []
+    for c in join_order(q.plan.constraints):
+        table = _renamed(pairs, c.id, c.left, c.right, q)
+        if bound is None:
+            bound, symbols = table, [c.left, c.right]
+            continue
+        shared = [s for s in (c.left, c.right) if s in symbols]
+        on = [*q.keys, *(C.symbol_ts(s) for s in shared)]
+        table = table.drop(*(C.symbol_te(s) for s in shared))
+        bound = bound.join(table, on, "inner")
+        symbols += [s for s in (c.left, c.right) if s not in symbols]
+        if len(shared) < 2:
+            bound = bound.filter(_spread_ok([C.symbol_ts(s) for s in symbols], q))
+    assert bound is not None
+    return bound
+
+
+def _status(q: SparkQuery, first_start: Column) -> tuple[Column, Column]:
+    ends = [F.col(C.symbol_te(s.name)) for s in q.plan.symbols]
+    any_open = reduce(lambda a, b: a | b, (e.isNull() for e in ends))
+    last_end = F.greatest(*ends)
+    status = (F.when(any_open, F.when(q.within_window(F.col(LAST_TIME), first_start), PROVISIONAL)
+                     .otherwise(RETRACTED))
+              .when(q.within_window(last_end, first_start), COMPLETE).otherwise(RETRACTED))
+    completed = F.when(status == COMPLETE, last_end)
+    return status, completed
+
+
+def _with_aggregates(bound: DataFrame, situations: DataFrame, q: SparkQuery) -> DataFrame:
+    """Attach each symbol's aggregate columns that RETURN reads, as `__<symbol>__<func>_<attr>`."""
+    for symbol in dict.fromkeys(a.symbol for a in q.aggregates):
+        wanted = list(dict.fromkeys(a.column for a in q.aggregates if a.symbol == symbol))
+        table = situations.filter(F.col(C.SYMBOL) == symbol).select(
+            *q.keys, F.col(C.TS).alias(C.symbol_ts(symbol)),
+            *(F.col(w).alias(f"__{symbol.lower()}__{w}") for w in wanted))
+        bound = bound.join(table, [*q.keys, C.symbol_ts(symbol)], "left")
+    return bound
+
+
+def _return_compiler(q: SparkQuery) -> Compiler:
+    symbols = {s.name.lower(): s.name for s in q.plan.symbols}
+
+    def column(ref: ast.Column) -> Column:
+        if ref.qualifier is None:
+            return F.col(q.names[ref.name.lower()])
+        symbol = symbols[ref.qualifier.lower()]
+        return q.time_out(F.col(C.symbol_ts(symbol) if ref.name.lower() == "ts" else C.symbol_te(symbol)))
+
+    def call(c: ast.Call) -> Column:
+        arg = c.args[0]
+        assert isinstance(arg, ast.Column)
+        if c.name == "duration":
+            symbol = symbols[arg.name.lower()]
+            return F.col(C.symbol_te(symbol)) - F.col(C.symbol_ts(symbol))
+        symbol = symbols[arg.qualifier.lower()] if arg.qualifier else ""
+        return F.col(f"__{symbol.lower()}__{c.name}_{arg.name.lower()}")
+
+    return Compiler(column, call)
+
+
+def find_matches(pairs: DataFrame, situations: DataFrame, last_times: DataFrame, q: SparkQuery,
+                 run_id: str) -> DataFrame:
+    """The matches table (SEMANTICS §6): keys, <symbol>_ts/_te, detected_at, completed_at, status, RETURN, run_id.
+
+    `last_times` holds each key's latest event time (`__last_t`): what is known when this run ends.
+    """
+    bound = join_pairs(pairs, q)
+    starts = [F.col(C.symbol_ts(s.name)) for s in q.plan.symbols]
+    first_start = F.least(*starts) if len(starts) > 1 else starts[0]
+    decided = [F.col(f"__d_{c.id}") for c in q.plan.constraints]
+    constrained_ends = [F.col(C.symbol_te(s.name)) for s in q.plan.symbols if s.has_duration]
+    detected = F.greatest(*decided, *starts, *constrained_ends)
+    bound = (bound.withColumn(C.DETECTED_AT, detected)
+             .filter(q.within_window(F.col(C.DETECTED_AT), first_start))
+             .join(last_times, list(q.keys), "inner"))
+    status, completed = _status(q, first_start)
+    bound = _with_aggregates(bound.withColumn(C.STATUS, status).withColumn(C.COMPLETED_AT, completed),
+                             situations, q)
+    compiler = _return_compiler(q)
+    endpoints = [q.time_out(F.col(c)).alias(c) for s in q.plan.symbols
+                 for c in (C.symbol_ts(s.name), C.symbol_te(s.name))]
+    return bound.select(
+        *q.keys, *endpoints, q.time_out(F.col(C.DETECTED_AT)).alias(C.DETECTED_AT),
+        q.time_out(F.col(C.COMPLETED_AT)).alias(C.COMPLETED_AT), C.STATUS,
+        *(compiler(out.expr).alias(out.name) for out in q.plan.returns), F.lit(run_id).alias(C.RUN_ID))

@@ -1,0 +1,225 @@
+"""PiePair detection on Spark: one constraint at a time, over the constraint's minterm runs.
+
+Every PiePair automaton (`pielake.semantics.automata`) reads at most three consecutive minterm *runs*: the run
+before the pattern, an optional middle run (E+ shared by both situations, or the O+ gap of followed-by), and the
+run that triggers the decision. Runs of one key tile its timeline, so "the next run" is the run that starts where
+this one ends: an equi-join, which Spark distributes even when one key holds all events. Each pattern is then a
+filter on (previous, current, next) values, read from the automaton's own transitions.
+
+Where a constraint holds a whole prefix group (`overlaps; finished-by; contains`, `starts; equals; started-by`,
+`overlapped-by; finishes; during`) the pair is decided at the later start (SEMANTICS §5), which a two-run pattern
+(previous, E) finds. `before`/`after` have no automaton: they are a range join of the two situation tables,
+bucketed by the window (a pair further apart than the window can never be in a reported match).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+from types import SimpleNamespace
+
+import pyspark.sql.functions as F
+from pyspark.sql import Column, DataFrame
+
+from pielake.query.analyzer import PairConstraint
+from pielake.semantics.automata import AUTOMATA, BOUNDARY, Action, PairAutomaton
+from pielake.semantics.relations import RELATIONS
+from pielake.spark import columns as C
+from pielake.spark.query import SparkQuery
+
+MINTERM_CODE = {"O": 0, "I": 1, "Z": 2, "E": 3}  # 2 * left + right, as the runs kernel encodes them
+PREFIX_GROUPS = {  # the relations sharing a start order, and what precedes their common E run
+    frozenset({"overlaps", "finished-by", "contains"}): frozenset({"Z"}),
+    frozenset({"starts", "equals", "started-by"}): frozenset({"O", BOUNDARY}),
+    frozenset({"overlapped-by", "finishes", "during"}): frozenset({"I"}),
+}
+
+
+@dataclass(frozen=True)
+class Locator:
+    """Which situation: the one whose `kind` (ts or te) equals `source` (a run boundary or a since column)."""
+
+    kind: str  # "ts" | "te"
+    source: str  # "trigger" | "cur_start" | LEFT_SINCE | RIGHT_SINCE
+
+
+def _l(kind: str, source: str) -> Locator:
+    return Locator(kind, source)
+
+
+TRIG, CUR_START = "trigger", "cur_start"
+# Where A (left) and B (right) sit relative to the pattern's runs; cur = the middle run, or the trigger run.
+LOCATE: dict[str, tuple[Locator, Locator]] = {
+    "meets": (_l("te", TRIG), _l("ts", TRIG)), "met-by": (_l("ts", TRIG), _l("te", TRIG)),
+    "overlaps": (_l("te", TRIG), _l("ts", CUR_START)), "overlapped-by": (_l("ts", CUR_START), _l("te", TRIG)),
+    "starts": (_l("te", TRIG), _l("ts", CUR_START)), "started-by": (_l("ts", CUR_START), _l("te", TRIG)),
+    "during": (_l("te", TRIG), _l("ts", C.RIGHT_SINCE)), "contains": (_l("ts", C.LEFT_SINCE), _l("te", TRIG)),
+    "finishes": (_l("te", TRIG), _l("te", TRIG)), "finished-by": (_l("te", TRIG), _l("te", TRIG)),
+    "equals": (_l("te", TRIG), _l("te", TRIG)),
+    "followed-by": (_l("te", CUR_START), _l("ts", TRIG)), "follows": (_l("ts", TRIG), _l("te", CUR_START)),
+}
+GROUP_LOCATE = {
+    frozenset({"overlaps", "finished-by", "contains"}): (_l("ts", C.LEFT_SINCE), _l("ts", TRIG)),
+    frozenset({"starts", "equals", "started-by"}): (_l("ts", TRIG), _l("ts", TRIG)),
+    frozenset({"overlapped-by", "finishes", "during"}): (_l("ts", TRIG), _l("ts", C.RIGHT_SINCE)),
+}
+
+
+@dataclass(frozen=True)
+class RunPattern:
+    """Consecutive runs (previous, current[, next]) that decide `relations` for one pair."""
+
+    relations: frozenset[str]
+    previous: frozenset[str]  # may hold BOUNDARY: the current run is its key's first
+    current: frozenset[str]
+    following: frozenset[str] | None  # None: decided at the current run's start
+    a: Locator
+    b: Locator
+
+    @property
+    def relation(self) -> str | None:
+        """The relation a match means, or None for a prefix group (known only once an end is seen)."""
+        return next(iter(self.relations)) if len(self.relations) == 1 else None
+
+
+def _symbols(automaton: PairAutomaton, source: str, action: Action | None = None) -> frozenset[str]:
+    return frozenset().union(*(t.symbols for t in automaton.transitions
+                               if t.source == source and t.target != source and (action is None or t.action is action)))
+
+
+def single_pattern(relation: str) -> RunPattern:
+    """The run pattern of one relation, read off its automaton: start->armed, armed->middle, ->trigger."""
+    automaton = AUTOMATA[relation]
+    previous = _symbols(automaton, "start")
+    trigger = next(t for t in automaton.transitions if t.action is Action.TRIGGER)
+    middle = _symbols(automaton, "armed", Action.TAKE)
+    a, b = LOCATE[relation]
+    if trigger.source == "armed":
+        return RunPattern(frozenset({relation}), previous, trigger.symbols, None, a, b)
+    return RunPattern(frozenset({relation}), previous, middle, trigger.symbols, a, b)
+
+
+def patterns_for(constraint: PairConstraint) -> list[RunPattern]:
+    """Run patterns that together find every pair satisfying the constraint, each at its decision time."""
+    remaining = set(constraint.relations) - {"before", "after"}
+    patterns = []
+    for group, previous in PREFIX_GROUPS.items():
+        if group <= constraint.relations:
+            a, b = GROUP_LOCATE[group]
+            patterns.append(RunPattern(group, previous, frozenset({"E"}), None, a, b))
+            remaining -= group
+    patterns += [single_pattern(r) for r in sorted(remaining)]
+    return patterns
+
+
+def _is_in(column: Column, symbols: frozenset[str]) -> Column:
+    codes = [MINTERM_CODE[s] for s in symbols if s != BOUNDARY]
+    test = column.isin(*codes) if codes else F.lit(False)
+    return (column.isNull() | test) if BOUNDARY in symbols else test
+
+
+def _neighbours(runs: DataFrame, q: SparkQuery) -> DataFrame:
+    """Each run with the values of the runs before and after it (NULL at the ends of its key)."""
+    keys = list(q.keys)
+    prev = runs.select(*keys, F.col(C.END).alias("_p_end"), F.col(C.VALUE).alias("_prev"))
+    nxt = runs.select(*keys, F.col(C.START).alias("_n_start"), F.col(C.VALUE).alias("_next"))
+    r = runs.alias("r")
+    joined = r.join(prev.alias("p"), [F.col(f"r.{k}") == F.col(f"p.{k}") for k in keys]
+                    + [F.col(f"r.{C.START}") == F.col("p._p_end")], "left")
+    joined = joined.select("r.*", "p._prev")
+    r2 = joined.alias("r")
+    joined = r2.join(nxt.alias("n"), [F.col(f"r.{k}") == F.col(f"n.{k}") for k in keys]
+                     + [F.col(f"r.{C.END}") == F.col("n._n_start")], "left")
+    return joined.select("r.*", "n._next")
+
+
+def _source(name: str, pattern: RunPattern) -> Column:
+    """The time a locator names: the trigger run's start, the current run's start, or a since column."""
+    if name == TRIG:
+        return F.col(C.START) if pattern.following is None else F.col(C.END)
+    return F.col(C.START) if name == CUR_START else F.col(name)
+
+
+def _candidates(runs: DataFrame, patterns: list[RunPattern], q: SparkQuery) -> DataFrame:
+    """(keys, A locator, B locator, decided_at, relation) for every pattern occurrence."""
+    neighbours = _neighbours(runs, q)
+    found = []
+    for p in patterns:
+        cond = _is_in(F.col("_prev"), p.previous) & _is_in(F.col(C.VALUE), p.current)
+        if p.following is not None:
+            cond = cond & _is_in(F.col("_next"), p.following)
+        found.append(neighbours.filter(cond).select(
+            *q.keys, F.lit(p.a.kind).alias("_a_kind"), _source(p.a.source, p).alias("_a_at"),
+            F.lit(p.b.kind).alias("_b_kind"), _source(p.b.source, p).alias("_b_at"),
+            _source(TRIG, p).alias(C.DECIDED_AT), F.lit(p.relation).cast("string").alias(C.RELATION)))
+    return reduce(DataFrame.unionByName, found)
+
+
+def _locate(candidates: DataFrame, side: str, situations: DataFrame, q: SparkQuery) -> DataFrame:
+    """Attach the situation (ts, te) that each candidate's locator on `side` ('a' or 'b') points at."""
+    out = []
+    for kind in ("ts", "te"):
+        chosen = candidates.filter(F.col(f"_{side}_kind") == kind)
+        table = situations.select(*q.keys, F.col(C.TS).alias(f"{side}_ts"), F.col(C.TE).alias(f"{side}_te"))
+        out.append(chosen.join(table.withColumn(f"_{side}_at", F.col(f"{side}_{kind}")),
+                               [*q.keys, f"_{side}_at"], "inner"))
+    return out[0].unionByName(out[1])
+
+
+def _range_join(a: DataFrame, b: DataFrame, q: SparkQuery, relation: str) -> DataFrame:
+    """`before`/`after` pairs no further apart than the window, by an equi-join on window-sized time buckets."""
+    size = max(1, int(-(-q.window_units.numerator // q.window_units.denominator)))
+    first, second = (a, b) if relation == "before" else (b, a)
+    first = first.withColumn("_bucket", F.explode(F.array(F.floor(F.col("ts") / size),
+                                                           F.floor(F.col("ts") / size) + 1)))
+    second = second.withColumn("_bucket", F.floor(F.col("ts") / size))
+    f, s = first.alias("f"), second.alias("s")
+    joined = f.join(s, [F.col(f"f.{k}") == F.col(f"s.{k}") for k in [*q.keys, "_bucket"]]
+                    + [F.col("f.te") < F.col("s.ts"), q.within_window(F.col("s.ts"), F.col("f.ts"))], "inner")
+    named = {"before": ("f", "s"), "after": ("s", "f")}[relation]
+    return joined.select(*(F.col(f"f.{k}").alias(k) for k in q.keys),
+                         F.col(f"{named[0]}.ts").alias("a_ts"), F.col(f"{named[0]}.te").alias("a_te"),
+                         F.col(f"{named[1]}.ts").alias("b_ts"), F.col(f"{named[1]}.te").alias("b_te"),
+                         F.col("s.ts").alias(C.DECIDED_AT), F.lit(relation).alias(C.RELATION))
+
+
+def _relation_of(group: tuple[str, ...]) -> Column:
+    """For a prefix-group pair, the relation that holds once both ends are known (NULL while one is open)."""
+    a = SimpleNamespace(ts=F.col("a_ts"), te=F.col("a_te"))
+    b = SimpleNamespace(ts=F.col("b_ts"), te=F.col("b_te"))
+    known = F.col("a_te").isNotNull() & F.col("b_te").isNotNull()
+    result = F.lit(None).cast("string")
+    for name in group:
+        result = F.when(known & RELATIONS[name].holds(a, b), F.lit(name)).otherwise(result)
+    return result
+
+
+def detect_pairs(runs: DataFrame, situations: DataFrame, constraint: PairConstraint, q: SparkQuery) -> DataFrame:
+    """Every pair of situations satisfying the constraint, decided, within the window (kernel time).
+
+    Columns: keys, constraint_id, a_ts, a_te, b_ts, b_te, relation (NULL while a prefix group is undecided
+    among its members), decided_at.
+    """
+    takes_part = situations.filter(F.col(C.TAKES_PART))
+    a_sits = takes_part.filter(F.col(C.SYMBOL) == constraint.left).select(*q.keys, C.TS, C.TE)
+    b_sits = takes_part.filter(F.col(C.SYMBOL) == constraint.right).select(*q.keys, C.TS, C.TE)
+    found = []
+    patterns = patterns_for(constraint)
+    if patterns:
+        series = runs.filter(F.col(C.SERIES) == q.pair_series(constraint))
+        located = _locate(_locate(_candidates(series, patterns, q), "a", a_sits, q), "b", b_sits, q)
+        group = tuple(r for p in patterns if p.relation is None for r in sorted(p.relations))
+        relation = F.coalesce(F.col(C.RELATION), _relation_of(group)) if group else F.col(C.RELATION)
+        found.append(located.select(*q.keys, "a_ts", "a_te", "b_ts", "b_te", C.DECIDED_AT,
+                                    relation.alias(C.RELATION)))
+    found += [_range_join(a_sits, b_sits, q, r) for r in ("before", "after") if r in constraint.relations]
+    pairs = reduce(DataFrame.unionByName, found)
+    pairs = pairs.filter(q.within_window(F.col(C.DECIDED_AT), F.least("a_ts", "b_ts")))
+    # A followed-by pair is also before: keep one row, naming the more specific relation.
+    specific = F.when(F.col(C.RELATION).isin("followed-by", "follows"), 0).otherwise(1)
+    return (pairs.groupBy(*q.keys, "a_ts", "b_ts")
+            .agg(F.first("a_te").alias("a_te"), F.first("b_te").alias("b_te"),
+                 F.min(C.DECIDED_AT).alias(C.DECIDED_AT),
+                 F.min_by(C.RELATION, specific).alias(C.RELATION))
+            .select(*q.keys, F.lit(constraint.id).alias(C.CONSTRAINT_ID), "a_ts", "a_te", "b_ts", "b_te",
+                    C.RELATION, C.DECIDED_AT))

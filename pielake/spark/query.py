@@ -1,0 +1,167 @@
+"""A checked query bound to a stream: everything the Spark kernels need, computed once.
+
+`SparkQuery.prepare` turns the events table into the kernel input (keys, event time as BIGINT, one boolean column
+per symbol, the attributes RETURN aggregates read). `situations` turns stitched runs into the situations table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property
+
+import pyspark.sql.functions as F
+from pyspark.sql import Column, DataFrame
+
+from pielake.errors import CompileError
+from pielake.query import ast
+from pielake.query.analyzer import AGGREGATES, PairConstraint, QueryPlan, walk
+from pielake.spark import columns as C
+from pielake.spark.compile import predicate
+from pielake.spark.runs import Partial, RunSpec, encode_runs
+from pielake.streams import TIMESTAMP_UNIT, StreamSchema
+
+_FLOATING = ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """One `func(S.attr)` of RETURN; `column` names it in the situations table."""
+
+    func: str
+    symbol: str
+    attr: str
+
+    @property
+    def column(self) -> str:
+        return f"{self.func}_{self.attr.lower()}"
+
+    @property
+    def partial_functions(self) -> tuple[str, ...]:
+        return ("sum", "count") if self.func == "avg" else (self.func,)
+
+
+def scaled_at_most(diff: Column, seconds: Fraction, unit: Fraction) -> Column:
+    """`diff` time units last at most `seconds`: exact integer arithmetic, no float rounding at the edge."""
+    return diff * (unit.numerator * seconds.denominator) <= F.lit(seconds.numerator * unit.denominator)
+
+
+def scaled_at_least(diff: Column, seconds: Fraction, unit: Fraction) -> Column:
+    return diff * (unit.numerator * seconds.denominator) >= F.lit(seconds.numerator * unit.denominator)
+
+
+class SparkQuery:
+    """A `QueryPlan` bound to a stream schema and to the columns of its events DataFrame."""
+
+    def __init__(self, plan: QueryPlan, stream: StreamSchema, column_types: dict[str, str]):
+        self.plan = plan
+        self.stream = stream
+        self.types = {k.lower(): v.upper() for k, v in column_types.items()}
+        self.names = {k.lower(): k for k in column_types}
+        self.keys = tuple(self.names[k.lower()] for k in plan.keys)
+        self.key_types = tuple(self.types[k.lower()] for k in self.keys)
+        self.unit = stream.unit_seconds
+        self.symbol_index = {s.name: i for i, s in enumerate(plan.symbols)}
+
+    # ------------------------------------------------------------ inputs
+
+    @cached_property
+    def aggregates(self) -> tuple[Aggregate, ...]:
+        found: dict[tuple[str, str, str], Aggregate] = {}
+        for out in self.plan.returns:
+            for node in walk(out.expr):
+                if isinstance(node, ast.Call) and node.name in AGGREGATES:
+                    arg = node.args[0]
+                    assert isinstance(arg, ast.Column) and arg.qualifier is not None
+                    symbol = next(s.name for s in self.plan.symbols if s.name.lower() == arg.qualifier.lower())
+                    found[(node.name, symbol, arg.name.lower())] = Aggregate(node.name, symbol,
+                                                                             self.names[arg.name.lower()])
+        return tuple(found.values())
+
+    def partial_type(self, func: str, attr: str) -> str:
+        kind = self.types[attr.lower()]
+        if func == "count":
+            return "BIGINT"
+        if func == "sum":
+            return "DOUBLE" if kind.startswith(_FLOATING) else "BIGINT"
+        return kind
+
+    @cached_property
+    def spec(self) -> RunSpec:
+        partials = {Partial(self.symbol_index[a.symbol], f, a.attr, self.partial_type(f, a.attr))
+                    for a in self.aggregates for f in a.partial_functions}
+        pairs = tuple((self.symbol_index[c.left], self.symbol_index[c.right]) for c in self.plan.constraints)
+        return RunSpec(self.keys, self.key_types, len(self.plan.symbols), pairs,
+                       tuple(sorted(partials, key=lambda p: p.name)))
+
+    def column(self, ref: ast.Column) -> Column:
+        return F.col(self.names[ref.name.lower()])
+
+    def event_time(self) -> Column:
+        time = F.col(self.names[self.stream.time_column.lower()])
+        return F.unix_micros(time) if self.stream.time_unit == TIMESTAMP_UNIT else time.cast("bigint")
+
+    def time_out(self, column: Column) -> Column:
+        """Kernel time (BIGINT) back to the stream's own time type for the result tables."""
+        return F.timestamp_micros(column) if self.stream.time_unit == TIMESTAMP_UNIT else column
+
+    def prepare(self, events: DataFrame) -> DataFrame:
+        """Kernel input: keys, `__t`, one boolean per symbol (NULL counts as false) and aggregate inputs."""
+        flags = [predicate(s.predicate, self.column).alias(C.flag(i)) for i, s in enumerate(self.plan.symbols)]
+        sources = sorted({a.attr for a in self.aggregates})
+        return events.select(*self.keys, self.event_time().alias(C.T), *flags, *sources)
+
+    @cached_property
+    def window_units(self) -> Fraction:
+        return self.plan.window_seconds / self.unit
+
+    def within_window(self, later: Column, earlier: Column) -> Column:
+        return scaled_at_most(later - earlier, self.plan.window_seconds, self.unit)
+
+    # ------------------------------------------------------------ runs and situations
+
+    def runs(self, events: DataFrame, partitions: int) -> DataFrame:
+        return encode_runs(self.prepare(events), self.spec, partitions)
+
+    def pair_series(self, constraint: PairConstraint) -> int:
+        return self.spec.series_of_pair(self.plan.constraints.index(constraint))
+
+    def takes_part(self, symbol: str) -> Column:
+        """A situation takes part in matches: always, or, with a duration constraint, once closed and fitting."""
+        sym = self.plan.symbol(symbol)
+        if not sym.has_duration:
+            return F.lit(True)
+        fits = F.col(C.TE).isNotNull()
+        diff = F.col(C.TE) - F.col(C.TS)
+        if sym.min_seconds is not None:
+            fits = fits & scaled_at_least(diff, sym.min_seconds, self.unit)
+        if sym.max_seconds is not None:
+            fits = fits & scaled_at_most(diff, sym.max_seconds, self.unit)
+        return fits
+
+    def situations(self, runs: DataFrame) -> DataFrame:
+        """One row per situation per key (kernel time): keys, symbol, ts, te, status, takes_part, aggregates."""
+        names = F.array(*(F.lit(s.name) for s in self.plan.symbols))
+        rows = (runs.filter((F.col(C.SERIES) < len(self.plan.symbols)) & (F.col(C.VALUE) == 1))
+                .withColumn(C.SYMBOL, F.element_at(names, F.col(C.SERIES) + 1))
+                .withColumn(C.TS, F.col(C.START)).withColumn(C.TE, F.col(C.END)))
+        takes_part = F.lit(False)
+        for s in self.plan.symbols:
+            takes_part = F.when(F.col(C.SYMBOL) == s.name, self.takes_part(s.name)).otherwise(takes_part)
+        aggregates = [self.aggregate_column(name) for name in dict.fromkeys(a.column for a in self.aggregates)]
+        return rows.select(*self.keys, C.SYMBOL, C.TS, C.TE,
+                           F.when(F.col(C.TE).isNull(), "open").otherwise("closed").alias(C.STATUS),
+                           takes_part.alias(C.TAKES_PART), *aggregates)
+
+    def aggregate_column(self, name: str) -> Column:
+        """`func_attr` over whichever symbols RETURN reads it from; each row holds its own symbol's value."""
+        values = []
+        for a in (a for a in self.aggregates if a.column == name):
+            index = self.symbol_index[a.symbol]
+            partial = {f: Partial(index, f, a.attr, self.partial_type(f, a.attr)).name for f in a.partial_functions}
+            value = (F.try_divide(F.col(partial["sum"]), F.col(partial["count"])) if a.func == "avg"
+                     else F.col(partial[a.func]))
+            values.append(value)
+        if not values:
+            raise CompileError(f"no aggregate named {name}")
+        return F.coalesce(*values).alias(name)

@@ -1,0 +1,256 @@
+"""Run-length encoding of every series of a query, in parallel over time ranges, stitched at range edges.
+
+A *series* is a per-event value whose maximal runs matter: each symbol's predicate (runs of true are the
+situations, SEMANTICS §2) and each constraint's minterm O/I/Z/E (PieStream's alphabet; runs of minterms are what
+the PiePair patterns read). One pass over the events computes all of them.
+
+Why not window functions: a window partitioned by key puts a whole key in one task, so a single key with 10^7
+events would use one core. Instead events are range-partitioned on (key, time) and sorted, and each partition is
+encoded with numpy (`mapInArrow`). A run that touches a partition edge is emitted as a *fragment*; fragments are
+few (at most two per series per partition), so merging them is a small window over a small table:
+
+- a fragment continues the previous fragment of its key if that one ended its partition, this one starts its
+  partition, and both have the same value;
+- a run's end is the start of the next run of its key (or NULL: the situation is open).
+
+Each constraint run also carries `left_since`/`right_since`: the start of the situation of the left/right
+predicate that contains the run's first event (NULL where that predicate is false). Where that situation began in
+an earlier partition the kernel marks it pending, and the stitched start is filled in from the edge table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyspark.sql.functions as F
+from pyspark.sql import DataFrame, Window
+
+from pielake.spark import columns as C
+
+PARTIAL_FUNCTIONS = ("first", "last", "min", "max", "sum", "count")
+
+
+@dataclass(frozen=True)
+class Partial:
+    """One partial aggregate over a symbol's runs: `func` of input column `source`, typed `spark_type`."""
+
+    symbol: int
+    func: str
+    source: str
+    spark_type: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.func}__{self.source}__{self.symbol}"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What to encode: `symbols` predicate columns, `pairs` (left, right) symbol indexes, and partials."""
+
+    keys: tuple[str, ...]
+    key_types: tuple[str, ...]
+    symbols: int
+    pairs: tuple[tuple[int, int], ...]
+    partials: tuple[Partial, ...] = ()
+
+    def series_of_pair(self, index: int) -> int:
+        return self.symbols + index
+
+    def output_schema(self) -> list[tuple[str, str]]:
+        """The kernel's output columns in order: Spark matches Arrow batches to it by position."""
+        return [(C.SERIES, "INT"), (C.VALUE, "INT"), *zip(self.keys, self.key_types, strict=True),
+                (C.START, "BIGINT"), (C.END, "BIGINT"), (C.FIRST_IN_PART, "BOOLEAN"), (C.LAST_IN_PART, "BOOLEAN"),
+                (C.LEFT_SINCE, "BIGINT"), (C.RIGHT_SINCE, "BIGINT"), (C.LEFT_PENDING, "BOOLEAN"),
+                (C.RIGHT_PENDING, "BOOLEAN"), *((p.name, p.spark_type) for p in self.partials)]
+
+    def output_ddl(self) -> str:
+        return ", ".join(f"`{name}` {kind}" for name, kind in self.output_schema())
+
+
+def _key_starts(table: pa.Table, keys: tuple[str, ...]) -> np.ndarray:
+    n = table.num_rows
+    starts = np.zeros(n, dtype=bool)
+    starts[0] = True
+    for key in keys:
+        values = table.column(key).to_numpy(zero_copy_only=False)
+        starts[1:] |= values[1:] != values[:-1]
+    return starts
+
+
+def _run_starts(values: np.ndarray, key_starts: np.ndarray) -> np.ndarray:
+    change = key_starts.copy()
+    change[1:] |= values[1:] != values[:-1]
+    return np.flatnonzero(change)
+
+
+def _current_run_start(values: np.ndarray, key_starts: np.ndarray) -> np.ndarray:
+    """For every event, the index of the first event of the run it belongs to."""
+    change = key_starts.copy()
+    change[1:] |= values[1:] != values[:-1]
+    return np.maximum.accumulate(np.where(change, np.arange(len(values)), 0))
+
+
+class _Partition:
+    """One sorted partition's arrays, shared by the encoding of every series."""
+
+    def __init__(self, table: pa.Table, spec: RunSpec):
+        self.table = table
+        self.spec = spec
+        self.n = table.num_rows
+        self.t = table.column(C.T).to_numpy()
+        self.key_starts = _key_starts(table, spec.keys)
+        self.first_key_end = int(np.flatnonzero(self.key_starts)[1]) if self.key_starts.sum() > 1 else self.n
+        self.flags = [table.column(C.flag(i)).to_numpy(zero_copy_only=False).astype(bool)
+                      for i in range(spec.symbols)]
+        self.since = [self._since(i) for i in range(spec.symbols)]
+
+    def _since(self, symbol: int) -> tuple[np.ndarray, np.ndarray]:
+        """Start time of the symbol's situation holding at each event, and whether it may have begun earlier."""
+        flags = self.flags[symbol]
+        run_start = _current_run_start(flags, self.key_starts)
+        pending = (run_start == 0) & flags & (np.arange(self.n) < self.first_key_end)
+        return np.where(flags, self.t[run_start], -1), pending
+
+    def encode(self, series: int, values: np.ndarray) -> pa.RecordBatch:
+        starts = _run_starts(values, self.key_starts)
+        ends = np.append(starts[1:], self.n) - 1
+        following = ends + 1
+        has_next = following < self.n
+        has_next[has_next] = ~self.key_starts[following[has_next]]
+        end_t = np.where(has_next, self.t[np.minimum(following, self.n - 1)], 0)
+        out: dict[str, pa.Array] = {
+            C.SERIES: pa.array(np.full(len(starts), series, dtype=np.int32)),
+            C.VALUE: pa.array(values[starts].astype(np.int32)),
+        }
+        for key in self.spec.keys:
+            out[key] = self.table.column(key).take(pa.array(starts)).combine_chunks()
+        out[C.START] = pa.array(self.t[starts])
+        out[C.END] = pa.array(end_t, mask=~has_next)
+        out[C.FIRST_IN_PART] = pa.array(starts == 0)
+        out[C.LAST_IN_PART] = pa.array(ends == self.n - 1)
+        out.update(self._since_columns(series, starts))
+        out.update(self._partials(series, values, starts, ends))
+        names = [name for name, _ in self.spec.output_schema()]
+        return pa.RecordBatch.from_arrays([out[name] for name in names], names=names)
+
+    def _since_columns(self, series: int, starts: np.ndarray) -> dict[str, pa.Array]:
+        out = {}
+        pair = series - self.spec.symbols
+        for column, pending_column, side in ((C.LEFT_SINCE, C.LEFT_PENDING, 0), (C.RIGHT_SINCE, C.RIGHT_PENDING, 1)):
+            if pair < 0:
+                out[column] = pa.nulls(len(starts), pa.int64())
+                out[pending_column] = pa.nulls(len(starts), pa.bool_())
+                continue
+            since, pending = self.since[self.spec.pairs[pair][side]]
+            at = since[starts]
+            out[column] = pa.array(at, mask=at < 0)
+            out[pending_column] = pa.array(pending[starts])
+        return out
+
+    def _partials(self, series: int, values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict[str, pa.Array]:
+        out: dict[str, pa.Array] = {}
+        wanted = [p for p in self.spec.partials if p.symbol == series]
+        if not wanted:
+            for p in self.spec.partials:
+                out[p.name] = pa.nulls(len(starts), C.arrow_type(p.spark_type))
+            return out
+        true_runs = values[starts].astype(bool)
+        labels = np.repeat(np.arange(len(starts)), ends - starts + 1)
+        for p in self.spec.partials:
+            kind = C.arrow_type(p.spark_type)
+            if p.symbol != series:
+                out[p.name] = pa.nulls(len(starts), kind)
+                continue
+            column = self.table.column(p.source)
+            if p.func in ("first", "last"):
+                picked = column.take(pa.array(starts if p.func == "first" else ends)).combine_chunks()
+            else:
+                grouped = getattr(pd.Series(column.to_pandas()).groupby(labels), p.func)()
+                picked = pa.array(grouped.reindex(np.arange(len(starts))), from_pandas=True)
+            out[p.name] = pc.if_else(pa.array(true_runs), picked.cast(kind), pa.scalar(None, kind))
+        return out
+
+
+def _kernel(spec: RunSpec):  # type: ignore[no-untyped-def]
+    def encode_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return
+        part = _Partition(pa.Table.from_batches(batches), spec)
+        for symbol in range(spec.symbols):
+            yield part.encode(symbol, part.flags[symbol].astype(np.int8))
+        for index, (left, right) in enumerate(spec.pairs):
+            minterm = part.flags[left].astype(np.int8) * 2 + part.flags[right].astype(np.int8)
+            yield part.encode(spec.series_of_pair(index), minterm)
+
+    return encode_partition
+
+
+def encode_runs(events: DataFrame, spec: RunSpec, partitions: int) -> DataFrame:
+    """Stitched runs of every series: one row per maximal run per key (see the module docstring)."""
+    ordered = [*spec.keys, C.T]
+    sorted_events = events.repartitionByRange(partitions, *ordered).sortWithinPartitions(*ordered)
+    fragments = sorted_events.mapInArrow(_kernel(spec), spec.output_ddl())
+    return stitch(fragments, spec)
+
+
+def stitch(fragments: DataFrame, spec: RunSpec) -> DataFrame:
+    """Merge fragments that continue across partition edges; fill the ends and the pending `since` values."""
+    at_edge = F.col(C.FIRST_IN_PART) | F.col(C.LAST_IN_PART)
+    edge = fragments.filter(at_edge)
+    inner = fragments.filter(~at_edge)
+    by_series = Window.partitionBy(C.SERIES, *spec.keys).orderBy(C.START)
+    continues = (F.col(C.FIRST_IN_PART) & F.lag(C.LAST_IN_PART).over(by_series)
+                 & (F.lag(C.VALUE).over(by_series) == F.col(C.VALUE)))
+    chained = edge.withColumn("_chain", F.sum(F.when(continues, 0).otherwise(1)).over(
+        by_series.rowsBetween(Window.unboundedPreceding, 0)))
+    merged = chained.groupBy(C.SERIES, *spec.keys, "_chain").agg(
+        F.min(C.START).alias(C.START), F.first(C.VALUE).alias(C.VALUE),
+        F.max_by(C.END, C.START).alias(C.END), F.max_by(C.LAST_IN_PART, C.START).alias("_open_edge"),
+        F.min_by(C.LEFT_SINCE, C.START).alias(C.LEFT_SINCE), F.min_by(C.RIGHT_SINCE, C.START).alias(C.RIGHT_SINCE),
+        F.min_by(C.LEFT_PENDING, C.START).alias(C.LEFT_PENDING),
+        F.min_by(C.RIGHT_PENDING, C.START).alias(C.RIGHT_PENDING),
+        F.collect_list(F.struct(C.START, C.VALUE)).alias("_parts"),
+        *(_merge_partial(p) for p in spec.partials),
+    )
+    next_start = F.lead(C.START).over(Window.partitionBy(C.SERIES, *spec.keys).orderBy(C.START))
+    merged = merged.withColumn(C.END, F.when(F.col("_open_edge"), next_start).otherwise(F.col(C.END)))
+    chain_starts = merged.select(C.SERIES, *spec.keys, F.explode("_parts").alias("_p"), F.col(C.START)
+                                 .alias("_chain_start")).select(C.SERIES, *spec.keys, F.col("_p." + C.START)
+                                                                .alias("_frag_start"), "_chain_start")
+    columns = [C.SERIES, C.VALUE, *spec.keys, C.START, C.END, C.LEFT_SINCE, C.RIGHT_SINCE, C.LEFT_PENDING,
+               C.RIGHT_PENDING, *(p.name for p in spec.partials)]
+    runs = inner.select(*columns).unionByName(merged.select(*columns))
+    return _resolve_pending(runs, chain_starts, spec)
+
+
+def _merge_partial(p: Partial):  # type: ignore[no-untyped-def]
+    col = F.col(p.name)
+    rule = {"first": F.min_by(col, C.START), "last": F.max_by(col, C.START), "min": F.min(col), "max": F.max(col),
+            "sum": F.sum(col), "count": F.sum(col)}[p.func]
+    return rule.cast(p.spark_type).alias(p.name)
+
+
+def _resolve_pending(runs: DataFrame, chain_starts: DataFrame, spec: RunSpec) -> DataFrame:
+    """Replace pending `since` values by the start of the stitched situation they belong to."""
+    if not spec.pairs:
+        return runs.drop(C.LEFT_PENDING, C.RIGHT_PENDING)
+    out = runs
+    for since, pending, side in ((C.LEFT_SINCE, C.LEFT_PENDING, 0), (C.RIGHT_SINCE, C.RIGHT_PENDING, 1)):
+        symbol_of_series = F.element_at(F.array(*(F.lit(pair[side]) for pair in spec.pairs)),
+                                        F.col(C.SERIES) - spec.symbols + 1)
+        lookup = chain_starts.select(F.col(C.SERIES).alias("_sym"), *spec.keys, "_frag_start",
+                                     F.col("_chain_start").alias("_fixed"))
+        pending_rows = out.filter(F.coalesce(F.col(pending), F.lit(False)))
+        # The situation began at the partition's first event, where its stitched chain has a fragment.
+        fixed = (pending_rows.withColumn("_sym", symbol_of_series).withColumn("_frag_start", F.col(since))
+                 .join(F.broadcast(lookup), [*spec.keys, "_sym", "_frag_start"], "inner")
+                 .withColumn(since, F.col("_fixed")).select(*out.columns))
+        out = out.filter(~F.coalesce(F.col(pending), F.lit(False))).unionByName(fixed)
+    return out.drop(C.LEFT_PENDING, C.RIGHT_PENDING)

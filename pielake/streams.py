@@ -1,0 +1,93 @@
+"""Stream schemas: key columns, the event-time column with its unit, attributes and types (schemas/*.yaml).
+
+Types are given as a Spark DDL string and loaded, never retyped. Only flat columns of primitive types are
+allowed: events are points with scalar attributes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import yaml
+
+from pielake.errors import PielakeError
+from pielake.query.ast import TIME_UNIT_SECONDS
+
+SCHEMAS_DIR = Path(__file__).resolve().parents[1] / "schemas"
+TIMESTAMP_UNIT = "timestamp"
+PRIMITIVE_TYPES = {"STRING", "BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "REAL",
+                   "BOOLEAN", "TIMESTAMP", "DATE"}
+_DDL_COLUMN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z]+(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?)\s*$")
+
+
+class SchemaError(PielakeError):
+    """A stream schema file that cannot be used."""
+
+
+@dataclass(frozen=True)
+class StreamSchema:
+    """What pielake knows of one event stream."""
+
+    name: str
+    keys: tuple[str, ...]
+    time_column: str
+    time_unit: str
+    columns: tuple[tuple[str, str], ...]  # (name, Spark SQL type), in order
+
+    @property
+    def ddl(self) -> str:
+        return ", ".join(f"{name} {kind}" for name, kind in self.columns)
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.columns)
+
+    @property
+    def unit_seconds(self) -> Fraction:
+        """Seconds per unit of event time (microseconds for TIMESTAMP streams, which kernels see as micros)."""
+        return Fraction(1, 1_000_000) if self.time_unit == TIMESTAMP_UNIT else TIME_UNIT_SECONDS[self.time_unit]
+
+    def type_of(self, column: str) -> str:
+        return dict((n.lower(), t) for n, t in self.columns)[column.lower()]
+
+
+def parse_ddl(ddl: str) -> tuple[tuple[str, str], ...]:
+    """`a BIGINT, b DOUBLE` -> (("a", "BIGINT"), ("b", "DOUBLE")); nested types are refused."""
+    columns = []
+    for part in re.split(r",(?![^()]*\))", ddl):  # commas outside DECIMAL(p, s)
+        found = _DDL_COLUMN.match(part)
+        if not found:
+            raise SchemaError(f"cannot read column definition '{part.strip()}' (expected '<name> <TYPE>')")
+        name, kind = found.group(1), re.sub(r"\s+", "", found.group(2).upper())
+        base = kind.split("(")[0]
+        if base not in PRIMITIVE_TYPES and base != "DECIMAL":
+            raise SchemaError(f"column '{name}': type {kind} is not a flat primitive type")
+        columns.append((name, kind))
+    return tuple(columns)
+
+
+def from_mapping(doc: dict, origin: str) -> StreamSchema:
+    try:
+        name, keys, time, ddl = doc["stream"], doc.get("keys", []), doc["time"], doc["columns"]
+        column, unit = time["column"], str(time.get("unit", "s")).lower()
+    except (KeyError, TypeError) as missing:
+        raise SchemaError(f"{origin}: missing {missing}; a schema has stream, keys, time.column, columns") from None
+    columns = parse_ddl(ddl)
+    names = {n.lower() for n, _ in columns}
+    for needed in [*keys, column]:
+        if needed.lower() not in names:
+            raise SchemaError(f"{origin}: column '{needed}' is named in keys/time but not defined in columns")
+    if unit != TIMESTAMP_UNIT and unit not in TIME_UNIT_SECONDS:
+        raise SchemaError(f"{origin}: unknown time unit '{unit}'")
+    return StreamSchema(name, tuple(keys), column, unit, columns)
+
+
+def load_schema(stream: str, directory: Path = SCHEMAS_DIR) -> StreamSchema | None:
+    """The schema of `stream` from `directory/<stream>.yaml` (case-insensitive), or None if there is none."""
+    for path in sorted(directory.glob("*.yaml")):
+        if path.stem.lower() == stream.lower():
+            return from_mapping(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
+    return None
