@@ -18,7 +18,7 @@ $(UV):
 
 ## The main job on the embedded local default.
 demo: setup
-	.venv/bin/pielake explain examples/queries/aggressive_driving.tpq
+	.venv/bin/pielake demo --lake lake
 
 ## The whole default test suite (lint first); benchmarks are marked and left out.
 test: setup lint

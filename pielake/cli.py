@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 import sys
+import uuid
+from datetime import UTC, datetime
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -15,12 +17,15 @@ import click
 from pielake.errors import PielakeError, QueryError
 from pielake.exitcodes import EXIT_USAGE
 from pielake.explain import explain
+from pielake.pipeline.batch import run_batch
+from pielake.pipeline.ingest import FORMATS
 from pielake.query.analyzer import QueryPlan, analyze
 from pielake.query.join_order import join_order
 from pielake.query.parser import parse
 from pielake.query.printer import expr_text, query_text
 from pielake.query.tokens import tokenize
 
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "queries"
 QUERY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
@@ -119,6 +124,79 @@ def check_command(query_files: tuple[str, ...], fmt: str) -> None:
         click.echo(json.dumps(report, indent=2))
     if failed:
         sys.exit(EXIT_USAGE)
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+
+
+def master_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--master", default=None,
+                        help="Spark master URL (default: local[*], or PIELAKE_SPARK_MASTER).")(command)
+
+
+@main.command("run")
+@click.argument("query_file")
+@click.option("--events", "events_path", required=True, help="CSV (with header), Parquet or JSON-lines events.")
+@click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False), help="The lake folder.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, help="Input format (default: by suffix).")
+@click.option("--time-column", default="ts", show_default=True, help="Event-time column of an unknown stream.")
+@click.option("--time-unit", default="s", show_default=True, help="Unit of a numeric event time (s, ms, us, ...).")
+@click.option("--run-id", default=None, help="Name of this run (default: a timestamp and a random suffix).")
+@master_option
+@user_errors
+def run_command(query_file: str, events_path: str, lake_dir: str, fmt: str | None, time_column: str,
+                time_unit: str, run_id: str | None, master: str | None) -> None:
+    """Run QUERY_FILE over the events as one batch: ingest, situations, pairs, matches."""
+    plan = load_plan(query_file)
+    from pielake.lake.delta import Lake
+    from pielake.spark.session import build_session
+
+    lake = Lake(build_session(master), lake_dir)
+    summary = run_batch(lake, plan, events_path, run_id or new_run_id(), fmt, time_column, time_unit,
+                        progress=lambda line: click.echo(line, err=True))
+    click.echo(summary.render())
+
+
+@main.command("sql")
+@click.argument("statement")
+@click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+@master_option
+@user_errors
+def sql_command(statement: str, lake_dir: str, fmt: str, master: str | None) -> None:
+    """Answer a read-only SQL query over every table of the lake, by table name."""
+    from pielake.lake.delta import Lake
+    from pielake.lake.sql import query_lake
+    from pielake.spark.session import build_session
+
+    click.echo(query_lake(Lake(build_session(master), lake_dir), statement, fmt), nl=False)
+
+
+@main.command("demo")
+@click.option("--lake", "lake_dir", default="lake", show_default=True, type=click.Path(file_okay=False))
+@master_option
+@user_errors
+def demo_command(lake_dir: str, master: str | None) -> None:
+    """Generate a sample car stream, run the aggressive-driving query on it and show the first matches."""
+    from pielake.lake.delta import Lake
+    from pielake.lake.sql import query_lake
+    from pielake.pipeline.sample import write_car_sensors
+    from pielake.spark.session import build_session
+
+    root = Path(lake_dir)
+    events = root / "_incoming" / "car_sensors.csv"
+    rows = write_car_sensors(events)
+    click.echo(f"wrote {rows} sample events of 6 cars to {events}", err=True)
+    plan = load_plan(str(EXAMPLES / "aggressive_driving.tpq"))
+    lake = Lake(build_session(master), root)
+    summary = run_batch(lake, plan, str(events), new_run_id(), "csv",
+                        progress=lambda line: click.echo(line, err=True))
+    click.echo(summary.render())
+    sql = ("SELECT car_id, a_ts, b_ts, c_ts, detected_at, status, round(avg_speed, 1) AS avg_speed "
+           "FROM matches_aggressive_driving ORDER BY car_id, detected_at LIMIT 10")
+    click.echo(f"\npielake sql --lake {lake_dir} \"{sql}\"")
+    click.echo(query_lake(lake, sql, "table"), nl=False)
 
 
 def plan_json(plan: QueryPlan) -> dict[str, Any]:

@@ -51,7 +51,7 @@ class StreamSchema:
         return Fraction(1, 1_000_000) if self.time_unit == TIMESTAMP_UNIT else TIME_UNIT_SECONDS[self.time_unit]
 
     def type_of(self, column: str) -> str:
-        return dict((n.lower(), t) for n, t in self.columns)[column.lower()]
+        return {n.lower(): t for n, t in self.columns}[column.lower()]
 
 
 def parse_ddl(ddl: str) -> tuple[tuple[str, str], ...]:

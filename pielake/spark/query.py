@@ -108,7 +108,7 @@ class SparkQuery:
     def prepare(self, events: DataFrame) -> DataFrame:
         """Kernel input: keys, `__t`, one boolean per symbol (NULL counts as false) and aggregate inputs."""
         flags = [predicate(s.predicate, self.column).alias(C.flag(i)) for i, s in enumerate(self.plan.symbols)]
-        sources = sorted({a.attr for a in self.aggregates})
+        sources = sorted({a.attr for a in self.aggregates} - set(self.keys))  # a key is selected already
         return events.select(*self.keys, self.event_time().alias(C.T), *flags, *sources)
 
     @cached_property

@@ -1,0 +1,83 @@
+"""Every read and write of the lake goes through this module.
+
+A lake is a folder; each table is a Delta table in a sub-folder named after it. Table names are validated
+(lower-case identifiers), so no name can reach outside the lake or carry SQL. Writes are safe to re-run: a stage
+replaces exactly what it owns (the whole table, or with `replaceWhere` one constraint's partition), so running a
+stage twice gives the same table.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+
+from pielake.errors import PielakeError
+
+TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,127}$")
+
+
+class LakeError(PielakeError):
+    """A lake or table that cannot be used as asked."""
+
+
+def table_name(*parts: str) -> str:
+    """`events`, `CarSensors` -> `events_carsensors`, refusing anything that is not a plain identifier."""
+    name = "_".join(p.lower() for p in parts)
+    if not TABLE_NAME.match(name):
+        raise LakeError(f"'{name}' is not a valid table name (lower-case letters, digits and '_')")
+    return name
+
+
+class Lake:
+    """A folder of Delta tables."""
+
+    def __init__(self, spark: SparkSession, root: str | Path):
+        self.spark = spark
+        self.root = Path(root).resolve()
+
+    def path(self, table: str) -> str:
+        if not TABLE_NAME.match(table):
+            raise LakeError(f"'{table}' is not a valid table name")
+        return str(self.root / table)
+
+    def exists(self, table: str) -> bool:
+        return (self.root / table / "_delta_log").is_dir()
+
+    def tables(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.parent.name for p in self.root.glob("*/_delta_log") if TABLE_NAME.match(p.parent.name))
+
+    def read(self, table: str) -> DataFrame:
+        if not self.exists(table):
+            raise LakeError(f"no table '{table}' in the lake at {self.root}")
+        return self.spark.read.format("delta").load(self.path(table))
+
+    def version(self, table: str) -> int:
+        history = DeltaTable.forPath(self.spark, self.path(table)).history(1).collect()
+        return int(history[0]["version"])
+
+    def overwrite(self, df: DataFrame, table: str, partition_by: tuple[str, ...] = (),
+                  replace_where: str | None = None) -> None:
+        """Replace the table (or the part `replace_where` selects) with `df`, in one Delta transaction."""
+        writer = df.write.format("delta").mode("overwrite")
+        if replace_where is not None and self.exists(table):
+            writer = writer.option("replaceWhere", replace_where)
+        else:
+            writer = writer.option("overwriteSchema", "true")
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        writer.save(self.path(table))
+
+    def append(self, df: DataFrame, table: str) -> None:
+        df.write.format("delta").mode("append").save(self.path(table))
+
+    def register_views(self) -> list[str]:
+        """Make every table of the lake queryable by name in Spark SQL; returns the names."""
+        names = self.tables()
+        for name in names:
+            self.read(name).createOrReplaceTempView(name)
+        return names

@@ -1,0 +1,62 @@
+"""`pielake sql`: read-only SQL over the lake's tables, by name.
+
+This is the one place where text reaches Spark SQL, and it is the user's own SQL over their own lake. It is
+held to reading: one statement, starting with SELECT, WITH, SHOW, DESCRIBE or EXPLAIN, over temporary views of
+the lake's tables (a view cannot be written through).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+
+from pielake.errors import PielakeError
+from pielake.lake.delta import Lake
+
+READ_ONLY = re.compile(r"^\s*(SELECT|WITH|SHOW|DESCRIBE|DESC|EXPLAIN)\b", re.IGNORECASE)
+MAX_ROWS = 10_000
+
+
+class SqlError(PielakeError):
+    """A statement `pielake sql` will not run, or one Spark rejected."""
+
+
+def check_read_only(statement: str) -> str:
+    text = statement.strip().rstrip(";").strip()
+    if ";" in text:
+        raise SqlError("one statement at a time: remove the ';' inside the query")
+    if not READ_ONLY.match(text):
+        raise SqlError("pielake sql only reads: start with SELECT, WITH, SHOW, DESCRIBE or EXPLAIN")
+    return text
+
+
+def query_lake(lake: Lake, statement: str, fmt: str = "table") -> str:
+    """Run a read-only statement over the lake's tables and format the result."""
+    text = check_read_only(statement)
+    lake.register_views()
+    try:
+        frame = lake.spark.sql(text)
+        columns = frame.columns
+        rows = [tuple(r) for r in frame.limit(MAX_ROWS).collect()]
+    except Exception as error:  # Spark's AnalysisException and parse errors: show their first line
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise SqlError(f"Spark rejected the query: {first}") from None
+    return render(columns, rows, fmt)
+
+
+def render(columns: list[str], rows: list[tuple], fmt: str) -> str:
+    if fmt == "json":
+        return "\n".join(json.dumps(dict(zip(columns, r, strict=True)), default=str) for r in rows) + "\n"
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(rows)
+        return out.getvalue()
+    cells = [[str(c) for c in columns], *[["NULL" if v is None else str(v) for v in r] for r in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    lines = [" | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines) + f"\n({len(rows)} rows)\n"
