@@ -6,8 +6,8 @@ import json
 import re
 import sys
 import uuid
-from datetime import UTC, datetime
 from collections.abc import Callable
+from datetime import UTC, datetime
 from functools import wraps
 from pathlib import Path
 from typing import Any
@@ -17,13 +17,17 @@ import click
 from pielake.errors import PielakeError, QueryError
 from pielake.exitcodes import EXIT_USAGE
 from pielake.explain import explain
+from pielake.lake.delta import Lake
+from pielake.lake.sql import query_lake
 from pielake.pipeline.batch import run_batch
 from pielake.pipeline.ingest import FORMATS
+from pielake.pipeline.sample import write_car_sensors
 from pielake.query.analyzer import QueryPlan, analyze
 from pielake.query.join_order import join_order
 from pielake.query.parser import parse
 from pielake.query.printer import expr_text, query_text
 from pielake.query.tokens import tokenize
+from pielake.spark.session import build_session
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "queries"
 QUERY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -75,7 +79,7 @@ def main() -> None:
               help="plan: the explain report; tokens/ast: the parser's stages; query: canonical text.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @user_errors
-def explain_command(query_file: str, show: str, fmt: str) -> None:
+def explain_command(query_file: str, *, show: str, fmt: str) -> None:
     """Explain QUERY_FILE: symbols, mPiePairs, decision times, join order and PiePair automata ('-' = stdin)."""
     source, name = read_query_file(query_file)
     if show == "tokens":
@@ -145,16 +149,14 @@ def master_option(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--run-id", default=None, help="Name of this run (default: a timestamp and a random suffix).")
 @master_option
 @user_errors
-def run_command(query_file: str, events_path: str, lake_dir: str, fmt: str | None, time_column: str,
+def run_command(query_file: str, *, events_path: str, lake_dir: str, fmt: str | None, time_column: str,
                 time_unit: str, run_id: str | None, master: str | None) -> None:
     """Run QUERY_FILE over the events as one batch: ingest, situations, pairs, matches."""
     plan = load_plan(query_file)
-    from pielake.lake.delta import Lake
-    from pielake.spark.session import build_session
 
     lake = Lake(build_session(master), lake_dir)
-    summary = run_batch(lake, plan, events_path, run_id or new_run_id(), fmt, time_column, time_unit,
-                        progress=lambda line: click.echo(line, err=True))
+    summary = run_batch(lake, plan, events_path, run_id or new_run_id(), fmt=fmt, time_column=time_column,
+                        time_unit=time_unit, progress=lambda line: click.echo(line, err=True))
     click.echo(summary.render())
 
 
@@ -164,11 +166,8 @@ def run_command(query_file: str, events_path: str, lake_dir: str, fmt: str | Non
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
 @master_option
 @user_errors
-def sql_command(statement: str, lake_dir: str, fmt: str, master: str | None) -> None:
+def sql_command(statement: str, *, lake_dir: str, fmt: str, master: str | None) -> None:
     """Answer a read-only SQL query over every table of the lake, by table name."""
-    from pielake.lake.delta import Lake
-    from pielake.lake.sql import query_lake
-    from pielake.spark.session import build_session
 
     click.echo(query_lake(Lake(build_session(master), lake_dir), statement, fmt), nl=False)
 
@@ -177,12 +176,8 @@ def sql_command(statement: str, lake_dir: str, fmt: str, master: str | None) -> 
 @click.option("--lake", "lake_dir", default="lake", show_default=True, type=click.Path(file_okay=False))
 @master_option
 @user_errors
-def demo_command(lake_dir: str, master: str | None) -> None:
+def demo_command(*, lake_dir: str, master: str | None) -> None:
     """Generate a sample car stream, run the aggressive-driving query on it and show the first matches."""
-    from pielake.lake.delta import Lake
-    from pielake.lake.sql import query_lake
-    from pielake.pipeline.sample import write_car_sensors
-    from pielake.spark.session import build_session
 
     root = Path(lake_dir)
     events = root / "_incoming" / "car_sensors.csv"
@@ -190,7 +185,7 @@ def demo_command(lake_dir: str, master: str | None) -> None:
     click.echo(f"wrote {rows} sample events of 6 cars to {events}", err=True)
     plan = load_plan(str(EXAMPLES / "aggressive_driving.tpq"))
     lake = Lake(build_session(master), root)
-    summary = run_batch(lake, plan, str(events), new_run_id(), "csv",
+    summary = run_batch(lake, plan, str(events), new_run_id(), fmt="csv",
                         progress=lambda line: click.echo(line, err=True))
     click.echo(summary.render())
     sql = ("SELECT car_id, a_ts, b_ts, c_ts, detected_at, status, round(avg_speed, 1) AS avg_speed "

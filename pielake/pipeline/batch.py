@@ -11,8 +11,15 @@ import pyspark.sql.functions as F
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 from pielake.pipeline.ingest import FORMATS, IngestReport, ingest, read_raw
-from pielake.pipeline.stages import QueryJob, StageResult, derive_situations, detect_constraint, join_matches, \
-    match_counts, timed
+from pielake.pipeline.stages import (
+    QueryJob,
+    StageResult,
+    derive_situations,
+    detect_constraint,
+    join_matches,
+    match_counts,
+    timed,
+)
 from pielake.query.analyzer import QueryPlan
 from pielake.streams import SCHEMAS_DIR, StreamSchema, load_schema
 
@@ -46,7 +53,7 @@ def guess_format(path: str) -> str:
     return fmt
 
 
-def resolve_stream(lake: Lake, plan: QueryPlan, events_path: str, fmt: str, time_column: str, time_unit: str,
+def resolve_stream(lake: Lake, plan: QueryPlan, events_path: str, *, fmt: str, time_column: str, time_unit: str,
                    schemas_dir: Path = SCHEMAS_DIR) -> StreamSchema:
     """The stream's schema from schemas/, or inferred from the file for a stream pielake does not know."""
     known = load_schema(plan.stream, schemas_dir)
@@ -64,12 +71,12 @@ def resolve_stream(lake: Lake, plan: QueryPlan, events_path: str, fmt: str, time
     return StreamSchema(plan.stream, plan.keys, time_column, time_unit, columns)
 
 
-def run_batch(lake: Lake, plan: QueryPlan, events_path: str, run_id: str, fmt: str | None = None,
+def run_batch(lake: Lake, plan: QueryPlan, events_path: str, run_id: str, *, fmt: str | None = None,
               time_column: str = "ts", time_unit: str = "s", progress: Progress | None = None) -> RunSummary:
     """Run every stage of `plan` over the events in `events_path`, writing all tables into `lake`."""
     say = progress or (lambda _: None)
     fmt = fmt or guess_format(events_path)
-    stream = resolve_stream(lake, plan, events_path, fmt, time_column, time_unit)
+    stream = resolve_stream(lake, plan, events_path, fmt=fmt, time_column=time_column, time_unit=time_unit)
     job = QueryJob(lake, plan, stream, run_id)
     say(f"ingest {events_path} into events_{stream.name.lower()} ...")
     report = IngestReport(0, 0, 0, 0)

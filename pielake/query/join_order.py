@@ -8,6 +8,8 @@ joined so far, so every join has a key to join on; a disconnected pattern falls 
 
 from __future__ import annotations
 
+import math
+
 from pielake.query.analyzer import PairConstraint
 
 # TPStream Table 3 priors; inverses share their relation's value, followed-by is rarer than before.
@@ -19,7 +21,7 @@ SELECTIVITY = {**_PRIORS, "after": 0.445, "contains": 0.03, "overlapped-by": 0.0
 
 def selectivity(constraint: PairConstraint) -> float:
     """Estimated fraction of situation pairs that satisfy the constraint (relations are exclusive)."""
-    return min(1.0, sum(SELECTIVITY[r] for r in constraint.relations))
+    return min(1.0, math.fsum(SELECTIVITY[r] for r in constraint.relations))  # exact: no set-order rounding
 
 
 def join_order(constraints: tuple[PairConstraint, ...]) -> tuple[PairConstraint, ...]:
