@@ -85,6 +85,18 @@ def from_mapping(doc: dict, origin: str) -> StreamSchema:
     return StreamSchema(name, tuple(keys), column, unit, columns)
 
 
+def to_mapping(schema: StreamSchema) -> dict:
+    return {"stream": schema.name, "keys": list(schema.keys),
+            "time": {"column": schema.time_column, "unit": schema.time_unit}, "columns": schema.ddl}
+
+
+def save_schema(schema: StreamSchema, directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{schema.name}.yaml"
+    path.write_text(yaml.safe_dump(to_mapping(schema), sort_keys=False), encoding="utf-8")
+    return path
+
+
 def load_schema(stream: str, directory: Path = SCHEMAS_DIR) -> StreamSchema | None:
     """The schema of `stream` from `directory/<stream>.yaml` (case-insensitive), or None if there is none."""
     for path in sorted(directory.glob("*.yaml")):

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pielake.errors import PielakeError
 
 TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,127}$")
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,99}$")
 
 
 class LakeError(PielakeError):
@@ -29,6 +30,13 @@ def table_name(*parts: str) -> str:
     if not TABLE_NAME.match(name):
         raise LakeError(f"'{name}' is not a valid table name (lower-case letters, digits and '_')")
     return name
+
+
+def check_run_id(run_id: str) -> str:
+    """Run ids name rows in Delta conditions, so they are plain tokens: letters, digits and _ . : + -."""
+    if not RUN_ID.match(run_id):
+        raise LakeError(f"run id '{run_id}' must be letters, digits and _ . : + - (at most 100 characters)")
+    return run_id
 
 
 class Lake:

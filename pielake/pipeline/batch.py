@@ -9,7 +9,7 @@ from pathlib import Path
 import pyspark.sql.functions as F
 
 from pielake.errors import PielakeError
-from pielake.lake.delta import Lake
+from pielake.lake.delta import Lake, check_run_id
 from pielake.pipeline.ingest import FORMATS, IngestReport, ingest, read_raw
 from pielake.pipeline.stages import (
     QueryJob,
@@ -21,7 +21,7 @@ from pielake.pipeline.stages import (
     timed,
 )
 from pielake.query.analyzer import QueryPlan
-from pielake.streams import SCHEMAS_DIR, StreamSchema, load_schema
+from pielake.streams import SCHEMAS_DIR, StreamSchema, load_schema, save_schema
 
 Progress = Callable[[str], None]
 
@@ -53,12 +53,32 @@ def guess_format(path: str) -> str:
     return fmt
 
 
+def lake_streams(lake: Lake) -> Path:
+    """Where a lake keeps the schemas of the streams ingested into it."""
+    return lake.root / "_streams"
+
+
+def stream_of(lake: Lake, plan: QueryPlan) -> StreamSchema:
+    """The schema the stream was ingested with (saved in the lake), else the project's schemas/."""
+    known = load_schema(plan.stream, lake_streams(lake)) or load_schema(plan.stream)
+    if known is None:
+        raise PielakeError(f"stream {plan.stream} has not been ingested into {lake.root}; run the ingest stage first")
+    return known
+
+
 def resolve_stream(lake: Lake, plan: QueryPlan, events_path: str, *, fmt: str, time_column: str, time_unit: str,
                    schemas_dir: Path = SCHEMAS_DIR) -> StreamSchema:
-    """The stream's schema from schemas/, or inferred from the file for a stream pielake does not know."""
-    known = load_schema(plan.stream, schemas_dir)
-    if known is not None:
-        return known
+    """The stream's schema from the lake or schemas/, or inferred from the file; saved in the lake."""
+    known = load_schema(plan.stream, lake_streams(lake)) or load_schema(plan.stream, schemas_dir)
+    if known is None:
+        known = infer_stream(lake, plan, events_path, fmt=fmt, time_column=time_column, time_unit=time_unit)
+    save_schema(known, lake_streams(lake))
+    return known
+
+
+def infer_stream(lake: Lake, plan: QueryPlan, events_path: str, *, fmt: str, time_column: str,
+                 time_unit: str) -> StreamSchema:
+    """An unknown stream's schema, from the file's columns and types."""
     sample = read_raw(lake.spark, events_path, fmt)
     if fmt == "csv":
         sample = lake.spark.read.option("header", "true").option("inferSchema", "true").csv(events_path)
@@ -66,7 +86,7 @@ def resolve_stream(lake: Lake, plan: QueryPlan, events_path: str, *, fmt: str, t
     names = {n.lower() for n, _ in columns}
     for needed in [*plan.keys, time_column]:
         if needed.lower() not in names:
-            raise PielakeError(f"stream {plan.stream} has no schema in {schemas_dir} and its file has no column "
+            raise PielakeError(f"stream {plan.stream} has no schema and its file has no column "
                                f"'{needed}'; pass --time-column or add schemas/{plan.stream}.yaml")
     return StreamSchema(plan.stream, plan.keys, time_column, time_unit, columns)
 
@@ -75,6 +95,7 @@ def run_batch(lake: Lake, plan: QueryPlan, events_path: str, run_id: str, *, fmt
               time_column: str = "ts", time_unit: str = "s", progress: Progress | None = None) -> RunSummary:
     """Run every stage of `plan` over the events in `events_path`, writing all tables into `lake`."""
     say = progress or (lambda _: None)
+    check_run_id(run_id)
     fmt = fmt or guess_format(events_path)
     stream = resolve_stream(lake, plan, events_path, fmt=fmt, time_column=time_column, time_unit=time_unit)
     job = QueryJob(lake, plan, stream, run_id)

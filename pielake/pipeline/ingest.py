@@ -20,7 +20,7 @@ from functools import reduce
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 
-from pielake.lake.delta import Lake, LakeError, table_name
+from pielake.lake.delta import Lake, LakeError, check_run_id, table_name
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
 FORMATS = ("csv", "parquet", "json")
@@ -117,7 +117,8 @@ def ingest(lake: Lake, path: str, fmt: str, stream: StreamSchema, run_id: str) -
                      F.current_timestamp().alias("quarantined_at")).localCheckpoint()
     events, quarantined = fresh.count(), bad.count()
     lake.append(fresh, events_table(stream))
-    lake.append(bad, quarantine_table(stream))
+    # Re-running a run replaces its own quarantine rows instead of adding them again.
+    lake.overwrite(bad, quarantine_table(stream), replace_where=f"run_id = '{check_run_id(run_id)}'")
     return IngestReport(rows_in, events, quarantined, rows_in - events - quarantined)
 
 

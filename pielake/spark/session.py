@@ -9,11 +9,25 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib.metadata import version
 
 from delta import configure_spark_with_delta_pip
 from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+SCALA_VERSION = "2.13"  # Spark 4 is built for Scala 2.13 only
+
+
+def delta_package() -> str:
+    """The Maven coordinate of Delta matching the installed delta-spark, for `spark-submit --packages`."""
+    return f"io.delta:delta-spark_{SCALA_VERSION}:{version('delta-spark')}"
+
+
+def submit_arguments(master: str = "local[*]") -> list[str]:
+    """spark-submit arguments that give a job the same Delta-enabled session `build_session` gives."""
+    return ["--master", master, "--packages", delta_package(),
+            "--conf", f"spark.pyspark.python={os.environ.get('PYSPARK_PYTHON', sys.executable)}",
+            "--conf", f"spark.pyspark.driver.python={sys.executable}"]
 
 
 def build_session(master: str | None = None, app_name: str = "pielake", *, ui: bool = False,

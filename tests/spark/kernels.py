@@ -1,0 +1,81 @@
+"""Run the Spark kernels in memory (no Delta) and put their results in the reference's shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyspark.sql.functions as F
+from pyspark.sql import DataFrame, SparkSession
+
+from pielake.query.analyzer import QueryPlan
+from pielake.semantics.reference import Match
+from pielake.spark.matches import LAST_TIME, find_matches
+from pielake.spark.pairs import detect_pairs
+from pielake.spark.query import SparkQuery
+from pielake.streams import StreamSchema
+
+Row = dict[str, Any]
+
+
+def stream_of(rows: list[Row], keys: tuple[str, ...] = ("key",), types: dict[str, str] | None = None) -> StreamSchema:
+    """A stream schema for test rows: BIGINT time `ts`, BOOLEAN flags, DOUBLE numbers, STRING otherwise."""
+    def kind(name: str) -> str:
+        if types and name in types:
+            return types[name]
+        value = next((r[name] for r in rows if r.get(name) is not None), None)
+        if name == "ts" or (isinstance(value, int) and not isinstance(value, bool)):
+            return "BIGINT"
+        return {bool: "BOOLEAN", float: "DOUBLE"}.get(type(value), "STRING")
+
+    names = list(dict.fromkeys(n for r in rows for n in r))
+    return StreamSchema("S", keys, "ts", "s", tuple((n, kind(n)) for n in names))
+
+
+class Kernels:
+    """Runs runs -> situations -> pairs -> matches, cutting lineage between stages as the lake does."""
+
+    def __init__(self, spark: SparkSession, plan: QueryPlan, rows: list[Row], partitions: int = 4,
+                 stream: StreamSchema | None = None):
+        self.plan = plan
+        self.stream = stream or stream_of(rows, plan.keys or ("key",))
+        self.events = spark.createDataFrame(rows, self.stream.ddl)
+        self.q = SparkQuery(plan, self.stream, dict(self.stream.columns))
+        self.runs = self.q.runs(self.events, partitions).localCheckpoint()
+        self.situations = self.q.situations(self.runs).localCheckpoint()
+
+    def pairs(self, constraint_id: str | None = None) -> DataFrame:
+        chosen = [c for c in self.plan.constraints if constraint_id in (None, c.id)]
+        frames = [detect_pairs(self.runs, self.situations, c, self.q) for c in chosen]
+        out = frames[0]
+        for frame in frames[1:]:
+            out = out.unionByName(frame)
+        return out.localCheckpoint()
+
+    def matches(self) -> DataFrame:
+        last = self.events.groupBy(*self.q.keys).agg(F.max("ts").alias(LAST_TIME))
+        return find_matches(self.pairs(), self.situations, last, self.q, "test-run")
+
+
+def spark_rows(matches: DataFrame, plan: QueryPlan) -> list[tuple]:
+    """Matches as sortable tuples: key, every symbol's (ts, te), detected_at, completed_at, status, RETURN."""
+    out = []
+    for r in matches.collect():
+        d = r.asDict()
+        key = tuple(d[k] for k in plan.keys)
+        ends = tuple(x for s in plan.symbols for x in (d[f"{s.name.lower()}_ts"], d[f"{s.name.lower()}_te"]))
+        values = tuple(_rounded(d[o.name]) for o in plan.returns)
+        out.append((key, ends, d["detected_at"], d["completed_at"], d["status"], values))
+    return sorted(out, key=repr)
+
+
+def reference_rows(matches: list[Match], plan: QueryPlan) -> list[tuple]:
+    out = []
+    for m in matches:
+        ends = tuple(x for s in plan.symbols for x in (m.situation(s.name).ts, m.situation(s.name).te))
+        values = tuple(_rounded(v) for _, v in m.values)
+        out.append((m.key, ends, m.detected_at, m.completed_at, m.status, values))
+    return sorted(out, key=repr)
+
+
+def _rounded(value: Any) -> Any:
+    return round(value, 9) if isinstance(value, float) else value
