@@ -52,7 +52,7 @@ class Kernels:
         return out.localCheckpoint()
 
     def matches(self) -> DataFrame:
-        last = self.events.groupBy(*self.q.keys).agg(F.max("ts").alias(LAST_TIME))
+        last = self.events.groupBy(*self.q.keys).agg(F.max(self.q.event_time()).alias(LAST_TIME))
         return find_matches(self.pairs(), self.situations, last, self.q, "test-run")
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from pyspark.sql import SparkSession
 
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from pielake.semantics.relations import RELATIONS
+from pielake.streams import StreamSchema
 from tests.helpers import drawn
 from tests.spark.kernels import Kernels, reference_rows, spark_rows
 
@@ -74,3 +77,19 @@ def test_a_single_key_split_across_time_ranges_gives_the_same_situations(spark: 
     crossing = [s for s in got if any(s[1] < edge < (s[2] or 10**9) for edge in edges)]
     assert crossing, "some situation should cross a range edge, so that stitching is exercised"
     assert spark_rows(kernels.matches(), plan) == reference_rows(find_matches(rows, plan), plan)
+
+
+def test_timestamp_event_times_are_kernel_microseconds_and_come_back_as_timestamps(spark: SparkSession) -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    seconds = drawn(key="k", a="XX....XXX.", b=".XXX...XX.")
+    rows = [{**r, "ts": start + timedelta(seconds=r["ts"])} for r in seconds]
+    stream = StreamSchema("S", ("key",), "ts", "timestamp",
+                          (("key", "STRING"), ("ts", "TIMESTAMP"), ("a", "BOOLEAN"), ("b", "BOOLEAN")))
+    plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b PATTERN A overlaps B WITHIN 5 s")
+    got = sorted((r.a_ts, r.b_ts, r.detected_at, r.status) for r in Kernels(spark, plan, rows, 2, stream)
+                 .matches().collect())
+    at = [start + timedelta(seconds=s) for s in range(10)]
+    expected = [(m.situation("A").ts, m.situation("B").ts, m.detected_at, m.status)
+                for m in find_matches(seconds, plan)]
+    assert got == [(at[a], at[b], at[d], s) for a, b, d, s in expected]
+    assert len(got) == 2
