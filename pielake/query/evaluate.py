@@ -15,6 +15,7 @@ from typing import Any
 
 from pielake.errors import CompileError
 from pielake.query import ast
+from pielake.query.visitor import ExprVisitor
 
 ColumnResolver = Callable[[ast.Column], Any]
 CallResolver = Callable[[ast.Call], Any]
@@ -72,18 +73,14 @@ _SCALAR: dict[str, Callable[[list[Any]], Any]] = {
 }
 
 
-class Evaluator:
+class Evaluator(ExprVisitor):
     """Evaluates one expression tree; columns and situation calls are resolved by the caller's hooks."""
+
+    prefix = "eval"
 
     def __init__(self, column: ColumnResolver, call: CallResolver | None = None):
         self.column = column
         self.call = call
-
-    def __call__(self, expr: ast.Expr) -> Any:
-        method = getattr(self, f"eval_{type(expr).__name__.lower()}", None)
-        if method is None:
-            raise CompileError(f"no evaluation rule for {type(expr).__name__}")
-        return method(expr)
 
     def eval_column(self, expr: ast.Column) -> Any:
         return _number(self.column(expr))

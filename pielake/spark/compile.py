@@ -15,6 +15,7 @@ from pyspark.sql import Column
 
 from pielake.errors import CompileError
 from pielake.query import ast
+from pielake.query.visitor import ExprVisitor
 
 ColumnResolver = Callable[[ast.Column], Column]
 CallResolver = Callable[[ast.Call], Column]
@@ -40,18 +41,14 @@ def literal(value: Decimal | str | bool | None) -> Column:
     return F.lit(value)
 
 
-class Compiler:
+class Compiler(ExprVisitor):
     """Compiles one expression tree; columns and situation calls are resolved by the caller's hooks."""
+
+    prefix = "compile"
 
     def __init__(self, column: ColumnResolver | None = None, call: CallResolver | None = None):
         self.column = column or (lambda c: F.col(c.name))
         self.call = call
-
-    def __call__(self, expr: ast.Expr) -> Column:
-        method = getattr(self, f"compile_{type(expr).__name__.lower()}", None)
-        if method is None:
-            raise CompileError(f"no Spark compilation rule for {type(expr).__name__}")
-        return method(expr)
 
     def compile_column(self, expr: ast.Column) -> Column:
         return self.column(expr)
