@@ -64,13 +64,18 @@ class Lake:
             raise LakeError(f"no table '{table}' in the lake at {self.root}")
         return self.spark.read.format("delta").load(self.path(table))
 
+    def last_commit(self, table: str) -> dict:
+        return DeltaTable.forPath(self.spark, self.path(table)).history(1).first().asDict()
+
     def version(self, table: str) -> int:
-        history = DeltaTable.forPath(self.spark, self.path(table)).history(1).collect()
-        return int(history[0]["version"])
+        return int(self.last_commit(table)["version"])
 
     def overwrite(self, df: DataFrame, table: str, partition_by: tuple[str, ...] = (),
-                  replace_where: str | None = None) -> None:
-        """Replace the table (or the part `replace_where` selects) with `df`, in one Delta transaction."""
+                  replace_where: str | None = None) -> int:
+        """Replace the table (or the part `replace_where` selects) with `df`, in one Delta transaction.
+
+        Returns the rows written, from the commit's own metrics rather than by reading the table again.
+        """
         writer = df.write.format("delta").mode("overwrite")
         if replace_where is not None and self.exists(table):
             writer = writer.option("replaceWhere", replace_where)
@@ -79,6 +84,7 @@ class Lake:
         if partition_by:
             writer = writer.partitionBy(*partition_by)
         writer.save(self.path(table))
+        return int(self.last_commit(table)["operationMetrics"]["numOutputRows"])
 
     def append(self, df: DataFrame, table: str) -> None:
         df.write.format("delta").mode("append").save(self.path(table))

@@ -38,8 +38,7 @@ class RunSummary:
                  f"  ingest: {self.ingest.rows_in} rows in = {self.ingest.events} events + "
                  f"{self.ingest.quarantined} quarantined + {self.ingest.duplicates_dropped} exact duplicates dropped"]
         for stage in self.stages:
-            rows = ", ".join(f"{table}: {n}" for table, n in stage.rows.items())
-            lines.append(f"  {stage.stage:<12} {stage.seconds:7.2f} s   {rows}")
+            lines.append(f"  {stage.stage:<12} {stage.seconds:7.2f} s   {stage.rows_text()}")
         counts = ", ".join(f"{status}: {n}" for status, n in sorted(self.matches.items())) or "none"
         lines.append(f"  matches by status: {counts}")
         return "\n".join(lines)
@@ -79,9 +78,10 @@ def resolve_stream(lake: Lake, plan: QueryPlan, events_path: str, *, fmt: str, t
 def infer_stream(lake: Lake, plan: QueryPlan, events_path: str, *, fmt: str, time_column: str,
                  time_unit: str) -> StreamSchema:
     """An unknown stream's schema, from the file's columns and types."""
-    sample = read_raw(lake.spark, events_path, fmt)
-    if fmt == "csv":
+    if fmt == "csv":  # typed by inference here; ingest itself reads CSV as strings to see every cast failure
         sample = lake.spark.read.option("header", "true").option("inferSchema", "true").csv(events_path)
+    else:
+        sample = read_raw(lake.spark, events_path, fmt)
     columns = tuple((f.name, f.dataType.simpleString().upper()) for f in sample.schema.fields)
     names = {n.lower() for n, _ in columns}
     for needed in [*plan.keys, time_column]:
@@ -118,8 +118,7 @@ def run_batch(lake: Lake, plan: QueryPlan, events_path: str, run_id: str, *, fmt
 
 
 def _line(stage: StageResult) -> str:
-    rows = ", ".join(f"{table}: {n}" for table, n in stage.rows.items())
-    return f"  done {stage.stage} in {stage.seconds:.2f} s ({rows})"
+    return f"  done {stage.stage} in {stage.seconds:.2f} s ({stage.rows_text()})"
 
 
 def first_matches(lake: Lake, plan: QueryPlan, limit: int = 10) -> list[dict[str, object]]:

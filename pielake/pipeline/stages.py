@@ -38,6 +38,9 @@ class StageResult:
     seconds: float
     details: dict[str, object] = field(default_factory=dict)
 
+    def rows_text(self) -> str:
+        return ", ".join(f"{table}: {n}" for table, n in self.rows.items())
+
 
 @dataclass(frozen=True)
 class QueryJob:
@@ -84,10 +87,10 @@ def derive_situations(job: QueryJob) -> StageResult:
         partitions = partitions_for(job.lake, events_table(job.stream))
         job.lake.overwrite(q.runs(events, partitions), job.table("segments"), partition_by=(C.SERIES,))
         situations = q.situations(job.lake.read(job.table("segments")))
-        job.lake.overwrite(situations, job.table("situations"))
+        written = job.lake.overwrite(situations, job.table("situations"))
         progress = events.groupBy(*q.keys).agg(F.max(q.event_time()).alias(LAST_TIME))
         job.lake.overwrite(progress, job.table("progress"))
-        return {job.table("situations"): job.lake.read(job.table("situations")).count()}
+        return {job.table("situations"): written}
 
     return timed("situations", work)
 
@@ -99,9 +102,8 @@ def detect_constraint(job: QueryJob, constraint_id: str) -> StageResult:
         segments = job.lake.read(job.table("segments"))
         situations = job.lake.read(job.table("situations"))
         pairs = detect_pairs(segments, situations, job.constraint(constraint_id), q)
-        job.lake.overwrite(pairs, job.table("pairs"), partition_by=(C.CONSTRAINT_ID,),
-                           replace_where=f"{C.CONSTRAINT_ID} = '{constraint_id}'")
-        written = job.lake.read(job.table("pairs")).filter(F.col(C.CONSTRAINT_ID) == constraint_id).count()
+        written = job.lake.overwrite(pairs, job.table("pairs"), partition_by=(C.CONSTRAINT_ID,),
+                                     replace_where=f"{C.CONSTRAINT_ID} = '{constraint_id}'")
         return {f"{job.table('pairs')}[{constraint_id}]": written}
 
     return timed(f"pairs {constraint_id}", work)
@@ -114,8 +116,8 @@ def join_matches(job: QueryJob) -> StageResult:
         pairs = job.lake.read(job.table("pairs"))
         situations = job.lake.read(job.table("situations"))
         progress = job.lake.read(job.table("progress"))
-        job.lake.overwrite(find_matches(pairs, situations, progress, q, job.run_id), job.table("matches"))
-        return {job.table("matches"): job.lake.read(job.table("matches")).count()}
+        written = job.lake.overwrite(find_matches(pairs, situations, progress, q, job.run_id), job.table("matches"))
+        return {job.table("matches"): written}
 
     return timed("matches", work)
 

@@ -83,17 +83,20 @@ def _key_starts(table: pa.Table, keys: tuple[str, ...]) -> np.ndarray:
     return starts
 
 
-def _run_starts(values: np.ndarray, key_starts: np.ndarray) -> np.ndarray:
+def _begins_run(values: np.ndarray, key_starts: np.ndarray) -> np.ndarray:
+    """True where an event starts a run: its key starts there, or its value differs from the event before."""
     change = key_starts.copy()
     change[1:] |= values[1:] != values[:-1]
-    return np.flatnonzero(change)
+    return change
+
+
+def _run_starts(values: np.ndarray, key_starts: np.ndarray) -> np.ndarray:
+    return np.flatnonzero(_begins_run(values, key_starts))
 
 
 def _current_run_start(values: np.ndarray, key_starts: np.ndarray) -> np.ndarray:
     """For every event, the index of the first event of the run it belongs to."""
-    change = key_starts.copy()
-    change[1:] |= values[1:] != values[:-1]
-    return np.maximum.accumulate(np.where(change, np.arange(len(values)), 0))
+    return np.maximum.accumulate(np.where(_begins_run(values, key_starts), np.arange(len(values)), 0))
 
 
 class _Partition:
