@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from pielake.lake.delta import Lake
-from pielake.pipeline.batch import run_batch
+from pielake.pipeline.runner import RunRequest, run_query
 from pielake.pipeline.synthetic import generate
 from pielake.query.analyzer import load_query
 from pielake.spark.session import build_session
@@ -41,8 +41,8 @@ def bench(events: int, symbols: int, workdir: Path, master: str | None) -> None:
     lake_dir = workdir / f"lake-{events}"
     shutil.rmtree(lake_dir, ignore_errors=True)
     plan = load_query(chain_query(symbols), f"chain{symbols}")
-    summary = run_batch(Lake(spark, lake_dir), plan, str(data), "bench", fmt="parquet",
-                        progress=lambda line: print(line, flush=True))
+    request = RunRequest(events_path=str(data), fmt="parquet", checks=False)
+    summary = run_query(Lake(spark, lake_dir), plan, "bench", request, progress=lambda line: print(line, flush=True))
     total = sum(s.seconds for s in summary.stages)
     print(f"\n{events:,} events, {symbols} symbols, spark start-up {startup:.1f} s (not counted)")
     print(f"{'stage':<14}{'seconds':>10}{'events/s':>14}")

@@ -1,4 +1,4 @@
-"""spark-submit entry point of the ingest stage: `spark-submit jobs/ingest.py --help`."""
+"""spark-submit entry point of the ingest step: `spark-submit jobs/ingest.py --help`."""
 
 import sys
 

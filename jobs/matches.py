@@ -1,4 +1,4 @@
-"""spark-submit entry point of the matches stage: `spark-submit jobs/matches.py --help`."""
+"""spark-submit entry point of the matches step: `spark-submit jobs/matches.py --help`."""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""spark-submit entry point of the pairs stage: `spark-submit jobs/pairs.py --help`."""
+"""spark-submit entry point of the pairs step: `spark-submit jobs/pairs.py --help`."""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""spark-submit entry point of the situations stage: `spark-submit jobs/situations.py --help`."""
+"""spark-submit entry point of the situations step: `spark-submit jobs/situations.py --help`."""
 
 import sys
 

@@ -19,8 +19,8 @@ from pielake.exitcodes import EXIT_USAGE
 from pielake.explain import explain
 from pielake.lake.delta import Lake
 from pielake.lake.sql import query_lake
-from pielake.pipeline.batch import run_batch
 from pielake.pipeline.ingest import FORMATS
+from pielake.pipeline.runner import RunRequest, run_query
 from pielake.pipeline.sample import write_car_sensors
 from pielake.query.analyzer import QueryPlan, analyze
 from pielake.query.join_order import join_order
@@ -139,25 +139,59 @@ def master_option(command: Callable[..., Any]) -> Callable[..., Any]:
                         help="Spark master URL (default: local[*], or PIELAKE_SPARK_MASTER).")(command)
 
 
+def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options `run` and `backfill` share."""
+    for option in reversed([
+        click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False), help="The lake folder."),
+        click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+                     help="Input format (default: by suffix)."),
+        click.option("--time-column", default="ts", show_default=True, help="Event-time column of an unknown stream."),
+        click.option("--time-unit", default="s", show_default=True,
+                     help="Unit of a numeric event time (s, ms, us, ...)."),
+        click.option("--run-id", default=None, help="Name of this run (default: a timestamp and a random suffix)."),
+        click.option("--checks/--no-checks", default=True, show_default=True,
+                     help="Run the data-quality gates (expectations/) before publishing."),
+    ]):
+        command = option(command)
+    return master_option(command)
+
+
+def _run(query_file: str, events_path: str | None, lake_dir: str, master: str | None, run_id: str | None,
+         **options: Any) -> None:
+    plan = load_plan(query_file)
+    lake = Lake(build_session(master), lake_dir)
+    summary = run_query(lake, plan, run_id or new_run_id(), RunRequest(events_path=events_path, **options),
+                        progress=lambda line: click.echo(line, err=True))
+    click.echo(summary.render())
+
+
 @main.command("run")
 @click.argument("query_file")
 @click.option("--events", "events_path", required=True, help="CSV (with header), Parquet or JSON-lines events.")
-@click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False), help="The lake folder.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, help="Input format (default: by suffix).")
-@click.option("--time-column", default="ts", show_default=True, help="Event-time column of an unknown stream.")
-@click.option("--time-unit", default="s", show_default=True, help="Unit of a numeric event time (s, ms, us, ...).")
-@click.option("--run-id", default=None, help="Name of this run (default: a timestamp and a random suffix).")
-@master_option
+@click.option("--incremental", is_flag=True,
+              help="Append the events as the next micro-batch and recompute only what they change.")
+@run_options
 @user_errors
-def run_command(query_file: str, *, events_path: str, lake_dir: str, fmt: str | None, time_column: str,
-                time_unit: str, run_id: str | None, master: str | None) -> None:
-    """Run QUERY_FILE over the events as one batch: ingest, situations, pairs, matches."""
-    plan = load_plan(query_file)
+def run_command(query_file: str, *, events_path: str, incremental: bool, lake_dir: str, master: str | None,
+                run_id: str | None, **options: Any) -> None:
+    """Run QUERY_FILE over the events: ingest, situations, pairs, matches, each gated, then publish."""
+    _run(query_file, events_path, lake_dir, master, run_id, mode="incremental" if incremental else "batch",
+         **options)
 
-    lake = Lake(build_session(master), lake_dir)
-    summary = run_batch(lake, plan, events_path, run_id or new_run_id(), fmt=fmt, time_column=time_column,
-                        time_unit=time_unit, progress=lambda line: click.echo(line, err=True))
-    click.echo(summary.render())
+
+@main.command("backfill")
+@click.argument("query_file")
+@click.option("--from", "since", required=True, help="Start of the range (stream time: number or ISO timestamp).")
+@click.option("--to", "until", required=True, help="End of the range, inclusive.")
+@click.option("--events", "events_path", default=None,
+              help="History to add in the range (events outside it are quarantined); optional.")
+@run_options
+@user_errors
+def backfill_command(query_file: str, *, since: str, until: str, events_path: str | None, lake_dir: str,
+                     master: str | None, run_id: str | None, **options: Any) -> None:
+    """Recompute QUERY_FILE from before --from: re-admits the quarantined late events in the range and the
+    --events file's, and replaces every derived row from there on with what a batch run over all events gives."""
+    _run(query_file, events_path, lake_dir, master, run_id, mode="backfill", since=since, until=until, **options)
 
 
 @main.command("sql")
@@ -185,7 +219,7 @@ def demo_command(*, lake_dir: str, master: str | None) -> None:
     click.echo(f"wrote {rows} sample events of 6 cars to {events}", err=True)
     plan = load_plan(str(EXAMPLES / "aggressive_driving.tpq"))
     lake = Lake(build_session(master), root)
-    summary = run_batch(lake, plan, str(events), new_run_id(), fmt="csv",
+    summary = run_query(lake, plan, new_run_id(), RunRequest(events_path=str(events), fmt="csv"),
                         progress=lambda line: click.echo(line, err=True))
     click.echo(summary.render())
     sql = ("SELECT car_id, a_ts, b_ts, c_ts, detected_at, status, round(avg_speed, 1) AS avg_speed "

@@ -2,15 +2,20 @@
 
 A lake is a folder; each table is a Delta table in a sub-folder named after it. Table names are validated
 (lower-case identifiers), so no name can reach outside the lake or carry SQL. Writes are safe to re-run: a stage
-replaces exactly what it owns (the whole table, or with `replaceWhere` one constraint's partition), so running a
-stage twice gives the same table.
+replaces exactly what it owns (the whole table, a `replaceWhere` partition, or with `replace_rows` a set of rows
+named by their natural key), so running a stage twice gives the same table.
+
+Stages write to `<lake>/_staging/`, a lake of its own that `tables()` and SQL never show: a run's rows are
+published into the lake only after the data-quality gates passed (write-audit-publish).
 """
 
 from __future__ import annotations
 
 import re
+from functools import reduce
 from pathlib import Path
 
+import pyspark.sql.functions as F
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
@@ -18,6 +23,8 @@ from pielake.errors import PielakeError
 
 TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,127}$")
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,99}$")
+STAGING = "_staging"
+DELETE = "__delete"
 
 
 class LakeError(PielakeError):
@@ -45,6 +52,11 @@ class Lake:
     def __init__(self, spark: SparkSession, root: str | Path):
         self.spark = spark
         self.root = Path(root).resolve()
+
+    @property
+    def staging(self) -> Lake:
+        """Where a run's outputs wait for their gates: a lake inside this one, invisible to `tables()`."""
+        return Lake(self.spark, self.root / STAGING)
 
     def path(self, table: str) -> str:
         if not TABLE_NAME.match(table):
@@ -84,7 +96,36 @@ class Lake:
         if partition_by:
             writer = writer.partitionBy(*partition_by)
         writer.save(self.path(table))
-        return int(self.last_commit(table)["operationMetrics"]["numOutputRows"])
+        return self.rows_written(table)
+
+    def rows_written(self, table: str) -> int:
+        """Rows the table's last commit wrote (a commit that wrote no file has no such metric)."""
+        return int(self.last_commit(table)["operationMetrics"].get("numOutputRows", 0))
+
+    def replace_rows(self, rows: DataFrame, table: str, *, natural_key: tuple[str, ...], stale: DataFrame,
+                     ignore: tuple[str, ...] = ()) -> dict[str, int]:
+        """In one MERGE: insert `rows`, update the ones whose natural key exists, delete the keys in `stale`.
+
+        A row that is already there unchanged (columns in `ignore`, like the run id, aside) is left alone, so
+        re-running a run rewrites nothing. Returns the commit's inserted/updated/deleted counts.
+        """
+        if not self.exists(table):
+            return {"inserted": self.overwrite(rows, table), "updated": 0, "deleted": 0}
+        source = (rows.withColumn(DELETE, F.lit(False))
+                  .unionByName(stale.select(*natural_key).withColumn(DELETE, F.lit(True)), allowMissingColumns=True))
+        same_key = reduce(lambda a, b: a & b, (F.col(f"t.{c}") == F.col(f"s.{c}") for c in natural_key))
+        compared = [c for c in rows.columns if c not in natural_key and c not in ignore]
+        changed = reduce(lambda a, b: a | b, (~F.col(f"t.{c}").eqNullSafe(F.col(f"s.{c}")) for c in compared),
+                         F.lit(False))
+        values = {c: F.col(f"s.{c}") for c in rows.columns}
+        keep = ~F.col(f"s.{DELETE}")
+        (DeltaTable.forPath(self.spark, self.path(table)).alias("t").merge(source.alias("s"), same_key)
+         .whenMatchedDelete(condition=F.col(f"s.{DELETE}"))
+         .whenMatchedUpdate(condition=keep & changed, set=values)
+         .whenNotMatchedInsert(condition=keep, values=values)
+         .execute())
+        metrics = self.last_commit(table)["operationMetrics"]
+        return {k: int(metrics.get(f"numTargetRows{k.capitalize()}", 0)) for k in ("inserted", "updated", "deleted")}
 
     def append(self, df: DataFrame, table: str) -> None:
         df.write.format("delta").mode("append").save(self.path(table))

@@ -6,18 +6,24 @@ SEMANTICS §1, row by row, nothing dropped silently:
   (`cast_failed`);
 - an exact duplicate (same key, time and payload) of a row of this file or of an ingested event is dropped once
   and counted;
-- rows with the same key and time but different payloads are all quarantined (`conflicting_duplicate`).
+- rows with the same key and time but different payloads are all quarantined (`conflicting_duplicate`);
+- a run may add one more rule (`Admission`): a micro-batch quarantines events at or before their key's processed
+  time (`late`), a backfill the events outside its range.
 
 Every quarantined row keeps the raw row as JSON. The report's counts satisfy
 `rows_in = events + quarantined + duplicates_dropped`.
+
+The admitted events are staged (`_staging/events_<stream>`); the events gate publishes them (`publish_events`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
 
 import pyspark.sql.functions as F
+from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 
 from pielake.lake.delta import Lake, LakeError, check_run_id, table_name
@@ -27,6 +33,15 @@ FORMATS = ("csv", "parquet", "json")
 RAW = "raw"
 REASON = "reason"
 PAYLOAD = "__payload"
+ADMITTED = "__admitted"
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A rule of the run's own: `judge` adds a boolean `__admitted` column; refused rows get `reason`."""
+
+    reason: str
+    judge: Callable[[DataFrame], DataFrame]
 
 
 @dataclass(frozen=True)
@@ -85,10 +100,14 @@ def _reason(stream: StreamSchema) -> Column:
                   F.lit(None).cast("string"))
 
 
-def ingest(lake: Lake, path: str, fmt: str, stream: StreamSchema, run_id: str) -> IngestReport:
-    """Append the file's good events to `events_<stream>` and its bad rows to `quarantine_<stream>`."""
-    raw = read_raw(lake.spark, path, fmt)
-    checked = _cast(raw, stream).withColumn(REASON, _reason(stream)).localCheckpoint()
+def ingest(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id: str,
+           admission: Admission | None = None) -> IngestReport:
+    """Stage the good events of `raws` (files as `read_raw` reads them) for `events_<stream>`; write the bad rows
+    to `quarantine_<stream>`."""
+    if not raws:
+        raws = [lake.spark.createDataFrame([], ", ".join(f"`{n}` STRING" for n in stream.column_names))]
+    casts = [_cast(raw, stream) for raw in raws]
+    checked = reduce(DataFrame.unionByName, casts).withColumn(REASON, _reason(stream)).localCheckpoint()
     rows_in = checked.count()
     natural_key = [*stream.keys, stream.time_column]
     attributes = [n for n in stream.column_names if n not in natural_key]
@@ -107,16 +126,22 @@ def ingest(lake: Lake, path: str, fmt: str, stream: StreamSchema, run_id: str) -
     else:
         candidates = candidates.withColumn("__old", F.lit(None).cast("string"))
     fresh = candidates.filter(F.col("__old").isNull())
+    refused = [checked.limit(0)]
+    if admission is not None:
+        judged_fresh = admission.judge(fresh)
+        fresh = judged_fresh.filter(F.col(ADMITTED))
+        refused = [judged_fresh.filter(~F.col(ADMITTED)).withColumn(REASON, F.lit(admission.reason))
+                   .select(*checked.columns)]
     ingested_conflicts = candidates.filter(F.col("__old").isNotNull() & (F.col("__old") != F.col(PAYLOAD))) \
         .withColumn(REASON, F.lit("conflicting_duplicate: differs from an ingested event"))
     bad = reduce(DataFrame.unionByName, [checked.filter(F.col(REASON).isNotNull()),
                                          in_file_conflicts.select(*checked.columns),
-                                         ingested_conflicts.select(*checked.columns)])
+                                         ingested_conflicts.select(*checked.columns), *refused])
     fresh = fresh.select(*stream.column_names, F.lit(run_id).alias("run_id")).localCheckpoint()
     bad = bad.select(REASON, RAW, F.lit(run_id).alias("run_id"),
                      F.current_timestamp().alias("quarantined_at")).localCheckpoint()
     events, quarantined = fresh.count(), bad.count()
-    lake.append(fresh, events_table(stream))
+    lake.staging.overwrite(fresh, events_table(stream))
     # Re-running a run replaces its own quarantine rows instead of adding them again.
     lake.overwrite(bad, quarantine_table(stream), replace_where=f"run_id = '{check_run_id(run_id)}'")
     return IngestReport(rows_in, events, quarantined, rows_in - events - quarantined)
@@ -128,3 +153,53 @@ def _ingested_payloads(lake: Lake, stream: StreamSchema, natural_key: list[str],
     if not lake.exists(table):
         return None
     return lake.read(table).select(*natural_key, F.to_json(F.struct(*(F.col(a) for a in attributes))).alias("__old"))
+
+
+def publish_events(lake: Lake, stream: StreamSchema) -> int:
+    """Append the staged events (after their gate passed) to `events_<stream>`, once.
+
+    Appending is guarded by the run id: events a run has appended already are not appended again, so a gate
+    task that is retried after it published does not duplicate them.
+    """
+    staged = lake.staging.read(events_table(stream))
+    table = events_table(stream)
+    if lake.exists(table):
+        runs = [r["run_id"] for r in staged.select("run_id").distinct().collect()]
+        if runs and lake.read(table).filter(F.col("run_id").isin(runs)).limit(1).count():
+            return 0
+    ordered = staged.repartitionByRange(max(1, staged.rdd.getNumPartitions()), stream.time_column, *stream.keys)
+    lake.append(ordered, table)
+    return lake.rows_written(table)
+
+
+def _late_rows(lake: Lake, stream: StreamSchema, event_time: Callable[[Column], Column], low: int,
+               high: int) -> tuple[DataFrame, Column] | None:
+    """The quarantined `late` rows with a time in [low, high], read back into the stream's columns as strings."""
+    table = quarantine_table(stream)
+    if not lake.exists(table):
+        return None
+    as_text = ", ".join(f"`{n}` STRING" for n in stream.column_names)
+    parsed = F.from_json(F.col(RAW), as_text)
+    time = stream.time_column
+    typed = parsed[time].try_cast("TIMESTAMP" if stream.time_unit == TIMESTAMP_UNIT else "BIGINT")
+    return lake.read(table), (F.col(REASON) == "late") & event_time(typed).between(low, high)
+
+
+def replay_quarantined(lake: Lake, stream: StreamSchema, event_time: Callable[[Column], Column], low: int,
+                       high: int) -> DataFrame:
+    """Late events in [low, high] from the quarantine, as raw rows to ingest again (a backfill repairs them)."""
+    found = _late_rows(lake, stream, event_time, low, high)
+    as_text = ", ".join(f"`{n}` STRING" for n in stream.column_names)
+    if found is None:
+        return lake.spark.createDataFrame([], as_text)
+    table, late = found
+    return table.filter(late).select(F.from_json(F.col(RAW), as_text).alias("__row")).select("__row.*")
+
+
+def forget_replayed(lake: Lake, stream: StreamSchema, event_time: Callable[[Column], Column], low: int,
+                    high: int) -> None:
+    """Remove the replayed late rows: they are events now, dropped duplicates, or quarantined again under the
+    backfill's run with their new reason."""
+    found = _late_rows(lake, stream, event_time, low, high)
+    if found is not None:
+        DeltaTable.forPath(lake.spark, lake.path(quarantine_table(stream))).delete(found[1])

@@ -1,6 +1,12 @@
-"""The stages of one query's run, each reading its inputs from the lake and writing its outputs back.
+"""The stages of one query's run, each reading its inputs from the lake and writing its outputs to staging.
 
-    ingest -> situations (+ segments, progress) -> pairs (one job per constraint) -> matches
+    ingest -> [gate] -> situations -> [gate] -> pairs (one job per constraint) -> [gate] -> matches -> [gate]
+           -> publish
+
+`situations` first fixes the run's scope (`pielake.pipeline.scope`: which keys, from which cut) in
+`_staging/scope_<q>`; every later stage reads it. Nothing reaches the published tables before `publish`, which
+merges the staged rows in (or, for a batch run, replaces the tables) and records the state the next micro-batch
+starts from in `progress_<q>`, last, so a run that stops anywhere before that is simply run again.
 
 Reading every input back from Delta is deliberate: it keeps each stage a separate, re-runnable unit (a Spark job
 of its own under Airflow) and keeps Spark's query plans small.
@@ -15,13 +21,22 @@ from dataclasses import dataclass, field
 
 import pyspark.sql.functions as F
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 
-from pielake.lake.delta import Lake, table_name
+from pielake.lake.delta import Lake, LakeError, table_name
 from pielake.pipeline.ingest import events_table
+from pielake.pipeline.scope import (
+    FULL,
+    Scope,
+    backfill_cut,
+    derived_tables,
+    next_progress,
+    plan_scope,
+    unsettled,
+)
 from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark import columns as C
-from pielake.spark.matches import LAST_TIME, find_matches
+from pielake.spark.matches import find_matches
 from pielake.spark.pairs import detect_pairs
 from pielake.spark.query import SparkQuery
 from pielake.streams import StreamSchema
@@ -65,6 +80,21 @@ class QueryJob:
     def constraint(self, constraint_id: str) -> PairConstraint:
         return next(c for c in self.plan.constraints if c.id == constraint_id)
 
+    @property
+    def staging(self) -> Lake:
+        return self.lake.staging
+
+    def staged(self, kind: str) -> DataFrame:
+        return self.staging.read(self.table(kind))
+
+    def published(self, kind: str) -> DataFrame | None:
+        return self.lake.read(self.table(kind)) if self.lake.exists(self.table(kind)) else None
+
+    def scope(self) -> Scope:
+        frame = self.staged("scope")
+        full = frame.filter(F.col(FULL)).limit(1).count() > 0
+        return Scope(frame.drop(FULL), self.spark_query(self.events).keys, full)
+
 
 def timed(stage: str, work: Callable[[], dict[str, int]], **details: object) -> StageResult:
     started = time.perf_counter()
@@ -79,47 +109,100 @@ def partitions_for(lake: Lake, table: str) -> int:
     return max(2 * cores, math.ceil(size / BYTES_PER_PARTITION))
 
 
-def derive_situations(job: QueryJob) -> StageResult:
-    """All symbols in one pass: `segments_<q>` (stitched runs), `situations_<q>`, `progress_<q>` (last times)."""
+def derive_situations(job: QueryJob, *, mode: str = "batch", since: int | None = None) -> StageResult:
+    """Fix the run's scope, then all symbols in one pass over its slice: staged `segments_<q>`, `situations_<q>`.
+
+    `mode` is batch, incremental or backfill (`since`: the backfill's start, in kernel time).
+    """
     def work() -> dict[str, int]:
         events = job.events
         q = job.spark_query(events)
-        partitions = partitions_for(job.lake, events_table(job.stream))
-        job.lake.overwrite(q.runs(events, partitions), job.table("segments"), partition_by=(C.SERIES,))
-        situations = q.situations(job.lake.read(job.table("segments")))
-        written = job.lake.overwrite(situations, job.table("situations"))
-        progress = events.groupBy(*q.keys).agg(F.max(q.event_time()).alias(LAST_TIME))
-        job.lake.overwrite(progress, job.table("progress"))
-        return {job.table("situations"): written}
+        scope_rows = plan_scope(events, q, mode=mode, progress=job.published("progress"),
+                                backfill_cuts=_backfill_cuts(job, q, since) if mode == "backfill" else None)
+        keys = job.staging.overwrite(scope_rows, job.table("scope"))
+        scope = job.scope()
+        partitions = (partitions_for(job.lake, events_table(job.stream)) if scope.full
+                      else 2 * job.lake.spark.sparkContext.defaultParallelism)
+        runs = q.runs(scope.slice(events, q.event_time()), partitions)
+        job.staging.overwrite(runs, job.table("segments"), partition_by=(C.SERIES,))
+        situations = scope.owned(q.situations(job.staged("segments")), F.col(C.TS))
+        written = job.staging.overwrite(situations, job.table("situations"))
+        return {"keys in scope": keys, job.table("situations"): written}
 
-    return timed("situations", work)
+    return timed("situations", work, mode=mode)
+
+
+def _backfill_cuts(job: QueryJob, q: SparkQuery, since: int | None) -> DataFrame:
+    if since is None:
+        raise ValueError("a backfill needs the time it starts from")
+    situations, pairs, matches = (job.published(k) for k in ("situations", "pairs", "matches"))
+    if situations is None or pairs is None or matches is None:
+        raise LakeError(f"query {job.plan.name} has no published results to backfill; run it once first")
+    return backfill_cut(q, since, events=job.events, situations=situations,
+                        unsettled_rows=unsettled(q, situations=situations, pairs=pairs, matches=matches))
 
 
 def detect_constraint(job: QueryJob, constraint_id: str) -> StageResult:
-    """One PiePair job: the pairs of one constraint, replacing that constraint's partition of `pairs_<q>`."""
+    """One PiePair job: the pairs of one constraint in the run's slice, into its partition of staged `pairs_<q>`."""
     def work() -> dict[str, int]:
         q = job.spark_query(job.events)
-        segments = job.lake.read(job.table("segments"))
-        situations = job.lake.read(job.table("situations"))
-        pairs = detect_pairs(segments, situations, job.constraint(constraint_id), q)
-        written = job.lake.overwrite(pairs, job.table("pairs"), partition_by=(C.CONSTRAINT_ID,),
-                                     replace_where=f"{C.CONSTRAINT_ID} = '{constraint_id}'")
+        pairs = detect_pairs(job.staged("segments"), job.staged("situations"), job.constraint(constraint_id), q)
+        written = job.staging.overwrite(pairs, job.table("pairs"), partition_by=(C.CONSTRAINT_ID,),
+                                        replace_where=f"{C.CONSTRAINT_ID} = '{constraint_id}'")
         return {f"{job.table('pairs')}[{constraint_id}]": written}
 
     return timed(f"pairs {constraint_id}", work)
 
 
 def join_matches(job: QueryJob) -> StageResult:
-    """Natural joins of the pair tables into `matches_<q>`."""
+    """Natural joins of the staged pair tables into staged `matches_<q>`."""
     def work() -> dict[str, int]:
         q = job.spark_query(job.events)
-        pairs = job.lake.read(job.table("pairs"))
-        situations = job.lake.read(job.table("situations"))
-        progress = job.lake.read(job.table("progress"))
-        written = job.lake.overwrite(find_matches(pairs, situations, progress, q, job.run_id), job.table("matches"))
-        return {job.table("matches"): written}
+        matches = find_matches(job.staged("pairs"), job.staged("situations"), job.scope().last_times(), q,
+                               job.run_id)
+        return {job.table("matches"): job.staging.overwrite(matches, job.table("matches"))}
 
     return timed("matches", work)
+
+
+def publish(job: QueryJob) -> StageResult:
+    """Merge the staged rows into the published tables (a batch run replaces them), then record the state.
+
+    Each table is one Delta commit; `progress_<q>` is written last, so until it is, the next run has the same
+    scope and recomputes the same rows: a publish that stops halfway is repaired by running it again.
+    """
+    def work() -> dict[str, int]:
+        q = job.spark_query(job.events)
+        scope = job.scope()
+        rows: dict[str, int] = {}
+        for kind, derived in derived_tables(q).items():
+            staged = job.staged(kind)
+            partitions = (C.CONSTRAINT_ID,) if kind == "pairs" else ()
+            rows[job.table(kind)] = _publish_rows(job, kind, staged, natural_key=derived.natural_key,
+                                                  anchor=derived.anchor, scope=scope, partitions=partitions)
+        state = next_progress(scope, q, unsettled_rows=unsettled(
+            q, situations=job.staged("situations"), pairs=job.staged("pairs"), matches=job.staged("matches")),
+            run_starts=job.staged("segments").select(*q.keys, F.col(C.START).alias(C.T)))
+        rows[job.table("progress")] = _publish_rows(job, "progress", state, natural_key=q.keys, anchor=None,
+                                                    scope=scope, partitions=())
+        return rows
+
+    return timed("publish", work)
+
+
+def _publish_rows(job: QueryJob, kind: str, staged: DataFrame, *, natural_key: tuple[str, ...],
+                  anchor: Column | None,
+                  scope: Scope, partitions: tuple[str, ...]) -> int:
+    """Rows changed in one published table: replaced whole for a batch run, else merged within the scope."""
+    table = job.table(kind)
+    published = job.published(kind)
+    if scope.full or published is None:
+        return job.lake.overwrite(staged, table, partition_by=partitions)
+    stale = scope.owned(published, anchor).select(*natural_key).join(staged.select(*natural_key),
+                                                                     list(natural_key), "left_anti")
+    counts = job.lake.replace_rows(staged.select(*published.columns), table, natural_key=natural_key, stale=stale,
+                                   ignore=(C.RUN_ID,))
+    return sum(counts.values())
 
 
 def match_counts(job: QueryJob) -> dict[str, int]:

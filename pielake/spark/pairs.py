@@ -168,7 +168,7 @@ def _locate(candidates: DataFrame, side: str, situations: DataFrame, q: SparkQue
 
 def _range_join(a: DataFrame, b: DataFrame, q: SparkQuery, relation: str) -> DataFrame:
     """`before`/`after` pairs no further apart than the window, by an equi-join on window-sized time buckets."""
-    size = max(1, int(-(-q.window_units.numerator // q.window_units.denominator)))
+    size = max(1, q.window_ceiling)
     first, second = (a, b) if relation == "before" else (b, a)
     first = first.withColumn("_bucket", F.explode(F.array(F.floor(F.col("ts") / size),
                                                            F.floor(F.col("ts") / size) + 1)))

@@ -7,6 +7,7 @@ per symbol, the attributes RETURN aggregates read). `situations` turns stitched 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from functools import cached_property
 
@@ -98,8 +99,24 @@ class SparkQuery:
         return F.col(self.names[ref.name.lower()])
 
     def event_time(self) -> Column:
-        time = F.col(self.names[self.stream.time_column.lower()])
-        return F.unix_micros(time) if self.stream.time_unit == TIMESTAMP_UNIT else time.cast("bigint")
+        return self.kernel_time(F.col(self.names[self.stream.time_column.lower()]))
+
+    def kernel_time(self, column: Column) -> Column:
+        """A time in the stream's own type as kernel time (BIGINT); `time_out` is its inverse."""
+        return F.unix_micros(column) if self.stream.time_unit == TIMESTAMP_UNIT else column.cast("bigint")
+
+    def parse_time(self, text: str) -> int:
+        """A time a user typed (a number, or an ISO-8601 timestamp for TIMESTAMP streams) as kernel time."""
+        if self.stream.time_unit != TIMESTAMP_UNIT:
+            return int(text)
+        moment = datetime.fromisoformat(text)
+        moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+
+    @cached_property
+    def window_ceiling(self) -> int:
+        """The window in whole kernel time units, rounded up: no two starts further apart share a match."""
+        return -(-self.window_units.numerator // self.window_units.denominator)
 
     def time_out(self, column: Column) -> Column:
         """Kernel time (BIGINT) back to the stream's own time type for the result tables."""

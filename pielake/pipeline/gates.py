@@ -1,0 +1,209 @@
+"""Data-quality gates: the Great Expectations suites of `expectations/`, run on a stage's staged output.
+
+Write, audit, publish: a stage writes to `_staging/`, its gate validates that DataFrame, and only a run whose gates
+all passed is published. A failed gate raises `GateError`; the published tables stay as they were, and the full
+validation result is kept at `<lake>/_checks/<run_id>/<table>.json` for the user to read.
+
+The suites are JSON files a user can read and extend. Their `$placeholders` are filled in from the stream and the
+query (`$each_key` makes one expectation per key column). Properties that relate several columns or rows (an
+interval is ordered, the named relation holds on the endpoints, a match fits its window) are computed here as
+boolean check columns (`__name`) from the same semantics code the kernels and the reference use, and the suites
+expect them to be true.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from functools import reduce
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import great_expectations as gx
+import pyspark.sql.functions as F
+from great_expectations.data_context.types.base import ProgressBarsConfig
+from great_expectations.expectations.registry import get_expectation_impl
+from pyspark.sql import Column, DataFrame, Window
+
+from pielake.errors import PielakeError
+from pielake.pipeline.ingest import events_table
+from pielake.pipeline.scope import derived_tables
+from pielake.pipeline.stages import QueryJob
+from pielake.semantics.reference import COMPLETE
+from pielake.semantics.relations import RELATIONS
+from pielake.spark import columns as C
+from pielake.spark.query import SparkQuery
+from pielake.streams import TIMESTAMP_UNIT
+
+EXPECTATIONS_DIR = Path(__file__).resolve().parents[2] / "expectations"
+GATES = ("events", "situations", "pairs", "matches")
+CHECKS = "_checks"
+
+
+class GateError(PielakeError):
+    """A stage's output broke its suite; nothing of the run was published."""
+
+
+@dataclass(frozen=True)
+class GateResult:
+    gate: str
+    success: bool
+    evaluated: int
+    failed: tuple[str, ...]
+    report: Path
+
+    def text(self) -> str:
+        verdict = "passed" if self.success else "FAILED: " + "; ".join(self.failed)
+        return f"gate {self.gate}: {self.evaluated} expectations {verdict} (report: {self.report})"
+
+
+def load_suite(gate: str, fill: dict[str, Any]) -> dict[str, Any]:
+    """The suite `expectations/<gate>.json` with its placeholders filled in.
+
+    A kwarg `"$each_x"` repeats the expectation for every item of `fill["each_x"]`; any other `"$y"` is
+    `fill["y"]`, or, where that is a dict, its entry for the current item (a column's type, say).
+    """
+    spec = json.loads((EXPECTATIONS_DIR / f"{gate}.json").read_text(encoding="utf-8"))
+    expanded = []
+    for item in spec["expectations"]:
+        kwargs = item["kwargs"]
+        each = next((k for k, v in kwargs.items() if isinstance(v, str) and v.startswith("$each_")), None)
+        for current in fill[kwargs[each][1:]] if each else [None]:
+            filled = {}
+            for name, value in kwargs.items():
+                if name == each:
+                    filled[name] = current
+                elif isinstance(value, str) and value.startswith("$"):
+                    found = fill[value[1:]]
+                    filled[name] = found[current] if isinstance(found, dict) else found
+                else:
+                    filled[name] = value
+            expanded.append({"type": item["type"], "kwargs": filled})
+    return {"name": spec["name"], "expectations": expanded}
+
+
+def validate(df: DataFrame, suite_spec: dict[str, Any]) -> dict[str, Any]:
+    """Run a suite on a Spark DataFrame with an ephemeral GX context; returns GX's result as a dict."""
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    batch = (context.data_sources.add_spark(name="pielake").add_dataframe_asset(name=suite_spec["name"])
+             .add_batch_definition_whole_dataframe("staged").get_batch(batch_parameters={"dataframe": df}))
+    suite = gx.ExpectationSuite(name=suite_spec["name"], expectations=[
+        get_expectation_impl(e["type"])(**e["kwargs"]) for e in suite_spec["expectations"]])
+    return batch.validate(context.suites.add(suite)).to_json_dict()
+
+
+def run_gate(job: QueryJob, gate: str) -> GateResult:
+    """Validate the staged output of `gate`'s stage; raise GateError (after saving the report) if it fails."""
+    frame, fill = _check_frame(job, gate)
+    frame = frame.cache()
+    try:
+        result = validate(frame, load_suite(gate, fill))
+    finally:
+        frame.unpersist()
+    report = job.lake.root / CHECKS / job.run_id / f"{gate}.json"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+    failed = tuple(_describe(r) for r in result["results"] if not r["success"])
+    outcome = GateResult(gate, bool(result["success"]), len(result["results"]), failed, report)
+    if not outcome.success:
+        raise GateError(outcome.text())
+    return outcome
+
+
+def _describe(result: dict[str, Any]) -> str:
+    config = result["expectation_config"]
+    target = config["kwargs"].get("column") or config["kwargs"].get("column_list")
+    unexpected = result.get("result", {}).get("unexpected_count")
+    return f"{config['type']}({target})" + (f": {unexpected} rows" if unexpected else "")
+
+
+def _check_frame(job: QueryJob, gate: str) -> tuple[DataFrame, dict[str, Any]]:
+    if gate == "events":
+        return _events(job)
+    q = job.spark_query(job.events)
+    natural_key = list(derived_tables(q)[gate].natural_key)
+    fill: dict[str, Any] = {"each_key": list(q.keys), "natural_key": natural_key,
+                            "symbols": [s.name for s in job.plan.symbols],
+                            "constraints": [c.id for c in job.plan.constraints]}
+    staged = job.staged(gate)
+    frame = {"situations": _situations, "pairs": _pairs, "matches": _matches}[gate](job, q, staged)
+    return frame, fill
+
+
+def _events(job: QueryJob) -> tuple[DataFrame, dict[str, Any]]:
+    stream = job.stream
+    staged = job.staging.read(events_table(stream))
+    declared = job.lake.spark.createDataFrame([], stream.ddl).schema
+    types = {f.name: type(f.dataType).__name__ for f in declared.fields}
+    if stream.time_unit == TIMESTAMP_UNIT:
+        types[stream.time_column] = "TimestampType"
+    fill = {"each_key": list(stream.keys), "time": stream.time_column,
+            "natural_key": [*stream.keys, stream.time_column], "each_column": list(stream.column_names),
+            "type": types}
+    return staged, fill
+
+
+def _situations(job: QueryJob, q: SparkQuery, staged: DataFrame) -> DataFrame:
+    following = F.lead(C.TS).over(Window.partitionBy(*q.keys, C.SYMBOL).orderBy(C.TS))
+    fits = F.lit(True)
+    for s in job.plan.symbols:
+        fits = F.when(F.col(C.SYMBOL) == s.name, q.takes_part(s.name)).otherwise(fits)
+    return staged.select(
+        *staged.columns,
+        (F.col(C.TE).isNull() | (F.col(C.TS) < F.col(C.TE))).alias("__ordered"),
+        F.coalesce(following.isNull() | (F.col(C.TE) < following), F.lit(False)).alias("__apart"),
+        (~F.col(C.TAKES_PART) | fits).alias("__fits"))
+
+
+def _by_constraint(job: QueryJob, value: Any) -> Column:
+    """A column whose value depends on the row's constraint: `value(constraint)` per constraint id."""
+    out = F.lit(None)
+    for c in job.plan.constraints:
+        out = F.when(F.col(C.CONSTRAINT_ID) == c.id, value(c)).otherwise(out)
+    return out
+
+
+def _pairs(job: QueryJob, q: SparkQuery, staged: DataFrame) -> DataFrame:
+    a = SimpleNamespace(ts=F.col("a_ts"), te=F.col("a_te"))
+    b = SimpleNamespace(ts=F.col("b_ts"), te=F.col("b_te"))
+    holds = F.lit(False)
+    for name, relation in RELATIONS.items():  # followed-by: its endpoint part; the gap is the automaton's
+        holds = F.when(F.col(C.RELATION) == name, relation.condition(a, b)).otherwise(holds)
+    open_or_undecided = F.col(C.RELATION).isNull() | F.col("a_te").isNull() | F.col("b_te").isNull()
+    checked = staged.select(
+        *staged.columns,
+        F.coalesce(F.col(C.RELATION).isNull() | _by_constraint(
+            job, lambda c: F.col(C.RELATION).isin(*sorted(c.relations))), F.lit(False)).alias("__allowed"),
+        (open_or_undecided | F.coalesce(holds, F.lit(False))).alias("__holds"),
+        _by_constraint(job, lambda c: F.lit(c.left)).alias("__left"),
+        _by_constraint(job, lambda c: F.lit(c.right)).alias("__right"))
+    situations = job.staged("situations").select(*q.keys, C.SYMBOL, C.TS, F.lit(True).alias("__there"))
+    for side in ("a", "b"):
+        named = situations.select(*q.keys, F.col(C.SYMBOL).alias(f"__{side}_sym"), F.col(C.TS).alias(f"{side}_ts"),
+                                  F.col("__there").alias(f"__{side}_exists"))
+        checked = (checked.withColumn(f"__{side}_sym", F.col("__left" if side == "a" else "__right"))
+                   .join(named, [*q.keys, f"__{side}_sym", f"{side}_ts"], "left")
+                   .withColumn(f"__{side}_exists", F.coalesce(F.col(f"__{side}_exists"), F.lit(False))))
+    return checked
+
+
+def _matches(job: QueryJob, q: SparkQuery, staged: DataFrame) -> DataFrame:
+    def interval(symbol: str) -> SimpleNamespace:
+        return SimpleNamespace(ts=q.kernel_time(F.col(C.symbol_ts(symbol))),
+                               te=q.kernel_time(F.col(C.symbol_te(symbol))))
+
+    spans = [interval(s.name) for s in job.plan.symbols]
+    first = F.least(*(s.ts for s in spans)) if len(spans) > 1 else spans[0].ts
+    last = F.greatest(*(s.te for s in spans)) if len(spans) > 1 else spans[0].te
+    every = reduce(lambda x, y: x & y, (
+        reduce(lambda x, y: x | y, (RELATIONS[r].condition(interval(c.left), interval(c.right))
+                                    for r in sorted(c.relations)))
+        for c in job.plan.constraints))
+    complete = F.col(C.STATUS) == COMPLETE
+    return staged.select(*staged.columns,
+                         F.coalesce(~complete | q.within_window(last, first), F.lit(False)).alias("__window"),
+                         F.coalesce(~complete | every, F.lit(False)).alias("__constraints"))

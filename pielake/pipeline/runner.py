@@ -1,0 +1,248 @@
+"""A run of a query from the terminal: every stage and gate in order, in one Spark session, with a summary.
+
+The same stage functions run as separate spark-submit jobs under Airflow (`pielake.pipeline.jobs`, `dags/`).
+Modes (SEMANTICS §7): `batch` recomputes everything; `incremental` appends the file as the next micro-batch and
+recomputes only its keys from their cut; `backfill` re-admits history in a range (the file and the quarantined
+late events) and recomputes from before the range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyspark.sql.functions as F
+
+from pielake.errors import PielakeError
+from pielake.lake.delta import Lake, check_run_id
+from pielake.pipeline.gates import GateResult, run_gate
+from pielake.pipeline.ingest import (
+    FORMATS,
+    Admission,
+    IngestReport,
+    forget_replayed,
+    ingest,
+    publish_events,
+    read_raw,
+    replay_quarantined,
+)
+from pielake.pipeline.scope import LAST_TIME, MODES
+from pielake.pipeline.stages import (
+    QueryJob,
+    StageResult,
+    derive_situations,
+    detect_constraint,
+    join_matches,
+    match_counts,
+    publish,
+    timed,
+)
+from pielake.query.analyzer import QueryPlan
+from pielake.spark.query import SparkQuery
+from pielake.streams import SCHEMAS_DIR, StreamSchema, load_schema, save_schema
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    ingest: IngestReport
+    stages: tuple[StageResult, ...]
+    gates: tuple[GateResult, ...]
+    matches: dict[str, int]
+
+    def render(self) -> str:
+        lines = [f"run {self.run_id}",
+                 f"  ingest: {self.ingest.rows_in} rows in = {self.ingest.events} events + "
+                 f"{self.ingest.quarantined} quarantined + {self.ingest.duplicates_dropped} exact duplicates dropped"]
+        for stage in self.stages:
+            lines.append(f"  {stage.stage:<12} {stage.seconds:7.2f} s   {stage.rows_text()}")
+        lines += [f"  {gate.text()}" for gate in self.gates]
+        counts = ", ".join(f"{status}: {n}" for status, n in sorted(self.matches.items())) or "none"
+        lines.append(f"  matches by status: {counts}")
+        return "\n".join(lines)
+
+
+def guess_format(path: str) -> str:
+    suffix = Path(path).suffix.lower().lstrip(".")
+    fmt = {"csv": "csv", "parquet": "parquet", "json": "json", "jsonl": "json", "ndjson": "json"}.get(suffix)
+    if fmt is None:
+        raise PielakeError(f"cannot tell the format of '{path}'; pass --format ({', '.join(FORMATS)})")
+    return fmt
+
+
+def lake_streams(lake: Lake) -> Path:
+    """Where a lake keeps the schemas of the streams ingested into it."""
+    return lake.root / "_streams"
+
+
+def stream_of(lake: Lake, plan: QueryPlan) -> StreamSchema:
+    """The schema the stream was ingested with (saved in the lake), else the project's schemas/."""
+    known = load_schema(plan.stream, lake_streams(lake)) or load_schema(plan.stream)
+    if known is None:
+        raise PielakeError(f"stream {plan.stream} has not been ingested into {lake.root}; run the ingest stage first")
+    return known
+
+
+def resolve_stream(lake: Lake, plan: QueryPlan, events_path: str, *, fmt: str, time_column: str, time_unit: str,
+                   schemas_dir: Path = SCHEMAS_DIR) -> StreamSchema:
+    """The stream's schema from the lake or schemas/, or inferred from the file; saved in the lake."""
+    known = load_schema(plan.stream, lake_streams(lake)) or load_schema(plan.stream, schemas_dir)
+    if known is None:
+        known = infer_stream(lake, plan, events_path, fmt=fmt, time_column=time_column, time_unit=time_unit)
+    save_schema(known, lake_streams(lake))
+    return known
+
+
+def infer_stream(lake: Lake, plan: QueryPlan, events_path: str, *, fmt: str, time_column: str,
+                 time_unit: str) -> StreamSchema:
+    """An unknown stream's schema, from the file's columns and types."""
+    if fmt == "csv":  # typed by inference here; ingest itself reads CSV as strings to see every cast failure
+        sample = lake.spark.read.option("header", "true").option("inferSchema", "true").csv(events_path)
+    else:
+        sample = read_raw(lake.spark, events_path, fmt)
+    columns = tuple((f.name, f.dataType.simpleString().upper()) for f in sample.schema.fields)
+    names = {n.lower() for n, _ in columns}
+    for needed in [*plan.keys, time_column]:
+        if needed.lower() not in names:
+            raise PielakeError(f"stream {plan.stream} has no schema and its file has no column "
+                               f"'{needed}'; pass --time-column or add schemas/{plan.stream}.yaml")
+    return StreamSchema(plan.stream, plan.keys, time_column, time_unit, columns)
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What a run is asked to do; every stage of the run, in any process, gets the same request."""
+
+    mode: str = "batch"  # batch | incremental | backfill
+    events_path: str | None = None
+    fmt: str | None = None
+    time_column: str = "ts"
+    time_unit: str = "s"
+    since: str | None = None  # a backfill's range, in the stream's own time
+    until: str | None = None
+    checks: bool = True
+
+
+def step_names(plan: QueryPlan) -> list[str]:
+    """The steps of a run in order; Airflow makes one task of each (`dags/`)."""
+    return ["ingest", "check_events", "situations", "check_situations", *(f"pairs_{c.id}" for c in plan.constraints),
+            "check_pairs", "matches", "check_matches", "publish"]
+
+
+class Run:
+    """One run of a query: its steps as methods, so a terminal run and an Airflow task call the same code."""
+
+    def __init__(self, lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest):
+        check_run_id(run_id)
+        if request.mode not in MODES:
+            raise PielakeError(f"unknown mode '{request.mode}'; use one of {', '.join(MODES)}")
+        self.request = request
+        self.fmt = request.fmt or (guess_format(request.events_path) if request.events_path else None)
+        if request.events_path is not None and self.fmt is not None:
+            stream = resolve_stream(lake, plan, request.events_path, fmt=self.fmt, time_column=request.time_column,
+                                    time_unit=request.time_unit)
+        else:
+            stream = stream_of(lake, plan)
+        self.job = QueryJob(lake, plan, stream, run_id)
+        self.q = self.job.spark_query(lake.spark.createDataFrame([], stream.ddl))
+        self.window = _backfill_range(self.q, request.since, request.until) if request.mode == "backfill" else None
+        self.report = IngestReport(0, 0, 0, 0)
+
+    def step(self, name: str) -> StageResult | GateResult | None:
+        """Run the step called `name` (one of `step_names`)."""
+        if name.startswith("check_"):
+            return self.check(name.removeprefix("check_"))
+        if name.startswith("pairs_"):
+            return detect_constraint(self.job, name.removeprefix("pairs_"))
+        actions: dict[str, Callable[[], StageResult]] = {
+            "ingest": self.ingest,
+            "situations": lambda: derive_situations(self.job, mode=self.request.mode,
+                                                    since=self.window[0] if self.window else None),
+            "matches": lambda: join_matches(self.job),
+            "publish": lambda: publish(self.job)}
+        if name not in actions:
+            raise PielakeError(f"no step '{name}'; the steps are {', '.join(step_names(self.job.plan))}")
+        return actions[name]()
+
+    def ingest(self) -> StageResult:
+        """Read the events file (and, for a backfill, the quarantined late events in range) into staging."""
+        lake, stream = self.job.lake, self.job.stream
+
+        def work() -> dict[str, int]:
+            raws = [read_raw(lake.spark, self.request.events_path, self.fmt)] if self.fmt else []
+            if self.window is not None:
+                raws.append(replay_quarantined(lake, stream, self.q.kernel_time, *self.window))
+            self.report = ingest(lake, raws, stream, self.job.run_id,
+                                 _admission(self.job, self.q, self.request.mode, self.window))
+            return {"staged events": self.report.events, "quarantined": self.report.quarantined}
+
+        return timed("ingest", work)
+
+    def check(self, gate: str) -> GateResult | None:
+        """Validate a stage's staged output. The events gate then publishes the events: they are the input of
+        every later stage (a backfill also clears the late rows it re-admitted from the quarantine)."""
+        result = run_gate(self.job, gate) if self.request.checks else None
+        if gate == "events":
+            publish_events(self.job.lake, self.job.stream)
+            if self.window is not None:
+                forget_replayed(self.job.lake, self.job.stream, self.q.kernel_time, *self.window)
+        return result
+
+
+def run_query(lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest,
+              progress: Progress | None = None) -> RunSummary:
+    """Every step of a run in order, in this process; a failed gate stops it before anything is published."""
+    say = progress or (lambda _: None)
+    run = Run(lake, plan, run_id, request)
+    stages: list[StageResult] = []
+    gates: list[GateResult] = []
+    for name in step_names(plan):
+        say(f"{name} ...")
+        outcome = run.step(name)
+        if isinstance(outcome, StageResult):
+            stages.append(outcome)
+            say(f"  done {outcome.stage} in {outcome.seconds:.2f} s ({outcome.rows_text()})")
+        elif outcome is not None:
+            gates.append(outcome)
+            say(f"  {outcome.text()}")
+    return RunSummary(run_id, run.report, tuple(stages), tuple(gates), match_counts(run.job))
+
+
+def _admission(job: QueryJob, q: SparkQuery, mode: str, window: tuple[int, int] | None) -> Admission | None:
+    """Incremental: an event at or before its key's processed time is late. Backfill: it must lie in the range."""
+    if mode == "backfill":
+        assert window is not None
+        low, high = window
+        return Admission("outside_backfill_range", lambda rows: rows.withColumn(
+            "__admitted", q.event_time().between(low, high)))
+    processed = job.published("progress")
+    if mode != "incremental" or processed is None:
+        return None
+    done = F.broadcast(processed.select(*q.keys, F.col(LAST_TIME).alias("__done")))
+    return Admission("late", lambda rows: rows.join(done, list(q.keys), "left").withColumn(
+        "__admitted", F.col("__done").isNull() | (q.event_time() > F.col("__done"))).drop("__done"))
+
+
+def _backfill_range(q: SparkQuery, since: str | None, until: str | None) -> tuple[int, int]:
+    """The backfill's bounds in kernel time, parsed in the stream's own time type."""
+    if since is None or until is None:
+        raise PielakeError("a backfill needs --from and --to")
+    bounds = []
+    for text in (since, until):
+        try:
+            bounds.append(q.parse_time(text))
+        except ValueError as error:
+            raise PielakeError(f"cannot read '{text}' as a time of stream {q.stream.name}: {error}") from None
+    if bounds[0] > bounds[1]:
+        raise PielakeError(f"--from {since} is after --to {until}")
+    return bounds[0], bounds[1]
+
+
+def first_matches(lake: Lake, plan: QueryPlan, limit: int = 10) -> list[dict[str, object]]:
+    """The earliest matches of a query, for the demo's printout."""
+    table = lake.read(f"matches_{plan.name}")
+    order = [F.col(k) for k in plan.keys] + [F.col("detected_at")]
+    return [r.asDict() for r in table.orderBy(*order).limit(limit).collect()]

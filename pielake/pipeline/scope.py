@@ -1,0 +1,166 @@
+"""What a run recomputes, so that batch, micro-batch and backfill give the same tables (SEMANTICS §7).
+
+Every derived row has an *anchor*: the earliest start among its situations (a situation's `ts`, a pair's
+`least(a_ts, b_ts)`, a match's least `S_ts`). Recomputing a key from one of its events, its *cut*, yields every row
+anchored strictly after the cut exactly as a run over the whole history would: a situation that starts after the
+cut has all its events in the slice and the event before it too, and every pair automaton reads only runs that
+start at or after the earliest start of its pair.
+
+So a run owns, per key in its scope, the rows anchored after the key's cut:
+
+- a **batch** run: every key, no cut (the whole table is replaced);
+- a **micro-batch**: the keys with events after their processed time, from the cut the previous run left in
+  `progress_<query>`;
+- a **backfill** from T1: the keys with events at or after T1, from a cut before T1's unsettled state.
+
+Which cut is safe: a row that a later run may still change is either unsettled (an open situation, a pair with an
+open side, a provisional match) or contains a situation that ends after the key's processed time P; in a match,
+or a pair, all starts then lie within the window W of that end, so its anchor is > P - W. A cut before every
+unsettled anchor and before P - W therefore leaves every row that can change inside the next run's scope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+
+import pyspark.sql.functions as F
+from pyspark.sql import Column, DataFrame
+
+from pielake.semantics.reference import PROVISIONAL
+from pielake.spark import columns as C
+from pielake.spark.matches import LAST_TIME
+from pielake.spark.query import SparkQuery
+
+CUT = "__cut"
+SCOPE_CUT = "__scope_cut"  # the cut joined onto rows that may carry a `__cut` of their own (progress)
+FULL = "__full"
+BOUND = "__bound"
+NO_CUT = -(2**63)  # a cut before every event: the key is recomputed from its first event
+MODES = ("batch", "incremental", "backfill")
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A derived table's natural key (SEMANTICS §6) and the anchor its rows are owned by."""
+
+    natural_key: tuple[str, ...]
+    anchor: Column
+
+
+def derived_tables(q: SparkQuery) -> dict[str, Derived]:
+    """The tables a run publishes, by kind, with their natural keys and anchors."""
+    starts = [C.symbol_ts(s.name) for s in q.plan.symbols]
+    return {
+        "situations": Derived((*q.keys, C.SYMBOL, C.TS), F.col(C.TS)),
+        "pairs": Derived((*q.keys, C.CONSTRAINT_ID, "a_ts", "b_ts"), F.least(F.col("a_ts"), F.col("b_ts"))),
+        "matches": Derived((*q.keys, *starts), _least(q.kernel_time(F.col(s)) for s in starts)),
+    }
+
+
+def _least(columns: object) -> Column:
+    items = list(columns)  # type: ignore[call-overload]
+    return items[0] if len(items) == 1 else F.least(*items)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The keys a run recomputes: per key its cut (NULL: from the first event) and its latest event time.
+
+    `full` marks a batch run, which replaces whole tables instead of merging.
+    """
+
+    frame: DataFrame  # keys, __cut, __last_t
+    keys: tuple[str, ...]
+    full: bool
+
+    def _cuts(self) -> DataFrame:
+        cut = F.coalesce(F.col(CUT), F.lit(NO_CUT)).alias(SCOPE_CUT)
+        return F.broadcast(self.frame.select(*self.keys, cut))
+
+    def slice(self, events: DataFrame, time: Column) -> DataFrame:
+        """The events a run reads: its keys' events from their cut on (the event at the cut included)."""
+        if self.full:
+            return events
+        return events.join(self._cuts(), list(self.keys)).filter(time >= F.col(SCOPE_CUT)).drop(SCOPE_CUT)
+
+    def owned(self, rows: DataFrame, anchor: Column | None) -> DataFrame:
+        """The rows this run owns: its keys' rows anchored after their cut (all its keys' rows: no anchor)."""
+        if self.full:
+            return rows
+        owned = rows.join(self._cuts(), list(self.keys))
+        return (owned if anchor is None else owned.filter(anchor > F.col(SCOPE_CUT))).drop(SCOPE_CUT)
+
+    def last_times(self) -> DataFrame:
+        return self.frame.select(*self.keys, LAST_TIME)
+
+
+def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFrame | None,
+               backfill_cuts: DataFrame | None = None) -> DataFrame:
+    """The scope frame (keys, __cut, __last_t, __full) of a run in `mode`.
+
+    `progress` is the published state (keys, __last_t, __cut) or None on a lake the query has not run on;
+    a backfill passes its cuts (keys, __cut) from `backfill_cut`.
+    """
+    timed = events.select(*q.keys, q.event_time().alias(C.T))
+    latest = timed.groupBy(*q.keys).agg(F.max(C.T).alias(LAST_TIME))
+    if mode == "batch" or (mode == "incremental" and progress is None):
+        return latest.withColumn(CUT, F.lit(None).cast("bigint")).withColumn(FULL, F.lit(mode == "batch"))
+    if mode == "backfill":
+        assert backfill_cuts is not None
+        return latest.join(backfill_cuts, list(q.keys)).select(*q.keys, CUT, LAST_TIME, F.lit(False).alias(FULL))
+    assert progress is not None
+    done = progress.select(*q.keys, F.col(LAST_TIME).alias("__done"), CUT)
+    floor = progress.agg(F.min(LAST_TIME)).first()[0]
+    if floor is not None:  # a literal bound lets Delta skip the files that hold only processed events
+        timed = timed.filter(F.col(C.T) > F.lit(floor))
+    pending = (timed.join(F.broadcast(done), list(q.keys), "left")
+               .filter(F.col("__done").isNull() | (F.col(C.T) > F.col("__done")))
+               .groupBy(*q.keys).agg(F.max(C.T).alias(LAST_TIME)))
+    return pending.join(F.broadcast(done.drop("__done")), list(q.keys), "left") \
+        .select(*q.keys, CUT, LAST_TIME, F.lit(False).alias(FULL))
+
+
+def unsettled(q: SparkQuery, *, situations: DataFrame, pairs: DataFrame, matches: DataFrame) -> DataFrame:
+    """Per key, the anchors of rows a later run may still change: open situations and pairs, provisional matches."""
+    anchors = derived_tables(q)
+    parts = [
+        situations.filter(F.col(C.TE).isNull()).select(*q.keys, anchors["situations"].anchor.alias(BOUND)),
+        pairs.filter(F.col("a_te").isNull() | F.col("b_te").isNull())
+        .select(*q.keys, anchors["pairs"].anchor.alias(BOUND)),
+        matches.filter(F.col(C.STATUS) == PROVISIONAL).select(*q.keys, anchors["matches"].anchor.alias(BOUND)),
+    ]
+    return reduce(DataFrame.unionByName, parts)
+
+
+def cut_before(bounds: DataFrame, times: DataFrame, keys: tuple[str, ...]) -> DataFrame:
+    """Per key in `bounds` (keys, __bound; several rows per key allowed), the latest time in `times` (keys, __t)
+    strictly before the key's least bound: the next cut. NULL where no such time exists (from the first event)."""
+    least = bounds.groupBy(*keys).agg(F.min(BOUND).alias(BOUND))
+    before = (times.join(F.broadcast(least), list(keys)).filter(F.col(C.T) < F.col(BOUND))
+              .groupBy(*keys).agg(F.max(C.T).alias(CUT)))
+    return least.join(before, list(keys), "left").select(*keys, CUT)
+
+
+def next_progress(scope: Scope, q: SparkQuery, *, unsettled_rows: DataFrame, run_starts: DataFrame) -> DataFrame:
+    """The state a run leaves for the next micro-batch: per key its latest event time and its next cut.
+
+    `run_starts` (keys, __t) are event times of the run's slice (the starts of its runs); the cut is the latest
+    of them before both the unsettled rows and the window's reach back from the latest event.
+    """
+    reach = scope.frame.select(*q.keys, (F.col(LAST_TIME) - q.window_ceiling + 1).alias(BOUND))
+    cuts = cut_before(reach.unionByName(unsettled_rows), run_starts, q.keys)
+    return scope.frame.select(*q.keys, LAST_TIME).join(cuts, list(q.keys), "left")
+
+
+def backfill_cut(q: SparkQuery, since: int, *, events: DataFrame, situations: DataFrame,
+                 unsettled_rows: DataFrame) -> DataFrame:
+    """Cuts for a backfill from kernel time `since`: before `since` minus the window, before every situation
+    still alive then, and before every unsettled row, for the keys with events at or after `since`."""
+    reach = since - q.window_ceiling + 1
+    timed = events.select(*q.keys, q.event_time().alias(C.T))
+    touched = timed.filter(F.col(C.T) >= since).select(*q.keys).distinct()
+    alive = situations.filter(F.col(C.TE).isNull() | (F.col(C.TE) >= reach)).select(*q.keys, F.col(C.TS).alias(BOUND))
+    bounds = reduce(DataFrame.unionByName, [touched.withColumn(BOUND, F.lit(reach).cast("bigint")), alive,
+                                            unsettled_rows])
+    return cut_before(bounds.join(touched, list(q.keys)), timed, q.keys)
