@@ -38,7 +38,7 @@ from pielake.spark.query import SparkQuery
 from pielake.streams import TIMESTAMP_UNIT
 
 EXPECTATIONS_DIR = Path(__file__).resolve().parents[2] / "expectations"
-GATES = ("events", "situations", "pairs", "matches")
+
 CHECKS = "_checks"
 
 

@@ -15,15 +15,13 @@ from pathlib import Path
 from pielake.errors import PielakeError
 from pielake.exitcodes import EXIT_USAGE
 from pielake.lake.delta import Lake
-from pielake.pipeline.gates import GATES
 from pielake.pipeline.runner import Run, RunRequest
 from pielake.pipeline.scope import MODES
 from pielake.pipeline.stages import StageResult
+from pielake.pipeline.steps import GATED, step_of
 from pielake.query.analyzer import analyze
 from pielake.query.parser import parse
 from pielake.spark.session import build_session
-
-JOBS = ("ingest", "check", "situations", "pairs", "matches", "publish")
 
 
 def parser(job: str) -> argparse.ArgumentParser:
@@ -33,30 +31,29 @@ def parser(job: str) -> argparse.ArgumentParser:
     args.add_argument("--run-id", required=True)
     args.add_argument("--master", default=None, help="ignored under spark-submit, which sets the master")
     args.add_argument("--mode", choices=MODES, default="batch")
-    args.add_argument("--events", default=None, help="events file or folder (ingest)")
-    args.add_argument("--format", default=None)
+    args.add_argument("--events", default=None, help="events file or folder (ingest); empty: none")
     args.add_argument("--time-column", default="ts")
     args.add_argument("--time-unit", default="s")
     args.add_argument("--from", dest="since", default=None, help="backfill range start (stream time)")
     args.add_argument("--to", dest="until", default=None, help="backfill range end (stream time)")
+    args.add_argument("--format", default=None)
     args.add_argument("--no-checks", action="store_true", help="skip the gates (events are still published)")
     if job == "pairs":
         args.add_argument("--constraint", required=True, help="constraint id, e.g. c1")
     if job == "check":
-        args.add_argument("--gate", required=True, choices=GATES)
+        args.add_argument("--gate", required=True, choices=GATED)
     return args
 
 
 def main(job: str, argv: list[str] | None = None) -> int:
     """Run one step; prints its result as one JSON line. Returns the process exit code."""
     options = parser(job).parse_args(argv)
-    step = {"pairs": f"pairs_{getattr(options, 'constraint', '')}",
-            "check": f"check_{getattr(options, 'gate', '')}"}.get(job, job)
+    step = step_of(job, gate=getattr(options, "gate", None), constraint=getattr(options, "constraint", None))
     try:
         path = Path(options.query)
         plan = analyze(parse(path.read_text(encoding="utf-8")), path.stem)
         lake = Lake(build_session(options.master, app_name=f"pielake-{step}-{plan.name}"), options.lake)
-        request = RunRequest(mode=options.mode, events_path=options.events, fmt=options.format,
+        request = RunRequest(mode=options.mode, events_path=options.events or None, fmt=options.format,
                              time_column=options.time_column, time_unit=options.time_unit, since=options.since,
                              until=options.until, checks=not options.no_checks)
         outcome = Run(lake, plan, options.run_id, request).step(step)

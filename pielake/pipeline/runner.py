@@ -38,6 +38,7 @@ from pielake.pipeline.stages import (
     publish,
     timed,
 )
+from pielake.pipeline.steps import step_names
 from pielake.query.analyzer import QueryPlan
 from pielake.spark.query import SparkQuery
 from pielake.streams import SCHEMAS_DIR, StreamSchema, load_schema, save_schema
@@ -124,12 +125,6 @@ class RunRequest:
     since: str | None = None  # a backfill's range, in the stream's own time
     until: str | None = None
     checks: bool = True
-
-
-def step_names(plan: QueryPlan) -> list[str]:
-    """The steps of a run in order; Airflow makes one task of each (`dags/`)."""
-    return ["ingest", "check_events", "situations", "check_situations", *(f"pairs_{c.id}" for c in plan.constraints),
-            "check_pairs", "matches", "check_matches", "publish"]
 
 
 class Run:

@@ -111,9 +111,6 @@ def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFra
         return latest.join(backfill_cuts, list(q.keys)).select(*q.keys, CUT, LAST_TIME, F.lit(False).alias(FULL))
     assert progress is not None
     done = progress.select(*q.keys, F.col(LAST_TIME).alias("__done"), CUT)
-    floor = progress.agg(F.min(LAST_TIME)).first()[0]
-    if floor is not None:  # a literal bound lets Delta skip the files that hold only processed events
-        timed = timed.filter(F.col(C.T) > F.lit(floor))
     pending = (timed.join(F.broadcast(done), list(q.keys), "left")
                .filter(F.col("__done").isNull() | (F.col(C.T) > F.col("__done")))
                .groupBy(*q.keys).agg(F.max(C.T).alias(LAST_TIME)))
