@@ -34,7 +34,8 @@ QUERY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
 def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Print a PielakeError as its message alone and exit with EXIT_USAGE."""
+    """Print a PielakeError as its message alone and exit with its exit code (EXIT_USAGE, or EXIT_FINDINGS for
+    a failed data-quality gate)."""
 
     @wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -42,7 +43,7 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
             return command(*args, **kwargs)
         except PielakeError as error:
             click.echo(f"error: {error}", err=True)
-            sys.exit(EXIT_USAGE)
+            sys.exit(error.exit_code)
 
     return wrapper
 

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from pielake.exitcodes import EXIT_USAGE
+
 MAX_LISTED_ERRORS = 5
 
 
 class PielakeError(Exception):
-    """Root of every error pielake raises on purpose."""
+    """Root of every error pielake raises on purpose; `exit_code` is what the command exits with."""
+
+    exit_code = EXIT_USAGE
 
 
 @dataclass(frozen=True)

@@ -127,8 +127,25 @@ class Lake:
         metrics = self.last_commit(table)["operationMetrics"]
         return {k: int(metrics.get(f"numTargetRows{k.capitalize()}", 0)) for k in ("inserted", "updated", "deleted")}
 
-    def append(self, df: DataFrame, table: str) -> None:
+    def append(self, df: DataFrame, table: str, *, change_feed: bool = False) -> None:
+        """Append `df`; a table created here with `change_feed` records its inserts for `inserted_since`."""
+        if change_feed and not self.exists(table):
+            (DeltaTable.createIfNotExists(self.spark).location(self.path(table)).addColumns(df.schema)
+             .property("delta.enableChangeDataFeed", "true").execute())
         df.write.format("delta").mode("append").save(self.path(table))
+
+    def inserted_since(self, table: str, version: int) -> DataFrame | None:
+        """Rows inserted after `version` (from the Change Data Feed: only the newer files are read), or None if
+        the table does not record its changes."""
+        properties = DeltaTable.forPath(self.spark, self.path(table)).detail().first()["properties"]
+        if properties.get("delta.enableChangeDataFeed") != "true":
+            return None
+        if self.version(table) <= version:
+            return self.read(table).limit(0)
+        changes = (self.spark.read.format("delta").option("readChangeFeed", "true")
+                   .option("startingVersion", version + 1).load(self.path(table)))
+        return changes.filter(F.col("_change_type") == "insert").drop("_change_type", "_commit_version",
+                                                                       "_commit_timestamp")
 
     def register_views(self) -> list[str]:
         """Make every table of the lake queryable by name in Spark SQL; returns the names."""

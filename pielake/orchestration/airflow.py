@@ -27,6 +27,7 @@ import os
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import yaml
@@ -37,6 +38,7 @@ from pielake.errors import PielakeError
 from pielake.pipeline.steps import job_of, step_names
 from pielake.query.analyzer import QueryPlan, analyze
 from pielake.query.parser import parse
+from pielake.spark.session import delta_package
 
 PROJECT = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT / "jobs"
@@ -74,8 +76,6 @@ def registrations(folder: Path) -> list[Registration]:
 
 def submit_settings() -> dict[str, object]:
     """What every spark-submit needs besides the connection: Delta's package and this interpreter for PySpark."""
-    from pielake.spark.session import delta_package  # pyspark-only import, cheap
-
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     return {"packages": delta_package(),
             "conf": {"spark.pyspark.python": python, "spark.pyspark.driver.python": sys.executable,
@@ -96,7 +96,7 @@ def _wire(dag: DAG, registration: Registration, run_args: list[str]) -> None:
     tasks = {step: _task(dag, registration, step, run_args) for step in step_names(registration.plan)}
     pairs = [t for step, t in tasks.items() if step.startswith("pairs_")]
     chain = [t for step, t in tasks.items() if not step.startswith("pairs_")]
-    for upstream, downstream in zip(chain, chain[1:], strict=False):
+    for upstream, downstream in pairwise(chain):
         if downstream.task_id == "check_pairs":
             upstream >> pairs >> downstream  # the PiePairs run in parallel between the two gates
         else:

@@ -21,13 +21,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import great_expectations as gx
 import pyspark.sql.functions as F
-from great_expectations.data_context.types.base import ProgressBarsConfig
-from great_expectations.expectations.registry import get_expectation_impl
 from pyspark.sql import Column, DataFrame, Window
 
 from pielake.errors import PielakeError
+from pielake.exitcodes import EXIT_FINDINGS
 from pielake.pipeline.ingest import events_table
 from pielake.pipeline.scope import derived_tables
 from pielake.pipeline.stages import QueryJob
@@ -44,6 +42,8 @@ CHECKS = "_checks"
 
 class GateError(PielakeError):
     """A stage's output broke its suite; nothing of the run was published."""
+
+    exit_code = EXIT_FINDINGS
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,11 @@ def load_suite(gate: str, fill: dict[str, Any]) -> dict[str, Any]:
 
 def validate(df: DataFrame, suite_spec: dict[str, Any]) -> dict[str, Any]:
     """Run a suite on a Spark DataFrame with an ephemeral GX context; returns GX's result as a dict."""
+    # GX takes seconds to import; imported here, only the gate steps pay for it.
+    import great_expectations as gx  # noqa: PLC0415
+    from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: PLC0415
+    from great_expectations.expectations.registry import get_expectation_impl  # noqa: PLC0415
+
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 from pielake.errors import PielakeError
-from pielake.exitcodes import EXIT_USAGE
 from pielake.lake.delta import Lake
 from pielake.pipeline.runner import Run, RunRequest
 from pielake.pipeline.scope import MODES
@@ -64,4 +63,4 @@ def main(job: str, argv: list[str] | None = None) -> int:
         return 0
     except PielakeError as error:
         print(f"error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return error.exit_code

@@ -33,6 +33,7 @@ from pielake.spark.matches import LAST_TIME
 from pielake.spark.query import SparkQuery
 
 CUT = "__cut"
+EVENTS_VERSION = "__events_version"  # the events table version a run read: the next one starts after it
 SCOPE_CUT = "__scope_cut"  # the cut joined onto rows that may carry a `__cut` of their own (progress)
 FULL = "__full"
 BOUND = "__bound"
@@ -70,7 +71,7 @@ class Scope:
     `full` marks a batch run, which replaces whole tables instead of merging.
     """
 
-    frame: DataFrame  # keys, __cut, __last_t
+    frame: DataFrame  # keys, __cut, __last_t, __events_version
     keys: tuple[str, ...]
     full: bool
 
@@ -96,11 +97,12 @@ class Scope:
 
 
 def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFrame | None,
-               backfill_cuts: DataFrame | None = None) -> DataFrame:
+               backfill_cuts: DataFrame | None = None, new_events: DataFrame | None = None) -> DataFrame:
     """The scope frame (keys, __cut, __last_t, __full) of a run in `mode`.
 
     `progress` is the published state (keys, __last_t, __cut) or None on a lake the query has not run on;
-    a backfill passes its cuts (keys, __cut) from `backfill_cut`.
+    a backfill passes its cuts (keys, __cut) from `backfill_cut`; a micro-batch may pass `new_events`, the events
+    appended since the previous run (else every event is compared with its key's processed time).
     """
     timed = events.select(*q.keys, q.event_time().alias(C.T))
     latest = timed.groupBy(*q.keys).agg(F.max(C.T).alias(LAST_TIME))
@@ -111,7 +113,8 @@ def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFra
         return latest.join(backfill_cuts, list(q.keys)).select(*q.keys, CUT, LAST_TIME, F.lit(False).alias(FULL))
     assert progress is not None
     done = progress.select(*q.keys, F.col(LAST_TIME).alias("__done"), CUT)
-    pending = (timed.join(F.broadcast(done), list(q.keys), "left")
+    candidates = timed if new_events is None else new_events.select(*q.keys, q.event_time().alias(C.T))
+    pending = (candidates.join(F.broadcast(done), list(q.keys), "left")
                .filter(F.col("__done").isNull() | (F.col(C.T) > F.col("__done")))
                .groupBy(*q.keys).agg(F.max(C.T).alias(LAST_TIME)))
     return pending.join(F.broadcast(done.drop("__done")), list(q.keys), "left") \
@@ -147,7 +150,7 @@ def next_progress(scope: Scope, q: SparkQuery, *, unsettled_rows: DataFrame, run
     """
     reach = scope.frame.select(*q.keys, (F.col(LAST_TIME) - q.window_ceiling + 1).alias(BOUND))
     cuts = cut_before(reach.unionByName(unsettled_rows), run_starts, q.keys)
-    return scope.frame.select(*q.keys, LAST_TIME).join(cuts, list(q.keys), "left")
+    return scope.frame.select(*q.keys, LAST_TIME, EVENTS_VERSION).join(cuts, list(q.keys), "left")
 
 
 def backfill_cut(q: SparkQuery, since: int, *, events: DataFrame, situations: DataFrame,

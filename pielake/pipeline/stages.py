@@ -26,6 +26,7 @@ from pyspark.sql import Column, DataFrame
 from pielake.lake.delta import Lake, LakeError, table_name
 from pielake.pipeline.ingest import events_table
 from pielake.pipeline.scope import (
+    EVENTS_VERSION,
     FULL,
     Scope,
     backfill_cut,
@@ -115,11 +116,14 @@ def derive_situations(job: QueryJob, *, mode: str = "batch", since: int | None =
     `mode` is batch, incremental or backfill (`since`: the backfill's start, in kernel time).
     """
     def work() -> dict[str, int]:
-        events = job.events
+        table = events_table(job.stream)
+        version = job.lake.version(table)
+        events = job.lake.spark.read.format("delta").option("versionAsOf", version).load(job.lake.path(table))
         q = job.spark_query(events)
-        scope_rows = plan_scope(events, q, mode=mode, progress=job.published("progress"),
+        progress = job.published("progress")
+        scope_rows = plan_scope(events, q, mode=mode, progress=progress, new_events=_new_events(job, progress),
                                 backfill_cuts=_backfill_cuts(job, q, since) if mode == "backfill" else None)
-        keys = job.staging.overwrite(scope_rows, job.table("scope"))
+        keys = job.staging.overwrite(scope_rows.withColumn(EVENTS_VERSION, F.lit(version)), job.table("scope"))
         scope = job.scope()
         partitions = (partitions_for(job.lake, events_table(job.stream)) if scope.full
                       else 2 * job.lake.spark.sparkContext.defaultParallelism)
@@ -130,6 +134,14 @@ def derive_situations(job: QueryJob, *, mode: str = "batch", since: int | None =
         return {"keys in scope": keys, job.table("situations"): written}
 
     return timed("situations", work, mode=mode)
+
+
+def _new_events(job: QueryJob, progress: DataFrame | None) -> DataFrame | None:
+    """The events appended since the version the previous run read, if the lake can tell (else None)."""
+    if progress is None or EVENTS_VERSION not in progress.columns:
+        return None
+    seen = progress.agg(F.max(EVENTS_VERSION)).first()[0]
+    return None if seen is None else job.lake.inserted_since(events_table(job.stream), int(seen))
 
 
 def _backfill_cuts(job: QueryJob, q: SparkQuery, since: int | None) -> DataFrame:

@@ -52,7 +52,7 @@ def snapshot(lake: Lake, plan: QueryPlan) -> list[tuple]:
     return sorted(rows, key=repr)
 
 
-@settings(max_examples=int(os.environ.get("PIELAKE_MICRO_EXAMPLES", "4")), deadline=None,
+@settings(max_examples=int(os.environ.get("PIELAKE_MICRO_EXAMPLES", "2")), deadline=None,
           phases=(Phase.explicit, Phase.generate),  # each example is several real Delta runs: no shrinking
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=micro_batches())

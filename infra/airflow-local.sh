@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Airflow standalone on this machine for the pielake DAGs: scheduler, API server and DAG processor in one
+# process, with its home and SQLite metadata DB under the lake folder, so one folder holds a whole deployment.
+#
+#   infra/airflow-local.sh [LAKE_DIR]        # default: ./lake; the UI is on http://localhost:8080
+#
+# The registered queries are PIELAKE_QUERIES (default: examples/queries); spark_default runs jobs on local[*]
+# unless AIRFLOW_CONN_SPARK_DEFAULT says otherwise (e.g. '{"conn_type": "spark", "host": "spark://host:7077"}').
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+LAKE="$(mkdir -p "${1:-$ROOT/lake}" && cd "${1:-$ROOT/lake}" && pwd)"
+export AIRFLOW_HOME="$LAKE/_airflow"
+export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
+export AIRFLOW__CORE__LOAD_EXAMPLES=False
+export PIELAKE_LAKE="$LAKE"
+export PIELAKE_QUERIES="${PIELAKE_QUERIES:-$ROOT/examples/queries}"
+export AIRFLOW_CONN_SPARK_DEFAULT="${AIRFLOW_CONN_SPARK_DEFAULT:-{\"conn_type\": \"spark\", \"host\": \"local[*]\"}}"
+export PYSPARK_PYTHON="$ROOT/.venv/bin/python"
+export PATH="$ROOT/.venv/bin:$PATH"   # spark-submit and airflow from the project's environment
+mkdir -p "$AIRFLOW_HOME"
+exec airflow standalone
