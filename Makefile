@@ -22,7 +22,7 @@ demo: setup
 
 ## The whole default test suite (lint first); benchmarks are marked and left out.
 test: setup lint
-	.venv/bin/pytest -m "not benchmark"
+	.venv/bin/pytest -m "not benchmark" --durations=15
 
 lint: setup
 	.venv/bin/ruff check .

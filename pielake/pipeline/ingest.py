@@ -105,7 +105,7 @@ def ingest(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id: str,
     """Stage the good events of `raws` (files as `read_raw` reads them) for `events_<stream>`; write the bad rows
     to `quarantine_<stream>`."""
     if not raws:
-        raws = [lake.spark.createDataFrame([], ", ".join(f"`{n}` STRING" for n in stream.column_names))]
+        raws = [lake.spark.createDataFrame([], _as_text(stream))]
     casts = [_cast(raw, stream) for raw in raws]
     checked = reduce(DataFrame.unionByName, casts).withColumn(REASON, _reason(stream)).localCheckpoint()
     rows_in = checked.count()
@@ -180,14 +180,18 @@ def publish_events(lake: Lake, stream: StreamSchema) -> int:
     return lake.rows_written(table)
 
 
+def _as_text(stream: StreamSchema) -> str:
+    """The stream's columns all as STRING: raw rows, as a CSV file or a quarantined row's JSON holds them."""
+    return ", ".join(f"`{n}` STRING" for n in stream.column_names)
+
+
 def _late_rows(lake: Lake, stream: StreamSchema, event_time: Callable[[Column], Column], low: int,
                high: int) -> tuple[DataFrame, Column] | None:
     """The quarantined `late` rows with a time in [low, high], read back into the stream's columns as strings."""
     table = quarantine_table(stream)
     if not lake.exists(table):
         return None
-    as_text = ", ".join(f"`{n}` STRING" for n in stream.column_names)
-    parsed = F.from_json(F.col(RAW), as_text)
+    parsed = F.from_json(F.col(RAW), _as_text(stream))
     time = stream.time_column
     typed = parsed[time].try_cast("TIMESTAMP" if stream.time_unit == TIMESTAMP_UNIT else "BIGINT")
     return lake.read(table), (F.col(REASON) == "late") & event_time(typed).between(low, high)
@@ -197,11 +201,10 @@ def replay_quarantined(lake: Lake, stream: StreamSchema, event_time: Callable[[C
                        high: int) -> DataFrame:
     """Late events in [low, high] from the quarantine, as raw rows to ingest again (a backfill repairs them)."""
     found = _late_rows(lake, stream, event_time, low, high)
-    as_text = ", ".join(f"`{n}` STRING" for n in stream.column_names)
     if found is None:
-        return lake.spark.createDataFrame([], as_text)
+        return lake.spark.createDataFrame([], _as_text(stream))
     table, late = found
-    return table.filter(late).select(F.from_json(F.col(RAW), as_text).alias("__row")).select("__row.*")
+    return table.filter(late).select(F.from_json(F.col(RAW), _as_text(stream)).alias("__row")).select("__row.*")
 
 
 def forget_replayed(lake: Lake, stream: StreamSchema, event_time: Callable[[Column], Column], low: int,
