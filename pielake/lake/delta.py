@@ -71,10 +71,14 @@ class Lake:
             return []
         return sorted(p.parent.name for p in self.root.glob("*/_delta_log") if TABLE_NAME.match(p.parent.name))
 
-    def read(self, table: str) -> DataFrame:
+    def read(self, table: str, version: int | None = None) -> DataFrame:
+        """The table, or its snapshot at `version` (what a run read stays what it reads in every step)."""
         if not self.exists(table):
             raise LakeError(f"no table '{table}' in the lake at {self.root}")
-        return self.spark.read.format("delta").load(self.path(table))
+        reader = self.spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        return reader.load(self.path(table))
 
     def last_commit(self, table: str) -> dict:
         return DeltaTable.forPath(self.spark, self.path(table)).history(1).first().asDict()

@@ -65,7 +65,7 @@ def registrations(folder: Path) -> list[Registration]:
     for path in sorted(folder.glob("*.tpq")):
         plan = analyze(parse(path.read_text(encoding="utf-8")), path.stem)
         sidecar = path.with_suffix(".yaml")
-        settings = yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {} if sidecar.is_file() else {}
+        settings = (yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}) if sidecar.is_file() else {}
         unknown = set(settings) - set(SETTINGS)
         if unknown:
             raise PielakeError(f"{sidecar}: unknown setting(s) {', '.join(sorted(unknown))}; "

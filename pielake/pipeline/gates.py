@@ -129,7 +129,7 @@ def _describe(result: dict[str, Any]) -> str:
 def _check_frame(job: QueryJob, gate: str) -> tuple[DataFrame, dict[str, Any]]:
     if gate == "events":
         return _events(job)
-    q = job.spark_query(job.events)
+    q = job.query
     natural_key = list(derived_tables(q)[gate].natural_key)
     fill: dict[str, Any] = {"each_key": list(q.keys), "natural_key": natural_key,
                             "symbols": [s.name for s in job.plan.symbols],
@@ -202,8 +202,7 @@ def _matches(job: QueryJob, q: SparkQuery, staged: DataFrame) -> DataFrame:
                                te=q.kernel_time(F.col(C.symbol_te(symbol))))
 
     spans = [interval(s.name) for s in job.plan.symbols]
-    first = F.least(*(s.ts for s in spans)) if len(spans) > 1 else spans[0].ts
-    last = F.greatest(*(s.te for s in spans)) if len(spans) > 1 else spans[0].te
+    first, last = F.least(*(s.ts for s in spans)), F.greatest(*(s.te for s in spans))  # a plan has >= 2 symbols
     every = reduce(lambda x, y: x & y, (
         reduce(lambda x, y: x | y, (RELATIONS[r].condition(interval(c.left), interval(c.right))
                                     for r in sorted(c.relations)))

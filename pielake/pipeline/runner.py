@@ -18,6 +18,7 @@ from pielake.errors import PielakeError
 from pielake.lake.delta import Lake, check_run_id
 from pielake.pipeline.gates import GateResult, run_gate
 from pielake.pipeline.ingest import (
+    ADMITTED,
     FORMATS,
     Admission,
     IngestReport,
@@ -27,7 +28,7 @@ from pielake.pipeline.ingest import (
     read_raw,
     replay_quarantined,
 )
-from pielake.pipeline.scope import LAST_TIME, MODES
+from pielake.pipeline.scope import MODES, mark_unprocessed
 from pielake.pipeline.stages import (
     QueryJob,
     StageResult,
@@ -38,7 +39,7 @@ from pielake.pipeline.stages import (
     publish,
     timed,
 )
-from pielake.pipeline.steps import step_names
+from pielake.pipeline.steps import split_step, step_names
 from pielake.query.analyzer import QueryPlan
 from pielake.spark.query import SparkQuery
 from pielake.streams import SCHEMAS_DIR, StreamSchema, load_schema, save_schema
@@ -148,10 +149,11 @@ class Run:
 
     def step(self, name: str) -> StageResult | GateResult | None:
         """Run the step called `name` (one of `step_names`)."""
-        if name.startswith("check_"):
-            return self.check(name.removeprefix("check_"))
-        if name.startswith("pairs_"):
-            return detect_constraint(self.job, name.removeprefix("pairs_"))
+        job, picked = split_step(name)
+        if job == "check":
+            return self.check(picked)
+        if job == "pairs":
+            return detect_constraint(self.job, picked)
         actions: dict[str, Callable[[], StageResult]] = {
             "ingest": self.ingest,
             "situations": lambda: derive_situations(self.job, mode=self.request.mode,
@@ -212,13 +214,11 @@ def _admission(job: QueryJob, q: SparkQuery, mode: str, window: tuple[int, int] 
         assert window is not None
         low, high = window
         return Admission("outside_backfill_range", lambda rows: rows.withColumn(
-            "__admitted", q.event_time().between(low, high)))
+            ADMITTED, q.event_time().between(low, high)))
     processed = job.published("progress")
     if mode != "incremental" or processed is None:
         return None
-    done = F.broadcast(processed.select(*q.keys, F.col(LAST_TIME).alias("__done")))
-    return Admission("late", lambda rows: rows.join(done, list(q.keys), "left").withColumn(
-        "__admitted", F.col("__done").isNull() | (q.event_time() > F.col("__done"))).drop("__done"))
+    return Admission("late", lambda rows: mark_unprocessed(rows, processed, q, time=q.event_time(), mark=ADMITTED))
 
 
 def _backfill_range(q: SparkQuery, since: str | None, until: str | None) -> tuple[int, int]:

@@ -55,13 +55,8 @@ def derived_tables(q: SparkQuery) -> dict[str, Derived]:
     return {
         "situations": Derived((*q.keys, C.SYMBOL, C.TS), F.col(C.TS)),
         "pairs": Derived((*q.keys, C.CONSTRAINT_ID, "a_ts", "b_ts"), F.least(F.col("a_ts"), F.col("b_ts"))),
-        "matches": Derived((*q.keys, *starts), _least(q.kernel_time(F.col(s)) for s in starts)),
+        "matches": Derived((*q.keys, *starts), F.least(*(q.kernel_time(F.col(s)) for s in starts))),
     }
-
-
-def _least(columns: object) -> Column:
-    items = list(columns)  # type: ignore[call-overload]
-    return items[0] if len(items) == 1 else F.least(*items)
 
 
 @dataclass(frozen=True)
@@ -96,6 +91,15 @@ class Scope:
         return self.frame.select(*self.keys, LAST_TIME)
 
 
+def mark_unprocessed(rows: DataFrame, progress: DataFrame, q: SparkQuery, *, time: Column, mark: str) -> DataFrame:
+    """`rows` with a boolean column `mark`: the row lies after its key's processed time in `progress` (a key that
+    has none is new). The one rule behind both "which keys has a micro-batch to process" and "which events are
+    late"."""
+    done = F.broadcast(progress.select(*q.keys, F.col(LAST_TIME).alias("__done")))
+    return (rows.join(done, list(q.keys), "left")
+            .withColumn(mark, F.col("__done").isNull() | (time > F.col("__done"))).drop("__done"))
+
+
 def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFrame | None,
                backfill_cuts: DataFrame | None = None, new_events: DataFrame | None = None) -> DataFrame:
     """The scope frame (keys, __cut, __last_t, __full) of a run in `mode`.
@@ -112,12 +116,10 @@ def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFra
         assert backfill_cuts is not None
         return latest.join(backfill_cuts, list(q.keys)).select(*q.keys, CUT, LAST_TIME, F.lit(False).alias(FULL))
     assert progress is not None
-    done = progress.select(*q.keys, F.col(LAST_TIME).alias("__done"), CUT)
     candidates = timed if new_events is None else new_events.select(*q.keys, q.event_time().alias(C.T))
-    pending = (candidates.join(F.broadcast(done), list(q.keys), "left")
-               .filter(F.col("__done").isNull() | (F.col(C.T) > F.col("__done")))
-               .groupBy(*q.keys).agg(F.max(C.T).alias(LAST_TIME)))
-    return pending.join(F.broadcast(done.drop("__done")), list(q.keys), "left") \
+    pending = (mark_unprocessed(candidates, progress, q, time=F.col(C.T), mark="__pending")
+               .filter(F.col("__pending")).groupBy(*q.keys).agg(F.max(C.T).alias(LAST_TIME)))
+    return pending.join(F.broadcast(progress.select(*q.keys, CUT)), list(q.keys), "left") \
         .select(*q.keys, CUT, LAST_TIME, F.lit(False).alias(FULL))
 
 

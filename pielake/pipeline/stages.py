@@ -18,6 +18,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import pyspark.sql.functions as F
 from delta.tables import DeltaTable
@@ -74,6 +75,11 @@ class QueryJob:
     def events(self) -> DataFrame:
         return self.lake.read(events_table(self.stream))
 
+    @cached_property
+    def query(self) -> SparkQuery:
+        """The query bound to the events table's columns: read once per job."""
+        return self.spark_query(self.events)
+
     def spark_query(self, events: DataFrame) -> SparkQuery:
         types = {f.name: f.dataType.simpleString().upper() for f in events.schema.fields}
         return SparkQuery(self.plan, self.stream, types)
@@ -94,7 +100,7 @@ class QueryJob:
     def scope(self) -> Scope:
         frame = self.staged("scope")
         full = frame.filter(F.col(FULL)).limit(1).count() > 0
-        return Scope(frame.drop(FULL), self.spark_query(self.events).keys, full)
+        return Scope(frame.drop(FULL), self.query.keys, full)
 
 
 def timed(stage: str, work: Callable[[], dict[str, int]], **details: object) -> StageResult:
@@ -118,14 +124,14 @@ def derive_situations(job: QueryJob, *, mode: str = "batch", since: int | None =
     def work() -> dict[str, int]:
         table = events_table(job.stream)
         version = job.lake.version(table)
-        events = job.lake.spark.read.format("delta").option("versionAsOf", version).load(job.lake.path(table))
-        q = job.spark_query(events)
+        events = job.lake.read(table, version)
+        q = job.query
         progress = job.published("progress")
         scope_rows = plan_scope(events, q, mode=mode, progress=progress, new_events=_new_events(job, progress),
                                 backfill_cuts=_backfill_cuts(job, q, since) if mode == "backfill" else None)
         keys = job.staging.overwrite(scope_rows.withColumn(EVENTS_VERSION, F.lit(version)), job.table("scope"))
         scope = job.scope()
-        partitions = (partitions_for(job.lake, events_table(job.stream)) if scope.full
+        partitions = (partitions_for(job.lake, table) if scope.full
                       else 2 * job.lake.spark.sparkContext.defaultParallelism)
         runs = q.runs(scope.slice(events, q.event_time()), partitions)
         job.staging.overwrite(runs, job.table("segments"), partition_by=(C.SERIES,))
@@ -157,7 +163,7 @@ def _backfill_cuts(job: QueryJob, q: SparkQuery, since: int | None) -> DataFrame
 def detect_constraint(job: QueryJob, constraint_id: str) -> StageResult:
     """One PiePair job: the pairs of one constraint in the run's slice, into its partition of staged `pairs_<q>`."""
     def work() -> dict[str, int]:
-        q = job.spark_query(job.events)
+        q = job.query
         pairs = detect_pairs(job.staged("segments"), job.staged("situations"), job.constraint(constraint_id), q)
         written = job.staging.overwrite(pairs, job.table("pairs"), partition_by=(C.CONSTRAINT_ID,),
                                         replace_where=f"{C.CONSTRAINT_ID} = '{constraint_id}'")
@@ -169,7 +175,7 @@ def detect_constraint(job: QueryJob, constraint_id: str) -> StageResult:
 def join_matches(job: QueryJob) -> StageResult:
     """Natural joins of the staged pair tables into staged `matches_<q>`."""
     def work() -> dict[str, int]:
-        q = job.spark_query(job.events)
+        q = job.query
         matches = find_matches(job.staged("pairs"), job.staged("situations"), job.scope().last_times(), q,
                                job.run_id)
         return {job.table("matches"): job.staging.overwrite(matches, job.table("matches"))}
@@ -184,7 +190,7 @@ def publish(job: QueryJob) -> StageResult:
     scope and recomputes the same rows: a publish that stops halfway is repaired by running it again.
     """
     def work() -> dict[str, int]:
-        q = job.spark_query(job.events)
+        q = job.query
         scope = job.scope()
         rows: dict[str, int] = {}
         for kind, derived in derived_tables(q).items():
@@ -203,8 +209,7 @@ def publish(job: QueryJob) -> StageResult:
 
 
 def _publish_rows(job: QueryJob, kind: str, staged: DataFrame, *, natural_key: tuple[str, ...],
-                  anchor: Column | None,
-                  scope: Scope, partitions: tuple[str, ...]) -> int:
+                  anchor: Column | None, scope: Scope, partitions: tuple[str, ...]) -> int:
     """Rows changed in one published table: replaced whole for a batch run, else merged within the scope."""
     table = job.table(kind)
     published = job.published(kind)

@@ -17,13 +17,21 @@ def step_names(plan: QueryPlan) -> list[str]:
             "check_pairs", "matches", "check_matches", "publish"]
 
 
+PICKED_BY = {"check": "--gate", "pairs": "--constraint"}  # jobs that run one of several steps
+
+
+def split_step(step: str) -> tuple[str, str]:
+    """`check_pairs` -> ("check", "pairs"), `pairs_c1` -> ("pairs", "c1"), `ingest` -> ("ingest", "")."""
+    for job in PICKED_BY:
+        if step.startswith(f"{job}_"):
+            return job, step.removeprefix(f"{job}_")
+    return step, ""
+
+
 def job_of(step: str) -> tuple[str, list[str]]:
     """The job file (`jobs/<job>.py`) that runs `step`, and the arguments that pick the step inside it."""
-    if step.startswith("check_"):
-        return "check", ["--gate", step.removeprefix("check_")]
-    if step.startswith("pairs_"):
-        return "pairs", ["--constraint", step.removeprefix("pairs_")]
-    return step, []
+    job, picked = split_step(step)
+    return job, [PICKED_BY[job], picked] if job in PICKED_BY else []
 
 
 def step_of(job: str, *, gate: str | None = None, constraint: str | None = None) -> str:

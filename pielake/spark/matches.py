@@ -109,7 +109,7 @@ def find_matches(pairs: DataFrame, situations: DataFrame, last_times: DataFrame,
     """
     bound = join_pairs(pairs, q)
     starts = [F.col(C.symbol_ts(s.name)) for s in q.plan.symbols]
-    first_start = F.least(*starts) if len(starts) > 1 else starts[0]
+    first_start = F.least(*starts)  # every plan has >= 2 symbols (each is in a constraint with another)
     decided = [F.col(f"__d_{c.id}") for c in q.plan.constraints]
     constrained_ends = [F.col(C.symbol_te(s.name)) for s in q.plan.symbols if s.has_duration]
     detected = F.greatest(*decided, *starts, *constrained_ends)
