@@ -18,6 +18,7 @@ from pielake.errors import PielakeError, QueryError
 from pielake.exitcodes import EXIT_USAGE
 from pielake.explain import explain
 from pielake.lake.delta import Lake
+from pielake.lake.lock import RunLock
 from pielake.lake.sql import query_lake
 from pielake.pipeline.ingest import FORMATS
 from pielake.pipeline.runner import RunRequest, run_query
@@ -59,7 +60,10 @@ def read_query_file(path: str) -> tuple[str, str]:
     if not QUERY_NAME.match(name):
         raise PielakeError(f"query file name '{file.name}' must be a plain identifier (letters, digits, '_'), "
                            "because it names the result table matches_<name>")
-    return file.read_text(encoding="utf-8"), name
+    try:
+        return file.read_text(encoding="utf-8"), name
+    except UnicodeDecodeError as error:
+        raise PielakeError(f"query file {path} is not UTF-8 text (byte {error.start}); save it as UTF-8") from None
 
 
 def load_plan(path: str) -> QueryPlan:
@@ -205,6 +209,20 @@ def sql_command(statement: str, *, lake_dir: str, fmt: str, master: str | None) 
     """Answer a read-only SQL query over every table of the lake, by table name."""
 
     click.echo(query_lake(Lake(build_session(master), lake_dir), statement, fmt), nl=False)
+
+
+@main.command("unlock")
+@click.argument("query_file")
+@click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
+@user_errors
+def unlock_command(query_file: str, *, lake_dir: str) -> None:
+    """Release QUERY_FILE's run lock left by a run that died (the next run then redoes its work)."""
+    lock = RunLock(Path(lake_dir).resolve(), read_query_file(query_file)[1])
+    held = lock.holder()
+    if lock.release():
+        click.echo(f"released the lock of run {held.get('run_id') if held else None} on {lock.query}")
+    else:
+        click.echo(f"no run holds the lock of {lock.query}")
 
 
 @main.command("demo")

@@ -3,7 +3,9 @@
 SEMANTICS §1, row by row, nothing dropped silently:
 - a NULL key or event time is quarantined (`null_key`, `null_time`);
 - a value that does not cast to its declared type is quarantined with the column and the raw value
-  (`cast_failed`);
+  (`cast_failed`); so is a NaN or an infinity in a floating column (`not_finite`: predicates and aggregates
+  over them have no meaning SEMANTICS can give), and text that was not valid UTF-8 (`invalid_utf8`: the reader
+  has replaced the bad bytes, so the value is no longer what was sent);
 - an exact duplicate (same key, time and payload) of a row of this file or of an ingested event is dropped once
   and counted;
 - rows with the same key and time but different payloads are all quarantined (`conflicting_duplicate`);
@@ -11,7 +13,9 @@ SEMANTICS §1, row by row, nothing dropped silently:
   time (`late`), a backfill the events outside its range.
 
 Every quarantined row keeps the raw row as JSON. The report's counts satisfy
-`rows_in = events + quarantined + duplicates_dropped`.
+`rows_in = events + quarantined + duplicates_dropped`. A file whose columns are not the stream's (one missing,
+or one the schema does not declare) is refused whole with an error naming them, as Delta's schema enforcement
+refuses such a write; an empty file, or one with only a header, is an empty micro-batch.
 
 The admitted events are staged (`_staging/events_<stream>`); the events gate publishes them (`publish_events`).
 """
@@ -24,6 +28,7 @@ from functools import reduce
 
 import pyspark.sql.functions as F
 from delta.tables import DeltaTable
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 
 from pielake.lake.delta import Lake, LakeError, check_run_id, table_name
@@ -34,6 +39,8 @@ RAW = "raw"
 REASON = "reason"
 PAYLOAD = "__payload"
 ADMITTED = "__admitted"
+FLOATING = ("DOUBLE", "FLOAT", "REAL")
+REPLACEMENT_CHARACTER = "\ufffd"  # what Spark's UTF-8 decoder puts in place of bytes it cannot decode
 
 
 @dataclass(frozen=True)
@@ -65,19 +72,36 @@ def read_raw(spark: SparkSession, path: str, fmt: str) -> DataFrame:
     if fmt not in FORMATS:
         raise LakeError(f"unknown input format '{fmt}'; use one of {', '.join(FORMATS)}")
     reader = spark.read
-    if fmt == "csv":
-        return reader.option("header", "true").option("inferSchema", "false").option("mode", "PERMISSIVE").csv(path)
-    if fmt == "json":
-        return reader.option("mode", "PERMISSIVE").json(path)
-    return reader.parquet(path)
+    try:
+        if fmt == "csv":
+            return reader.option("header", "true").option("inferSchema", "false").option("mode", "PERMISSIVE") \
+                .csv(path)
+        if fmt == "json":
+            return reader.option("mode", "PERMISSIVE").json(path)
+        return reader.parquet(path)
+    except AnalysisException as error:  # no such path, or a file Spark cannot read as `fmt`
+        raise LakeError(f"cannot read {path} as {fmt}: {str(error).strip().splitlines()[0]}") from None
 
 
-def _cast(raw: DataFrame, stream: StreamSchema) -> DataFrame:
-    present = {c.lower(): c for c in raw.columns}
+def _check_columns(raw: DataFrame, stream: StreamSchema) -> None:
+    """The file's columns are the stream's (in any order and case), or the whole file is refused."""
+    declared = {n.lower() for n in stream.column_names}
+    present = {c.lower() for c in raw.columns}
     missing = [n for n in stream.column_names if n.lower() not in present]
+    extra = [c for c in raw.columns if c.lower() not in declared]
     if missing:
         raise LakeError(f"the input has no column(s) {', '.join(missing)} declared by stream {stream.name}; "
                         f"it has {', '.join(raw.columns)}")
+    if extra:
+        raise LakeError(f"the input has column(s) {', '.join(extra)} that stream {stream.name} does not declare; "
+                        f"add them to the stream's schema (schemas/{stream.name}.yaml) or drop them from the file")
+
+
+def _cast(raw: DataFrame, stream: StreamSchema) -> DataFrame:
+    if not raw.columns:  # an empty file: Spark sees neither rows nor a header
+        raw = raw.sparkSession.createDataFrame([], _as_text(stream))
+    _check_columns(raw, stream)
+    present = {c.lower(): c for c in raw.columns}
     typed = []
     for name, kind in stream.columns:
         source = F.col(present[name.lower()])
@@ -93,9 +117,13 @@ def _reason(stream: StreamSchema) -> Column:
     for key in stream.keys:
         checks.append((F.col(f"__raw_{key}").isNull(), F.lit(f"null_key: {key}")))
     checks.append((F.col(f"__raw_{stream.time_column}").isNull(), F.lit("null_time")))
-    for name, _ in stream.columns:
-        failed = F.col(f"__raw_{name}").isNotNull() & F.col(name).isNull()
-        checks.append((failed, F.concat(F.lit(f"cast_failed: {name}="), F.col(f"__raw_{name}"))))
+    for name, kind in stream.columns:
+        raw = F.col(f"__raw_{name}")
+        checks.append((F.contains(raw, F.lit(REPLACEMENT_CHARACTER)), F.concat(F.lit(f"invalid_utf8: {name}="), raw)))
+        checks.append((raw.isNotNull() & F.col(name).isNull(), F.concat(F.lit(f"cast_failed: {name}="), raw)))
+        if kind in FLOATING:
+            infinite = F.abs(F.col(name)) == F.lit(float("inf"))
+            checks.append((F.isnan(F.col(name)) | infinite, F.concat(F.lit(f"not_finite: {name}="), raw)))
     return reduce(lambda acc, check: F.when(check[0], check[1]).otherwise(acc), reversed(checks),
                   F.lit(None).cast("string"))
 

@@ -16,7 +16,8 @@ import pyspark.sql.functions as F
 
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake, check_run_id
-from pielake.pipeline.gates import GateResult, run_gate
+from pielake.lake.lock import RunLock
+from pielake.pipeline.gates import GateError, GateResult, run_gate
 from pielake.pipeline.ingest import (
     ADMITTED,
     FORMATS,
@@ -146,9 +147,22 @@ class Run:
         self.q = self.job.spark_query(lake.spark.createDataFrame([], stream.ddl))
         self.window = _backfill_range(self.q, request.since, request.until) if request.mode == "backfill" else None
         self.report = IngestReport(0, 0, 0, 0)
+        self.lock = RunLock(lake.root, plan.name)
 
     def step(self, name: str) -> StageResult | GateResult | None:
-        """Run the step called `name` (one of `step_names`)."""
+        """Run the step called `name` (one of `step_names`), holding the query's lock for this run until it
+        publishes or a gate stops it (`pielake.lake.lock`)."""
+        self.lock.hold(self.job.run_id)
+        try:
+            outcome = self._step(name)
+        except GateError:
+            self.lock.release(self.job.run_id)
+            raise
+        if name == "publish":
+            self.lock.release(self.job.run_id)
+        return outcome
+
+    def _step(self, name: str) -> StageResult | GateResult | None:
         job, picked = split_step(name)
         if job == "check":
             return self.check(picked)
@@ -191,20 +205,27 @@ class Run:
 
 def run_query(lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest,
               progress: Progress | None = None) -> RunSummary:
-    """Every step of a run in order, in this process; a failed gate stops it before anything is published."""
+    """Every step of a run in order, in this process; a failed gate stops it before anything is published.
+
+    A run that fails here is over (nothing retries it), so it releases the query's lock; the next run redoes
+    whatever it had staged."""
     say = progress or (lambda _: None)
     run = Run(lake, plan, run_id, request)
     stages: list[StageResult] = []
     gates: list[GateResult] = []
-    for name in step_names(plan):
-        say(f"{name} ...")
-        outcome = run.step(name)
-        if isinstance(outcome, StageResult):
-            stages.append(outcome)
-            say(f"  done {outcome.stage} in {outcome.seconds:.2f} s ({outcome.rows_text()})")
-        elif outcome is not None:
-            gates.append(outcome)
-            say(f"  {outcome.text()}")
+    try:
+        for name in step_names(plan):
+            say(f"{name} ...")
+            outcome = run.step(name)
+            if isinstance(outcome, StageResult):
+                stages.append(outcome)
+                say(f"  done {outcome.stage} in {outcome.seconds:.2f} s ({outcome.rows_text()})")
+            elif outcome is not None:
+                gates.append(outcome)
+                say(f"  {outcome.text()}")
+    except BaseException:
+        run.lock.release(run_id)
+        raise
     return RunSummary(run_id, run.report, tuple(stages), tuple(gates), match_counts(run.job))
 
 

@@ -1,0 +1,150 @@
+"""The bad-input matrix (issue 6): one dirty file per case, run through the real ingest step and events gate.
+
+Every case asserts the exact accounting `rows in = events + quarantined + exact duplicates dropped` and the
+reason of each quarantined row; a file the run cannot go on with exits non-zero with one readable line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyspark.sql.functions as F
+import pytest
+from click.testing import CliRunner
+from pyspark.sql import SparkSession
+
+from pielake.cli import main
+from pielake.lake.delta import Lake, LakeError
+from pielake.pipeline.ingest import IngestReport
+from pielake.pipeline.runner import Run, RunRequest, run_query
+from pielake.query.analyzer import load_query
+from pielake.streams import StreamSchema, save_schema
+
+QUERY = """FROM Dirty D PARTITION BY D.unit
+DEFINE Fast AS D.speed > 10, Tagged AS D.label = 'x'
+PATTERN Fast overlaps Tagged
+WITHIN 100 s
+"""
+SCHEMA = StreamSchema("Dirty", ("unit",), "ts", "s",
+                      (("unit", "STRING"), ("ts", "BIGINT"), ("speed", "DOUBLE"), ("label", "STRING")))
+HEADER = b"unit,ts,speed,label\n"
+
+
+@dataclass(frozen=True)
+class Case:
+    body: bytes
+    events: int
+    reasons: tuple[str, ...] = ()
+    dropped: int = 0
+    header: bytes = HEADER
+
+
+CASES = {
+    "null key": Case(b",1,5,x\nu1,2,5,x\n", 1, ("null_key: unit",)),
+    "null time": Case(b"u1,,5,x\nu1,2,5,x\n", 1, ("null_time",)),
+    "unparsable time": Case(b"u1,soon,5,x\nu1,2,5,x\n", 1, ("cast_failed: ts=soon",)),
+    "value that does not cast": Case(b"u1,1,fast,x\nu1,2,5,x\n", 1, ("cast_failed: speed=fast",)),
+    "conflicting duplicates": Case(b"u1,1,5,x\nu1,1,6,x\nu1,2,5,x\n", 1,
+                                   ("conflicting_duplicate", "conflicting_duplicate")),
+    "exact duplicates": Case(b"u1,1,5,x\nu1,1,5,x\nu1,1,5,x\nu1,2,5,x\n", 2, dropped=2),
+    "out of order within the file": Case(b"u1,3,5,x\nu1,1,5,x\nu2,2,5,x\nu1,2,5,x\n", 4),
+    "empty file": Case(b"", 0, header=b""),
+    "only a header": Case(b"", 0),
+    "huge time gap": Case(b"u1,1,50,x\nu1,2,50,x\nu1,4000000000000000000,50,x\n", 3),
+    "NaN and infinities": Case(b"u1,1,NaN,x\nu1,2,Infinity,x\nu1,3,-Infinity,x\nu1,4,5,x\n", 1,
+                               ("not_finite: speed=-Infinity", "not_finite: speed=Infinity",
+                                "not_finite: speed=NaN")),
+    "non-UTF-8 byte": Case(b"u1,1,5,caf\xe9\nu1,2,5,x\n", 1, ("invalid_utf8: label=caf\ufffd",)),
+}
+
+
+def new_lake(root: Path, spark: SparkSession) -> Lake:
+    save_schema(SCHEMA, root / "_streams")
+    return Lake(spark, root)
+
+
+def ingest_file(lake: Lake, content: bytes, run_id: str, mode: str = "batch") -> IngestReport:
+    """The run's ingest step and events gate (which publishes the events), as `pielake run` calls them."""
+    path = lake.root / f"{run_id}.csv"
+    path.write_bytes(content)
+    run = Run(lake, load_query(QUERY, "dirty"), run_id, RunRequest(mode=mode, events_path=str(path), fmt="csv",
+                                                                   checks=False))
+    run.step("ingest")
+    run.step("check_events")
+    run.lock.release(run_id)  # the run stops here on purpose: let the case's next run start
+    return run.report
+
+
+def reasons(lake: Lake, run_id: str) -> tuple[str, ...]:
+    rows = lake.read("quarantine_dirty").filter(F.col("run_id") == run_id).select("reason").collect()
+    return tuple(sorted(r["reason"] for r in rows))
+
+
+def assert_accounted(report: IngestReport, *, rows_in: int, events: int, quarantined: int, dropped: int) -> None:
+    assert report.rows_in == report.events + report.quarantined + report.duplicates_dropped
+    assert (report.rows_in, report.events, report.quarantined, report.duplicates_dropped) == (
+        rows_in, events, quarantined, dropped)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_bad_row_is_accounted_for_with_its_reason(name: str, tmp_path: Path, spark: SparkSession) -> None:
+    case = CASES[name]
+    lake = new_lake(tmp_path, spark)
+    report = ingest_file(lake, case.header + case.body, "r1")
+    rows_in = case.body.count(b"\n")
+    assert_accounted(report, rows_in=rows_in, events=case.events, quarantined=len(case.reasons),
+                     dropped=case.dropped)
+    assert reasons(lake, "r1") == tuple(sorted(case.reasons))
+    assert lake.read("events_dirty").count() == case.events
+
+
+def test_exact_duplicates_across_micro_batches_are_dropped_once(tmp_path: Path, spark: SparkSession) -> None:
+    lake = new_lake(tmp_path, spark)
+    ingest_file(lake, HEADER + b"u1,1,5,x\nu1,2,5,x\n", "r1")
+    report = ingest_file(lake, HEADER + b"u1,2,5,x\nu1,3,5,x\n", "r2", mode="incremental")
+    assert_accounted(report, rows_in=2, events=1, quarantined=0, dropped=1)
+    assert sorted(r["ts"] for r in lake.read("events_dirty").collect()) == [1, 2, 3]
+
+
+def test_late_events_of_a_micro_batch_are_quarantined(tmp_path: Path, spark: SparkSession) -> None:
+    lake = new_lake(tmp_path, spark)
+    (tmp_path / "first.csv").write_bytes(HEADER + b"u1,1,50,x\nu1,5,50,x\nu2,1,5,x\n")
+    run_query(lake, load_query(QUERY, "dirty"), "r1", RunRequest(events_path=str(tmp_path / "first.csv"),
+                                                                 fmt="csv", checks=False))
+    report = ingest_file(lake, HEADER + b"u1,3,50,x\nu1,5,50,y\nu1,6,50,x\nu2,2,5,x\n", "r2", mode="incremental")
+    # u1 is processed up to 5: 3 is late, and (u1, 5) with another payload conflicts with the ingested event.
+    assert_accounted(report, rows_in=4, events=2, quarantined=2, dropped=0)
+    assert reasons(lake, "r2") == ("conflicting_duplicate: differs from an ingested event", "late")
+
+
+def assert_one_error_line(output: str, text: str) -> None:
+    """The run's progress lines, then one line saying what is wrong: no traceback."""
+    *_, last = output.strip().splitlines()
+    assert last.startswith("error: ") and text in last and "Traceback" not in output, output
+
+
+@pytest.mark.parametrize(("header", "named"), [(b"unit,ts,speed\n", "no column(s) label"),
+                                               (b"unit,ts,speed,label,colour\n", "column(s) colour that")])
+def test_columns_not_in_the_stream_stop_the_run_with_one_line(header: bytes, named: str, tmp_path: Path,
+                                                             spark: SparkSession) -> None:
+    lake = new_lake(tmp_path, spark)
+    (tmp_path / "q.tpq").write_text(QUERY)
+    (tmp_path / "events.csv").write_bytes(header + b"u1,1,5,x,red\n")
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "events.csv"),
+                                       "--lake", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, named)
+    assert not lake.exists("events_dirty")
+    with pytest.raises(LakeError, match=named.replace("(", r"\(").replace(")", r"\)")):
+        ingest_file(lake, header + b"u1,1,5,x,red\n", "r1")
+
+
+def test_a_missing_events_file_is_one_line(tmp_path: Path, spark: SparkSession) -> None:
+    new_lake(tmp_path, spark)
+    (tmp_path / "q.tpq").write_text(QUERY)
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "none.csv"),
+                                       "--lake", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, "cannot read")
+    assert "none.csv" in result.output
