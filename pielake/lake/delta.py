@@ -46,6 +46,12 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
+def _committed(folder: Path) -> bool:
+    """A Delta table with at least one commit. A first write killed before its commit leaves data files and an
+    empty `_delta_log/`: that is no table yet, and the next write creates it."""
+    return any((folder / "_delta_log").glob("*.json"))
+
+
 class Lake:
     """A folder of Delta tables."""
 
@@ -64,12 +70,12 @@ class Lake:
         return str(self.root / table)
 
     def exists(self, table: str) -> bool:
-        return (self.root / table / "_delta_log").is_dir()
+        return _committed(self.root / table)
 
     def tables(self) -> list[str]:
         if not self.root.is_dir():
             return []
-        return sorted(p.parent.name for p in self.root.glob("*/_delta_log") if TABLE_NAME.match(p.parent.name))
+        return sorted(p.name for p in self.root.iterdir() if TABLE_NAME.match(p.name) and _committed(p))
 
     def read(self, table: str, version: int | None = None) -> DataFrame:
         """The table, or its snapshot at `version` (what a run read stays what it reads in every step)."""

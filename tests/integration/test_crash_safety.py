@@ -59,7 +59,8 @@ def test_a_run_killed_mid_write_and_run_again_gives_the_clean_tables(tmp_path: P
         code = run_until_written(command, root / table)
         if code != -signal.SIGKILL:
             pytest.fail(f"the run was not killed while writing {table} (exit code {code})")
-    assert subprocess.run(command, capture_output=True, text=True, timeout=600).returncode == 0
+    last = subprocess.run(command, check=False, capture_output=True, text=True, timeout=600)
+    assert last.returncode == 0, last.stderr[-2000:]
     lake = Lake(spark, root)
     plan = load_query(QUERY, "mid")
     assert spark_rows(lake.read("matches_mid"), plan) == reference_rows(find_matches(EVENTS, plan), plan)
