@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 import uuid
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from pielake.lake.sql import query_lake
 from pielake.pipeline.ingest import FORMATS
 from pielake.pipeline.runner import RunRequest, run_query
 from pielake.pipeline.sample import write_car_sensors
-from pielake.query.analyzer import QueryPlan, analyze
+from pielake.query.analyzer import QueryPlan, analyze, load_query_file, read_query_file
 from pielake.query.join_order import join_order
 from pielake.query.parser import parse
 from pielake.query.printer import expr_text, query_text
@@ -31,7 +30,6 @@ from pielake.query.tokens import tokenize
 from pielake.spark.session import build_session
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "queries"
-QUERY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
 def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -47,28 +45,6 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(error.exit_code)
 
     return wrapper
-
-
-def read_query_file(path: str) -> tuple[str, str]:
-    """The query text and its name: the file's stem, which names its tables, so it must be a plain identifier."""
-    if path == "-":
-        return sys.stdin.read(), "stdin"
-    file = Path(path)
-    if not file.is_file():
-        raise PielakeError(f"no query file at {path}")
-    name = file.stem
-    if not QUERY_NAME.match(name):
-        raise PielakeError(f"query file name '{file.name}' must be a plain identifier (letters, digits, '_'), "
-                           "because it names the result table matches_<name>")
-    try:
-        return file.read_text(encoding="utf-8"), name
-    except UnicodeDecodeError as error:
-        raise PielakeError(f"query file {path} is not UTF-8 text (byte {error.start}); save it as UTF-8") from None
-
-
-def load_plan(path: str) -> QueryPlan:
-    source, name = read_query_file(path)
-    return analyze(parse(source), name)
 
 
 @click.group(epilog="Examples:\n\n  pielake explain examples/queries/aggressive_driving.tpq\n\n"
@@ -115,7 +91,7 @@ def check_command(query_files: tuple[str, ...], fmt: str) -> None:
     report = []
     for path in query_files:
         try:
-            plan = load_plan(path)
+            plan = load_query_file(path)
             report.append({"file": path, "ok": True, "warnings": [w.render() for w in plan.warnings]})
             if fmt == "text":
                 click.echo(f"{path}: ok" + "".join(f"\n  {w.render()}" for w in plan.warnings))
@@ -163,7 +139,7 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _run(query_file: str, events_path: str | None, lake_dir: str, master: str | None, run_id: str | None,
          **options: Any) -> None:
-    plan = load_plan(query_file)
+    plan = load_query_file(query_file)
     lake = Lake(build_session(master), lake_dir)
     summary = run_query(lake, plan, run_id or new_run_id(), RunRequest(events_path=events_path, **options),
                         progress=lambda line: click.echo(line, err=True))
@@ -236,7 +212,7 @@ def demo_command(*, lake_dir: str, master: str | None) -> None:
     events = root / "_incoming" / "car_sensors.csv"
     rows = write_car_sensors(events)
     click.echo(f"wrote {rows} sample events of 6 cars to {events}", err=True)
-    plan = load_plan(str(EXAMPLES / "aggressive_driving.tpq"))
+    plan = load_query_file(str(EXAMPLES / "aggressive_driving.tpq"))
     lake = Lake(build_session(master), root)
     summary = run_query(lake, plan, new_run_id(), RunRequest(events_path=str(events), fmt="csv"),
                         progress=lambda line: click.echo(line, err=True))

@@ -36,8 +36,7 @@ from airflow.sdk import DAG, Param
 
 from pielake.errors import PielakeError
 from pielake.pipeline.steps import job_of, step_names
-from pielake.query.analyzer import QueryPlan, analyze
-from pielake.query.parser import parse
+from pielake.query.analyzer import QueryPlan, load_query_file
 from pielake.spark.session import delta_package
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -63,7 +62,7 @@ def registrations(folder: Path) -> list[Registration]:
     """Every `*.tpq` in `folder` with its settings; a query that does not parse stops the DAG file with its error."""
     found = []
     for path in sorted(folder.glob("*.tpq")):
-        plan = analyze(parse(path.read_text(encoding="utf-8")), path.stem)
+        plan = load_query_file(path)
         sidecar = path.with_suffix(".yaml")
         settings = (yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}) if sidecar.is_file() else {}
         unknown = set(settings) - set(SETTINGS)

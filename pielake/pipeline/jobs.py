@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
@@ -18,8 +17,7 @@ from pielake.pipeline.runner import Run, RunRequest
 from pielake.pipeline.scope import MODES
 from pielake.pipeline.stages import StageResult
 from pielake.pipeline.steps import GATED, step_of
-from pielake.query.analyzer import analyze
-from pielake.query.parser import parse
+from pielake.query.analyzer import load_query_file
 from pielake.spark.session import build_session
 
 
@@ -49,8 +47,7 @@ def main(job: str, argv: list[str] | None = None) -> int:
     options = parser(job).parse_args(argv)
     step = step_of(job, gate=getattr(options, "gate", None), constraint=getattr(options, "constraint", None))
     try:
-        path = Path(options.query)
-        plan = analyze(parse(path.read_text(encoding="utf-8")), path.stem)
+        plan = load_query_file(options.query)
         lake = Lake(build_session(options.master, app_name=f"pielake-{step}-{plan.name}"), options.lake)
         request = RunRequest(mode=options.mode, events_path=options.events or None, fmt=options.format,
                              time_column=options.time_column, time_unit=options.time_unit, since=options.since,

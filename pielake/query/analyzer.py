@@ -9,11 +9,14 @@ All problems are collected and reported together, sorted by position.
 from __future__ import annotations
 
 import difflib
+import re
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
+from pathlib import Path
 
-from pielake.errors import ErrorDetail, QuerySemanticError, source_excerpt
+from pielake.errors import ErrorDetail, PielakeError, QuerySemanticError, source_excerpt
 from pielake.query import ast
 from pielake.query.parser import ParseResult, QueryWarning, parse
 from pielake.query.tokens import Span
@@ -24,6 +27,7 @@ SCALAR_FUNCTIONS: dict[str, tuple[int, int | None]] = {
     "abs": (1, 1), "least": (2, None), "greatest": (2, None), "coalesce": (1, None), "lower": (1, 1),
     "upper": (1, 1),
 }
+QUERY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")  # a query's name is part of its tables' names
 AGGREGATES = frozenset({"first", "last", "min", "max", "avg", "sum", "count"})
 SITUATION_ENDPOINTS = frozenset({"ts", "te"})
 MATCH_COLUMNS = frozenset({"detected_at", "completed_at", "status", "run_id"})
@@ -375,3 +379,27 @@ def analyze(parsed: ParseResult, name: str = "query", columns: Iterable[str] | N
 def load_query(source: str, name: str = "query", columns: Iterable[str] | None = None) -> QueryPlan:
     """Parse and analyze query text in one call."""
     return analyze(parse(source), name, columns)
+
+
+def read_query_file(path: str) -> tuple[str, str]:
+    """The query text and its name: the file's stem, which names its tables, so it must be a plain identifier.
+    `-` reads standard input (named `stdin`)."""
+    if path == "-":
+        return sys.stdin.read(), "stdin"
+    file = Path(path)
+    if not file.is_file():
+        raise PielakeError(f"no query file at {path}")
+    name = file.stem
+    if not QUERY_NAME.match(name):
+        raise PielakeError(f"query file name '{file.name}' must be a plain identifier (letters, digits, '_'), "
+                           "because it names the result table matches_<name>")
+    try:
+        return file.read_text(encoding="utf-8"), name
+    except UnicodeDecodeError as error:
+        raise PielakeError(f"query file {path} is not UTF-8 text (byte {error.start}); save it as UTF-8") from None
+
+
+def load_query_file(path: str | Path) -> QueryPlan:
+    """The checked plan of a query file: what the CLI, the spark-submit jobs and the DAG factory all load."""
+    source, name = read_query_file(str(path))
+    return load_query(source, name)
