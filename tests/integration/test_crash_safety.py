@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,14 +20,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pielake.lake.delta import Lake
-from pielake.lake.lock import RunLock
-from pielake.query.analyzer import load_query
-from pielake.semantics.reference import find_matches
-from pielake.streams import save_schema
-from tests.integration.test_gates_and_backfill import EVENTS, QUERY, STREAM, write
-from tests.spark.kernels import reference_rows, spark_rows
+from tests.integration.cli_runs import ONE_CORE, assert_one_clean_run, run_command
 
-PIELAKE = str(Path(sys.executable).parent / "pielake")
 KILL_POINTS = ("events_line", "matches_mid")
 
 
@@ -41,7 +34,7 @@ def run_until_written(command: list[str], table: Path, timeout: float = 600) -> 
     appears. Returns the exit code (-9 when killed)."""
     before = data_files(table)
     process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, env={**os.environ, "PIELAKE_SPARK_MASTER": "local[1]"})
+                               stderr=subprocess.DEVNULL, env=ONE_CORE)
     deadline = time.monotonic() + timeout
     while process.poll() is None and time.monotonic() < deadline:
         if data_files(table) - before:
@@ -52,21 +45,13 @@ def run_until_written(command: list[str], table: Path, timeout: float = 600) -> 
 
 
 def test_a_run_killed_mid_write_and_run_again_gives_the_clean_tables(tmp_path: Path, spark: SparkSession) -> None:
-    root = tmp_path / "lake"
-    save_schema(STREAM, root / "_streams")
-    (tmp_path / "mid.tpq").write_text(QUERY)
-    command = [PIELAKE, "run", str(tmp_path / "mid.tpq"), "--events", write(tmp_path / "events.json", EVENTS),
-               "--lake", str(root), "--run-id", "crashy", "--no-checks"]
+    root, command = run_command(tmp_path, "crashy")
     for table in KILL_POINTS:
         code = run_until_written(command, root / table)
         if code != -signal.SIGKILL:
             pytest.fail(f"the run was not killed while writing {table} (exit code {code})")
     last = subprocess.run(command, check=False, capture_output=True, text=True, timeout=600)
     assert last.returncode == 0, last.stderr[-2000:]
-    lake = Lake(spark, root)
-    plan = load_query(QUERY, "mid")
-    assert spark_rows(lake.read("matches_mid"), plan) == reference_rows(find_matches(EVENTS, plan), plan)
-    events = lake.read("events_line")
-    assert events.count() == events.select("m", "ts").distinct().count() == len(EVENTS)
-    assert RunLock(root, "mid").holder() is None
-    assert not [name for name in lake.tables() if "staging" in name or name.startswith(("segments", "scope"))]
+    assert_one_clean_run(spark, root)
+    visible = Lake(spark, root).tables()
+    assert not [name for name in visible if "staging" in name or name.startswith(("segments", "scope"))]

@@ -1,0 +1,41 @@
+"""`pielake run` as a separate process over the Line stream of test_gates_and_backfill, for the tests that must
+kill a driver or start two at once, and the check that the lake then holds exactly what one clean run gives."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from pielake.lake.delta import Lake
+from pielake.lake.lock import RunLock
+from pielake.query.analyzer import load_query
+from pielake.semantics.reference import find_matches
+from pielake.streams import save_schema
+from tests.integration.test_gates_and_backfill import EVENTS, QUERY, STREAM, write
+from tests.spark.kernels import reference_rows, spark_rows
+
+PIELAKE = str(Path(sys.executable).parent / "pielake")
+ONE_CORE = {**os.environ, "PIELAKE_SPARK_MASTER": "local[1]"}  # two drivers at once share the machine's cores
+
+
+def run_command(tmp_path: Path, run_id: str) -> tuple[Path, list[str]]:
+    """A lake with the Line stream's schema, the `mid` query and its events file; the command that runs it."""
+    root = tmp_path / "lake"
+    save_schema(STREAM, root / "_streams")
+    (tmp_path / "mid.tpq").write_text(QUERY)
+    events = write(tmp_path / "events.json", EVENTS)
+    return root, [PIELAKE, "run", str(tmp_path / "mid.tpq"), "--events", events, "--lake", str(root),
+                  "--run-id", run_id, "--no-checks"]
+
+
+def assert_one_clean_run(spark: SparkSession, root: Path) -> None:
+    """Matches equal the brute-force reference, every event is there once, and no run holds the lock."""
+    lake = Lake(spark, root)
+    plan = load_query(QUERY, "mid")
+    assert spark_rows(lake.read("matches_mid"), plan) == reference_rows(find_matches(EVENTS, plan), plan)
+    events = lake.read("events_line")
+    assert events.count() == events.select("m", "ts").distinct().count() == len(EVENTS)
+    assert RunLock(root, "mid").holder() is None
