@@ -11,6 +11,7 @@ published into the lake only after the data-quality gates passed (write-audit-pu
 
 from __future__ import annotations
 
+import json
 import re
 from functools import reduce
 from pathlib import Path
@@ -23,6 +24,7 @@ from pielake.errors import PielakeError
 
 TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,127}$")
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,99}$")
+COMMIT_FILE = re.compile(r"^\d{20}\.json$")
 STAGING = "_staging"
 DELETE = "__delete"
 
@@ -46,10 +48,15 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
+def _commits(folder: Path) -> list[Path]:
+    log = folder / "_delta_log"
+    return [p for p in log.iterdir() if COMMIT_FILE.match(p.name)] if log.is_dir() else []
+
+
 def _committed(folder: Path) -> bool:
     """A Delta table with at least one commit. A first write killed before its commit leaves data files and an
     empty `_delta_log/`: that is no table yet, and the next write creates it."""
-    return any((folder / "_delta_log").glob("*.json"))
+    return bool(_commits(folder))
 
 
 class Lake:
@@ -87,7 +94,18 @@ class Lake:
         return reader.load(self.path(table))
 
     def last_commit(self, table: str) -> dict:
-        return DeltaTable.forPath(self.spark, self.path(table)).history(1).first().asDict()
+        """The newest commit's `commitInfo` (operation, metrics) and `version`, read from its log file.
+
+        Reading the one JSON file costs nothing; `DeltaTable.history(1)` costs a snapshot and a Spark job, and
+        every write asks for its row counts here.
+        """
+        commits = _commits(Path(self.path(table)))
+        if not commits:
+            raise LakeError(f"no table '{table}' in the lake at {self.root}")
+        newest = max(commits, key=lambda p: int(p.stem))
+        actions = (json.loads(line) for line in newest.read_text(encoding="utf-8").splitlines() if line.strip())
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        return {**info, "operationMetrics": info.get("operationMetrics", {}), "version": int(newest.stem)}
 
     def version(self, table: str) -> int:
         return int(self.last_commit(table)["version"])

@@ -199,7 +199,7 @@ def encode_runs(events: DataFrame, spec: RunSpec, partitions: int) -> DataFrame:
     """Stitched runs of every series: one row per maximal run per key (see the module docstring)."""
     ordered = [*spec.keys, C.T]
     sorted_events = events.repartitionByRange(partitions, *ordered).sortWithinPartitions(*ordered)
-    fragments = sorted_events.mapInArrow(_kernel(spec), spec.output_ddl())
+    fragments = sorted_events.mapInArrow(_kernel(spec), spec.output_ddl()).localCheckpoint()
     return stitch(fragments, spec)
 
 
