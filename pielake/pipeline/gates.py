@@ -2,7 +2,7 @@
 
 Write, audit, publish: a stage writes to `_staging/`, its gate validates that DataFrame, and only a run whose gates
 all passed is published. A failed gate raises `GateError`; the published tables stay as they were, and the full
-validation result is kept at `<lake>/_checks/<run_id>/<table>.json` for the user to read.
+validation result is kept at `<lake>/_checks/<query>/<run_id>/<table>.json` for the user to read.
 
 The suites are JSON files a user can read and extend. Their `$placeholders` are filled in from the stream and the
 query (`$each_key` makes one expectation per key column). Properties that relate several columns or rows (an
@@ -44,6 +44,10 @@ class GateError(PielakeError):
     """A stage's output broke its suite; nothing of the run was published."""
 
     exit_code = EXIT_FINDINGS
+
+    def __init__(self, result: GateResult):
+        super().__init__(result.text())
+        self.result = result
 
 
 @dataclass(frozen=True)
@@ -109,13 +113,13 @@ def run_gate(job: QueryJob, gate: str) -> GateResult:
         result = validate(frame, load_suite(gate, fill))
     finally:
         frame.unpersist()
-    report = job.lake.root / CHECKS / job.run_id / f"{gate}.json"
+    report = job.lake.root / CHECKS / job.plan.name / job.run_id / f"{gate}.json"
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
     failed = tuple(_describe(r) for r in result["results"] if not r["success"])
     outcome = GateResult(gate, bool(result["success"]), len(result["results"]), failed, report)
     if not outcome.success:
-        raise GateError(outcome.text())
+        raise GateError(outcome)
     return outcome
 
 

@@ -8,8 +8,10 @@ late events) and recomputes from before the range.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyspark.sql.functions as F
@@ -29,6 +31,7 @@ from pielake.pipeline.ingest import (
     read_raw,
     replay_quarantined,
 )
+from pielake.pipeline.report import PUBLISHED, STOPPED, StepRecord, publish_report, record_step
 from pielake.pipeline.scope import MODES, mark_unprocessed
 from pielake.pipeline.stages import (
     QueryJob,
@@ -147,20 +150,39 @@ class Run:
         self.q = self.job.spark_query(lake.spark.createDataFrame([], stream.ddl))
         self.window = _backfill_range(self.q, request.since, request.until) if request.mode == "backfill" else None
         self.report = IngestReport(0, 0, 0, 0)
+        self.matches: dict[str, int] = {}
         self.lock = RunLock(lake.root, plan.name)
 
     def step(self, name: str) -> StageResult | GateResult | None:
         """Run the step called `name` (one of `step_names`), holding the query's lock for this run until it
-        publishes or a gate stops it (`pielake.lake.lock`)."""
+        publishes or a gate stops it (`pielake.lake.lock`). Every step leaves its record for the run report."""
         self.lock.hold(self.job.run_id)
+        started, clock = datetime.now(UTC), time.perf_counter()
         try:
             outcome = self._step(name)
-        except GateError:
-            self.lock.release(self.job.run_id)
+        except GateError as stop:
+            self._record(name, started, time.perf_counter() - clock, stop.result)
+            self._finish(STOPPED)
             raise
+        self._record(name, started, time.perf_counter() - clock, outcome)
         if name == "publish":
-            self.lock.release(self.job.run_id)
+            self._finish(PUBLISHED)
         return outcome
+
+    def _record(self, name: str, started: datetime, seconds: float, outcome: StageResult | GateResult | None) -> None:
+        if isinstance(outcome, GateResult):
+            record = StepRecord(name, started, seconds, passed=outcome.success, failed=outcome.failed,
+                                report=str(outcome.report))
+        else:
+            record = StepRecord(name, started, seconds, rows=outcome.rows if outcome else {})
+        record_step(self.job.lake, self.job.plan.name, self.job.run_id, record)
+
+    def _finish(self, status: str) -> None:
+        """The run is over: its row in the `runs` table, then the lock goes."""
+        self.matches = match_counts(self.job)
+        publish_report(self.job.lake, self.job.plan.name, self.job.run_id, mode=self.request.mode, status=status,
+                       matches=self.matches)
+        self.lock.release(self.job.run_id)
 
     def _step(self, name: str) -> StageResult | GateResult | None:
         job, picked = split_step(name)
@@ -188,7 +210,9 @@ class Run:
                 raws.append(replay_quarantined(lake, stream, self.q.kernel_time, *self.window))
             self.report = ingest(lake, raws, stream, self.job.run_id,
                                  _admission(self.job, self.q, self.request.mode, self.window))
-            return {"staged events": self.report.events, "quarantined": self.report.quarantined}
+            return {"rows in": self.report.rows_in, "staged events": self.report.events,
+                    "quarantined": self.report.quarantined,
+                    "exact duplicates dropped": self.report.duplicates_dropped}
 
         return timed("ingest", work)
 
@@ -226,7 +250,7 @@ def run_query(lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest,
     except BaseException:
         run.lock.release(run_id)
         raise
-    return RunSummary(run_id, run.report, tuple(stages), tuple(gates), match_counts(run.job))
+    return RunSummary(run_id, run.report, tuple(stages), tuple(gates), run.matches)
 
 
 def _admission(job: QueryJob, q: SparkQuery, mode: str, window: tuple[int, int] | None) -> Admission | None:

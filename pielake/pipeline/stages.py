@@ -223,5 +223,9 @@ def _publish_rows(job: QueryJob, kind: str, staged: DataFrame, *, natural_key: t
 
 
 def match_counts(job: QueryJob) -> dict[str, int]:
-    rows = job.lake.read(job.table("matches")).groupBy(C.STATUS).count().collect()
+    """Published matches per status (none before the first publish)."""
+    published = job.published("matches")
+    if published is None:
+        return {}
+    rows = published.groupBy(C.STATUS).count().collect()
     return {r[C.STATUS]: int(r["count"]) for r in rows}

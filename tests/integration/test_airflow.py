@@ -75,5 +75,5 @@ def test_a_scheduled_run_writes_the_reference_matches_through_spark_submit(airfl
     want = sorted((m.key[0], m.situation("A").ts, m.situation("B").ts, m.detected_at, m.status)
                   for m in find_matches(rows, load_query(QUERY)))
     assert got == want and want
-    reports = sorted(p.name for p in (lake / "_checks").glob("*/*.json"))
+    reports = sorted(p.name for p in (lake / "_checks" / "flag_pairs").glob("*/*.json"))
     assert reports == ["events.json", "matches.json", "pairs.json", "situations.json"]

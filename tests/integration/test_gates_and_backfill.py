@@ -61,8 +61,13 @@ def test_a_corrupt_stage_output_stops_the_run_before_publish(lake: Lake, tmp_pat
     with pytest.raises(GateError, match=r"gate situations: .* FAILED: .*__ordered"):
         run.step("check_situations")
     assert {t: lake.version(t) for t in tables} == versions
-    report = json.loads((lake.root / "_checks" / "second" / "situations.json").read_text())
+    report = json.loads((lake.root / "_checks" / "mid" / "second" / "situations.json").read_text())
     assert report["success"] is False
+    runs = {r.run_id: r for r in lake.read("runs").collect()}
+    assert (runs["first"].status, runs["second"].status) == ("published", "stopped")
+    assert [s.step for s in runs["second"].steps] == ["ingest", "check_events", "situations", "check_situations"]
+    gate = runs["second"].steps[-1]
+    assert gate.passed is False and any("__ordered" in f for f in gate.failed) and gate.report.endswith(".json")
 
 
 def test_backfill_after_late_history_equals_the_reference_over_everything(lake: Lake, tmp_path: Path) -> None:

@@ -1,0 +1,83 @@
+"""Run reports: what each step of a run did, kept as it happens and published as one row of the `runs` table.
+
+Under Airflow the steps of one run are separate processes, so every step leaves its record as a small JSON file,
+`<lake>/_runs/<query>/<run_id>/<step>.json` (a retried step overwrites its own). When the run ends, published or
+stopped by a gate, the records become one row of the lake's `runs` Delta table:
+
+    query, run_id, mode, status, started_at, finished_at, seconds,
+    steps: array<struct<step, started_at, seconds, rows: map<string, bigint>, passed, failed, report>>,
+    matches: map<string, bigint>            -- published matches per status after the run
+
+The table is partitioned by query and a run replaces its own row (`replaceWhere` on query and run id): a re-run
+of the same run writes the same row once, and runs of different queries never conflict in Delta.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pielake.lake.delta import Lake
+
+RUNS_TABLE = "runs"
+RUNS_DIR = "_runs"
+PUBLISHED = "published"
+STOPPED = "stopped"
+RUNS_DDL = ("query STRING, run_id STRING, mode STRING, status STRING, started_at TIMESTAMP, "
+            "finished_at TIMESTAMP, seconds DOUBLE, steps ARRAY<STRUCT<step: STRING, started_at: TIMESTAMP, "
+            "seconds: DOUBLE, rows: MAP<STRING, BIGINT>, passed: BOOLEAN, failed: ARRAY<STRING>, "
+            "report: STRING>>, matches MAP<STRING, BIGINT>")
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One step of a run: when it started, how long it took, the rows it wrote; a gate's verdict if a gate."""
+
+    step: str
+    started_at: datetime
+    seconds: float
+    rows: dict[str, int] = field(default_factory=dict)
+    passed: bool | None = None
+    failed: tuple[str, ...] = ()
+    report: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "started_at": self.started_at.isoformat()})
+
+    @classmethod
+    def from_json(cls, text: str) -> StepRecord:
+        data = json.loads(text)
+        return cls(**{**data, "started_at": datetime.fromisoformat(data["started_at"]),
+                      "failed": tuple(data["failed"])})
+
+
+def _folder(lake: Lake, query: str, run_id: str) -> Path:
+    return lake.root / RUNS_DIR / query / run_id
+
+
+def record_step(lake: Lake, query: str, run_id: str, record: StepRecord) -> None:
+    folder = _folder(lake, query, run_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{record.step}.json").write_text(record.to_json(), encoding="utf-8")
+
+
+def step_records(lake: Lake, query: str, run_id: str) -> list[StepRecord]:
+    """The run's step records in the order the steps started."""
+    folder = _folder(lake, query, run_id)
+    found = [StepRecord.from_json(p.read_text(encoding="utf-8")) for p in folder.glob("*.json")]
+    return sorted(found, key=lambda r: r.started_at)
+
+
+def publish_report(lake: Lake, query: str, run_id: str, *, mode: str, status: str,
+                   matches: dict[str, int]) -> None:
+    """Write the run's row of the `runs` table from its step records."""
+    steps = step_records(lake, query, run_id)
+    started = min((s.started_at for s in steps), default=datetime.now(UTC))
+    row = (query, run_id, mode, status, started, datetime.now(UTC), round(sum(s.seconds for s in steps), 3),
+           [(s.step, s.started_at, round(s.seconds, 3), s.rows, s.passed, list(s.failed), s.report) for s in steps],
+           matches)
+    frame = lake.spark.createDataFrame([row], RUNS_DDL)
+    lake.overwrite(frame, RUNS_TABLE, partition_by=("query",),
+                   replace_where=f"query = '{query}' AND run_id = '{run_id}'")
