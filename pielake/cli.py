@@ -15,13 +15,14 @@ import click
 
 from pielake.errors import PielakeError, QueryError
 from pielake.exitcodes import EXIT_USAGE
-from pielake.explain import explain
+from pielake.explain import explain, explain_dot
 from pielake.lake.delta import Lake
 from pielake.lake.lock import RunLock
 from pielake.lake.sql import query_lake
 from pielake.pipeline.ingest import FORMATS
 from pielake.pipeline.runner import RunRequest, run_query
 from pielake.pipeline.sample import write_car_sensors
+from pielake.plot import draw, timeline
 from pielake.query.analyzer import QueryPlan, analyze, load_query_file, read_query_file
 from pielake.query.join_order import join_order
 from pielake.query.parser import parse
@@ -58,7 +59,8 @@ def main() -> None:
 @click.argument("query_file")
 @click.option("--show", type=click.Choice(["plan", "tokens", "ast", "query"]), default="plan",
               help="plan: the explain report; tokens/ast: the parser's stages; query: canonical text.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "dot"]), default="text",
+              help="dot: the decomposition and the automata as a Graphviz digraph (pipe it to `dot -Tsvg`).")
 @user_errors
 def explain_command(query_file: str, *, show: str, fmt: str) -> None:
     """Explain QUERY_FILE: symbols, mPiePairs, decision times, join order and PiePair automata ('-' = stdin)."""
@@ -78,6 +80,8 @@ def explain_command(query_file: str, *, show: str, fmt: str) -> None:
     plan = analyze(parsed, name)
     if fmt == "json":
         click.echo(json.dumps(plan_json(plan), indent=2))
+    elif fmt == "dot":
+        click.echo(explain_dot(plan), nl=False)
     else:
         click.echo(explain(plan), nl=False)
 
@@ -187,6 +191,24 @@ def sql_command(statement: str, *, lake_dir: str, fmt: str, master: str | None) 
     click.echo(query_lake(Lake(build_session(master), lake_dir), statement, fmt), nl=False)
 
 
+@main.command("plot")
+@click.argument("query_file")
+@click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
+@click.option("--key", "key", multiple=True,
+              help="The key to draw: one --key per PARTITION BY column, in order (default: most matches).")
+@click.option("--from", "since", default=None, help="Draw from this time on (stream time).")
+@click.option("--to", "until", default=None, help="Draw up to this time (inclusive).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Image file (.png, .svg, .pdf).")
+@master_option
+@user_errors
+def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since: str | None, until: str | None,
+                 out: str, master: str | None) -> None:
+    """Draw one key's situations (a lane per symbol) and matches (brackets, detected_at marked) as a timeline."""
+    picture = timeline(Lake(build_session(master), lake_dir), load_query_file(query_file), key or None, since, until)
+    written = draw(picture, Path(out))
+    click.echo(f"wrote {written}: {len(picture.bars)} situations, {len(picture.brackets)} matches")
+
+
 @main.command("unlock")
 @click.argument("query_file")
 @click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
@@ -221,6 +243,9 @@ def demo_command(*, lake_dir: str, master: str | None) -> None:
            "FROM matches_aggressive_driving ORDER BY car_id, detected_at LIMIT 10")
     click.echo(f"\npielake sql --lake {lake_dir} \"{sql}\"")
     click.echo(query_lake(lake, sql, "table"), nl=False)
+    picture = timeline(lake, plan)
+    written = draw(picture, root / "_plots" / "aggressive_driving.png")
+    click.echo(f"\npielake plot drew {picture.title} to {written}")
 
 
 def plan_json(plan: QueryPlan) -> dict[str, Any]:

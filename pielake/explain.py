@@ -13,7 +13,16 @@ from fractions import Fraction
 from pielake.query.analyzer import PairConstraint, QueryPlan, SymbolDef
 from pielake.query.join_order import join_order, selectivity
 from pielake.query.printer import expr_text
-from pielake.semantics.automata import ALPHABET, AUTOMATA, BOUNDARY, MINTERM_MEANING, Action, PairAutomaton
+from pielake.semantics.automata import (
+    ALPHABET,
+    AUTOMATA,
+    BOUNDARY,
+    DONE,
+    MINTERM_MEANING,
+    START,
+    Action,
+    PairAutomaton,
+)
 from pielake.semantics.detection import decided_at_endpoint
 
 
@@ -106,3 +115,65 @@ def explain(plan: QueryPlan) -> str:
     for warning in plan.warnings:
         out.append(warning.render())
     return "\n".join(out) + "\n"
+
+
+def _dot_text(text: str) -> str:
+    """A DOT string literal: the query's own text (string literals included) can never end it early."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _dot_id(*parts: str) -> str:
+    return "_".join(re.sub(r"\W", "_", p) for p in parts)
+
+
+def _node(node: str, label: str, **attributes: str) -> str:
+    extra = "".join(f", {k}={v}" for k, v in attributes.items())
+    return f"    {node} [label={_dot_text(label)}{extra}];"
+
+
+def _edge(source: str, target: str, label: str | None = None, **attributes: str) -> str:
+    parts = ([f"label={_dot_text(label)}"] if label is not None else []) + [f"{k}={v}" for k, v in attributes.items()]
+    return f"    {source} -> {target}" + (f" [{', '.join(parts)}]" if parts else "") + ";"
+
+
+def _decomposition_dot(plan: QueryPlan) -> list[str]:
+    keys = ", ".join(plan.keys) or "one global key"
+    title = f"query {plan.name}: FROM {plan.stream}, PARTITION BY {keys}, WITHIN {_seconds(plan.window_seconds)}"
+    lines = ["  subgraph cluster_query {", f"    label={_dot_text(title)};"]
+    for s in plan.symbols:
+        lines.append(_node(_dot_id("symbol", s.name), f"{s.name}\n{expr_text(s.predicate)}{_duration(s)}", shape="box"))
+    order = [c.id for c in join_order(plan.constraints)]
+    for c in plan.constraints:
+        label = f"{c.id}: {c.left} {{{', '.join(c.ordered_relations())}}} {c.right}"
+        lines += [_node(_dot_id(c.id), f"{label}\nselectivity {selectivity(c):.4f}", shape="ellipse"),
+                  _edge(_dot_id("symbol", c.left), _dot_id(c.id)), _edge(_dot_id("symbol", c.right), _dot_id(c.id)),
+                  _edge(_dot_id(c.id), "matches", f"join {order.index(c.id) + 1}")]
+    lines += [_node("matches", f"matches_{plan.name.lower()}", shape="doubleoctagon"), "  }"]
+    return lines
+
+
+def _automaton_dot(c: PairConstraint, a: PairAutomaton) -> list[str]:
+    name = _dot_id(c.id, a.relation)
+    lines = [f"  subgraph cluster_{name} {{",
+             f"    label={_dot_text(f'{c.id}: {c.left} {a.relation} {c.right}   {a.sre}')};",
+             f"    {name}__init [shape=point];", _edge(f"{name}__init", f"{name}_{START}")]
+    states = dict.fromkeys(s for t in a.transitions for s in (t.source, t.target))
+    lines += [_node(f"{name}_{state}", state, shape="doublecircle" if state == DONE else "circle")
+              for state in states]
+    style = {Action.TRIGGER: {"color": "red", "penwidth": "2"}, Action.COMPLETE: {"color": "blue", "penwidth": "2"}}
+    lines += [_edge(f"{name}_{t.source}", f"{name}_{t.target}", f"{_symbols_text(t.symbols)} {t.action.value}",
+                    **style.get(t.action, {})) for t in a.transitions]
+    return [*lines, "  }"]
+
+
+def explain_dot(plan: QueryPlan) -> str:
+    """The decomposition (symbols -> mPiePairs -> matches, in join order) and every PiePair automaton as one
+    Graphviz digraph; trigger transitions red, completions blue. Render with `dot -Tsvg`."""
+    lines = [f"digraph {_dot_text(f'pielake {plan.name}')} {{", "  rankdir=LR;", "  compound=true;",
+             '  node [fontname="Helvetica", fontsize=10];', '  edge [fontname="Helvetica", fontsize=9];',
+             *_decomposition_dot(plan)]
+    for c in plan.constraints:
+        for relation in c.ordered_relations():
+            if relation in AUTOMATA:
+                lines += _automaton_dot(c, AUTOMATA[relation])
+    return "\n".join([*lines, "}"]) + "\n"

@@ -11,8 +11,11 @@ from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
 from pielake.cli import main
+from pielake.lake.delta import Lake
+from pielake.pipeline.steps import step_names
+from pielake.plot import Bar, Bracket, timeline
 from pielake.query.analyzer import load_query
-from pielake.semantics.reference import find_matches
+from pielake.semantics.reference import Match, derive_situations, find_matches
 from pielake.streams import StreamSchema, save_schema
 
 QUERY = """FROM TestSensors T PARTITION BY T.unit
@@ -108,3 +111,47 @@ def test_a_second_run_of_the_same_file_changes_nothing(lake: Path) -> None:
     assert sql(lake, "SELECT * FROM matches_hot_busy ORDER BY unit, hot_ts, busy_ts") == before
     assert sql(lake, "SELECT count(*) AS n FROM events_testsensors") == [{"n": "18"}]
     assert sql(lake, "SELECT count(*) AS n FROM quarantine_testsensors") == [{"n": "6"}]
+
+
+def test_each_run_is_one_row_of_the_runs_table(lake: Path) -> None:
+    plan = load_query(QUERY, "hot_busy")
+    [row] = sql(lake, "SELECT run_id, status, mode, matches['complete'] AS complete, size(matches) AS statuses "
+                      "FROM runs WHERE query = 'hot_busy'")
+    assert row == {"run_id": "first", "status": "published", "mode": "batch", "complete": "2", "statuses": "1"}
+    steps = sql(lake, "SELECT s.step, s.rows['rows in'] AS rows_in, s.rows['quarantined'] AS quarantined, s.seconds "
+                      "FROM runs LATERAL VIEW posexplode(steps) t AS i, s WHERE run_id = 'first' ORDER BY i")
+    assert [s["step"] for s in steps] == step_names(plan)
+    assert (steps[0]["rows_in"], steps[0]["quarantined"]) == ("25", "6")
+    assert all(float(s["seconds"]) >= 0 for s in steps) and float(steps[0]["seconds"]) > 0
+
+
+def last_end(match: Match) -> int | None:
+    ends = [s.te for _, s in match.bindings]
+    return None if None in ends else max(ends)
+
+
+def test_the_timeline_of_a_key_shows_its_reference_situations_and_matches(lake: Path, spark: SparkSession) -> None:
+    plan = load_query(QUERY, "hot_busy")
+    events = [{"unit": u, "ts": t, "temp": float(temp), "load": float(load)} for u, t, temp, load in GOOD]
+    picture = timeline(Lake(spark, lake), plan, ("u1",))
+    assert picture.lanes == ("Hot", "Busy")
+    assert picture.bars == tuple(sorted((Bar(picture.lanes.index(s.symbol), s.ts, s.te) for s in
+                                         derive_situations(events, plan) if s.key == ("u1",)),
+                                        key=lambda b: (b.lane, b.start)))
+    matches = [m for m in find_matches(events, plan) if m.key == ("u1",)]
+    brackets = [Bracket(min(s.ts for _, s in m.bindings), last_end(m), m.detected_at, m.status) for m in matches]
+    assert picture.brackets == tuple(sorted(brackets, key=lambda b: (b.start, b.detected_at)))
+    later = timeline(Lake(spark, lake), plan, ("u1",), since="9")
+    assert later.brackets == tuple(b for b in picture.brackets if b.end is None or b.end >= 9) != picture.brackets
+    assert later.bars == tuple(b for b in picture.bars if b.end is None or b.end >= 9) != picture.bars
+
+
+def test_plot_writes_an_image_and_says_what_it_drew(lake: Path, tmp_path: Path) -> None:
+    out = tmp_path / "u1.png"
+    result = run(["plot", str(lake / "hot_busy.tpq"), "--lake", str(lake), "--key", "u1", "--out", str(out)])
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "situations, 2 matches" in result.output
+    assert "is not a bigint" in run(["plot", str(lake / "hot_busy.tpq"), "--lake", str(lake), "--key", "u1",
+                                     "--from", "noon", "--out", str(out)], code=2).output
+    assert "one --key per column" in run(["plot", str(lake / "hot_busy.tpq"), "--lake", str(lake), "--key", "u1",
+                                          "--key", "u2", "--out", str(out)], code=2).output

@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pielake.explain import explain
+import pydot
+
+from pielake.explain import explain, explain_dot
 from pielake.query.analyzer import load_query
+from pielake.semantics.automata import AUTOMATA, Action
 from tests.conftest import FIXTURES
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "queries" / "aggressive_driving.tpq"
@@ -27,3 +30,27 @@ def test_explain_names_before_as_a_range_join_and_the_prefix_group_decision() ->
     assert "A before B:  range join on A.te < B.ts, bounded by the window; decided at B.ts" in text
     assert "if B starts C: decided at B.ts = C.ts" in text
     assert "if B started-by C: decided at B.ts = C.ts" in text
+
+
+def test_explain_dot_is_one_graphviz_digraph_with_every_automaton_drawn() -> None:
+    plan = load_query(EXAMPLE.read_text(encoding="utf-8"), "aggressive_driving")
+    [graph] = pydot.graph_from_dot_data(explain_dot(plan))
+    clusters = {g.get_name(): g for g in graph.get_subgraphs()}
+    automata = [(c, r) for c in plan.constraints for r in c.ordered_relations() if r in AUTOMATA]
+    assert set(clusters) == {"cluster_query"} | {f"cluster_{c.id}_{r.replace('-', '_')}" for c, r in automata}
+    decomposition = {(e.get_source(), e.get_destination()) for e in clusters["cluster_query"].get_edges()}
+    for c in plan.constraints:
+        assert {(f"symbol_{c.left}", c.id), (f"symbol_{c.right}", c.id), (c.id, "matches")} <= decomposition
+    for c, relation in automata:
+        edges = clusters[f"cluster_{c.id}_{relation.replace('-', '_')}"].get_edges()
+        transitions = AUTOMATA[relation].transitions
+        assert len(edges) == len(transitions) + 1  # and the arrow into the start state
+        triggers = [e for e in edges if e.get("color") == "red"]
+        assert len(triggers) == sum(t.action is Action.TRIGGER for t in transitions) > 0
+
+
+def test_explain_dot_quotes_the_query_text_it_shows() -> None:
+    plan = load_query("FROM S DEFINE A AS name = 'say \"hi\" }; x', B AS b PATTERN A meets B WITHIN 1 h")
+    [graph] = pydot.graph_from_dot_data(explain_dot(plan))
+    [symbol] = [n for g in graph.get_subgraphs() for n in g.get_nodes() if n.get_name() == "symbol_A"]
+    assert symbol.get("label") == '"A\\nname = \'say \\"hi\\" }; x\'"'

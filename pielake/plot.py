@@ -1,0 +1,154 @@
+"""`pielake plot`: one key's situations and matches as a timeline, like PieStream's Figure 1.
+
+One lane per symbol with its situations as bars (an open situation fades out at the right edge); every match is a
+bracket across the lanes from its first start to its last end, coloured by status, with a triangle at its
+`detected_at`. Reading the picture is quicker than reading the twenty timestamps of the same rows.
+
+The rows come from the published tables; `timeline` turns them into plain lanes, bars and brackets (what the tests
+check), and `draw` only renders that with matplotlib.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+from pathlib import Path
+from typing import Any
+
+import pyspark.sql.functions as F
+from pyspark.sql import Column, DataFrame
+
+from pielake.errors import PielakeError
+from pielake.lake.delta import Lake, table_name
+from pielake.query.analyzer import QueryPlan
+from pielake.spark import columns as C
+
+STATUS_COLOURS = {"complete": "tab:green", "provisional": "tab:orange"}
+
+
+@dataclass(frozen=True)
+class Bar:
+    lane: int
+    start: Any
+    end: Any | None  # None: the situation is still open
+
+
+@dataclass(frozen=True)
+class Bracket:
+    start: Any
+    end: Any | None  # None: one of its situations is still open
+    detected_at: Any
+    status: str
+
+
+@dataclass(frozen=True)
+class Timeline:
+    title: str
+    lanes: tuple[str, ...]
+    bars: tuple[Bar, ...]
+    brackets: tuple[Bracket, ...]
+
+
+def _bound(lake: Lake, text: str | None, like: DataFrame, column: str, option: str) -> Column | None:
+    """A user's --from/--to as a literal of the time column's type, or a clear error."""
+    if text is None:
+        return None
+    kind = like.schema[column].dataType.simpleString()
+    value = lake.spark.range(1).select(F.lit(text).try_cast(kind)).first()[0]
+    if value is None:
+        raise PielakeError(f"{option} '{text}' is not a {kind} like the stream's times")
+    return F.lit(value).cast(kind)
+
+
+def _for_key(frame: DataFrame, plan: QueryPlan, key: tuple[str, ...]) -> DataFrame:
+    if len(key) != len(plan.keys):
+        names = ", ".join(plan.keys) or "none"
+        raise PielakeError(f"query {plan.name} is partitioned by {names}: give one --key per column, in that order")
+    return frame.filter(reduce(lambda a, b: a & b, (F.col(k) == v for k, v in zip(plan.keys, key, strict=True)),
+                               F.lit(True)))
+
+
+def _in_range(start: Column, end: Column, since: Column | None, until: Column | None) -> Column:
+    """Rows whose interval meets [since, until]; an open end reaches every later time."""
+    keep = F.lit(True)
+    if since is not None:
+        keep &= end.isNull() | (end >= since)
+    if until is not None:
+        keep &= start <= until
+    return keep
+
+
+def busiest_key(matches: DataFrame, plan: QueryPlan) -> tuple[str, ...]:
+    """The key with the most matches (the first such key in key order), as strings."""
+    if not plan.keys:
+        return ()
+    top = matches.groupBy(*plan.keys).count().orderBy(F.desc("count"), *plan.keys).first()
+    if top is None:
+        raise PielakeError(f"query {plan.name} has no matches yet; give --key to draw a key's situations")
+    return tuple(str(top[k]) for k in plan.keys)
+
+
+def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, since: str | None = None,
+             until: str | None = None) -> Timeline:
+    """The lanes, bars and brackets of one key (default: `busiest_key`) between `since` and `until` (stream
+    time, inclusive)."""
+    name = plan.name
+    for kind in ("situations", "matches"):
+        if not lake.exists(table_name(kind, name)):
+            raise PielakeError(f"no {kind} of query {name} in {lake.root}; run the query first")
+    key = busiest_key(lake.read(table_name("matches", name)), plan) if key is None else key
+    situations = _for_key(lake.read(table_name("situations", name)), plan, key)
+    low, high = (_bound(lake, t, situations, C.TS, o) for t, o in ((since, "--from"), (until, "--to")))
+    lanes = tuple(s.name for s in plan.symbols)
+    bars = tuple(sorted((Bar(lanes.index(r[C.SYMBOL]), r[C.TS], r[C.TE]) for r in situations.filter(
+        _in_range(F.col(C.TS), F.col(C.TE), low, high)).collect()), key=lambda b: (b.lane, b.start)))
+    matches = _for_key(lake.read(table_name("matches", name)), plan, key)
+    first = F.least(*(F.col(C.symbol_ts(s)) for s in lanes))
+    ends = [F.col(C.symbol_te(s)) for s in lanes]
+    last = F.when(reduce(lambda a, b: a | b, (e.isNull() for e in ends)), None).otherwise(F.greatest(*ends))
+    rows = matches.select(first.alias("start"), last.alias("end"), C.DETECTED_AT, C.STATUS).filter(
+        _in_range(F.col("start"), F.col("end"), low, high)).collect()
+    brackets = tuple(sorted((Bracket(r["start"], r["end"], r[C.DETECTED_AT], r[C.STATUS]) for r in rows),
+                            key=lambda b: (b.start, b.detected_at)))
+    shown = ", ".join(f"{k} = {v}" for k, v in zip(plan.keys, key, strict=True)) or "all events"
+    return Timeline(f"{name}: {shown}  ({len(brackets)} matches)", lanes, bars, brackets)
+
+
+def draw(picture: Timeline, out: Path) -> Path:
+    """Render the timeline as a PNG (or any format matplotlib knows by `out`'s suffix)."""
+    import matplotlib  # noqa: PLC0415  (imported on use: the CLI starts faster without it)
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    times = [t for b in picture.bars for t in (b.start, b.end) if t is not None]
+    times += [t for m in picture.brackets for t in (m.start, m.end, m.detected_at) if t is not None]
+    right = max(times, default=1)
+    lanes = len(picture.lanes)
+    figure, axes = plt.subplots(figsize=(12, 1.2 + 0.7 * lanes + 0.1 * len(picture.brackets)))
+    for bar in picture.bars:
+        end = bar.end if bar.end is not None else right
+        axes.plot([bar.start, end], [bar.lane, bar.lane], linewidth=10, solid_capstyle="butt",
+                  color="tab:blue", alpha=0.85 if bar.end is not None else 0.35)
+    for index, match in enumerate(picture.brackets):
+        colour = STATUS_COLOURS.get(match.status, "tab:gray")
+        top = lanes - 0.55 + 0.08 * (index % 4)  # stagger brackets that share a time span
+        end = match.end if match.end is not None else right  # a situation of it is still open
+        axes.plot([match.start, match.start, end, end], [top, -0.45, -0.45, top], color=colour, linewidth=1.2)
+        axes.plot([match.detected_at], [top + 0.1], marker="v", color=colour, markersize=7)
+    from matplotlib.lines import Line2D  # noqa: PLC0415
+
+    legend = [Line2D([], [], color="tab:blue", linewidth=6, label="situation"),
+              Line2D([], [], color="tab:blue", alpha=0.35, linewidth=6, label="open situation"),
+              *(Line2D([], [], color=c, marker="v", label=f"{s} match") for s, c in STATUS_COLOURS.items())]
+    axes.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, fontsize=8, frameon=False)
+    axes.set_yticks(range(lanes), picture.lanes)
+    axes.set_ylim(-0.8, lanes + 0.1)
+    axes.set_xlabel("time (triangles: detected_at)")
+    axes.set_title(picture.title)
+    axes.grid(axis="x", alpha=0.3)
+    figure.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=120)
+    plt.close(figure)
+    return out
