@@ -42,6 +42,11 @@ def parser(job: str) -> argparse.ArgumentParser:
     return args
 
 
+def _to_log(line: str) -> None:
+    """Progress lines go to stderr, which the Airflow task log shows as they come."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def main(job: str, argv: list[str] | None = None) -> int:
     """Run one step; prints its result as one JSON line. Returns the process exit code."""
     options = parser(job).parse_args(argv)
@@ -52,7 +57,7 @@ def main(job: str, argv: list[str] | None = None) -> int:
         request = RunRequest(mode=options.mode, events_path=options.events or None, fmt=options.format,
                              time_column=options.time_column, time_unit=options.time_unit, since=options.since,
                              until=options.until, checks=not options.no_checks)
-        outcome = Run(lake, plan, options.run_id, request).step(step)
+        outcome = Run(lake, plan, options.run_id, request, progress=_to_log).step(step)
         if isinstance(outcome, StageResult):
             print(json.dumps({"step": step, "rows": outcome.rows, "seconds": round(outcome.seconds, 3)}))
         else:

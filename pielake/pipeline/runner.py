@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +46,7 @@ from pielake.pipeline.stages import (
 )
 from pielake.pipeline.steps import split_step, step_names
 from pielake.query.analyzer import QueryPlan
+from pielake.spark.progress import StageProgress
 from pielake.spark.query import SparkQuery
 from pielake.streams import SCHEMAS_DIR, StreamSchema, load_schema, save_schema
 
@@ -135,7 +137,8 @@ class RunRequest:
 class Run:
     """One run of a query: its steps as methods, so a terminal run and an Airflow task call the same code."""
 
-    def __init__(self, lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest):
+    def __init__(self, lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest,
+                 progress: Progress | None = None):
         check_run_id(run_id)
         if request.mode not in MODES:
             raise PielakeError(f"unknown mode '{request.mode}'; use one of {', '.join(MODES)}")
@@ -152,6 +155,7 @@ class Run:
         self.report = IngestReport(0, 0, 0, 0)
         self.matches: dict[str, int] = {}
         self.lock = RunLock(lake.root, plan.name)
+        self.progress = progress
 
     def step(self, name: str) -> StageResult | GateResult | None:
         """Run the step called `name` (one of `step_names`), holding the query's lock for this run until it
@@ -159,7 +163,8 @@ class Run:
         self.lock.hold(self.job.run_id)
         started, clock = datetime.now(UTC), time.perf_counter()
         try:
-            outcome = self._step(name)
+            with self._watched(name):
+                outcome = self._step(name)
         except GateError as stop:
             self._record(name, started, time.perf_counter() - clock, stop.result)
             self._finish(STOPPED)
@@ -168,6 +173,10 @@ class Run:
         if name == "publish":
             self._finish(PUBLISHED)
         return outcome
+
+    def _watched(self, name: str) -> AbstractContextManager[object]:
+        """Spark stage progress while the step runs, if anyone listens."""
+        return StageProgress(self.job.lake.spark, name, self.progress) if self.progress else nullcontext()
 
     def _record(self, name: str, started: datetime, seconds: float, outcome: StageResult | GateResult | None) -> None:
         if isinstance(outcome, GateResult):
@@ -234,7 +243,7 @@ def run_query(lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest,
     A run that fails here is over (nothing retries it), so it releases the query's lock; the next run redoes
     whatever it had staged."""
     say = progress or (lambda _: None)
-    run = Run(lake, plan, run_id, request)
+    run = Run(lake, plan, run_id, request, progress)
     stages: list[StageResult] = []
     gates: list[GateResult] = []
     try:
