@@ -15,19 +15,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from pielake.bench import chain_query
 from pielake.lake.delta import Lake
 from pielake.pipeline.runner import RunRequest, run_query
 from pielake.pipeline.synthetic import generate
 from pielake.query.analyzer import load_query
 from pielake.spark.session import build_session
-
-RELATIONS = "meets;overlaps;overlapped-by;starts;started-by;contains"
-
-
-def chain_query(symbols: int, window: int = 10_000) -> str:
-    defines = ", ".join(f"A{i} AS a_{i}" for i in range(1, symbols + 1))
-    pattern = " AND ".join(f"A{i} {RELATIONS} A{i + 1}" for i in range(1, symbols))
-    return f"FROM Synthetic PARTITION BY id DEFINE {defines} PATTERN {pattern} WITHIN {window} s"
 
 
 def bench(events: int, symbols: int, workdir: Path, master: str | None) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from benchmarks.batch import chain_query
+from pielake.bench import chain_query
 from pielake.lake.delta import Lake
 from pielake.pipeline.runner import RunRequest, RunSummary, run_query
 from pielake.pipeline.synthetic import generate

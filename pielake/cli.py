@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ from typing import Any
 
 import click
 
+from pielake.bench import TPSTREAM_QUERIES, plot, run_grid, summary, write_csv
 from pielake.errors import PielakeError, QueryError
 from pielake.exitcodes import EXIT_USAGE
 from pielake.explain import explain, explain_dot
@@ -22,6 +24,7 @@ from pielake.lake.sql import query_lake
 from pielake.pipeline.ingest import FORMATS
 from pielake.pipeline.runner import RunRequest, run_query
 from pielake.pipeline.sample import write_car_sensors
+from pielake.pipeline.synthetic import generate
 from pielake.plot import draw, timeline
 from pielake.query.analyzer import QueryPlan, analyze, load_query_file, read_query_file
 from pielake.query.join_order import join_order
@@ -207,6 +210,48 @@ def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since:
     picture = timeline(Lake(build_session(master), lake_dir), load_query_file(query_file), key or None, since, until)
     written = draw(picture, Path(out))
     click.echo(f"wrote {written}: {len(picture.bars)} situations, {len(picture.brackets)} matches")
+
+
+@main.command("generate")
+@click.argument("out", type=click.Path(file_okay=False))
+@click.option("--events", type=click.IntRange(min=1), required=True, help="Events in all, over every key.")
+@click.option("--columns", type=click.IntRange(min=1), default=4, show_default=True, help="Boolean columns a_1..a_n.")
+@click.option("--keys", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--layout", type=click.Choice(["parquet", "csv", "tpstream-csv"]), default="parquet", show_default=True,
+              help="tpstream-csv: the headerless id,a_1,...,a_n,t1,t2 files of the PieStream/TPStream engines.")
+def generate_command(out: str, *, events: int, columns: int, keys: int, seed: int, layout: str) -> None:
+    """Write TPStream's synthetic law into OUT: per key one event per time unit, each a_i alternating gaps of
+    10-50 and true runs of 10-100 events (starting with a gap); seeded, so the same options give the same files."""
+    files = generate(Path(out), events, columns=columns, keys=keys, seed=seed, layout=layout)
+    click.echo(f"wrote {events:,} events ({keys} keys, a_1..a_{columns}) to {len(files)} {layout} files in {out}")
+
+
+@main.command("bench")
+@click.option("--shape", "shapes", multiple=True, default=["chain"], show_default=True,
+              type=click.Choice(["chain", "star", *TPSTREAM_QUERIES]), help="Query shapes (repeat the option).")
+@click.option("--symbols", multiple=True, type=click.IntRange(min=2), default=[4], show_default=True,
+              help="Symbol counts n of chain and star (repeat the option).")
+@click.option("--events", multiple=True, type=click.IntRange(min=1000), default=[100_000], show_default=True,
+              help="Event counts N (repeat the option).")
+@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True, help="Runs per case (median).")
+@click.option("--workdir", type=click.Path(file_okay=False), default="bench", show_default=True,
+              help="Generated events (kept) and the lake (replaced per run).")
+@master_option
+def bench_command(*, shapes: tuple[str, ...], symbols: tuple[int, ...], events: tuple[int, ...], repeat: int,
+                  workdir: str, master: str | None) -> None:
+    """PieStream Figure 4 / TPStream shapes on the synthetic law: end-to-end and per-stage times, events/s,
+    peak memory and the bare scan floor, into WORKDIR/bench.csv and WORKDIR/bench.png."""
+    folder = Path(workdir)
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    spark = build_session(master, app_name="pielake-bench")
+    spark.range(1).count()
+    click.echo(f"Spark start-up {time.perf_counter() - started:.1f} s (not counted)", err=True)
+    results = run_grid(spark, list(shapes), sorted(symbols), sorted(events), workdir=folder, repeats=repeat,
+                       say=lambda line: click.echo(line, err=True))
+    click.echo(summary(results))
+    click.echo(f"wrote {write_csv(results, folder / 'bench.csv')} and {plot(results, folder / 'bench.png')}")
 
 
 @main.command("unlock")

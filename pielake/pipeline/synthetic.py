@@ -2,11 +2,14 @@
 
 Per key, events arrive one per time unit (ts = 0, 1, 2, ...). Each column a_i starts with a gap, then alternates
 true runs of U[10, 100] events and gaps of U[10, 50] events (bounds inclusive). Everything is vectorised with
-numpy and seeded per key and column, so the same arguments always give the same files, whatever the chunking.
+numpy and seeded per key and column, so the same arguments always give the same files, whatever the chunking;
+keys are written in parallel, one process per core.
 """
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -46,13 +49,18 @@ def generate(out: Path, events: int, *, columns: int = 4, keys: int = 1, seed: i
     """
     out.mkdir(parents=True, exist_ok=True)
     per_key = [events // keys + (1 if k < events % keys else 0) for k in range(keys)]
-    files = []
-    for key, count in enumerate(per_key):
-        table = key_table(key, count, columns, seed)
-        for part, start in enumerate(range(0, count, ROWS_PER_FILE)):
-            files.append(_write(table.slice(start, ROWS_PER_FILE), out / f"key{key:05d}-part{part:04d}", layout,
-                                columns))
-    return files
+    tasks = [(out, key, count, columns, seed, layout) for key, count in enumerate(per_key)]
+    if keys == 1:
+        return _write_key(tasks[0])
+    with ProcessPoolExecutor(max_workers=min(keys, os.cpu_count() or 1)) as pool:
+        return [path for paths in pool.map(_write_key, tasks) for path in paths]
+
+
+def _write_key(task: tuple[Path, int, int, int, int, str]) -> list[Path]:
+    out, key, count, columns, seed, layout = task
+    table = key_table(key, count, columns, seed)
+    return [_write(table.slice(start, ROWS_PER_FILE), out / f"key{key:05d}-part{part:04d}", layout, columns)
+            for part, start in enumerate(range(0, count, ROWS_PER_FILE))]
 
 
 def _write(table: pa.Table, stem: Path, layout: str, columns: int) -> Path:

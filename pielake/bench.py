@@ -1,0 +1,249 @@
+"""`pielake bench`: PieStream's Figure 4 and TPStream's query shapes on this machine, with the bare scan as floor.
+
+Every measurement runs one query over TPStream's synthetic law (`pielake.pipeline.synthetic`) in a fresh lake:
+
+1. the events are generated once per (symbols, events) and cached in the work folder; the stream `Synthetic`
+   has no schema file, its n columns are inferred from the files (n varies);
+2. `ingest` and `check_events` put them into the Delta events table: timed, but apart ("events Delta in");
+3. the clock runs over situations -> pairs -> matches -> publish (gates off: they are measured on their own),
+   which is the end-to-end time, "matches Delta out";
+4. the floor is a bare Spark scan of the same Delta events (every column read once);
+5. a sampler thread records the peak resident memory of the Spark JVM (driver and executors, local mode) and of
+   everything this process started (the JVM, the Python workers, this driver).
+
+Results go to `bench.csv` (one row per measurement) and `bench.png` (time against events per shape and symbol
+count, the scan floor dashed; time against symbols at the largest event count).
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import psutil
+import pyspark.sql.functions as F
+from pyspark.sql import SparkSession
+
+from pielake.lake.delta import Lake
+from pielake.pipeline.ingest import events_table
+from pielake.pipeline.runner import Run, RunRequest
+from pielake.pipeline.stages import StageResult
+from pielake.pipeline.steps import step_names
+from pielake.pipeline.synthetic import generate
+from pielake.query.analyzer import load_query
+
+CHAIN_RELATIONS = "meets;overlaps;overlapped-by;starts;started-by;contains"  # PieStream Figure 4
+WINDOW = 10_000
+LOADING = ("ingest", "check_events")
+TPSTREAM_QUERIES = {  # seeds/002 §6.4.1, over a_1, a_2, a_3
+    "q1": "A overlaps B AND A overlaps C AND B starts C",
+    "q2": "A overlaps B AND A before C AND B overlaps C",
+    "q3": "A before B AND A before C AND B before C",
+}
+GIB = 1024**3
+
+
+def _query(symbols: int, pattern: str, names: list[str] | None = None, window: int = WINDOW) -> str:
+    names = names or [f"A{i}" for i in range(1, symbols + 1)]
+    defines = ", ".join(f"{name} AS a_{i}" for i, name in enumerate(names, 1))
+    return f"FROM Synthetic PARTITION BY id DEFINE {defines} PATTERN {pattern} WITHIN {window} s"
+
+
+def chain_query(symbols: int, window: int = WINDOW) -> str:
+    """A_1 r A_2, A_2 r A_3, ... with r = PieStream Figure 4's six relations."""
+    pattern = " AND ".join(f"A{i} {CHAIN_RELATIONS} A{i + 1}" for i in range(1, symbols))
+    return _query(symbols, pattern, window=window)
+
+
+def star_query(symbols: int, window: int = WINDOW) -> str:
+    """A_1 r A_i for every other i: TPStream's Star, with the chain's relations instead of random ones."""
+    pattern = " AND ".join(f"A1 {CHAIN_RELATIONS} A{i}" for i in range(2, symbols + 1))
+    return _query(symbols, pattern, window=window)
+
+
+def shape_query(shape: str, symbols: int) -> tuple[str, int]:
+    """The query text of a shape and the number of symbols it really has (Q1-Q3 have three)."""
+    if shape == "chain":
+        return chain_query(symbols), symbols
+    if shape == "star":
+        return star_query(symbols), symbols
+    if shape in TPSTREAM_QUERIES:
+        return _query(3, TPSTREAM_QUERIES[shape], ["A", "B", "C"]), 3
+    raise ValueError(f"unknown shape '{shape}'; use chain, star, {', '.join(TPSTREAM_QUERIES)}")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    shape: str
+    symbols: int
+    events: int
+    repeat: int
+    load_s: float
+    situations_s: float
+    pairs_s: float
+    matches_s: float
+    publish_s: float
+    end_to_end_s: float
+    scan_s: float
+    events_per_s: float
+    times_scan: float
+    peak_jvm_gb: float
+    peak_total_gb: float
+    matches: int
+
+
+class MemoryPeak:
+    """Peak resident memory, sampled every `every` seconds: the Spark JVM(s) and this whole process tree."""
+
+    def __init__(self, every: float = 0.1):
+        self.every = every
+        self.jvm = 0
+        self.total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        me = psutil.Process()
+        while not self._stop.is_set():
+            jvm = total = 0
+            for process in [me, *me.children(recursive=True)]:
+                try:
+                    rss = process.memory_info().rss
+                    jvm += rss if process.name() == "java" else 0
+                except psutil.NoSuchProcess:
+                    continue
+                total += rss
+            self.jvm, self.total = max(self.jvm, jvm), max(self.total, total)
+            self._stop.wait(self.every)
+
+    @contextmanager
+    def watching(self) -> Iterator[MemoryPeak]:
+        self._thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            self._thread.join()
+
+
+def _timed_steps(run: Run, steps: list[str]) -> tuple[float, dict[str, float]]:
+    """Run `steps`; the wall time, and each stage's own time summed by stage kind (pairs c1 + c2 + ...)."""
+    by_kind: dict[str, float] = {}
+    started = time.perf_counter()
+    for step in steps:
+        outcome = run.step(step)
+        if isinstance(outcome, StageResult):
+            kind = outcome.stage.split()[0]
+            by_kind[kind] = by_kind.get(kind, 0.0) + outcome.seconds
+    return time.perf_counter() - started, by_kind
+
+
+def scan_seconds(lake: Lake, table: str) -> float:
+    """The floor: one Spark pass that reads every column of the events."""
+    frame = lake.read(table)
+    started = time.perf_counter()
+    frame.agg(*(F.count(F.col(c)) for c in frame.columns)).collect()
+    return time.perf_counter() - started
+
+
+def measure(spark: SparkSession, shape: str, symbols: int, events: int, *, workdir: Path, repeat: int) -> Measurement:
+    """One run of one shape on `events` events of the synthetic law, in a fresh lake."""
+    text, symbols = shape_query(shape, symbols)
+    data = workdir / f"synthetic-n{symbols}-{events}"
+    if not data.exists():
+        generate(data, events, columns=symbols)
+    root = workdir / "lake"
+    shutil.rmtree(root, ignore_errors=True)
+    lake = Lake(spark, root)
+    plan = load_query(text, f"{shape}{symbols}")
+    run = Run(lake, plan, f"bench-{repeat}", RunRequest(events_path=str(data), fmt="parquet", checks=False))
+    load, _ = _timed_steps(run, list(LOADING))
+    with MemoryPeak().watching() as memory:
+        total, stages = _timed_steps(run, [s for s in step_names(plan) if s not in LOADING])
+    scan = scan_seconds(lake, events_table(run.job.stream))
+    matches = lake.read(f"matches_{plan.name}").count()
+    return Measurement(shape, symbols, events, repeat, round(load, 3),
+                       *(round(stages.get(k, 0.0), 3) for k in ("situations", "pairs", "matches", "publish")),
+                       round(total, 3), round(scan, 3), round(events / total), round(total / scan, 2),
+                       round(memory.jvm / GIB, 2), round(memory.total / GIB, 2), matches)
+
+
+def run_grid(spark: SparkSession, shapes: list[str], symbol_counts: list[int], event_counts: list[int], *,
+             workdir: Path, repeats: int, say: Callable[[str], None]) -> list[Measurement]:
+    """Every (shape, symbols, events) `repeats` times; Q1-Q3 once per event count (they have three symbols)."""
+    cases = dict.fromkeys((shape, shape_query(shape, n)[1], events) for shape in shapes for n in symbol_counts
+                          for events in event_counts)
+    out = []
+    for index, (shape, symbols, events) in enumerate(cases, 1):
+        for repeat in range(1, repeats + 1):
+            say(f"[{index}/{len(cases)}] {shape} n={symbols} N={events:,} run {repeat}/{repeats} ...")
+            result = measure(spark, shape, symbols, events, workdir=workdir, repeat=repeat)
+            say(f"    {result.end_to_end_s:.1f} s end to end ({result.times_scan}x the {result.scan_s:.2f} s scan), "
+                f"{result.events_per_s:,.0f} events/s, peak JVM {result.peak_jvm_gb} GB, {result.matches} matches")
+            out.append(result)
+    return out
+
+
+def medians(results: list[Measurement]) -> list[Measurement]:
+    """One row per (shape, symbols, events): the measurement with the median end-to-end time."""
+    groups: dict[tuple[str, int, int], list[Measurement]] = {}
+    for r in results:
+        groups.setdefault((r.shape, r.symbols, r.events), []).append(r)
+    return [sorted(g, key=lambda r: r.end_to_end_s)[len(g) // 2] for g in groups.values()]
+
+
+def write_csv(results: list[Measurement], path: Path) -> Path:
+    with path.open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=[f.name for f in fields(Measurement)])
+        writer.writeheader()
+        writer.writerows(asdict(r) for r in results)
+    return path
+
+
+def summary(results: list[Measurement]) -> str:
+    """The medians as a Markdown table, for notes and the terminal."""
+    head = "| shape | n | events | end to end s | scan s | x scan | events/s | peak JVM GB | matches |"
+    rows = [head, "|---|---|---|---|---|---|---|---|---|"]
+    rows += [f"| {r.shape} | {r.symbols} | {r.events:,} | {r.end_to_end_s:.2f} | {r.scan_s:.2f} | {r.times_scan} | "
+             f"{r.events_per_s:,.0f} | {r.peak_jvm_gb} | {r.matches} |" for r in medians(results)]
+    spread = [statistics.pstdev([m.end_to_end_s for m in results if (m.shape, m.symbols, m.events) == key])
+              for key in dict.fromkeys((m.shape, m.symbols, m.events) for m in results)]
+    return "\n".join(rows) + f"\n(median of each case; largest spread between repeats {max(spread):.2f} s)\n"
+
+
+def plot(results: list[Measurement], path: Path) -> Path:
+    """Time against events per (shape, n) on log axes with the scan floor dashed; time against n at the
+    largest event count."""
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    best = medians(results)
+    figure, (by_events, by_symbols) = plt.subplots(1, 2, figsize=(13, 5))
+    for shape, symbols in dict.fromkeys((r.shape, r.symbols) for r in best):
+        rows = sorted((r for r in best if (r.shape, r.symbols) == (shape, symbols)), key=lambda r: r.events)
+        line, = by_events.plot([r.events for r in rows], [r.end_to_end_s for r in rows], marker="o",
+                               label=f"{shape} n={symbols}")
+        by_events.plot([r.events for r in rows], [r.scan_s for r in rows], linestyle="--", color=line.get_color(),
+                       alpha=0.6)
+    by_events.set(xscale="log", yscale="log", xlabel="events", ylabel="seconds (dashed: bare Delta scan)",
+                  title="end to end, events Delta in -> matches Delta out")
+    by_events.legend(fontsize=8)
+    largest = max(r.events for r in best)
+    for shape in dict.fromkeys(r.shape for r in best):
+        rows = sorted((r for r in best if r.shape == shape and r.events == largest), key=lambda r: r.symbols)
+        by_symbols.plot([r.symbols for r in rows], [r.end_to_end_s for r in rows], marker="o", label=shape)
+    by_symbols.set(xlabel="symbols n", ylabel="seconds", title=f"growth in n at {largest:,} events")
+    by_symbols.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path

@@ -1,0 +1,67 @@
+"""TPStream's synthetic law as `pielake generate` writes it, and the benchmark's query shapes."""
+
+from __future__ import annotations
+
+import csv
+from itertools import pairwise
+from pathlib import Path
+
+import numpy as np
+import pyarrow.dataset as ds
+import pytest
+from click.testing import CliRunner
+
+from pielake.bench import TPSTREAM_QUERIES, shape_query
+from pielake.cli import main
+from pielake.pipeline.synthetic import GAP, RUN
+from pielake.query.analyzer import load_query
+
+
+def runs(flags: np.ndarray) -> list[tuple[bool, int]]:
+    edges = np.flatnonzero(np.diff(flags.astype(np.int8))) + 1
+    bounds = [0, *edges, len(flags)]
+    return [(bool(flags[a]), b - a) for a, b in pairwise(bounds)]
+
+
+def test_generate_writes_the_law_for_every_key_and_column(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["generate", str(tmp_path / "p"), "--events", "20003", "--columns", "3",
+                                       "--keys", "3", "--seed", "7"])
+    assert result.exit_code == 0, result.output
+    table = ds.dataset(tmp_path / "p").to_table().to_pandas()
+    assert len(table) == 20003 and sorted(table["id"].unique()) == [0, 1, 2]
+    for _, events in table.groupby("id"):
+        assert list(events["ts"]) == list(range(len(events)))  # one event per time unit
+        for column in ("a_1", "a_2", "a_3"):
+            found = runs(events[column].to_numpy())
+            assert found[0][0] is False  # every column starts with a gap
+            inner = found[:-1]  # the last run is cut by the end of the stream
+            assert all(RUN[0] <= n <= RUN[1] for value, n in inner if value)
+            assert all(GAP[0] <= n <= GAP[1] for value, n in inner if not value)
+            lengths = {n for _, n in inner}
+            assert min(lengths) < 20 and max(lengths) > 60  # the whole range is drawn, not one length
+
+
+def test_the_same_seed_gives_the_same_events_and_another_seed_others(tmp_path: Path) -> None:
+    def events(name: str, seed: int) -> list[dict]:
+        CliRunner().invoke(main, ["generate", str(tmp_path / name), "--events", "3000", "--keys", "2",
+                                  "--seed", str(seed)])
+        return ds.dataset(tmp_path / name).to_table().sort_by([("id", "ascending"), ("ts", "ascending")]).to_pylist()
+
+    assert events("a", 1) == events("b", 1) != events("c", 2)
+
+
+def test_the_tpstream_layout_is_headerless_id_flags_t1_t2(tmp_path: Path) -> None:
+    CliRunner().invoke(main, ["generate", str(tmp_path), "--events", "100", "--columns", "2", "--layout",
+                              "tpstream-csv"])
+    [path] = tmp_path.glob("*.csv")
+    rows = list(csv.reader(path.open()))
+    assert len(rows) == 100 and rows[0][0] == "0" and rows[5][3:] == ["5", "6"]
+    assert {r[1] for r in rows} <= {"0", "1"} and rows[0][1:3] == ["0", "0"]
+
+
+@pytest.mark.parametrize("shape", ["chain", "star", *TPSTREAM_QUERIES])
+def test_every_bench_shape_is_a_valid_query_with_its_symbol_count(shape: str) -> None:
+    text, symbols = shape_query(shape, 6)
+    plan = load_query(text)
+    assert len(plan.symbols) == symbols == (6 if shape in ("chain", "star") else 3)
+    assert len(plan.constraints) == (5 if shape in ("chain", "star") else 3)
