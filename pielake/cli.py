@@ -17,7 +17,7 @@ import click
 from pielake.bench import TPSTREAM_QUERIES, plot, run_grid, summary, write_csv
 from pielake.errors import PielakeError, QueryError
 from pielake.exitcodes import EXIT_USAGE
-from pielake.explain import explain, explain_dot
+from pielake.explain import explain, explain_dot, relation_pictures
 from pielake.lake.delta import Lake
 from pielake.lake.lock import RunLock
 from pielake.lake.sql import query_lake
@@ -87,6 +87,12 @@ def explain_command(query_file: str, *, show: str, fmt: str) -> None:
         click.echo(explain_dot(plan), nl=False)
     else:
         click.echo(explain(plan), nl=False)
+
+
+@main.command("relations")
+def relations_command() -> None:
+    """Draw every relation of the query language on an example, with its condition on the endpoints."""
+    click.echo(relation_pictures(), nl=False)
 
 
 @main.command("check")

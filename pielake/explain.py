@@ -8,6 +8,7 @@ completion transitions (PieStream Table 1, corrected as described in `pielake.se
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from fractions import Fraction
 
 from pielake.query.analyzer import PairConstraint, QueryPlan, SymbolDef
@@ -24,6 +25,7 @@ from pielake.semantics.automata import (
     PairAutomaton,
 )
 from pielake.semantics.detection import decided_at_endpoint
+from pielake.semantics.relations import RELATIONS
 
 
 def _rename(text: str, left: str, right: str) -> str:
@@ -177,3 +179,57 @@ def explain_dot(plan: QueryPlan) -> str:
             if relation in AUTOMATA:
                 lines += _automaton_dot(c, AUTOMATA[relation])
     return "\n".join([*lines, "}"]) + "\n"
+
+
+class _Endpoint(str):
+    """An endpoint's name; comparing two gives the comparison's text, so a relation's condition prints itself."""
+
+    __slots__ = ()
+
+    def __lt__(self, other: object) -> _Endpoint:  # type: ignore[override]
+        return _Endpoint(f"{self} < {other}")
+
+    def __eq__(self, other: object) -> _Endpoint:  # type: ignore[override]
+        return _Endpoint(f"{self} = {other}")
+
+    def __and__(self, other: object) -> _Endpoint:
+        return _Endpoint(f"{self} and {other}")
+
+    __hash__ = str.__hash__
+
+
+@dataclass(frozen=True)
+class _Named:
+    ts: _Endpoint
+    te: _Endpoint
+
+
+# One example (A, B) per relation on a small time line, drawn by `relation_pictures`.
+RELATION_EXAMPLES: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
+    "before": ((1, 4), (6, 9)), "after": ((6, 9), (1, 4)), "meets": ((1, 5), (5, 9)), "met-by": ((5, 9), (1, 5)),
+    "overlaps": ((1, 6), (4, 9)), "overlapped-by": ((4, 9), (1, 6)), "starts": ((1, 5), (1, 9)),
+    "started-by": ((1, 9), (1, 5)), "during": ((3, 6), (1, 9)), "contains": ((1, 9), (3, 6)),
+    "finishes": ((5, 9), (1, 9)), "finished-by": ((1, 9), (5, 9)), "equals": ((2, 8), (2, 8)),
+    "followed-by": ((1, 4), (6, 9)), "follows": ((6, 9), (1, 4)),
+}
+
+
+def _bar(span: tuple[int, int]) -> str:
+    start, end = span
+    return " " * (3 * start) + "├" + "─" * (3 * (end - start) - 1) + "┤"
+
+
+def relation_pictures() -> str:
+    """Every relation drawn on an example, with its condition as `pielake.semantics.relations` defines it."""
+    a = _Named(_Endpoint("A.ts"), _Endpoint("A.te"))
+    b = _Named(_Endpoint("B.ts"), _Endpoint("B.te"))
+    out = []
+    for name, relation in RELATIONS.items():
+        condition = str(relation.condition(a, b))
+        if relation.needs_quiet_gap:
+            condition += ", and no event in [A.te, B.ts) satisfies A's or B's predicate"
+            if name == "follows":
+                condition = condition.replace("[A.te, B.ts)", "[B.te, A.ts)")
+        left, right = RELATION_EXAMPLES[name]
+        out += [f"A {name} B:  {condition}", f"  A {_bar(left)}", f"  B {_bar(right)}", ""]
+    return "\n".join(out)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pydot
 
-from pielake.explain import explain, explain_dot
+from pielake.explain import RELATION_EXAMPLES, explain, explain_dot, relation_pictures
 from pielake.query.analyzer import load_query
 from pielake.semantics.automata import AUTOMATA, Action
+from pielake.semantics.relations import RELATIONS
 from tests.conftest import FIXTURES
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "queries" / "aggressive_driving.tpq"
@@ -54,3 +56,17 @@ def test_explain_dot_quotes_the_query_text_it_shows() -> None:
     [graph] = pydot.graph_from_dot_data(explain_dot(plan))
     [symbol] = [n for g in graph.get_subgraphs() for n in g.get_nodes() if n.get_name() == "symbol_A"]
     assert symbol.get("label") == '"A\\nname = \'say \\"hi\\" }; x\'"'
+
+
+def test_every_relation_example_satisfies_its_relation_and_no_other() -> None:
+    for name, (left, right) in RELATION_EXAMPLES.items():
+        a, b = (SimpleNamespace(ts=ts, te=te) for ts, te in (left, right))
+        holding = {n for n, r in RELATIONS.items() if r.allen and r.condition(a, b)}
+        endpoints_of = {"followed-by": "before", "follows": "after"}  # plus the quiet gap, not an endpoint matter
+        assert holding == {endpoints_of.get(name, name)}, name
+    assert set(RELATION_EXAMPLES) == set(RELATIONS)
+
+
+def test_the_readme_shows_the_relation_pictures_pielake_prints() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    assert f"```\n{relation_pictures()}```\n" in readme
