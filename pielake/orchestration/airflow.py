@@ -102,7 +102,9 @@ def _wire(dag: DAG, registration: Registration, run_args: list[str]) -> None:
             upstream >> downstream
 
 
-DEFAULT_ARGS = {"owner": "pielake", "retries": 2, "retry_delay": timedelta(seconds=30),
+# A killed or failed step is retried: every step is idempotent and holds the run's lock by run id.
+DEFAULT_ARGS = {"owner": "pielake", "retries": 2,
+                "retry_delay": timedelta(seconds=float(os.environ.get("PIELAKE_RETRY_DELAY", "30"))),
                 "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=10)}
 
 

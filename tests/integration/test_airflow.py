@@ -1,22 +1,28 @@
 """The generated Airflow DAGs: they load without errors with the expected task graph, and a whole scheduled run
-(`airflow dags test`, every step a real spark-submit) writes the same matches the reference computes.
+(`airflow dags test`, every step a real spark-submit) writes the same matches the reference computes, although
+the `situations` task's driver is killed (SIGKILL) in the middle of its writes and Airflow retries the task.
 
 Airflow runs in subprocesses with a metadata DB of its own under the test's folder, as `infra/` sets it up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 from pyspark.sql import SparkSession
 
 from pielake.query.analyzer import load_query
-from pielake.semantics.reference import find_matches
+from pielake.semantics.reference import derive_situations, find_matches
 from tests.helpers import drawn
 
 ROOT = Path(__file__).parents[2]
@@ -30,6 +36,10 @@ print(json.dumps({{"errors": {{str(k): str(v) for k, v in bag.import_errors.item
                   "dags": {{d.dag_id: {{t.task_id: sorted(t.downstream_task_ids) for t in d.tasks}}
                            for d in bag.dags.values()}}}}))
 """
+
+EXPECTED_GRAPH = {"ingest": ["check_events"], "check_events": ["situations"], "situations": ["check_situations"],
+                  "check_situations": ["pairs_c1"], "pairs_c1": ["check_pairs"], "check_pairs": ["matches"],
+                  "matches": ["check_matches"], "check_matches": ["publish"], "publish": []}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +55,7 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"), "PIELAKE_QUERIES": str(home / "queries"),
            "PIELAKE_LAKE": str(home / "lake"), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-           "PYSPARK_PYTHON": sys.executable}
+           "PYSPARK_PYTHON": sys.executable, "PIELAKE_RETRY_DELAY": "1"}
     subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
     return env
 
@@ -57,23 +67,52 @@ def test_dag_folder_loads_one_scheduled_and_one_backfill_dag_per_query(airflow: 
     assert found["errors"] == {}
     assert set(found["dags"]) == {"pielake_flag_pairs", "pielake_flag_pairs_backfill"}
     for graph in found["dags"].values():
-        assert graph == {"ingest": ["check_events"], "check_events": ["situations"],
-                         "situations": ["check_situations"], "check_situations": ["pairs_c1"],
-                         "pairs_c1": ["check_pairs"], "check_pairs": ["matches"], "matches": ["check_matches"],
-                         "check_matches": ["publish"], "publish": []}
+        assert graph == EXPECTED_GRAPH
 
 
-def test_a_scheduled_run_writes_the_reference_matches_through_spark_submit(airflow: dict[str, str],
-                                                                          spark: SparkSession) -> None:
-    done = subprocess.run([str(BIN / "airflow"), "dags", "test", "pielake_flag_pairs"], env=airflow, text=True,
-                          capture_output=True, timeout=1200, check=False)
-    assert done.returncode == 0 and "state=success" in done.stdout + done.stderr, (done.stdout + done.stderr)[-4000:]
+def kill_mid_write(lake: Path, app_name: str, table: str, killed: list[int], done: threading.Event) -> None:
+    """Once the first data file of staged `table` is on disk, SIGKILL the spark-submit driver (the JVM named
+    `app_name`, the Python driver is its child) of the task that writes it; only its first attempt."""
+    staged = lake / "_staging" / table
+    while not done.is_set() and not killed:
+        if staged.is_dir() and any(staged.rglob("*.parquet")):
+            for process in psutil.process_iter(["cmdline"]):
+                if app_name in (process.info["cmdline"] or []) and "java" in process.info["cmdline"][0]:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(process.pid, signal.SIGKILL)
+                        killed.append(process.pid)
+        time.sleep(0.005)
+
+
+def test_a_scheduled_run_killed_mid_task_and_retried_writes_the_reference_matches(airflow: dict[str, str],
+                                                                                   spark: SparkSession) -> None:
     lake = Path(airflow["PIELAKE_LAKE"])
+    killed: list[int] = []
+    done = threading.Event()
+    watcher = threading.Thread(target=kill_mid_write, args=(lake, "pielake-flag_pairs-situations",
+                                                           "segments_flag_pairs", killed, done))
+    watcher.start()
+    try:
+        run = subprocess.run([str(BIN / "airflow"), "dags", "test", "pielake_flag_pairs"], env=airflow, text=True,
+                             capture_output=True, timeout=1200, check=False)
+    finally:
+        done.set()
+        watcher.join()
+    assert killed, "the situations task was not killed while writing"
+    log = run.stdout + run.stderr
+    assert run.returncode == 0 and "state=success" in log, log[-4000:]
+    assert "up_for_retry" in log.lower()
     got = sorted((r.key, r.a_ts, r.b_ts, r.detected_at, r.status)
                  for r in spark.read.format("delta").load(str(lake / "matches_flag_pairs")).collect())
     rows = [json.loads(line) for line in (Path(airflow["AIRFLOW_HOME"]) / "flags.json").read_text().splitlines()]
+    plan = load_query(QUERY)
     want = sorted((m.key[0], m.situation("A").ts, m.situation("B").ts, m.detected_at, m.status)
-                  for m in find_matches(rows, load_query(QUERY)))
+                  for m in find_matches(rows, plan))
     assert got == want and want
+    situations = sorted((r.key, r.symbol, r.ts, r.te)
+                        for r in spark.read.format("delta").load(str(lake / "situations_flag_pairs")).collect())
+    assert situations == sorted((s.key[0], s.symbol, s.ts, s.te) for s in derive_situations(rows, plan))
     reports = sorted(p.name for p in (lake / "_checks" / "flag_pairs").glob("*/*.json"))
     assert reports == ["events.json", "matches.json", "pairs.json", "situations.json"]
+    [report] = spark.read.format("delta").load(str(lake / "runs")).collect()
+    assert report.status == "published" and [s.step for s in report.steps] == list(EXPECTED_GRAPH)
