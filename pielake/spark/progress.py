@@ -56,6 +56,7 @@ class StageProgress:
             if info is None:  # finished between the two calls
                 continue
             name = info.name.split(" at ")[0]
+            name = "adaptive query stage" if name.startswith("$anonfun") else name  # AQE's stages have no call site
             out.append(f"  {self.step}: {elapsed:.0f} s, Spark stage {stage_id} ({name}): "
                        f"{info.numCompletedTasks}/{info.numTasks} tasks done, {info.numActiveTasks} running")
         return out
