@@ -146,10 +146,11 @@ def _timed_steps(run: Run, steps: list[str]) -> tuple[float, dict[str, float]]:
 
 
 def scan_seconds(lake: Lake, table: str) -> float:
-    """The floor: one Spark pass that reads every column of the events."""
+    """The floor: one Spark pass that reads every value of the events (a hash of each row; counts alone could be
+    answered from Delta's file statistics)."""
     frame = lake.read(table)
     started = time.perf_counter()
-    frame.agg(*(F.count(F.col(c)) for c in frame.columns)).collect()
+    frame.agg(F.max(F.xxhash64(*frame.columns))).collect()
     return time.perf_counter() - started
 
 
