@@ -37,6 +37,7 @@ from pielake.pipeline.runner import Run, RunRequest
 from pielake.pipeline.stages import StageResult
 from pielake.pipeline.steps import step_names
 from pielake.pipeline.synthetic import generate
+from pielake.plot import pyplot
 from pielake.query.analyzer import load_query
 
 CHAIN_RELATIONS = "meets;overlaps;overlapped-by;starts;started-by;contains"  # PieStream Figure 4
@@ -169,7 +170,7 @@ def measure(spark: SparkSession, shape: str, symbols: int, events: int, *, workd
     with MemoryPeak().watching() as memory:
         total, stages = _timed_steps(run, [s for s in step_names(plan) if s not in LOADING])
     scan = scan_seconds(lake, events_table(run.job.stream))
-    matches = lake.read(f"matches_{plan.name}").count()
+    matches = sum(run.matches.values())  # counted by the run's own report at publish
     return Measurement(shape, symbols, events, repeat, round(load, 3),
                        *(round(stages.get(k, 0.0), 3) for k in ("situations", "pairs", "matches", "publish")),
                        round(total, 3), round(scan, 3), round(events / total), round(total / scan, 2),
@@ -192,12 +193,17 @@ def run_grid(spark: SparkSession, shapes: list[str], symbol_counts: list[int], e
     return out
 
 
-def medians(results: list[Measurement]) -> list[Measurement]:
-    """One row per (shape, symbols, events): the measurement with the median end-to-end time."""
+def by_case(results: list[Measurement]) -> list[list[Measurement]]:
+    """The repeats of each (shape, symbols, events), in the order the cases first appear."""
     groups: dict[tuple[str, int, int], list[Measurement]] = {}
     for r in results:
         groups.setdefault((r.shape, r.symbols, r.events), []).append(r)
-    return [sorted(g, key=lambda r: r.end_to_end_s)[len(g) // 2] for g in groups.values()]
+    return list(groups.values())
+
+
+def medians(results: list[Measurement]) -> list[Measurement]:
+    """One row per case: the measurement with the median end-to-end time."""
+    return [sorted(g, key=lambda r: r.end_to_end_s)[len(g) // 2] for g in by_case(results)]
 
 
 def write_csv(results: list[Measurement], path: Path) -> Path:
@@ -214,19 +220,14 @@ def summary(results: list[Measurement]) -> str:
     rows = [head, "|---|---|---|---|---|---|---|---|---|"]
     rows += [f"| {r.shape} | {r.symbols} | {r.events:,} | {r.end_to_end_s:.2f} | {r.scan_s:.2f} | {r.times_scan} | "
              f"{r.events_per_s:,.0f} | {r.peak_jvm_gb} | {r.matches} |" for r in medians(results)]
-    spread = [statistics.pstdev([m.end_to_end_s for m in results if (m.shape, m.symbols, m.events) == key])
-              for key in dict.fromkeys((m.shape, m.symbols, m.events) for m in results)]
-    return "\n".join(rows) + f"\n(median of each case; largest spread between repeats {max(spread):.2f} s)\n"
+    spread = max(statistics.pstdev([m.end_to_end_s for m in case]) for case in by_case(results))
+    return "\n".join(rows) + f"\n(median of each case; largest spread between repeats {spread:.2f} s)\n"
 
 
 def plot(results: list[Measurement], path: Path) -> Path:
     """Time against events per (shape, n) on log axes with the scan floor dashed; time against n at the
     largest event count."""
-    import matplotlib  # noqa: PLC0415
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
+    plt = pyplot()
     best = medians(results)
     figure, (by_events, by_symbols) = plt.subplots(1, 2, figsize=(13, 5))
     for shape, symbols in dict.fromkeys((r.shape, r.symbols) for r in best):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pyspark.sql.functions as F
@@ -96,13 +97,14 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
     for kind in ("situations", "matches"):
         if not lake.exists(table_name(kind, name)):
             raise PielakeError(f"no {kind} of query {name} in {lake.root}; run the query first")
-    key = busiest_key(lake.read(table_name("matches", name)), plan) if key is None else key
+    every_match = lake.read(table_name("matches", name))
+    key = busiest_key(every_match, plan) if key is None else key
     situations = _for_key(lake.read(table_name("situations", name)), plan, key)
     low, high = (_bound(lake, t, situations, C.TS, o) for t, o in ((since, "--from"), (until, "--to")))
     lanes = tuple(s.name for s in plan.symbols)
     bars = tuple(sorted((Bar(lanes.index(r[C.SYMBOL]), r[C.TS], r[C.TE]) for r in situations.filter(
         _in_range(F.col(C.TS), F.col(C.TE), low, high)).collect()), key=lambda b: (b.lane, b.start)))
-    matches = _for_key(lake.read(table_name("matches", name)), plan, key)
+    matches = _for_key(every_match, plan, key)
     first = F.least(*(F.col(C.symbol_ts(s)) for s in lanes))
     ends = [F.col(C.symbol_te(s)) for s in lanes]
     last = F.when(reduce(lambda a, b: a | b, (e.isNull() for e in ends)), None).otherwise(F.greatest(*ends))
@@ -114,13 +116,20 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
     return Timeline(f"{name}: {shown}  ({len(brackets)} matches)", lanes, bars, brackets)
 
 
-def draw(picture: Timeline, out: Path) -> Path:
-    """Render the timeline as a PNG (or any format matplotlib knows by `out`'s suffix)."""
-    import matplotlib  # noqa: PLC0415  (imported on use: the CLI starts faster without it)
+def pyplot() -> ModuleType:
+    """matplotlib's pyplot on the file-only Agg backend, imported on first use: the CLI starts faster without it,
+    and runs on machines without a display."""
+    import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
+    return plt
+
+
+def draw(picture: Timeline, out: Path) -> Path:
+    """Render the timeline as a PNG (or any format matplotlib knows by `out`'s suffix)."""
+    plt = pyplot()
     times = [t for b in picture.bars for t in (b.start, b.end) if t is not None]
     times += [t for m in picture.brackets for t in (m.start, m.end, m.detected_at) if t is not None]
     right = max(times, default=1)
