@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -18,7 +20,9 @@ from pielake.bench import TPSTREAM_QUERIES, plot, run_grid, summary, write_csv
 from pielake.errors import PielakeError, QueryError
 from pielake.exitcodes import EXIT_USAGE
 from pielake.explain import explain, explain_dot, relation_pictures
+from pielake.lake.catalog import PASSWORD_VARIABLE, Metastore
 from pielake.lake.delta import Lake
+from pielake.lake.endpoint import Endpoint, serve
 from pielake.lake.lock import RunLock
 from pielake.lake.sql import query_lake
 from pielake.pipeline.ingest import FORMATS
@@ -198,6 +202,32 @@ def sql_command(statement: str, *, lake_dir: str, fmt: str, master: str | None) 
     """Answer a read-only SQL query over every table of the lake, by table name."""
 
     click.echo(query_lake(Lake(build_session(master), lake_dir), statement, fmt), nl=False)
+
+
+@main.command("serve")
+@click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every one).")
+@click.option("--port", type=click.IntRange(1, 65535), default=10000, show_default=True)
+@click.option("--refresh", type=click.FloatRange(min=0.5), default=30.0, show_default=True,
+              help="Seconds between looks for new lake tables to register.")
+@click.option("--metastore-url", default=None,
+              help="JDBC URL of an external metastore (default: embedded Derby under LAKE/_catalog).")
+@click.option("--metastore-driver", default=None, help="Its JDBC driver class, e.g. org.postgresql.Driver.")
+@click.option("--metastore-user", default=None, help=f"Its user; the password comes from {PASSWORD_VARIABLE}.")
+@click.option("--packages", "packages", multiple=True,
+              help="Maven coordinates to load, e.g. the driver org.postgresql:postgresql:42.7.4 (repeatable).")
+@master_option
+@user_errors
+def serve_command(*, lake_dir: str, host: str, port: int, refresh: float, metastore_url: str | None,
+                  metastore_driver: str | None, metastore_user: str | None, packages: tuple[str, ...],
+                  master: str | None) -> None:
+    """Serve the lake's tables over JDBC/ODBC (the Spark Thrift Server) until stopped: beeline -u
+    jdbc:hive2://HOST:PORT/default. Every lake table is registered in a persistent catalog, new ones as they come."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    serve(lake_dir, Endpoint(host, port, refresh), metastore=Metastore(metastore_url, metastore_driver, metastore_user),
+          master=master, packages=packages, stop=stop, say=click.echo)
+    click.echo("stopped")
 
 
 @main.command("plot")

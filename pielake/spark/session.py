@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from importlib.metadata import version
 
 from delta import configure_spark_with_delta_pip
+from pyspark import SparkConf
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
@@ -30,8 +33,26 @@ def submit_arguments(master: str = "local[*]") -> list[str]:
             "--conf", f"spark.pyspark.driver.python={sys.executable}"]
 
 
+def resolve_jars(packages: Sequence[str]) -> list[str]:
+    """The local jar files of Maven `packages` (and their dependencies), resolved as every session resolves them.
+
+    A class the JVM must find on its system class path (Hive's sessions in the Thrift server look only there) can
+    only be put there before the JVM starts, and only the resolution says which files that is. So a JVM of its own
+    resolves them (~4 s; offline once the Ivy cache has them) and is shut down again.
+    """
+    gateway = launch_gateway(SparkConf().set("spark.jars.packages", ",".join(packages)))
+    try:
+        jars = gateway.jvm.java.lang.System.getProperty("spark.jars") or ""
+    finally:
+        gateway.shutdown()
+        gateway.proc.stdin.close()  # the launcher's JVM ends when its stdin closes
+        gateway.proc.wait()
+    return [jar.removeprefix("file://") for jar in jars.split(",") if jar]
+
+
 def build_session(master: str | None = None, app_name: str = "pielake", *, ui: bool = False,
-                  shuffle_partitions: int | None = None, driver_memory: str | None = None) -> SparkSession:
+                  shuffle_partitions: int | None = None, driver_memory: str | None = None,
+                  conf: Mapping[str, str] | None = None, packages: Sequence[str] = ()) -> SparkSession:
     """A SparkSession with Delta Lake enabled.
 
     Args:
@@ -41,6 +62,8 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         shuffle_partitions: `spark.sql.shuffle.partitions`; defaults to 4 x the local cores, enough to keep every
             core busy without thousands of tiny tasks on small data (adaptive execution coalesces the rest).
         driver_memory: `spark.driver.memory` (local mode: the whole Spark heap); `PIELAKE_DRIVER_MEMORY` or 4g.
+        conf: further Spark settings (the SQL endpoint's metastore and Thrift port), applied last.
+        packages: Maven coordinates to load besides Delta's (a metastore's JDBC driver).
     """
     master = master or os.environ.get("PIELAKE_SPARK_MASTER", DEFAULT_MASTER)
     # Python workers must run the interpreter that has pielake's dependencies, not whatever python3 is on PATH.
@@ -60,6 +83,8 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
     )
-    session = configure_spark_with_delta_pip(builder).getOrCreate()
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    session = configure_spark_with_delta_pip(builder, extra_packages=list(packages)).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session

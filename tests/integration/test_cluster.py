@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -17,17 +16,11 @@ from pyspark.sql import SparkSession
 from pielake.lake.delta import Lake
 from pielake.pipeline.runner import RunRequest, run_query
 from pielake.query.analyzer import load_query
-from tests.integration.cli_runs import assert_one_clean_run, run_command
+from tests.integration.cli_runs import assert_one_clean_run, free_port, run_command
 from tests.integration.test_gates_and_backfill import QUERY
 
 SCRIPT = Path(__file__).parents[2] / "infra" / "spark-cluster.sh"
 TABLES = ("events_line", "situations_mid", "pairs_mid", "matches_mid", "progress_mid")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -66,3 +67,12 @@ def test_check_reports_every_file_as_json(tmp_path: Path) -> None:
     report = json.loads(result.output)
     assert [r["ok"] for r in report] == [True, False]
     assert report[1]["errors"][0]["line"] == 1
+
+
+def test_serve_on_a_taken_port_says_so_in_one_line_before_starting_spark(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        invoke(["serve", "--lake", str(tmp_path), "--port", str(port)], EXIT_USAGE,
+               f"cannot listen on 127.0.0.1:{port}")

@@ -1,0 +1,69 @@
+"""The lake's tables in a persistent catalog (a Hive metastore), so SQL clients find them by name.
+
+`pielake sql` reads the lake through temporary views that live as long as its session. The SQL endpoint
+(`pielake.lake.endpoint`) serves many sessions over JDBC, and each Thrift session is a new Spark session, so the
+tables must be in a catalog every session shares: Spark's Hive metastore. By default it is an embedded Derby
+database under `<lake>/_catalog/`, so the lake folder still holds a whole deployment; any JDBC database Hive
+supports (PostgreSQL, MySQL) replaces it by configuration.
+
+Each lake table is registered as an external Delta table at its folder: the catalog keeps only the name and the
+location, and every read sees the table's newest version, so publishing a run needs no catalog update. Only a
+table that did not exist yet (the first run of a new query) has to be registered, which `register_tables` does.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pielake.lake.delta import Lake
+
+CATALOG_DIR = "_catalog"
+DATABASE = "default"
+PASSWORD_VARIABLE = "PIELAKE_METASTORE_PASSWORD"  # never an argument: arguments show in `ps`
+
+
+@dataclass(frozen=True)
+class Metastore:
+    """Where the catalog lives: `url` None is the embedded Derby database under `<lake>/_catalog/`.
+
+    An embedded Derby database takes one process at a time: the endpoint holds it while it runs.
+    """
+
+    url: str | None = None  # a JDBC URL, e.g. jdbc:postgresql://db:5432/metastore
+    driver: str | None = None  # its JDBC driver class, e.g. org.postgresql.Driver
+    user: str | None = None
+
+    def spark_conf(self, lake_root: Path) -> dict[str, str]:
+        """The Spark settings of a session whose catalog is this metastore."""
+        folder = lake_root / CATALOG_DIR
+        conf = {
+            "spark.sql.catalogImplementation": "hive",
+            "spark.sql.warehouse.dir": str(folder / "warehouse"),
+            "spark.hadoop.javax.jdo.option.ConnectionURL":
+                self.url or f"jdbc:derby:;databaseName={folder / 'metastore_db'};create=true",
+            # a new metastore database gets Hive's schema on first use instead of a separate schematool run
+            "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
+            "spark.hadoop.hive.metastore.schema.verification": "false",
+            "spark.driver.extraJavaOptions": f"-Dderby.system.home={folder}",  # derby.log beside its database
+        }
+        for key, value in (("ConnectionDriverName", self.driver), ("ConnectionUserName", self.user),
+                           ("ConnectionPassword", os.environ.get(PASSWORD_VARIABLE))):
+            if value:
+                conf[f"spark.hadoop.javax.jdo.option.{key}"] = value
+        return conf
+
+
+def register_tables(lake: Lake) -> list[str]:
+    """Register every table of the lake the catalog does not know yet; returns their names.
+
+    The lake's session must use the metastore (`Metastore.spark_conf`). Registration goes through Spark's
+    Catalog API with the table's validated name and folder, so no text is put together as SQL.
+    """
+    spark = lake.spark
+    known = {table.name for table in spark.catalog.listTables(DATABASE)}
+    new = [name for name in lake.tables() if name not in known]
+    for name in new:
+        spark.catalog.createTable(f"{DATABASE}.{name}", path=lake.path(name), source="delta")
+    return new
