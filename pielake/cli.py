@@ -68,8 +68,10 @@ def main() -> None:
               help="plan: the explain report; tokens/ast: the parser's stages; query: canonical text.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "dot"]), default="text",
               help="dot: the decomposition and the automata as a Graphviz digraph (pipe it to `dot -Tsvg`).")
+@click.option("--automata/--no-automata", default=True, show_default=True,
+              help="With --format dot: draw every PiePair automaton, or the decomposition alone.")
 @user_errors
-def explain_command(query_file: str, *, show: str, fmt: str) -> None:
+def explain_command(query_file: str, *, show: str, fmt: str, automata: bool) -> None:
     """Explain QUERY_FILE: symbols, mPiePairs, decision times, join order and PiePair automata ('-' = stdin)."""
     source, name = read_query_file(query_file)
     if show == "tokens":
@@ -88,7 +90,7 @@ def explain_command(query_file: str, *, show: str, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(plan_json(plan), indent=2))
     elif fmt == "dot":
-        click.echo(explain_dot(plan), nl=False)
+        click.echo(explain_dot(plan, automata=automata), nl=False)
     else:
         click.echo(explain(plan), nl=False)
 

@@ -168,13 +168,13 @@ def _automaton_dot(c: PairConstraint, a: PairAutomaton) -> list[str]:
     return [*lines, "  }"]
 
 
-def explain_dot(plan: QueryPlan) -> str:
-    """The decomposition (symbols -> mPiePairs -> matches, in join order) and every PiePair automaton as one
-    Graphviz digraph; trigger transitions red, completions blue. Render with `dot -Tsvg`."""
+def explain_dot(plan: QueryPlan, *, automata: bool = True) -> str:
+    """The decomposition (symbols -> mPiePairs -> matches, in join order) and, with `automata`, every PiePair
+    automaton as one Graphviz digraph; trigger transitions red, completions blue. Render with `dot -Tsvg`."""
     lines = [f"digraph {_dot_text(f'pielake {plan.name}')} {{", "  rankdir=LR;", "  compound=true;",
              '  node [fontname="Helvetica", fontsize=10];', '  edge [fontname="Helvetica", fontsize=9];',
              *_decomposition_dot(plan)]
-    for c in plan.constraints:
+    for c in plan.constraints if automata else ():
         for relation in c.ordered_relations():
             if relation in AUTOMATA:
                 lines += _automaton_dot(c, AUTOMATA[relation])

@@ -13,15 +13,17 @@ the jars Spark loads from `spark.jars.packages`; a session that cannot load Delt
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from pielake.errors import PielakeError
-from pielake.lake.catalog import DATABASE, Metastore, register_tables
+from pielake.lake.catalog import CATALOG_DIR, DATABASE, Metastore, register_tables
 from pielake.lake.delta import Lake
 from pielake.spark.session import build_session, delta_package, resolve_jars
 
@@ -49,6 +51,30 @@ class Endpoint:
                                    "pass another --port or stop what uses it") from None
 
 
+@contextmanager
+def sole_server(root: Path, endpoint: Endpoint) -> Iterator[None]:
+    """Hold the lake's embedded catalog for this process, or say which endpoint holds it.
+
+    Derby would refuse a second process only after Spark and Hive started, with thousands of lines of stack
+    traces. An OS lock on `<lake>/_catalog/endpoint.lock` says it before anything starts, and the kernel releases
+    it when the process ends, however it ends, so it never goes stale.
+    """
+    folder = root / CATALOG_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "endpoint.lock").open("a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            raise PielakeError(f"an endpoint already serves {root} ({handle.read().strip() or 'starting'}); its "
+                               "embedded catalog admits one process: stop it first (infra/sql-endpoint.sh stop), "
+                               "or give both an external metastore (--metastore-url)") from None
+        handle.truncate(0)
+        handle.write(f"pid {os.getpid()}, {endpoint.url}")
+        handle.flush()
+        yield
+
+
 def serve(lake_dir: str | Path, endpoint: Endpoint, *, metastore: Metastore | None = None,
           master: str | None = None, packages: Sequence[str] = (), stop: threading.Event | None = None,
           say: Callable[[str], None] = print) -> None:
@@ -65,14 +91,20 @@ def serve(lake_dir: str | Path, endpoint: Endpoint, *, metastore: Metastore | No
     """
     endpoint.check_free()
     root = Path(lake_dir).resolve()
+    metastore = metastore or Metastore()
+    with sole_server(root, endpoint) if metastore.url is None else nullcontext():
+        _serve(root, endpoint, metastore, master=master, packages=packages, stop=stop or threading.Event(), say=say)
+
+
+def _serve(root: Path, endpoint: Endpoint, metastore: Metastore, *, master: str | None, packages: Sequence[str],
+           stop: threading.Event, say: Callable[[str], None]) -> None:
     classpath = resolve_jars([delta_package(), *packages])
     spark = build_session(master, app_name="pielake-sql-endpoint", packages=packages, conf={
-        **(metastore or Metastore()).spark_conf(root),
+        **metastore.spark_conf(root),
         "spark.driver.extraClassPath": os.pathsep.join(classpath),
         "spark.hadoop.hive.server2.thrift.bind.host": endpoint.host,
         "spark.hadoop.hive.server2.thrift.port": str(endpoint.port),
     })
-    stop = stop or threading.Event()
     try:
         lake = Lake(spark, root)
         tables = register_tables(lake)

@@ -1,11 +1,9 @@
 """`pielake run` as a separate process over the Line stream of test_gates_and_backfill, for the tests that must
-kill a driver, start two at once or serve the lake from another process; the check that the lake then holds
-exactly what one clean run gives; a free port for the servers those tests start."""
+kill a driver or start two at once, and the check that the lake then holds exactly what one clean run gives."""
 
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -41,9 +39,3 @@ def assert_one_clean_run(spark: SparkSession, root: Path) -> None:
     events = lake.read("events_line")
     assert events.count() == events.select("m", "ts").distinct().count() == len(EVENTS)
     assert RunLock(root, "mid").holder() is None
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]

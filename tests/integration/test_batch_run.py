@@ -1,22 +1,32 @@
-"""`pielake run` end to end on real Delta tables: dirty input, quarantine, matches, SQL, idempotent re-runs."""
+"""`pielake run` end to end on real Delta tables: dirty input, quarantine, matches, idempotent re-runs, and the
+lake it leaves read back through `pielake sql`, `pielake plot` and the SQL endpoint (`infra/sql-endpoint.sh`
+-> `pielake serve`, the Spark Thrift Server) with the JDBC client pyspark ships, beeline."""
 
 from __future__ import annotations
 
 import csv
 import io
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pyspark.sql.functions as F
 import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
 from pielake.cli import main
+from pielake.lake.catalog import CATALOG_DIR
 from pielake.lake.delta import Lake
 from pielake.pipeline.steps import step_names
 from pielake.plot import Bar, Bracket, timeline
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import Match, derive_situations, find_matches
 from pielake.streams import StreamSchema, save_schema
+from tests.helpers import free_port
 
 QUERY = """FROM TestSensors T PARTITION BY T.unit
 DEFINE Hot AS T.temp > 50, Busy AS T.load >= 0.8 AT LEAST 2 s
@@ -39,6 +49,8 @@ BAD = [
     ("u3", "1", "11", "0.1", "conflicting_duplicate"),
 ]
 DUPLICATE = ("u2", 8, 54, 0.8)
+ENDPOINT = Path(__file__).parents[2] / "infra" / "sql-endpoint.sh"
+PROMPT = re.compile(r"^\d+: jdbc:hive2://\S+> ")  # beeline echoes its prompt before the output when not on a tty
 
 
 def write_csv(path: Path) -> None:
@@ -155,3 +167,60 @@ def test_plot_writes_an_image_and_says_what_it_drew(lake: Path, tmp_path: Path) 
                                      "--from", "noon", "--out", str(out)], code=2).output
     assert "one --key per column" in run(["plot", str(lake / "hot_busy.tpq"), "--lake", str(lake), "--key", "u1",
                                           "--key", "u2", "--out", str(out)], code=2).output
+
+
+@pytest.fixture(scope="module")
+def served(lake: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """The batch run's lake served by the SQL endpoint; stopped afterwards."""
+    env = {**os.environ, "PIELAKE_SQL_PORT": str(free_port()), "PIELAKE_SQL_REFRESH": "1",
+           "PIELAKE_SPARK_MASTER": "local[1]"}
+    started = subprocess.run(["bash", str(ENDPOINT), "start", str(lake)], env=env, capture_output=True, text=True,
+                             timeout=300, check=False)
+    try:
+        assert started.returncode == 0, started.stderr
+        assert started.stdout.strip() == f"jdbc:hive2://127.0.0.1:{env['PIELAKE_SQL_PORT']}/default"
+        yield lake, env
+    finally:
+        subprocess.run(["bash", str(ENDPOINT), "stop", str(lake)], env=env, check=False, timeout=120)
+
+
+def beeline(served: tuple[Path, dict[str, str]], statement: str) -> list[list[str]]:
+    """The statement's rows over JDBC, as beeline prints them in CSV (header first). With quoting off, its
+    default, beeline encloses a field that holds a comma in NUL characters instead of double quotes."""
+    root, env = served
+    done = subprocess.run(["bash", str(ENDPOINT), "beeline", str(root), "--silent=true", "--outputformat=csv2",
+                           "-e", statement], env=env, capture_output=True, text=True, timeout=120, check=False,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return list(csv.reader(PROMPT.sub("", done.stdout).splitlines(), quotechar="\x00"))
+
+
+def test_a_jdbc_client_reads_the_matches_table_as_the_lake_holds_it(served: tuple[Path, dict[str, str]],
+                                                                    spark: SparkSession) -> None:
+    # arrange
+    matches = Lake(spark, served[0]).read("matches_hot_busy").select(F.to_json(F.struct("*")))
+    # act: Spark renders every row as JSON on both sides, so values print alike whatever their type
+    header, *rows = beeline(served, "SELECT to_json(struct(*)) AS row FROM matches_hot_busy")
+    # assert
+    assert header == ["row"]
+    assert sorted(r[0] for r in rows) == sorted(r[0] for r in matches.collect())
+    assert len(rows) == 2
+
+
+def test_every_lake_table_is_registered_in_the_lake_s_own_catalog(served: tuple[Path, dict[str, str]],
+                                                                  spark: SparkSession) -> None:
+    header, *rows = beeline(served, "SHOW TABLES")
+    assert {r[header.index("tableName")] for r in rows} >= set(Lake(spark, served[0]).tables()) > set()
+    assert (served[0] / CATALOG_DIR / "metastore_db").is_dir()  # persistent: Derby under the lake folder
+
+
+def test_a_table_written_after_the_start_is_served_without_a_restart(served: tuple[Path, dict[str, str]],
+                                                                     spark: SparkSession) -> None:
+    # arrange: a new table, as the first run of another query would leave it
+    Lake(spark, served[0]).overwrite(spark.createDataFrame([(1, "a"), (2, "b")], "n INT, s STRING"), "late_arrival")
+    # act: the endpoint looks for new tables every second
+    deadline = time.monotonic() + 60
+    while "late_arrival" not in {r[1] for r in beeline(served, "SHOW TABLES")[1:]} and time.monotonic() < deadline:
+        time.sleep(2)
+    # assert
+    assert beeline(served, "SELECT n, s FROM late_arrival ORDER BY n") == [["n", "s"], ["1", "a"], ["2", "b"]]

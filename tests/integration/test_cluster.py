@@ -16,7 +16,8 @@ from pyspark.sql import SparkSession
 from pielake.lake.delta import Lake
 from pielake.pipeline.runner import RunRequest, run_query
 from pielake.query.analyzer import load_query
-from tests.integration.cli_runs import assert_one_clean_run, free_port, run_command
+from tests.helpers import free_port
+from tests.integration.cli_runs import assert_one_clean_run, run_command
 from tests.integration.test_gates_and_backfill import QUERY
 
 SCRIPT = Path(__file__).parents[2] / "infra" / "spark-cluster.sh"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import socket
 from pathlib import Path
@@ -11,6 +12,7 @@ from click.testing import CliRunner, Result
 
 from pielake.cli import main
 from pielake.exitcodes import EXIT_OK, EXIT_USAGE
+from tests.helpers import free_port
 
 EXAMPLE = str(Path(__file__).parents[2] / "examples" / "queries" / "aggressive_driving.tpq")
 
@@ -76,3 +78,13 @@ def test_serve_on_a_taken_port_says_so_in_one_line_before_starting_spark(tmp_pat
         port = taken.getsockname()[1]
         invoke(["serve", "--lake", str(tmp_path), "--port", str(port)], EXIT_USAGE,
                f"cannot listen on 127.0.0.1:{port}")
+
+
+def test_serve_on_a_lake_another_endpoint_serves_names_it_in_one_line_before_starting_spark(tmp_path: Path) -> None:
+    (tmp_path / "_catalog").mkdir()
+    with (tmp_path / "_catalog" / "endpoint.lock").open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write("pid 4242, jdbc:hive2://127.0.0.1:10000/default")
+        held.flush()
+        invoke(["serve", "--lake", str(tmp_path), "--port", str(free_port())], EXIT_USAGE,
+               f"an endpoint already serves {tmp_path.resolve()} (pid 4242, jdbc:hive2://127.0.0.1:10000/default)")

@@ -51,6 +51,15 @@ def test_explain_dot_is_one_graphviz_digraph_with_every_automaton_drawn() -> Non
         assert len(triggers) == sum(t.action is Action.TRIGGER for t in transitions) > 0
 
 
+def test_explain_dot_without_automata_draws_the_decomposition_alone() -> None:
+    plan = load_query(EXAMPLE.read_text(encoding="utf-8"), "aggressive_driving")
+    [alone] = pydot.graph_from_dot_data(explain_dot(plan, automata=False))
+    [whole] = pydot.graph_from_dot_data(explain_dot(plan))
+    [query] = alone.get_subgraphs()
+    assert query.get_name() == "cluster_query"
+    assert query.to_string() == next(g for g in whole.get_subgraphs() if g.get_name() == "cluster_query").to_string()
+
+
 def test_explain_dot_quotes_the_query_text_it_shows() -> None:
     plan = load_query("FROM S DEFINE A AS name = 'say \"hi\" }; x', B AS b PATTERN A meets B WITHIN 1 h")
     [graph] = pydot.graph_from_dot_data(explain_dot(plan))
