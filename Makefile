@@ -20,10 +20,10 @@ $(UV):
 demo: setup
 	.venv/bin/pielake demo --lake lake
 
-## The whole default test suite (lint first), one worker per core and one test file per worker (pytest-xdist);
-## benchmarks are marked and left out.
+## The whole default test suite (lint first), one worker per core and one test file per worker (pytest-xdist),
+## the longest files first (tests/conftest.py); benchmarks are marked and left out.
 test: setup lint
-	.venv/bin/pytest -m "not benchmark" -n 2 --dist loadfile --durations=15
+	.venv/bin/pytest -m "not benchmark" -n 2 --dist loadfile --no-loadscope-reorder --durations=15
 
 lint: setup
 	.venv/bin/ruff check .

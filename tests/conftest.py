@@ -1,4 +1,4 @@
-"""Test configuration shared by every folder: markers follow the folder a test lives in."""
+"""Test configuration shared by every folder: markers follow the folder a test lives in, long files run first."""
 
 from __future__ import annotations
 
@@ -16,10 +16,23 @@ MARKERS = {"unit": pytest.mark.unit, "spark": pytest.mark.spark, "dags": pytest.
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Markers follow the folder; the longest test files come first.
+
+    `make test` hands whole files to two workers in collection order (pytest-xdist `--dist loadfile
+    --no-loadscope-reorder`). A long file handed out last runs alone while the other worker idles, and xdist's
+    own reordering (most tests first) puts our longest files, which hold one test each, exactly there. So files
+    go longest first, by their `heavy(seconds=…)` mark; the rest keep their order (the sort is stable).
+    """
     for item in items:
         folder = Path(str(item.fspath)).parent.name
         if folder in MARKERS:
             item.add_marker(MARKERS[folder])
+    items.sort(key=lambda item: -expected_seconds(item))
+
+
+def expected_seconds(item: pytest.Item) -> float:
+    heavy = item.get_closest_marker("heavy")
+    return float(heavy.kwargs["seconds"]) if heavy else 0.0
 
 
 @pytest.fixture(scope="session")

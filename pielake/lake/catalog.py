@@ -35,14 +35,19 @@ class Metastore:
     driver: str | None = None  # its JDBC driver class, e.g. org.postgresql.Driver
     user: str | None = None
 
+    @property
+    def embedded(self) -> bool:
+        """The lake's own Derby database, which one process at a time may open."""
+        return self.url is None
+
     def spark_conf(self, lake_root: Path) -> dict[str, str]:
         """The Spark settings of a session whose catalog is this metastore."""
         folder = lake_root / CATALOG_DIR
+        derby = f"jdbc:derby:;databaseName={folder / 'metastore_db'};create=true"
         conf = {
             "spark.sql.catalogImplementation": "hive",
             "spark.sql.warehouse.dir": str(folder / "warehouse"),
-            "spark.hadoop.javax.jdo.option.ConnectionURL":
-                self.url or f"jdbc:derby:;databaseName={folder / 'metastore_db'};create=true",
+            "spark.hadoop.javax.jdo.option.ConnectionURL": derby if self.embedded else str(self.url),
             # a new metastore database gets Hive's schema on first use instead of a separate schematool run
             "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
             "spark.hadoop.hive.metastore.schema.verification": "false",

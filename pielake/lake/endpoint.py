@@ -92,7 +92,7 @@ def serve(lake_dir: str | Path, endpoint: Endpoint, *, metastore: Metastore | No
     endpoint.check_free()
     root = Path(lake_dir).resolve()
     metastore = metastore or Metastore()
-    with sole_server(root, endpoint) if metastore.url is None else nullcontext():
+    with sole_server(root, endpoint) if metastore.embedded else nullcontext():
         _serve(root, endpoint, metastore, master=master, packages=packages, stop=stop or threading.Event(), say=say)
 
 

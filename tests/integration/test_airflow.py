@@ -25,6 +25,8 @@ from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from tests.helpers import drawn
 
+pytestmark = pytest.mark.heavy(seconds=620)  # about this long in CI: scheduled first
+
 ROOT = Path(__file__).parents[2]
 BIN = Path(sys.executable).parent
 QUERY = "FROM Flags F PARTITION BY key DEFINE A AS a, B AS b PATTERN A overlaps; meets B WITHIN 1 min\n"

@@ -21,6 +21,8 @@ from pielake.pipeline.runner import Run, RunRequest, run_query
 from pielake.query.analyzer import load_query
 from pielake.streams import StreamSchema, save_schema
 
+pytestmark = pytest.mark.heavy(seconds=210)  # about this long in CI: scheduled first
+
 QUERY = """FROM Dirty D PARTITION BY D.unit
 DEFINE Fast AS D.speed > 10, Tagged AS D.label = 'x'
 PATTERN Fast overlaps Tagged

@@ -6,9 +6,12 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 
 from tests.integration.cli_runs import ONE_CORE, assert_one_clean_run, run_command
+
+pytestmark = pytest.mark.heavy(seconds=110)  # about this long in CI: scheduled first
 
 
 def test_two_runs_at_once_one_stops_cleanly_and_tables_stay_whole(tmp_path: Path, spark: SparkSession) -> None:

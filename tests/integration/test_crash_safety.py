@@ -22,6 +22,8 @@ from pyspark.sql import SparkSession
 from pielake.lake.delta import Lake
 from tests.integration.cli_runs import ONE_CORE, assert_one_clean_run, run_command
 
+pytestmark = pytest.mark.heavy(seconds=270)  # about this long in CI: scheduled first
+
 KILL_POINTS = ("events_line", "matches_mid")
 
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
 from pielake.cli import main
+
+pytestmark = pytest.mark.heavy(seconds=80)  # about this long in CI: scheduled first
 
 
 def test_the_demo_writes_matches_and_shows_them(tmp_path: Path, spark: SparkSession) -> None:

@@ -23,6 +23,8 @@ from pielake.semantics.reference import derive_situations, find_matches
 from pielake.streams import StreamSchema, save_schema
 from tests.spark.kernels import reference_rows, spark_rows
 
+pytestmark = pytest.mark.heavy(seconds=230)  # about this long in CI: scheduled first
+
 STREAM = StreamSchema("Line", ("m",), "ts", "s", (("m", "STRING"), ("ts", "BIGINT"), ("v", "DOUBLE")))
 QUERY = """FROM Line PARTITION BY m
 DEFINE High AS v > 5, Mid AS v > 2

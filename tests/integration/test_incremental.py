@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
@@ -19,6 +20,8 @@ from pielake.semantics.reference import derive_situations, find_matches
 from pielake.streams import StreamSchema, save_schema
 from tests.spark.kernels import reference_rows, spark_rows
 from tests.strategies import scenario
+
+pytestmark = pytest.mark.heavy(seconds=330)  # about this long in CI: scheduled first
 
 STREAM = StreamSchema("S", ("key",), "ts", "s",
                       (("key", "STRING"), ("ts", "BIGINT"), ("a", "BOOLEAN"), ("b", "BOOLEAN"), ("c", "BOOLEAN"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
@@ -10,6 +11,8 @@ from pielake.query.analyzer import load_query
 from pielake.semantics.reference import find_matches
 from tests.spark.kernels import Kernels, reference_rows, spark_rows
 from tests.strategies import scenario
+
+pytestmark = pytest.mark.heavy(seconds=130)  # about this long in CI: scheduled first
 
 
 @settings(max_examples=int(__import__("os").environ.get("PIELAKE_DIFF_EXAMPLES", "14")), deadline=None,

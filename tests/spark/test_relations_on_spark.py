@@ -14,6 +14,8 @@ from pielake.streams import StreamSchema
 from tests.helpers import drawn
 from tests.spark.kernels import Kernels, reference_rows, spark_rows
 
+pytestmark = pytest.mark.heavy(seconds=100)  # about this long in CI: scheduled first
+
 # One key per situation layout; together they hold every relation at least once, open ends and boundaries too.
 LAYOUTS = {
     "before": ("XX......", "....XX.."), "meets": ("XX....", "..XX.."), "overlaps": ("XXX...", ".XXX.."),
