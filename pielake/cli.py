@@ -226,9 +226,12 @@ def serve_command(*, lake_dir: str, host: str, port: int, refresh: float, metast
     """Serve the lake's tables over JDBC/ODBC (the Spark Thrift Server) until stopped: beeline -u
     jdbc:hive2://HOST:PORT/default. Every lake table is registered in a persistent catalog, new ones as they come."""
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    serve(lake_dir, Endpoint(host, port, refresh), metastore=Metastore(metastore_url, metastore_driver, metastore_user),
-          master=master, packages=packages, stop=stop, say=click.echo)
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())  # TERM: close the server and its catalog
+    try:
+        serve(lake_dir, Endpoint(host, port, refresh), master=master, packages=packages, stop=stop, say=click.echo,
+              metastore=Metastore(metastore_url, metastore_driver, metastore_user))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     click.echo("stopped")
 
 

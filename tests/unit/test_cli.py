@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import signal
 import socket
 from pathlib import Path
 
@@ -72,12 +73,14 @@ def test_check_reports_every_file_as_json(tmp_path: Path) -> None:
 
 
 def test_serve_on_a_taken_port_says_so_in_one_line_before_starting_spark(tmp_path: Path) -> None:
+    handler = signal.getsignal(signal.SIGTERM)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         invoke(["serve", "--lake", str(tmp_path), "--port", str(port)], EXIT_USAGE,
                f"cannot listen on 127.0.0.1:{port}")
+    assert signal.getsignal(signal.SIGTERM) is handler  # the server's TERM handler went with it
 
 
 def test_serve_on_a_lake_another_endpoint_serves_names_it_in_one_line_before_starting_spark(tmp_path: Path) -> None:
