@@ -168,7 +168,7 @@ def measure(spark: SparkSession, shape: str, symbols: int, events: int, *, workd
     run = Run(lake, plan, f"bench-{repeat}", RunRequest(events_path=str(data), fmt="parquet", checks=False))
     load, _ = _timed_steps(run, list(LOADING))
     with MemoryPeak().watching() as memory:
-        total, stages = _timed_steps(run, [s for s in step_names(plan) if s not in LOADING])
+        total, stages = _timed_steps(run, [s for s in step_names(plan, parallel=False) if s not in LOADING])
     scan = scan_seconds(lake, events_table(run.job.stream))
     matches = sum(run.matches.values())  # counted by the run's own report at publish
     return Measurement(shape, symbols, events, repeat, round(load, 3),

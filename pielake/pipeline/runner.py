@@ -38,7 +38,7 @@ from pielake.pipeline.stages import (
     QueryJob,
     StageResult,
     derive_situations,
-    detect_constraint,
+    detect_constraints,
     join_matches,
     match_counts,
     publish,
@@ -197,8 +197,8 @@ class Run:
         job, picked = split_step(name)
         if job == "check":
             return self.check(picked)
-        if job == "pairs":
-            return detect_constraint(self.job, picked)
+        if job == "pairs":  # `pairs_<c>` detects one constraint, `pairs` all of them
+            return detect_constraints(self.job, [picked] if picked else [c.id for c in self.job.plan.constraints])
         actions: dict[str, Callable[[], StageResult]] = {
             "ingest": self.ingest,
             "situations": lambda: derive_situations(self.job, mode=self.request.mode,
@@ -247,7 +247,7 @@ def run_query(lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest,
     stages: list[StageResult] = []
     gates: list[GateResult] = []
     try:
-        for name in step_names(plan):
+        for name in step_names(plan, parallel=False):
             say(f"{name} ...")
             outcome = run.step(name)
             if isinstance(outcome, StageResult):

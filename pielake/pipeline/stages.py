@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -24,6 +24,7 @@ import pyspark.sql.functions as F
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame
 
+from pielake.errors import PielakeError
 from pielake.lake.delta import Lake, LakeError, table_name
 from pielake.pipeline.ingest import events_table
 from pielake.pipeline.scope import (
@@ -85,7 +86,11 @@ class QueryJob:
         return SparkQuery(self.plan, self.stream, types)
 
     def constraint(self, constraint_id: str) -> PairConstraint:
-        return next(c for c in self.plan.constraints if c.id == constraint_id)
+        found = next((c for c in self.plan.constraints if c.id == constraint_id), None)
+        if found is None:
+            known = ", ".join(c.id for c in self.plan.constraints)
+            raise PielakeError(f"query {self.plan.name} has no constraint '{constraint_id}'; it has {known}")
+        return found
 
     @property
     def staging(self) -> Lake:
@@ -160,16 +165,18 @@ def _backfill_cuts(job: QueryJob, q: SparkQuery, since: int | None) -> DataFrame
                         unsettled_rows=unsettled(q, situations=situations, pairs=pairs, matches=matches))
 
 
-def detect_constraint(job: QueryJob, constraint_id: str) -> StageResult:
-    """One PiePair job: the pairs of one constraint in the run's slice, into its partition of staged `pairs_<q>`."""
+def detect_constraints(job: QueryJob, constraint_ids: Sequence[str]) -> StageResult:
+    """PiePair detection of some constraints (Airflow: one task each, in parallel; a run in one process: all in
+    one plan and one write) over the run's slice, into their partitions of staged `pairs_<q>`."""
     def work() -> dict[str, int]:
-        q = job.query
-        pairs = detect_pairs(job.staged("segments"), job.staged("situations"), job.constraint(constraint_id), q)
+        constraints = [job.constraint(c) for c in constraint_ids]
+        pairs = detect_pairs(job.staged("segments"), job.staged("situations"), constraints, job.query)
+        chosen = ", ".join(f"'{c.id}'" for c in constraints)  # analyzer-made ids: c1, c2, ...
         written = job.staging.overwrite(pairs, job.table("pairs"), partition_by=(C.CONSTRAINT_ID,),
-                                        replace_where=f"{C.CONSTRAINT_ID} = '{constraint_id}'")
-        return {f"{job.table('pairs')}[{constraint_id}]": written}
+                                        replace_where=f"{C.CONSTRAINT_ID} IN ({chosen})")
+        return {f"{job.table('pairs')}[{', '.join(constraint_ids)}]": written}
 
-    return timed(f"pairs {constraint_id}", work)
+    return timed(f"pairs {', '.join(constraint_ids)}", work)
 
 
 def join_matches(job: QueryJob) -> StageResult:

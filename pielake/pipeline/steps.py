@@ -10,11 +10,16 @@ from pielake.query.analyzer import QueryPlan
 GATED = ("events", "situations", "pairs", "matches")
 
 
-def step_names(plan: QueryPlan) -> list[str]:
+def step_names(plan: QueryPlan, *, parallel: bool = True) -> list[str]:
     """ingest, check_events, situations, check_situations, pairs_<c>..., check_pairs, matches, check_matches,
-    publish."""
-    return ["ingest", "check_events", "situations", "check_situations", *(f"pairs_{c.id}" for c in plan.constraints),
-            "check_pairs", "matches", "check_matches", "publish"]
+    publish.
+
+    `parallel`: one PiePair step per constraint, for an orchestrator to run side by side; otherwise one `pairs`
+    step detects them all in one Spark plan (a run in one process: one pass and one write instead of one each).
+    """
+    pairs = [f"pairs_{c.id}" for c in plan.constraints] if parallel else ["pairs"]
+    return ["ingest", "check_events", "situations", "check_situations", *pairs, "check_pairs", "matches",
+            "check_matches", "publish"]
 
 
 PICKED_BY = {"check": "--gate", "pairs": "--constraint"}  # jobs that run one of several steps

@@ -1,10 +1,12 @@
-"""PiePair detection on Spark: one constraint at a time, over the constraint's minterm runs.
+"""PiePair detection on Spark, over the constraints' minterm runs: any number of constraints in one plan.
 
 Every PiePair automaton (`pielake.semantics.automata`) reads at most three consecutive minterm *runs*: the run
 before the pattern, an optional middle run (E+ shared by both situations, or the O+ gap of followed-by), and the
 run that triggers the decision. Runs of one key tile its timeline, so "the next run" is the run that starts where
 this one ends: an equi-join, which Spark distributes even when one key holds all events. Each pattern is then a
-filter on (previous, current, next) values, read from the automaton's own transitions.
+filter on (previous, current, next) values, read from the automaton's own transitions; the patterns of every
+constraint are tested in one pass (an array of candidates per run, exploded), and both situations of every
+candidate are found by one join per side, on (key, symbol, ts or te).
 
 Where a constraint holds a whole prefix group (`overlaps; finished-by; contains`, `starts; equals; started-by`,
 `overlapped-by; finishes; during`) the pair is decided at the later start (SEMANTICS §5), which a two-run pattern
@@ -14,6 +16,7 @@ bucketed by the window (a pair further apart than the window can never be in a r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
 from types import SimpleNamespace
@@ -119,16 +122,16 @@ def _is_in(column: Column, symbols: frozenset[str]) -> Column:
 
 
 def _neighbours(runs: DataFrame, q: SparkQuery) -> DataFrame:
-    """Each run with the values of the runs before and after it (NULL at the ends of its key)."""
-    keys = list(q.keys)
-    prev = runs.select(*keys, F.col(C.END).alias("_p_end"), F.col(C.VALUE).alias("_prev"))
-    nxt = runs.select(*keys, F.col(C.START).alias("_n_start"), F.col(C.VALUE).alias("_next"))
+    """Each run with the values of the runs before and after it in its series (NULL at the ends of its key)."""
+    on = [*q.keys, C.SERIES]
+    prev = runs.select(*on, F.col(C.END).alias("_p_end"), F.col(C.VALUE).alias("_prev"))
+    nxt = runs.select(*on, F.col(C.START).alias("_n_start"), F.col(C.VALUE).alias("_next"))
     r = runs.alias("r")
-    joined = r.join(prev.alias("p"), [F.col(f"r.{k}") == F.col(f"p.{k}") for k in keys]
+    joined = r.join(prev.alias("p"), [F.col(f"r.{k}") == F.col(f"p.{k}") for k in on]
                     + [F.col(f"r.{C.START}") == F.col("p._p_end")], "left")
     joined = joined.select("r.*", "p._prev")
     r2 = joined.alias("r")
-    joined = r2.join(nxt.alias("n"), [F.col(f"r.{k}") == F.col(f"n.{k}") for k in keys]
+    joined = r2.join(nxt.alias("n"), [F.col(f"r.{k}") == F.col(f"n.{k}") for k in on]
                      + [F.col(f"r.{C.END}") == F.col("n._n_start")], "left")
     return joined.select("r.*", "n._next")
 
@@ -140,30 +143,55 @@ def _source(name: str, pattern: RunPattern) -> Column:
     return F.col(C.START) if name == CUR_START else F.col(name)
 
 
-def _candidates(runs: DataFrame, patterns: list[RunPattern], q: SparkQuery) -> DataFrame:
-    """(keys, A locator, B locator, decided_at, relation) for every pattern occurrence."""
-    neighbours = _neighbours(runs, q)
-    found = []
-    for p in patterns:
-        cond = _is_in(F.col("_prev"), p.previous) & _is_in(F.col(C.VALUE), p.current)
-        if p.following is not None:
-            cond = cond & _is_in(F.col("_next"), p.following)
-        found.append(neighbours.filter(cond).select(
-            *q.keys, F.lit(p.a.kind).alias("_a_kind"), _source(p.a.source, p).alias("_a_at"),
-            F.lit(p.b.kind).alias("_b_kind"), _source(p.b.source, p).alias("_b_at"),
-            _source(TRIG, p).alias(C.DECIDED_AT), F.lit(p.relation).cast("string").alias(C.RELATION)))
-    return reduce(DataFrame.unionByName, found)
+GROUPS = tuple(PREFIX_GROUPS)  # a prefix-group pattern names its group by index in the candidates
 
 
-def _locate(candidates: DataFrame, side: str, situations: DataFrame, q: SparkQuery) -> DataFrame:
+def _occurrence(constraint: PairConstraint, pattern: RunPattern) -> Column:
+    """The candidate one pattern finds at a run of the constraint's series, or NULL where it does not occur."""
+    occurs = _is_in(F.col("_prev"), pattern.previous) & _is_in(F.col(C.VALUE), pattern.current)
+    if pattern.following is not None:
+        occurs = occurs & _is_in(F.col("_next"), pattern.following)
+    group = GROUPS.index(pattern.relations) if pattern.relation is None else None
+    found = F.struct(F.lit(constraint.id).alias(C.CONSTRAINT_ID),
+                     F.lit(constraint.left).alias("_a_symbol"), F.lit(pattern.a.kind).alias("_a_kind"),
+                     _source(pattern.a.source, pattern).alias("_a_at"),
+                     F.lit(constraint.right).alias("_b_symbol"), F.lit(pattern.b.kind).alias("_b_kind"),
+                     _source(pattern.b.source, pattern).alias("_b_at"),
+                     _source(TRIG, pattern).alias(C.DECIDED_AT),
+                     F.lit(pattern.relation).cast("string").alias(C.RELATION),
+                     F.lit(group).cast("int").alias("_group"))
+    return F.when(occurs, found)
+
+
+def _candidates(runs: DataFrame, found_by: dict[int, tuple[PairConstraint, list[RunPattern]]],
+                q: SparkQuery) -> DataFrame:
+    """Every pattern occurrence of every constraint, in one pass over the runs of their minterm series:
+    (keys, constraint_id, A symbol/kind/at, B symbol/kind/at, decided_at, relation, _group)."""
+    series = runs.filter(F.col(C.SERIES).isin(*found_by))
+    chosen: Column | None = None
+    for number, (constraint, patterns) in found_by.items():
+        occurrences = F.array(*(_occurrence(constraint, p) for p in patterns))
+        chosen = (F.when(F.col(C.SERIES) == number, occurrences) if chosen is None
+                  else chosen.when(F.col(C.SERIES) == number, occurrences))
+    assert chosen is not None
+    return (_neighbours(series, q).select(*q.keys, F.explode(chosen).alias("_c"))
+            .filter(F.col("_c").isNotNull()).select(*q.keys, "_c.*"))
+
+
+def _endpoints(situations: DataFrame, q: SparkQuery) -> DataFrame:
+    """Each situation twice, once found by its start and once by its end: (keys, symbol, kind, at, ts, te)."""
+    by = F.explode(F.array(F.struct(F.lit("ts").alias("kind"), F.col(C.TS).alias("at")),
+                           F.struct(F.lit("te").alias("kind"), F.col(C.TE).alias("at"))))
+    return (situations.select(*q.keys, C.SYMBOL, C.TS, C.TE, by.alias("_by"))
+            .select(*q.keys, C.SYMBOL, C.TS, C.TE, "_by.kind", "_by.at").filter(F.col("at").isNotNull()))
+
+
+def _locate(candidates: DataFrame, side: str, endpoints: DataFrame, q: SparkQuery) -> DataFrame:
     """Attach the situation (ts, te) that each candidate's locator on `side` ('a' or 'b') points at."""
-    out = []
-    for kind in ("ts", "te"):
-        chosen = candidates.filter(F.col(f"_{side}_kind") == kind)
-        table = situations.select(*q.keys, F.col(C.TS).alias(f"{side}_ts"), F.col(C.TE).alias(f"{side}_te"))
-        out.append(chosen.join(table.withColumn(f"_{side}_at", F.col(f"{side}_{kind}")),
-                               [*q.keys, f"_{side}_at"], "inner"))
-    return out[0].unionByName(out[1])
+    table = endpoints.select(*q.keys, F.col(C.SYMBOL).alias(f"_{side}_symbol"), F.col("kind").alias(f"_{side}_kind"),
+                             F.col("at").alias(f"_{side}_at"), F.col(C.TS).alias(f"{side}_ts"),
+                             F.col(C.TE).alias(f"{side}_te"))
+    return candidates.join(table, [*q.keys, f"_{side}_symbol", f"_{side}_kind", f"_{side}_at"], "inner")
 
 
 def _range_join(a: DataFrame, b: DataFrame, q: SparkQuery, relation: str) -> DataFrame:
@@ -183,43 +211,59 @@ def _range_join(a: DataFrame, b: DataFrame, q: SparkQuery, relation: str) -> Dat
                          F.col("s.ts").alias(C.DECIDED_AT), F.lit(relation).alias(C.RELATION))
 
 
-def _relation_of(group: tuple[str, ...]) -> Column:
-    """For a prefix-group pair, the relation that holds once both ends are known (NULL while one is open)."""
+def _group_relation() -> Column:
+    """For a prefix-group pair, the member relation that holds once both ends are known (NULL while one is
+    open, or for a pair that is not a group's)."""
     a = SimpleNamespace(ts=F.col("a_ts"), te=F.col("a_te"))
     b = SimpleNamespace(ts=F.col("b_ts"), te=F.col("b_te"))
     known = F.col("a_te").isNotNull() & F.col("b_te").isNotNull()
     result = F.lit(None).cast("string")
-    for name in group:
-        result = F.when(known & RELATIONS[name].holds(a, b), F.lit(name)).otherwise(result)
+    for index, group in enumerate(GROUPS):
+        for name in sorted(group):
+            result = F.when((F.col("_group") == index) & known & RELATIONS[name].holds(a, b),
+                            F.lit(name)).otherwise(result)
     return result
 
 
-def detect_pairs(runs: DataFrame, situations: DataFrame, constraint: PairConstraint, q: SparkQuery) -> DataFrame:
-    """Every pair of situations satisfying the constraint, decided, within the window (kernel time).
+def _automaton_pairs(runs: DataFrame, situations: DataFrame, constraints: Sequence[PairConstraint],
+                     q: SparkQuery) -> DataFrame | None:
+    """The pairs the PiePair automata decide, for every constraint at once (None if none has an automaton)."""
+    found_by = {q.pair_series(c): (c, patterns_for(c)) for c in constraints}
+    found_by = {number: found for number, found in found_by.items() if found[1]}
+    if not found_by:
+        return None
+    endpoints = _endpoints(situations, q)
+    located = _locate(_locate(_candidates(runs, found_by, q), "a", endpoints, q), "b", endpoints, q)
+    return located.select(*q.keys, C.CONSTRAINT_ID, "a_ts", "a_te", "b_ts", "b_te", C.DECIDED_AT,
+                          F.coalesce(F.col(C.RELATION), _group_relation()).alias(C.RELATION))
 
+
+def _windowed_pairs(situations: DataFrame, constraint: PairConstraint, q: SparkQuery) -> list[DataFrame]:
+    """The constraint's `before`/`after` pairs (no automaton: a range join of its two situation tables)."""
+    a_sits = situations.filter(F.col(C.SYMBOL) == constraint.left).select(*q.keys, C.TS, C.TE)
+    b_sits = situations.filter(F.col(C.SYMBOL) == constraint.right).select(*q.keys, C.TS, C.TE)
+    return [_range_join(a_sits, b_sits, q, r).withColumn(C.CONSTRAINT_ID, F.lit(constraint.id))
+            for r in ("before", "after") if r in constraint.relations]
+
+
+def detect_pairs(runs: DataFrame, situations: DataFrame, constraints: Sequence[PairConstraint],
+                 q: SparkQuery) -> DataFrame:
+    """Every pair of situations satisfying each of `constraints`, decided, within the window (kernel time).
+
+    One plan for any number of constraints: a run of PiePair jobs costs one pass, not one per constraint.
     Columns: keys, constraint_id, a_ts, a_te, b_ts, b_te, relation (NULL while a prefix group is undecided
     among its members), decided_at.
     """
     takes_part = situations.filter(F.col(C.TAKES_PART))
-    a_sits = takes_part.filter(F.col(C.SYMBOL) == constraint.left).select(*q.keys, C.TS, C.TE)
-    b_sits = takes_part.filter(F.col(C.SYMBOL) == constraint.right).select(*q.keys, C.TS, C.TE)
-    found = []
-    patterns = patterns_for(constraint)
-    if patterns:
-        series = runs.filter(F.col(C.SERIES) == q.pair_series(constraint))
-        located = _locate(_locate(_candidates(series, patterns, q), "a", a_sits, q), "b", b_sits, q)
-        group = tuple(r for p in patterns if p.relation is None for r in sorted(p.relations))
-        relation = F.coalesce(F.col(C.RELATION), _relation_of(group)) if group else F.col(C.RELATION)
-        found.append(located.select(*q.keys, "a_ts", "a_te", "b_ts", "b_te", C.DECIDED_AT,
-                                    relation.alias(C.RELATION)))
-    found += [_range_join(a_sits, b_sits, q, r) for r in ("before", "after") if r in constraint.relations]
-    pairs = reduce(DataFrame.unionByName, found)
+    automaton = _automaton_pairs(runs, takes_part, constraints, q)
+    found = [automaton] if automaton is not None else []
+    found += [pairs for c in constraints for pairs in _windowed_pairs(takes_part, c, q)]
+    pairs = reduce(lambda x, y: x.unionByName(y), found)
     pairs = pairs.filter(q.within_window(F.col(C.DECIDED_AT), F.least("a_ts", "b_ts")))
     # A followed-by pair is also before: keep one row, naming the more specific relation.
     specific = F.when(F.col(C.RELATION).isin("followed-by", "follows"), 0).otherwise(1)
-    return (pairs.groupBy(*q.keys, "a_ts", "b_ts")
+    return (pairs.groupBy(*q.keys, C.CONSTRAINT_ID, "a_ts", "b_ts")
             .agg(F.first("a_te").alias("a_te"), F.first("b_te").alias("b_te"),
                  F.min(C.DECIDED_AT).alias(C.DECIDED_AT),
                  F.min_by(C.RELATION, specific).alias(C.RELATION))
-            .select(*q.keys, F.lit(constraint.id).alias(C.CONSTRAINT_ID), "a_ts", "a_te", "b_ts", "b_te",
-                    C.RELATION, C.DECIDED_AT))
+            .select(*q.keys, C.CONSTRAINT_ID, "a_ts", "a_te", "b_ts", "b_te", C.RELATION, C.DECIDED_AT))

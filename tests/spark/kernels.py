@@ -45,11 +45,7 @@ class Kernels:
 
     def pairs(self, constraint_id: str | None = None) -> DataFrame:
         chosen = [c for c in self.plan.constraints if constraint_id in (None, c.id)]
-        frames = [detect_pairs(self.runs, self.situations, c, self.q) for c in chosen]
-        out = frames[0]
-        for frame in frames[1:]:
-            out = out.unionByName(frame)
-        return out.localCheckpoint()
+        return detect_pairs(self.runs, self.situations, chosen, self.q).localCheckpoint()
 
     def matches(self) -> DataFrame:
         last = self.events.groupBy(*self.q.keys).agg(F.max(self.q.event_time()).alias(LAST_TIME))
