@@ -241,7 +241,12 @@ def _merge_partial(p: Partial):  # type: ignore[no-untyped-def]
 
 
 def _resolve_pending(runs: DataFrame, chain_starts: DataFrame, spec: RunSpec) -> DataFrame:
-    """Replace pending `since` values by the start of the stitched situation they belong to."""
+    """Replace pending `since` values by the start of the stitched situation they belong to.
+
+    One pass over the runs: a pending value is the start of the fragment its situation has at the partition's
+    first event, so a left join with the (small, broadcast) fragment-to-chain table on that start fixes it; other
+    rows find no partner and keep their value.
+    """
     if not spec.pairs:
         return runs.drop(C.LEFT_PENDING, C.RIGHT_PENDING)
     out = runs
@@ -250,10 +255,9 @@ def _resolve_pending(runs: DataFrame, chain_starts: DataFrame, spec: RunSpec) ->
                                         F.col(C.SERIES) - spec.symbols + 1)
         lookup = chain_starts.select(F.col(C.SERIES).alias("_sym"), *spec.keys, "_frag_start",
                                      F.col("_chain_start").alias("_fixed"))
-        pending_rows = out.filter(F.coalesce(F.col(pending), F.lit(False)))
-        # The situation began at the partition's first event, where its stitched chain has a fragment.
-        fixed = (pending_rows.withColumn("_sym", symbol_of_series).withColumn("_frag_start", F.col(since))
-                 .join(F.broadcast(lookup), [*spec.keys, "_sym", "_frag_start"], "inner")
-                 .withColumn(since, F.col("_fixed")).select(*out.columns))
-        out = out.filter(~F.coalesce(F.col(pending), F.lit(False))).unionByName(fixed)
+        is_pending = F.coalesce(F.col(pending), F.lit(False))  # only pair series have pending values
+        out = (out.withColumn("_sym", F.when(is_pending, symbol_of_series))
+               .withColumn("_frag_start", F.when(is_pending, F.col(since)))
+               .join(F.broadcast(lookup), [*spec.keys, "_sym", "_frag_start"], "left")
+               .withColumn(since, F.coalesce(F.col("_fixed"), F.col(since))).drop("_sym", "_frag_start", "_fixed"))
     return out.drop(C.LEFT_PENDING, C.RIGHT_PENDING)
