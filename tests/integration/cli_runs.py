@@ -21,12 +21,13 @@ PIELAKE = str(Path(sys.executable).parent / "pielake")
 ONE_CORE = {**os.environ, "PIELAKE_SPARK_MASTER": "local[1]"}  # two drivers at once share the machine's cores
 
 
-def run_command(tmp_path: Path, run_id: str) -> tuple[Path, list[str]]:
-    """A lake with the Line stream's schema, the `mid` query and its events file; the command that runs it."""
+def run_command(tmp_path: Path, run_id: str, bad_rows: tuple[dict, ...] = ()) -> tuple[Path, list[str]]:
+    """A lake with the Line stream's schema, the `mid` query and its events file (plus `bad_rows`, for the
+    quarantine); the command that runs it."""
     root = tmp_path / "lake"
     save_schema(STREAM, root / "_streams")
     (tmp_path / "mid.tpq").write_text(QUERY)
-    events = write(tmp_path / "events.json", EVENTS)
+    events = write(tmp_path / "events.json", [*EVENTS, *bad_rows])
     return root, [PIELAKE, "run", str(tmp_path / "mid.tpq"), "--events", events, "--lake", str(root),
                   "--run-id", run_id, "--no-checks"]
 

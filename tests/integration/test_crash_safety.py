@@ -1,11 +1,12 @@
 """Crash safety (issue 6): `pielake run` killed with SIGKILL while it writes, then run again with the same run id.
 
-One run is killed twice, each time as soon as a data file of the watched table is on disk, before Delta commits
-it: while appending the events (the one write that is not a replace), and while publishing the matches (after the
-situations and pairs of the same publish are committed). Staging writes are replaced whole by the next attempt,
-so they are left out (each kill costs a JVM start-up and a partial run). The third attempt completes; the tables
-then equal the brute-force reference, every event is there once, the lock is released, and no staging table is
-visible in SQL.
+One run is killed once in each stage's write, as soon as a data file of the watched table is on disk and before
+Delta commits it, in the order a run writes them: the quarantine (ingest), the events append (the one write that
+is not a replace), the staged pairs (every staging write is replaced whole the same way), the matches publish
+(after the situations and pairs of the same publish are committed) and the progress the next micro-batch starts
+from (the publish's last write). The last attempt completes; the tables then equal the brute-force reference,
+every event is there once, the bad row is quarantined once, the lock is released, and no staging table is visible
+in SQL.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from tests.integration.cli_runs import ONE_CORE, assert_one_clean_run, run_comma
 
 pytestmark = pytest.mark.heavy(seconds=270)  # about this long in CI: scheduled first
 
-KILL_POINTS = ("events_line", "matches_mid")
+KILL_POINTS = ("quarantine_line", "events_line", "_staging/pairs_mid", "matches_mid", "progress_mid")
+BAD_ROW = {"m": None, "ts": 99, "v": 1.0}  # a NULL key: quarantined
 
 
 def data_files(table: Path) -> set[Path]:
@@ -47,7 +49,7 @@ def run_until_written(command: list[str], table: Path, timeout: float = 600) -> 
 
 
 def test_a_run_killed_mid_write_and_run_again_gives_the_clean_tables(tmp_path: Path, spark: SparkSession) -> None:
-    root, command = run_command(tmp_path, "crashy")
+    root, command = run_command(tmp_path, "crashy", bad_rows=(BAD_ROW,))
     for table in KILL_POINTS:
         code = run_until_written(command, root / table)
         if code != -signal.SIGKILL:
@@ -55,5 +57,7 @@ def test_a_run_killed_mid_write_and_run_again_gives_the_clean_tables(tmp_path: P
     last = subprocess.run(command, check=False, capture_output=True, text=True, timeout=600)
     assert last.returncode == 0, last.stderr[-2000:]
     assert_one_clean_run(spark, root)
+    quarantined = Lake(spark, root).read("quarantine_line").collect()
+    assert [r["reason"] for r in quarantined] == ["null_key: m"]
     visible = Lake(spark, root).tables()
     assert not [name for name in visible if "staging" in name or name.startswith(("segments", "scope"))]
