@@ -228,8 +228,7 @@ def _group_relation() -> Column:
 def _automaton_pairs(runs: DataFrame, situations: DataFrame, constraints: Sequence[PairConstraint],
                      q: SparkQuery) -> DataFrame | None:
     """The pairs the PiePair automata decide, for every constraint at once (None if none has an automaton)."""
-    found_by = {q.pair_series(c): (c, patterns_for(c)) for c in constraints}
-    found_by = {number: found for number, found in found_by.items() if found[1]}
+    found_by = {q.pair_series(c): (c, patterns) for c in constraints if (patterns := patterns_for(c))}
     if not found_by:
         return None
     endpoints = _endpoints(situations, q)
@@ -258,7 +257,7 @@ def detect_pairs(runs: DataFrame, situations: DataFrame, constraints: Sequence[P
     automaton = _automaton_pairs(runs, takes_part, constraints, q)
     found = [automaton] if automaton is not None else []
     found += [pairs for c in constraints for pairs in _windowed_pairs(takes_part, c, q)]
-    pairs = reduce(lambda x, y: x.unionByName(y), found)
+    pairs = reduce(DataFrame.unionByName, found)
     pairs = pairs.filter(q.within_window(F.col(C.DECIDED_AT), F.least("a_ts", "b_ts")))
     # A followed-by pair is also before: keep one row, naming the more specific relation.
     specific = F.when(F.col(C.RELATION).isin("followed-by", "follows"), 0).otherwise(1)
