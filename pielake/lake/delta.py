@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyspark.sql.functions as F
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 
 from pielake.errors import PielakeError
 
@@ -111,12 +111,15 @@ class Lake:
         return int(self.last_commit(table)["version"])
 
     def overwrite(self, df: DataFrame, table: str, partition_by: tuple[str, ...] = (),
-                  replace_where: str | None = None) -> int:
-        """Replace the table (or the part `replace_where` selects) with `df`, in one Delta transaction.
+                  replace_where: str | None = None, rows_per_file: int | None = None) -> int:
+        """Replace the table (or the part `replace_where` selects) with `df`, in one Delta transaction, in
+        files of at most `rows_per_file` rows if given.
 
         Returns the rows written, from the commit's own metrics rather than by reading the table again.
         """
         writer = df.write.format("delta").mode("overwrite")
+        if rows_per_file is not None:
+            writer = writer.option("maxRecordsPerFile", rows_per_file)
         if replace_where is not None and self.exists(table):
             writer = writer.option("replaceWhere", replace_where)
         else:
@@ -131,17 +134,20 @@ class Lake:
         return int(self.last_commit(table)["operationMetrics"].get("numOutputRows", 0))
 
     def replace_rows(self, rows: DataFrame, table: str, *, natural_key: tuple[str, ...], stale: DataFrame,
-                     ignore: tuple[str, ...] = ()) -> dict[str, int]:
+                     ignore: tuple[str, ...] = (), target_only: Column | None = None) -> dict[str, int]:
         """In one MERGE: insert `rows`, update the ones whose natural key exists, delete the keys in `stale`.
 
         A row that is already there unchanged (columns in `ignore`, like the run id, aside) is left alone, so
-        re-running a run rewrites nothing. Returns the commit's inserted/updated/deleted counts.
+        re-running a run rewrites nothing. `target_only`, a condition on the table's columns (alias `t`) that
+        every row the source names satisfies, lets Delta skip the files that cannot hold one. Returns the
+        commit's inserted/updated/deleted counts.
         """
         if not self.exists(table):
             return {"inserted": self.overwrite(rows, table), "updated": 0, "deleted": 0}
         source = (rows.withColumn(DELETE, F.lit(False))
                   .unionByName(stale.select(*natural_key).withColumn(DELETE, F.lit(True)), allowMissingColumns=True))
-        same_key = reduce(lambda a, b: a & b, (F.col(f"t.{c}") == F.col(f"s.{c}") for c in natural_key))
+        same_key = reduce(Column.__and__, (F.col(f"t.{c}") == F.col(f"s.{c}") for c in natural_key),
+                          F.lit(True) if target_only is None else target_only)
         compared = [c for c in rows.columns if c not in natural_key and c not in ignore]
         changed = reduce(lambda a, b: a | b, (~F.col(f"t.{c}").eqNullSafe(F.col(f"s.{c}")) for c in compared),
                          F.lit(False))

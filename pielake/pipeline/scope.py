@@ -22,7 +22,7 @@ unsettled anchor and before P - W therefore leaves every row that can change ins
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import reduce
+from functools import cached_property, reduce
 
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
@@ -43,19 +43,35 @@ MODES = ("batch", "incremental", "backfill")
 
 @dataclass(frozen=True)
 class Derived:
-    """A derived table's natural key (SEMANTICS §6) and the anchor its rows are owned by."""
+    """A derived table's natural key (SEMANTICS §6) and its start columns: a row's anchor is their least.
 
+    Matches keep their starts in the stream's own time type, situations and pairs in kernel time.
+    """
+
+    q: SparkQuery
     natural_key: tuple[str, ...]
-    anchor: Column
+    starts: tuple[str, ...]
+    in_stream_time: bool = False
+
+    @property
+    def anchor(self) -> Column:
+        times = [self.q.kernel_time(F.col(s)) if self.in_stream_time else F.col(s) for s in self.starts]
+        return times[0] if len(times) == 1 else F.least(*times)
+
+    def after(self, bound: int, alias: str | None = None) -> Column:
+        """Anchored after kernel time `bound`, said as every stored start column > a literal of its own type:
+        the form Delta prunes files by (with their min/max statistics); `alias` qualifies the columns."""
+        at = self.q.time_literal(bound) if self.in_stream_time else F.lit(bound)
+        return reduce(Column.__and__, (F.col(f"{alias}.{s}" if alias else s) > at for s in self.starts))
 
 
 def derived_tables(q: SparkQuery) -> dict[str, Derived]:
-    """The tables a run publishes, by kind, with their natural keys and anchors."""
-    starts = [C.symbol_ts(s.name) for s in q.plan.symbols]
+    """The tables a run publishes, by kind, with their natural keys and start columns."""
+    starts = tuple(C.symbol_ts(s.name) for s in q.plan.symbols)
     return {
-        "situations": Derived((*q.keys, C.SYMBOL, C.TS), F.col(C.TS)),
-        "pairs": Derived((*q.keys, C.CONSTRAINT_ID, "a_ts", "b_ts"), F.least(F.col("a_ts"), F.col("b_ts"))),
-        "matches": Derived((*q.keys, *starts), F.least(*(q.kernel_time(F.col(s)) for s in starts))),
+        "situations": Derived(q, (*q.keys, C.SYMBOL, C.TS), (C.TS,)),
+        "pairs": Derived(q, (*q.keys, C.CONSTRAINT_ID, "a_ts", "b_ts"), ("a_ts", "b_ts")),
+        "matches": Derived(q, (*q.keys, *starts), starts, in_stream_time=True),
     }
 
 
@@ -74,18 +90,35 @@ class Scope:
         cut = F.coalesce(F.col(CUT), F.lit(NO_CUT)).alias(SCOPE_CUT)
         return F.broadcast(self.frame.select(*self.keys, cut))
 
-    def slice(self, events: DataFrame, time: Column) -> DataFrame:
+    @cached_property
+    def floor(self) -> int | None:
+        """The least cut over the scope's keys, or None (a batch run, or a key recomputed from its first event).
+
+        Every event a run reads is at or after it and every row it owns is anchored after it: the one literal
+        bound that lets Delta skip the history's files, which the per-key cut (a join) cannot.
+        """
+        if self.full:
+            return None
+        least, uncut = self.frame.agg(F.min(CUT), F.count(F.when(F.col(CUT).isNull(), 1))).first()
+        return None if uncut or least is None else int(least)
+
+    def slice(self, events: DataFrame, q: SparkQuery) -> DataFrame:
         """The events a run reads: its keys' events from their cut on (the event at the cut included)."""
         if self.full:
             return events
-        return events.join(self._cuts(), list(self.keys)).filter(time >= F.col(SCOPE_CUT)).drop(SCOPE_CUT)
+        if self.floor is not None:
+            events = events.filter(q.stored_time() >= q.time_literal(self.floor))
+        return (events.join(self._cuts(), list(self.keys)).filter(q.event_time() >= F.col(SCOPE_CUT))
+                .drop(SCOPE_CUT))
 
-    def owned(self, rows: DataFrame, anchor: Column | None) -> DataFrame:
+    def owned(self, rows: DataFrame, derived: Derived | None) -> DataFrame:
         """The rows this run owns: its keys' rows anchored after their cut (all its keys' rows: no anchor)."""
         if self.full:
             return rows
+        if derived is not None and self.floor is not None:
+            rows = rows.filter(derived.after(self.floor))
         owned = rows.join(self._cuts(), list(self.keys))
-        return (owned if anchor is None else owned.filter(anchor > F.col(SCOPE_CUT))).drop(SCOPE_CUT)
+        return (owned if derived is None else owned.filter(derived.anchor > F.col(SCOPE_CUT))).drop(SCOPE_CUT)
 
     def last_times(self) -> DataFrame:
         return self.frame.select(*self.keys, LAST_TIME)

@@ -30,6 +30,7 @@ from pielake.pipeline.ingest import events_table
 from pielake.pipeline.scope import (
     EVENTS_VERSION,
     FULL,
+    Derived,
     Scope,
     backfill_cut,
     derived_tables,
@@ -45,6 +46,7 @@ from pielake.spark.query import SparkQuery
 from pielake.streams import StreamSchema
 
 BYTES_PER_PARTITION = 32 * 1024 * 1024
+ROWS_PER_FILE = 100_000  # published tables: small enough that a micro-batch rewrites little of them
 
 
 @dataclass(frozen=True)
@@ -138,9 +140,9 @@ def derive_situations(job: QueryJob, *, mode: str = "batch", since: int | None =
         scope = job.scope()
         partitions = (partitions_for(job.lake, table) if scope.full
                       else 2 * job.lake.spark.sparkContext.defaultParallelism)
-        runs = q.runs(scope.slice(events, q.event_time()), partitions)
+        runs = q.runs(scope.slice(events, q), partitions)
         job.staging.overwrite(runs, job.table("segments"), partition_by=(C.SERIES,))
-        situations = scope.owned(q.situations(job.staged("segments")), F.col(C.TS))
+        situations = scope.owned(q.situations(job.staged("segments")), derived_tables(q)["situations"])
         written = job.staging.overwrite(situations, job.table("situations"))
         return {"keys in scope": keys, job.table("situations"): written}
 
@@ -204,11 +206,11 @@ def publish(job: QueryJob) -> StageResult:
             staged = job.staged(kind)
             partitions = (C.CONSTRAINT_ID,) if kind == "pairs" else ()
             rows[job.table(kind)] = _publish_rows(job, kind, staged, natural_key=derived.natural_key,
-                                                  anchor=derived.anchor, scope=scope, partitions=partitions)
+                                                  derived=derived, scope=scope, partitions=partitions)
         state = next_progress(scope, q, unsettled_rows=unsettled(
             q, situations=job.staged("situations"), pairs=job.staged("pairs"), matches=job.staged("matches")),
             run_starts=job.staged("segments").select(*q.keys, F.col(C.START).alias(C.T)))
-        rows[job.table("progress")] = _publish_rows(job, "progress", state, natural_key=q.keys, anchor=None,
+        rows[job.table("progress")] = _publish_rows(job, "progress", state, natural_key=q.keys, derived=None,
                                                     scope=scope, partitions=())
         return rows
 
@@ -216,17 +218,28 @@ def publish(job: QueryJob) -> StageResult:
 
 
 def _publish_rows(job: QueryJob, kind: str, staged: DataFrame, *, natural_key: tuple[str, ...],
-                  anchor: Column | None, scope: Scope, partitions: tuple[str, ...]) -> int:
-    """Rows changed in one published table: replaced whole for a batch run, else merged within the scope."""
+                  derived: Derived | None, scope: Scope, partitions: tuple[str, ...]) -> int:
+    """Rows changed in one published table: replaced whole for a batch run, else merged within the scope.
+
+    A batch run writes the rows in anchor order, so each file holds a stretch of time; a micro-batch's MERGE
+    then names the scope's floor (`Scope.floor`) and Delta reads and rewrites only the files of recent time.
+    """
     table = job.table(kind)
     published = job.published(kind)
     if scope.full or published is None:
-        return job.lake.overwrite(staged, table, partition_by=partitions)
-    stale = scope.owned(published, anchor).select(*natural_key).join(staged.select(*natural_key),
-                                                                     list(natural_key), "left_anti")
+        laid_out = staged if derived is None else in_time_order(staged, derived.anchor)
+        return job.lake.overwrite(laid_out, table, partition_by=partitions, rows_per_file=ROWS_PER_FILE)
+    stale = scope.owned(published, derived).select(*natural_key).join(staged.select(*natural_key),
+                                                                      list(natural_key), "left_anti")
+    recent = None if derived is None or scope.floor is None else derived.after(scope.floor, alias="t")
     counts = job.lake.replace_rows(staged.select(*published.columns), table, natural_key=natural_key, stale=stale,
-                                   ignore=(C.RUN_ID,))
+                                   ignore=(C.RUN_ID,), target_only=recent)
     return sum(counts.values())
+
+
+def in_time_order(rows: DataFrame, anchor: Column) -> DataFrame:
+    """`rows` ranged and sorted by `anchor`: written out, every file covers its own stretch of time."""
+    return rows.repartitionByRange(rows.rdd.getNumPartitions(), anchor).sortWithinPartitions(anchor)
 
 
 def match_counts(job: QueryJob) -> dict[str, int]:

@@ -98,8 +98,12 @@ class SparkQuery:
     def column(self, ref: ast.Column) -> Column:
         return F.col(self.names[ref.name.lower()])
 
+    def stored_time(self) -> Column:
+        """The events' time column as stored, in the stream's own type."""
+        return F.col(self.names[self.stream.time_column.lower()])
+
     def event_time(self) -> Column:
-        return self.kernel_time(F.col(self.names[self.stream.time_column.lower()]))
+        return self.kernel_time(self.stored_time())
 
     def kernel_time(self, column: Column) -> Column:
         """A time in the stream's own type as kernel time (BIGINT); `time_out` is its inverse."""
@@ -117,6 +121,14 @@ class SparkQuery:
     def window_ceiling(self) -> int:
         """The window in whole kernel time units, rounded up: no two starts further apart share a match."""
         return -(-self.window_units.numerator // self.window_units.denominator)
+
+    def time_literal(self, kernel: int) -> Column:
+        """Kernel time as a literal of the stream's own time type. A filter of a stored time column against it
+        is one Delta can prune files with (their min/max statistics are in that type); against a converted
+        column it could not."""
+        if self.stream.time_unit != TIMESTAMP_UNIT:
+            return F.lit(kernel)
+        return F.lit(datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=kernel))
 
     def time_out(self, column: Column) -> Column:
         """Kernel time (BIGINT) back to the stream's own time type for the result tables."""
