@@ -239,7 +239,7 @@ def _publish_rows(job: QueryJob, kind: str, staged: DataFrame, *, natural_key: t
 
 def in_time_order(rows: DataFrame, anchor: Column) -> DataFrame:
     """`rows` ranged and sorted by `anchor`: written out, every file covers its own stretch of time."""
-    return rows.repartitionByRange(rows.rdd.getNumPartitions(), anchor).sortWithinPartitions(anchor)
+    return rows.repartitionByRange(max(1, rows.rdd.getNumPartitions()), anchor).sortWithinPartitions(anchor)
 
 
 def match_counts(job: QueryJob) -> dict[str, int]:

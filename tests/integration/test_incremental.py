@@ -117,4 +117,4 @@ def test_a_timestamp_stream_in_micro_batches_equals_the_reference(spark: SparkSe
     expected = [(key, tuple(map(as_time, ends)), as_time(detected), as_time(completed), status, values)
                 for key, ends, detected, completed, status, values in reference_rows(find_matches(seen, plan), plan)]
     assert spark_rows(lake.read("matches_q"), plan) == sorted(expected, key=repr)
-    assert len(expected) >= 5, "the stream should have matches to compare"
+    assert len(expected) >= 3, "the stream should have matches to compare"
