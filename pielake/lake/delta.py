@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import reduce
 from pathlib import Path
 
@@ -118,29 +120,44 @@ class Lake:
         Returns the rows written, from the commit's own metrics rather than by reading the table again.
         """
         writer = df.write.format("delta").mode("overwrite")
-        if rows_per_file is not None:
-            writer = writer.option("maxRecordsPerFile", rows_per_file)
         if replace_where is not None and self.exists(table):
             writer = writer.option("replaceWhere", replace_where)
         else:
             writer = writer.option("overwriteSchema", "true")
         if partition_by:
             writer = writer.partitionBy(*partition_by)
-        writer.save(self.path(table))
+        with self.files_of(rows_per_file):
+            writer.save(self.path(table))
         return self.rows_written(table)
+
+    @contextmanager
+    def files_of(self, rows: int | None) -> Iterator[None]:
+        """Writes within hold at most `rows` rows a file (Spark's `maxRecordsPerFile`, which MERGE takes only
+        from the session), so a table written in time order keeps each stretch of time in files of its own."""
+        if rows is None:
+            yield
+            return
+        key = "spark.sql.files.maxRecordsPerFile"
+        before = self.spark.conf.get(key)
+        self.spark.conf.set(key, str(rows))
+        try:
+            yield
+        finally:
+            self.spark.conf.set(key, before)
 
     def rows_written(self, table: str) -> int:
         """Rows the table's last commit wrote (a commit that wrote no file has no such metric)."""
         return int(self.last_commit(table)["operationMetrics"].get("numOutputRows", 0))
 
     def replace_rows(self, rows: DataFrame, table: str, *, natural_key: tuple[str, ...], stale: DataFrame,
-                     ignore: tuple[str, ...] = (), target_only: Column | None = None) -> dict[str, int]:
+                     ignore: tuple[str, ...] = (), target_only: Column | None = None,
+                     rows_per_file: int | None = None) -> dict[str, int]:
         """In one MERGE: insert `rows`, update the ones whose natural key exists, delete the keys in `stale`.
 
         A row that is already there unchanged (columns in `ignore`, like the run id, aside) is left alone, so
         re-running a run rewrites nothing. `target_only`, a condition on the table's columns (alias `t`) that
-        every row the source names satisfies, lets Delta skip the files that cannot hold one. Returns the
-        commit's inserted/updated/deleted counts.
+        every row the source names satisfies, lets Delta skip the files that cannot hold one; rewritten files
+        hold at most `rows_per_file` rows. Returns the commit's inserted/updated/deleted counts.
         """
         if not self.exists(table):
             return {"inserted": self.overwrite(rows, table), "updated": 0, "deleted": 0}
@@ -153,11 +170,12 @@ class Lake:
                          F.lit(False))
         values = {c: F.col(f"s.{c}") for c in rows.columns}
         keep = ~F.col(f"s.{DELETE}")
-        (DeltaTable.forPath(self.spark, self.path(table)).alias("t").merge(source.alias("s"), same_key)
-         .whenMatchedDelete(condition=F.col(f"s.{DELETE}"))
-         .whenMatchedUpdate(condition=keep & changed, set=values)
-         .whenNotMatchedInsert(condition=keep, values=values)
-         .execute())
+        merge = (DeltaTable.forPath(self.spark, self.path(table)).alias("t").merge(source.alias("s"), same_key)
+                 .whenMatchedDelete(condition=F.col(f"s.{DELETE}"))
+                 .whenMatchedUpdate(condition=keep & changed, set=values)
+                 .whenNotMatchedInsert(condition=keep, values=values))
+        with self.files_of(rows_per_file):
+            merge.execute()
         metrics = self.last_commit(table)["operationMetrics"]
         return {k: int(metrics.get(f"numTargetRows{k.capitalize()}", 0)) for k in ("inserted", "updated", "deleted")}
 

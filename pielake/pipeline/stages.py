@@ -46,7 +46,7 @@ from pielake.spark.query import SparkQuery
 from pielake.streams import StreamSchema
 
 BYTES_PER_PARTITION = 32 * 1024 * 1024
-ROWS_PER_FILE = 100_000  # published tables: small enough that a micro-batch rewrites little of them
+ROWS_PER_FILE = 50_000  # published tables: small enough that a micro-batch rewrites little of them
 
 
 @dataclass(frozen=True)
@@ -233,7 +233,7 @@ def _publish_rows(job: QueryJob, kind: str, staged: DataFrame, *, natural_key: t
                                                                       list(natural_key), "left_anti")
     recent = None if derived is None or scope.floor is None else derived.after(scope.floor, alias="t")
     counts = job.lake.replace_rows(staged.select(*published.columns), table, natural_key=natural_key, stale=stale,
-                                   ignore=(C.RUN_ID,), target_only=recent)
+                                   ignore=(C.RUN_ID,), target_only=recent, rows_per_file=ROWS_PER_FILE)
     return sum(counts.values())
 
 
