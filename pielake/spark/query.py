@@ -23,6 +23,8 @@ from pielake.spark.runs import Partial, RunSpec, encode_runs
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
 _FLOATING = ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # kernel time 0 of a TIMESTAMP stream
+MICROSECOND = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,7 @@ class SparkQuery:
             return int(text)
         moment = datetime.fromisoformat(text)
         moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-        return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+        return (moment - EPOCH) // MICROSECOND
 
     @cached_property
     def window_ceiling(self) -> int:
@@ -128,7 +130,7 @@ class SparkQuery:
         column it could not."""
         if self.stream.time_unit != TIMESTAMP_UNIT:
             return F.lit(kernel)
-        return F.lit(datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=kernel))
+        return F.lit(EPOCH + kernel * MICROSECOND)
 
     def time_out(self, column: Column) -> Column:
         """Kernel time (BIGINT) back to the stream's own time type for the result tables."""

@@ -107,13 +107,14 @@ def test_a_timestamp_stream_in_micro_batches_equals_the_reference(spark: SparkSe
     root = tmp_path / "lake"
     save_schema(TIMED, root / "_streams")
     lake = Lake(spark, root)
-    for index, part in enumerate((rows[:35] + rows[60:95], rows[35:60] + rows[95:])):
+    batches = (rows[:35] + rows[60:95], rows[35:60] + rows[95:])  # each key's first 35 events, then the rest
+    for index, part in enumerate(batches):
         path = root / f"batch{index}.json"
         path.write_text("\n".join(json.dumps({**r, "ts": as_time(r["ts"]).isoformat() + "Z"}) for r in part))
         run_query(lake, plan, f"mb{index}", RunRequest(mode="incremental", events_path=str(path), checks=False))
         if index == 0:
             assert lake.read("progress_q").filter("__cut IS NULL").count() == 0, "every key should have a cut"
-    seen = rows[:35] + rows[60:95] + rows[35:60] + rows[95:]
+    seen = [r for part in batches for r in part]
     expected = [(key, tuple(map(as_time, ends)), as_time(detected), as_time(completed), status, values)
                 for key, ends, detected, completed, status, values in reference_rows(find_matches(seen, plan), plan)]
     assert spark_rows(lake.read("matches_q"), plan) == sorted(expected, key=repr)
