@@ -2,9 +2,9 @@
 
 Every PiePair automaton (`pielake.semantics.automata`) reads at most three consecutive minterm *runs*: the run
 before the pattern, an optional middle run (E+ shared by both situations, or the O+ gap of followed-by), and the
-run that triggers the decision. Runs of one key tile its timeline, so "the next run" is the run that starts where
-this one ends: an equi-join, which Spark distributes even when one key holds all events. Each pattern is then a
-filter on (previous, current, next) values, read from the automaton's own transitions; the patterns of every
+run that triggers the decision. The runs kernel hands every run the values of the runs before and after it
+(`pielake.spark.runs`: found inside its time range, or across an edge when stitching), so each pattern is a
+filter on (previous, current, next) values of one row, read from the automaton's own transitions; the patterns of every
 constraint are tested in one pass (an array of candidates per run, exploded), and both situations of every
 candidate are found by one join per side, on (key, symbol, ts or te).
 
@@ -121,21 +121,6 @@ def _is_in(column: Column, symbols: frozenset[str]) -> Column:
     return (column.isNull() | test) if BOUNDARY in symbols else test
 
 
-def _neighbours(runs: DataFrame, q: SparkQuery) -> DataFrame:
-    """Each run with the values of the runs before and after it in its series (NULL at the ends of its key)."""
-    on = [*q.keys, C.SERIES]
-    prev = runs.select(*on, F.col(C.END).alias("_p_end"), F.col(C.VALUE).alias("_prev"))
-    nxt = runs.select(*on, F.col(C.START).alias("_n_start"), F.col(C.VALUE).alias("_next"))
-    r = runs.alias("r")
-    joined = r.join(prev.alias("p"), [F.col(f"r.{k}") == F.col(f"p.{k}") for k in on]
-                    + [F.col(f"r.{C.START}") == F.col("p._p_end")], "left")
-    joined = joined.select("r.*", "p._prev")
-    r2 = joined.alias("r")
-    joined = r2.join(nxt.alias("n"), [F.col(f"r.{k}") == F.col(f"n.{k}") for k in on]
-                     + [F.col(f"r.{C.END}") == F.col("n._n_start")], "left")
-    return joined.select("r.*", "n._next")
-
-
 def _source(name: str, pattern: RunPattern) -> Column:
     """The time a locator names: the trigger run's start, the current run's start, or a since column."""
     if name == TRIG:
@@ -148,9 +133,9 @@ GROUPS = tuple(PREFIX_GROUPS)  # a prefix-group pattern names its group by index
 
 def _occurrence(constraint: PairConstraint, pattern: RunPattern) -> Column:
     """The candidate one pattern finds at a run of the constraint's series, or NULL where it does not occur."""
-    occurs = _is_in(F.col("_prev"), pattern.previous) & _is_in(F.col(C.VALUE), pattern.current)
+    occurs = _is_in(F.col(C.PREV), pattern.previous) & _is_in(F.col(C.VALUE), pattern.current)
     if pattern.following is not None:
-        occurs = occurs & _is_in(F.col("_next"), pattern.following)
+        occurs = occurs & _is_in(F.col(C.NEXT), pattern.following)
     group = GROUPS.index(pattern.relations) if pattern.relation is None else None
     found = F.struct(F.lit(constraint.id).alias(C.CONSTRAINT_ID),
                      F.lit(constraint.left).alias("_a_symbol"), F.lit(pattern.a.kind).alias("_a_kind"),
@@ -174,7 +159,7 @@ def _candidates(runs: DataFrame, found_by: dict[int, tuple[PairConstraint, list[
         chosen = (F.when(F.col(C.SERIES) == number, occurrences) if chosen is None
                   else chosen.when(F.col(C.SERIES) == number, occurrences))
     assert chosen is not None
-    return (_neighbours(series, q).select(*q.keys, F.explode(chosen).alias("_c"))
+    return (series.select(*q.keys, F.explode(chosen).alias("_c"))
             .filter(F.col("_c").isNotNull()).select(*q.keys, "_c.*"))
 
 

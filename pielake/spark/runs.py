@@ -11,7 +11,9 @@ few (at most two per series per partition), so merging them is a small window ov
 
 - a fragment continues the previous fragment of its key if that one ended its partition, this one starts its
   partition, and both have the same value;
-- a run's end is the start of the next run of its key (or NULL: the situation is open).
+- a run's end is the start of the next run of its key (or NULL: the situation is open);
+- a run's neighbours' values (`prev`/`next`, what PiePair patterns test) are known inside a partition; across an
+  edge they are the values of the adjacent edge fragments.
 
 Each constraint run also carries `left_since`/`right_since`: the start of the situation of the left/right
 predicate that contains the run's first event (NULL where that predicate is false). Where that situation began in
@@ -65,7 +67,8 @@ class RunSpec:
     def output_schema(self) -> list[tuple[str, str]]:
         """The kernel's output columns in order: Spark matches Arrow batches to it by position."""
         return [(C.SERIES, "INT"), (C.VALUE, "INT"), *zip(self.keys, self.key_types, strict=True),
-                (C.START, "BIGINT"), (C.END, "BIGINT"), (C.FIRST_IN_PART, "BOOLEAN"), (C.LAST_IN_PART, "BOOLEAN"),
+                (C.START, "BIGINT"), (C.END, "BIGINT"), (C.PREV, "INT"), (C.NEXT, "INT"),
+                (C.FIRST_IN_PART, "BOOLEAN"), (C.LAST_IN_PART, "BOOLEAN"),
                 (C.LEFT_SINCE, "BIGINT"), (C.RIGHT_SINCE, "BIGINT"), (C.LEFT_PENDING, "BOOLEAN"),
                 (C.RIGHT_PENDING, "BOOLEAN"), *((p.name, p.spark_type) for p in self.partials)]
 
@@ -127,9 +130,13 @@ class _Partition:
         has_next = following < self.n
         has_next[has_next] = ~self.key_starts[following[has_next]]
         end_t = np.where(has_next, self.t[np.minimum(following, self.n - 1)], 0)
+        run_values = values[starts].astype(np.int32)
+        has_prev = ~self.key_starts[starts]  # the partition's first run has none here: stitching finds it
         out: dict[str, pa.Array] = {
             C.SERIES: pa.array(np.full(len(starts), series, dtype=np.int32)),
-            C.VALUE: pa.array(values[starts].astype(np.int32)),
+            C.VALUE: pa.array(run_values),
+            C.PREV: pa.array(np.roll(run_values, 1), mask=~has_prev),
+            C.NEXT: pa.array(np.roll(run_values, -1), mask=~has_next),
         }
         for key in self.spec.keys:
             out[key] = self.table.column(key).take(pa.array(starts)).combine_chunks()
@@ -211,11 +218,16 @@ def stitch(fragments: DataFrame, spec: RunSpec) -> DataFrame:
     by_series = Window.partitionBy(C.SERIES, *spec.keys).orderBy(C.START)
     continues = (F.col(C.FIRST_IN_PART) & F.lag(C.LAST_IN_PART).over(by_series)
                  & (F.lag(C.VALUE).over(by_series) == F.col(C.VALUE)))
-    chained = edge.withColumn("_chain", F.sum(F.when(continues, 0).otherwise(1)).over(
+    # A neighbour across an edge is the adjacent edge fragment of the key (none: the key begins or ends there).
+    chained = (edge.withColumn("_chain", F.sum(F.when(continues, 0).otherwise(1)).over(
         by_series.rowsBetween(Window.unboundedPreceding, 0)))
+        .withColumn(C.PREV, F.when(F.col(C.FIRST_IN_PART), F.lag(C.VALUE).over(by_series)).otherwise(F.col(C.PREV)))
+        .withColumn(C.NEXT, F.when(F.col(C.LAST_IN_PART), F.lead(C.VALUE).over(by_series))
+                    .otherwise(F.col(C.NEXT))))
     merged = chained.groupBy(C.SERIES, *spec.keys, "_chain").agg(
         F.min(C.START).alias(C.START), F.first(C.VALUE).alias(C.VALUE),
         F.max_by(C.END, C.START).alias(C.END), F.max_by(C.LAST_IN_PART, C.START).alias("_open_edge"),
+        F.min_by(C.PREV, C.START).alias(C.PREV), F.max_by(C.NEXT, C.START).alias(C.NEXT),
         F.min_by(C.LEFT_SINCE, C.START).alias(C.LEFT_SINCE), F.min_by(C.RIGHT_SINCE, C.START).alias(C.RIGHT_SINCE),
         F.min_by(C.LEFT_PENDING, C.START).alias(C.LEFT_PENDING),
         F.min_by(C.RIGHT_PENDING, C.START).alias(C.RIGHT_PENDING),
@@ -227,8 +239,8 @@ def stitch(fragments: DataFrame, spec: RunSpec) -> DataFrame:
     chain_starts = merged.select(C.SERIES, *spec.keys, F.explode("_parts").alias("_p"), F.col(C.START)
                                  .alias("_chain_start")).select(C.SERIES, *spec.keys, F.col("_p." + C.START)
                                                                 .alias("_frag_start"), "_chain_start")
-    columns = [C.SERIES, C.VALUE, *spec.keys, C.START, C.END, C.LEFT_SINCE, C.RIGHT_SINCE, C.LEFT_PENDING,
-               C.RIGHT_PENDING, *(p.name for p in spec.partials)]
+    columns = [C.SERIES, C.VALUE, *spec.keys, C.START, C.END, C.PREV, C.NEXT, C.LEFT_SINCE, C.RIGHT_SINCE,
+               C.LEFT_PENDING, C.RIGHT_PENDING, *(p.name for p in spec.partials)]
     runs = inner.select(*columns).unionByName(merged.select(*columns))
     return _resolve_pending(runs, chain_starts, spec)
 
