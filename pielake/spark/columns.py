@@ -34,9 +34,12 @@ RUN_ID = "run_id"
 TAKES_PART = "takes_part"
 
 
-def flag(symbol: int) -> str:
-    """The boolean column holding symbol number `symbol`'s predicate."""
-    return f"__p{symbol}"
+FLAGS_PER_WORD = 62  # predicate bits per BIGINT word: clear of the sign bit on both the JVM and numpy sides
+
+
+def flags_word(symbol: int) -> str:
+    """The BIGINT column whose bit `symbol % FLAGS_PER_WORD` holds symbol number `symbol`'s predicate."""
+    return f"__flags{symbol // FLAGS_PER_WORD}"
 
 
 def symbol_ts(symbol: str) -> str:

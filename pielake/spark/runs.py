@@ -53,7 +53,8 @@ class Partial:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """What to encode: `symbols` predicate columns, `pairs` (left, right) symbol indexes, and partials."""
+    """What to encode: `symbols` predicates (bits of `C.flags_word` columns), `pairs` (left, right) symbol
+    indexes, and partials."""
 
     keys: tuple[str, ...]
     key_types: tuple[str, ...]
@@ -112,7 +113,8 @@ class _Partition:
         self.t = table.column(C.T).to_numpy()
         self.key_starts = _key_starts(table, spec.keys)
         self.first_key_end = int(np.flatnonzero(self.key_starts)[1]) if self.key_starts.sum() > 1 else self.n
-        self.flags = [table.column(C.flag(i)).to_numpy(zero_copy_only=False).astype(bool)
+        words = {name: table.column(name).to_numpy() for name in dict.fromkeys(map(C.flags_word, range(spec.symbols)))}
+        self.flags = [((words[C.flags_word(i)] >> (i % C.FLAGS_PER_WORD)) & 1).astype(bool)
                       for i in range(spec.symbols)]
         self.since = [self._since(i) for i in range(spec.symbols)]
 
