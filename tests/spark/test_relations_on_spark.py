@@ -98,3 +98,18 @@ def test_timestamp_event_times_are_kernel_microseconds_and_come_back_as_timestam
                 for m in find_matches(seconds, plan)]
     assert got == [(at[a], at[b], at[d], s) for a, b, d, s in expected]
     assert len(got) == 1  # [0,2) overlaps [1,4); [6,9) and [7,9) end together: finished-by
+
+
+def test_more_predicates_than_one_flags_word_holds_give_the_reference_situations(spark: SparkSession) -> None:
+    """64 symbols: the kernel input packs 62 predicates per BIGINT word, so the last two travel in a second."""
+    count = 64
+    defines = ", ".join(f"S{i} AS v >= {i}" for i in range(count))
+    pattern = " AND ".join(f"S{i} overlaps S{i + 1}" for i in range(0, count, 2))
+    plan = load_query(f"FROM S PARTITION BY key DEFINE {defines} PATTERN {pattern} WITHIN 1 h")
+    ramp = [*range(count + 2), *range(count + 1, -1, -1)]  # every S_i holds once, for a span of its own
+    rows = [{"key": "k", "ts": t, "v": v} for t, v in enumerate(ramp)]
+    kernels = Kernels(spark, plan, rows, partitions=3)
+    got = sorted((r.symbol, r.ts, r.te) for r in kernels.situations.collect())
+    expected = sorted((s.symbol, s.ts, s.te) for s in derive_situations(rows, plan))
+    assert len(expected) == count
+    assert got == expected
