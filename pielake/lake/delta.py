@@ -62,16 +62,22 @@ def _committed(folder: Path) -> bool:
 
 
 class Lake:
-    """A folder of Delta tables."""
+    """A folder of Delta tables.
 
-    def __init__(self, spark: SparkSession, root: str | Path):
+    `statistics`: whether writes record Delta's per-file column statistics. Published tables need them (a
+    micro-batch's MERGE and a user's filters skip files by them); staged tables are read whole or by partition,
+    so computing them there would only cost time (~40% of writing the 10^7-event runs table).
+    """
+
+    def __init__(self, spark: SparkSession, root: str | Path, *, statistics: bool = True):
         self.spark = spark
         self.root = Path(root).resolve()
+        self.statistics = statistics
 
     @property
     def staging(self) -> Lake:
         """Where a run's outputs wait for their gates: a lake inside this one, invisible to `tables()`."""
-        return Lake(self.spark, self.root / STAGING)
+        return Lake(self.spark, self.root / STAGING, statistics=False)
 
     def path(self, table: str) -> str:
         if not TABLE_NAME.match(table):
@@ -126,24 +132,31 @@ class Lake:
             writer = writer.option("overwriteSchema", "true")
         if partition_by:
             writer = writer.partitionBy(*partition_by)
-        with self.files_of(rows_per_file):
+        with self.writing(rows_per_file):
             writer.save(self.path(table))
         return self.rows_written(table)
 
     @contextmanager
-    def files_of(self, rows: int | None) -> Iterator[None]:
-        """Writes within hold at most `rows` rows a file (Spark's `maxRecordsPerFile`, which MERGE takes only
-        from the session), so a table written in time order keeps each stretch of time in files of its own."""
-        if rows is None:
-            yield
-            return
-        key = "spark.sql.files.maxRecordsPerFile"
-        before = self.spark.conf.get(key)
-        self.spark.conf.set(key, str(rows))
+    def writing(self, rows_per_file: int | None = None) -> Iterator[None]:
+        """Session settings for the writes within, restored after: files of at most `rows_per_file` rows
+        (Spark's `maxRecordsPerFile`, which MERGE takes only from the session: a table written in time order
+        keeps each stretch of time in files of its own), and no statistics in a lake that keeps none."""
+        settings = {}
+        if rows_per_file is not None:
+            settings["spark.sql.files.maxRecordsPerFile"] = str(rows_per_file)
+        if not self.statistics:
+            settings["spark.databricks.delta.stats.collect"] = "false"
+        before = {key: self.spark.conf.get(key, None) for key in settings}
+        for key, value in settings.items():
+            self.spark.conf.set(key, value)
         try:
             yield
         finally:
-            self.spark.conf.set(key, before)
+            for key, value in before.items():
+                if value is None:
+                    self.spark.conf.unset(key)
+                else:
+                    self.spark.conf.set(key, value)
 
     def rows_written(self, table: str) -> int:
         """Rows the table's last commit wrote (a commit that wrote no file has no such metric)."""
@@ -174,7 +187,7 @@ class Lake:
                  .whenMatchedDelete(condition=F.col(f"s.{DELETE}"))
                  .whenMatchedUpdate(condition=keep & changed, set=values)
                  .whenNotMatchedInsert(condition=keep, values=values))
-        with self.files_of(rows_per_file):
+        with self.writing(rows_per_file):
             merge.execute()
         metrics = self.last_commit(table)["operationMetrics"]
         return {k: int(metrics.get(f"numTargetRows{k.capitalize()}", 0)) for k in ("inserted", "updated", "deleted")}
@@ -184,7 +197,8 @@ class Lake:
         if change_feed and not self.exists(table):
             (DeltaTable.createIfNotExists(self.spark).location(self.path(table)).addColumns(df.schema)
              .property("delta.enableChangeDataFeed", "true").execute())
-        df.write.format("delta").mode("append").save(self.path(table))
+        with self.writing():
+            df.write.format("delta").mode("append").save(self.path(table))
 
     def inserted_since(self, table: str, version: int) -> DataFrame | None:
         """Rows inserted after `version` (from the Change Data Feed: only the newer files are read), or None if
