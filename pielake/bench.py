@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pyspark.sql.functions as F
@@ -224,12 +225,15 @@ def summary(results: list[Measurement]) -> str:
     return "\n".join(rows) + f"\n(median of each case; largest spread between repeats {spread:.2f} s)\n"
 
 
+STAGES = ("situations", "pairs", "matches", "publish")
+
+
 def plot(results: list[Measurement], path: Path) -> Path:
     """Time against events per (shape, n) on log axes with the scan floor dashed; time against n at the
-    largest event count."""
+    largest event count; where the time of each case goes, stage by stage, against its scan."""
     plt = pyplot()
     best = medians(results)
-    figure, (by_events, by_symbols) = plt.subplots(1, 2, figsize=(13, 5))
+    figure, (by_events, by_symbols, by_stage) = plt.subplots(1, 3, figsize=(19, 5))
     for shape, symbols in dict.fromkeys((r.shape, r.symbols) for r in best):
         rows = sorted((r for r in best if (r.shape, r.symbols) == (shape, symbols)), key=lambda r: r.events)
         line, = by_events.plot([r.events for r in rows], [r.end_to_end_s for r in rows], marker="o",
@@ -245,7 +249,21 @@ def plot(results: list[Measurement], path: Path) -> Path:
         by_symbols.plot([r.symbols for r in rows], [r.end_to_end_s for r in rows], marker="o", label=shape)
     by_symbols.set(xlabel="symbols n", ylabel="seconds", title=f"growth in n at {largest:,} events")
     by_symbols.legend(fontsize=8)
+    _plot_stages(by_stage, best)
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
+
+
+def _plot_stages(axes: Any, best: list[Measurement]) -> None:
+    """One stacked bar per case: the seconds of each stage, the case's bare scan as a tick."""
+    labels = [f"{r.shape} n={r.symbols} N={r.events:.0e}" for r in best]
+    left = [0.0] * len(best)
+    for stage in STAGES:
+        seconds = [getattr(r, f"{stage}_s") for r in best]
+        axes.barh(labels, seconds, left=left, label=stage)
+        left = [a + b for a, b in zip(left, seconds, strict=True)]
+    axes.scatter([r.scan_s for r in best], labels, marker="|", s=300, color="black", label="bare scan", zorder=3)
+    axes.set(xlabel="seconds", title="where the time goes (median run of each case)")
+    axes.legend(fontsize=8)
