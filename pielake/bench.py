@@ -44,6 +44,7 @@ from pielake.query.analyzer import load_query
 CHAIN_RELATIONS = "meets;overlaps;overlapped-by;starts;started-by;contains"  # PieStream Figure 4
 WINDOW = 10_000
 LOADING = ("ingest", "check_events")
+STAGES = ("situations", "pairs", "matches", "publish")  # the steps of the end-to-end time, each timed on its own
 TPSTREAM_QUERIES = {  # seeds/002 §6.4.1, over a_1, a_2, a_3
     "q1": "A overlaps B AND A overlaps C AND B starts C",
     "q2": "A overlaps B AND A before C AND B overlaps C",
@@ -173,7 +174,7 @@ def measure(spark: SparkSession, shape: str, symbols: int, events: int, *, workd
     scan = scan_seconds(lake, events_table(run.job.stream))
     matches = sum(run.matches.values())  # counted by the run's own report at publish
     return Measurement(shape, symbols, events, repeat, round(load, 3),
-                       *(round(stages.get(k, 0.0), 3) for k in ("situations", "pairs", "matches", "publish")),
+                       *(round(stages.get(k, 0.0), 3) for k in STAGES),
                        round(total, 3), round(scan, 3), round(events / total), round(total / scan, 2),
                        round(memory.jvm / GIB, 2), round(memory.total / GIB, 2), matches)
 
@@ -223,9 +224,6 @@ def summary(results: list[Measurement]) -> str:
              f"{r.events_per_s:,.0f} | {r.peak_jvm_gb} | {r.matches} |" for r in medians(results)]
     spread = max(statistics.pstdev([m.end_to_end_s for m in case]) for case in by_case(results))
     return "\n".join(rows) + f"\n(median of each case; largest spread between repeats {spread:.2f} s)\n"
-
-
-STAGES = ("situations", "pairs", "matches", "publish")
 
 
 def plot(results: list[Measurement], path: Path) -> Path:

@@ -3,10 +3,10 @@
 Every PiePair automaton (`pielake.semantics.automata`) reads at most three consecutive minterm *runs*: the run
 before the pattern, an optional middle run (E+ shared by both situations, or the O+ gap of followed-by), and the
 run that triggers the decision. The runs kernel hands every run the values of the runs before and after it
-(`pielake.spark.runs`: found inside its time range, or across an edge when stitching), so each pattern is a
-filter on (previous, current, next) values of one row, read from the automaton's own transitions; the patterns of every
-constraint are tested in one pass (an array of candidates per run, exploded), and both situations of every
-candidate are found by one join per side, on (key, symbol, ts or te).
+(`pielake.spark.runs`: found inside its time range, or across an edge when stitching), so each pattern is a set
+of (previous, current, next) values of one row, read from the automaton's own transitions. The patterns of every
+constraint are one small table joined to the runs on those values, and both situations of every candidate are
+found by one join per side, on (key, symbol, ts or te).
 
 Where a constraint holds a whole prefix group (`overlaps; finished-by; contains`, `starts; equals; started-by`,
 `overlapped-by; finishes; during`) the pair is decided at the later start (SEMANTICS §5), which a two-run pattern
@@ -115,7 +115,7 @@ def patterns_for(constraint: PairConstraint) -> list[RunPattern]:
     return patterns
 
 
-NO_RUN = -1  # a run's PREV where its key begins (BOUNDARY) in the pattern table's equi-join
+NO_RUN = -1  # BOUNDARY in the pattern table's equi-join: a run's missing (NULL) neighbour
 
 
 def _codes(symbols: frozenset[str]) -> list[int]:
@@ -172,9 +172,11 @@ def _candidates(runs: DataFrame, found_by: dict[int, tuple[PairConstraint, list[
     def pat(name: str) -> Column:
         return F.col(PATTERN + name)
 
-    on = [F.col(C.SERIES) == pat("series"), F.col(C.VALUE) == pat("value"),
-          F.coalesce(F.col(C.PREV), F.lit(NO_RUN)) == pat("prev"),
-          pat("next").isNull() | (F.col(C.NEXT) == pat("next"))]
+    def neighbour(column: str) -> Column:
+        return F.coalesce(F.col(column), F.lit(NO_RUN))
+
+    on = [F.col(C.SERIES) == pat("series"), F.col(C.VALUE) == pat("value"), neighbour(C.PREV) == pat("prev"),
+          pat("next").isNull() | (neighbour(C.NEXT) == pat("next"))]
     return series.join(table, on).select(
         *q.keys, pat("constraint_id").alias(C.CONSTRAINT_ID),
         pat("a_symbol").alias("_a_symbol"), pat("a_kind").alias("_a_kind"), _read(pat("a_source")).alias("_a_at"),

@@ -218,12 +218,12 @@ def stitch(fragments: DataFrame, spec: RunSpec) -> DataFrame:
     edge = fragments.filter(at_edge)
     inner = fragments.filter(~at_edge)
     by_series = Window.partitionBy(C.SERIES, *spec.keys).orderBy(C.START)
-    continues = (F.col(C.FIRST_IN_PART) & F.lag(C.LAST_IN_PART).over(by_series)
-                 & (F.lag(C.VALUE).over(by_series) == F.col(C.VALUE)))
+    previous_value = F.lag(C.VALUE).over(by_series)
+    continues = F.col(C.FIRST_IN_PART) & F.lag(C.LAST_IN_PART).over(by_series) & (previous_value == F.col(C.VALUE))
     # A neighbour across an edge is the adjacent edge fragment of the key (none: the key begins or ends there).
     chained = (edge.withColumn("_chain", F.sum(F.when(continues, 0).otherwise(1)).over(
         by_series.rowsBetween(Window.unboundedPreceding, 0)))
-        .withColumn(C.PREV, F.when(F.col(C.FIRST_IN_PART), F.lag(C.VALUE).over(by_series)).otherwise(F.col(C.PREV)))
+        .withColumn(C.PREV, F.when(F.col(C.FIRST_IN_PART), previous_value).otherwise(F.col(C.PREV)))
         .withColumn(C.NEXT, F.when(F.col(C.LAST_IN_PART), F.lead(C.VALUE).over(by_series))
                     .otherwise(F.col(C.NEXT))))
     merged = chained.groupBy(C.SERIES, *spec.keys, "_chain").agg(
