@@ -4,6 +4,10 @@ Write, audit, publish: a stage writes to `_staging/`, its gate validates that Da
 all passed is published. A failed gate raises `GateError`; the published tables stay as they were, and the full
 validation result is kept at `<lake>/_checks/<query>/<run_id>/<table>.json` for the user to read.
 
+A gate asks GX for the verdict alone first (`BOOLEAN_ONLY`: one aggregate per column, no Spark job per
+expectation for example values), which is all a passing gate needs and halves its cost; only a gate that fails
+is validated again in `SUMMARY` detail, so its report names the unexpected counts and values.
+
 The suites are JSON files a user can read and extend. Their `$placeholders` are filled in from the stream and the
 query (`$each_key` makes one expectation per key column). Properties that relate several columns or rows (an
 interval is ordered, the named relation holds on the endpoints, a match fits its window) are computed here as
@@ -88,7 +92,11 @@ def load_suite(gate: str, fill: dict[str, Any]) -> dict[str, Any]:
     return {"name": spec["name"], "expectations": expanded}
 
 
-def validate(df: DataFrame, suite_spec: dict[str, Any]) -> dict[str, Any]:
+VERDICT = "BOOLEAN_ONLY"
+DETAIL = "SUMMARY"
+
+
+def validate(df: DataFrame, suite_spec: dict[str, Any], result_format: str = DETAIL) -> dict[str, Any]:
     """Run a suite on a Spark DataFrame with an ephemeral GX context; returns GX's result as a dict."""
     # GX takes seconds to import; imported here, only the gate steps pay for it.
     import great_expectations as gx  # noqa: PLC0415
@@ -102,15 +110,18 @@ def validate(df: DataFrame, suite_spec: dict[str, Any]) -> dict[str, Any]:
              .add_batch_definition_whole_dataframe("staged").get_batch(batch_parameters={"dataframe": df}))
     suite = gx.ExpectationSuite(name=suite_spec["name"], expectations=[
         get_expectation_impl(e["type"])(**e["kwargs"]) for e in suite_spec["expectations"]])
-    return batch.validate(context.suites.add(suite)).to_json_dict()
+    return batch.validate(context.suites.add(suite), result_format=result_format).to_json_dict()
 
 
 def run_gate(job: QueryJob, gate: str) -> GateResult:
     """Validate the staged output of `gate`'s stage; raise GateError (after saving the report) if it fails."""
     frame, fill = _check_frame(job, gate)
+    suite = load_suite(gate, fill)
     frame = frame.cache()
     try:
-        result = validate(frame, load_suite(gate, fill))
+        result = validate(frame, suite, VERDICT)
+        if not result["success"]:
+            result = validate(frame, suite, DETAIL)
     finally:
         frame.unpersist()
     report = job.lake.root / CHECKS / job.plan.name / job.run_id / f"{gate}.json"

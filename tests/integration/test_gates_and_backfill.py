@@ -60,11 +60,14 @@ def test_a_corrupt_stage_output_stops_the_run_before_publish(lake: Lake, tmp_pat
     staged = lake.staging.read("situations_mid")
     broken = staged.withColumn("te", F.when(F.col("te").isNotNull(), F.col("ts") - 1))  # every end before its start
     lake.staging.overwrite(broken.localCheckpoint(), "situations_mid")
-    with pytest.raises(GateError, match=r"gate situations: .* FAILED: .*__ordered"):
+    with pytest.raises(GateError, match=r"gate situations: .* FAILED: .*__ordered\): [1-9]\d* rows"):
         run.step("check_situations")
     assert {t: lake.version(t) for t in tables} == versions
     report = json.loads((lake.root / "_checks" / "mid" / "second" / "situations.json").read_text())
     assert report["success"] is False
+    [ordered] = [r for r in report["results"] if r["expectation_config"]["kwargs"].get("column") == "__ordered"]
+    # a failed gate's report has the detail (counts, example values), not only the verdict the gate first asked for
+    assert ordered["result"]["unexpected_count"] > 0 and False in ordered["result"]["partial_unexpected_list"]
     runs = {r.run_id: r for r in lake.read("runs").collect()}
     assert (runs["first"].status, runs["second"].status) == ("published", "stopped")
     assert [s.step for s in runs["second"].steps] == ["ingest", "check_events", "situations", "check_situations"]
