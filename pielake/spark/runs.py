@@ -15,6 +15,10 @@ few (at most two per series per partition), so merging them is a small window ov
 - a run's neighbours' values (`prev`/`next`, what PiePair patterns test) are known inside a partition; across an
   edge they are the values of the adjacent edge fragments.
 
+A symbol's runs of false are kept only where they touch an edge (stitching needs them there to end the run
+before): situations are its true runs, and no PiePair reads a symbol series, so the rest would only be written
+and read back (a fifth of the runs at n=4).
+
 Each constraint run also carries `left_since`/`right_since`: the start of the situation of the left/right
 predicate that contains the run's first event (NULL where that predicate is false). Where that situation began in
 an earlier partition the kernel marks it pending, and the stitched start is filled in from the edge table.
@@ -126,6 +130,7 @@ class _Partition:
         return np.where(flags, self.t[run_start], -1), pending
 
     def encode(self, series: int, values: np.ndarray) -> pa.RecordBatch:
+        """The runs of one series; of a symbol series, only the true runs and the fragments at the edges."""
         starts = _run_starts(values, self.key_starts)
         ends = np.append(starts[1:], self.n) - 1
         following = ends + 1
@@ -149,7 +154,10 @@ class _Partition:
         out.update(self._since_columns(series, starts))
         out.update(self._partials(series, values, starts, ends))
         names = [name for name, _ in self.spec.output_schema()]
-        return pa.RecordBatch.from_arrays([out[name] for name in names], names=names)
+        batch = pa.RecordBatch.from_arrays([out[name] for name in names], names=names)
+        if series >= self.spec.symbols:
+            return batch
+        return batch.filter(pa.array((run_values == 1) | (starts == 0) | (ends == self.n - 1)))
 
     def _since_columns(self, series: int, starts: np.ndarray) -> dict[str, pa.Array]:
         out = {}
