@@ -17,7 +17,7 @@ few (at most two per series per partition), so merging them is a small window ov
 
 A symbol's runs of false are kept only where they touch an edge (stitching needs them there to end the run
 before): situations are its true runs, and no PiePair reads a symbol series, so the rest would only be written
-and read back (a fifth of the runs at n=4).
+and read back (about a fifth of the runs of the synthetic law at n=4).
 
 Each constraint run also carries `left_since`/`right_since`: the start of the situation of the left/right
 predicate that contains the run's first event (NULL where that predicate is false). Where that situation began in
