@@ -118,10 +118,11 @@ class Lake:
     def version(self, table: str) -> int:
         return int(self.last_commit(table)["version"])
 
-    def overwrite(self, df: DataFrame, table: str, partition_by: tuple[str, ...] = (),
-                  replace_where: str | None = None, rows_per_file: int | None = None) -> int:
+    def overwrite(self, df: DataFrame, table: str, *, partition_by: tuple[str, ...] = (),
+                  replace_where: str | None = None, rows_per_file: int | None = None,
+                  commit_note: str | None = None) -> int:
         """Replace the table (or the part `replace_where` selects) with `df`, in one Delta transaction, in
-        files of at most `rows_per_file` rows if given.
+        files of at most `rows_per_file` rows if given; `commit_note` is kept as the commit's `userMetadata`.
 
         Returns the rows written, from the commit's own metrics rather than by reading the table again.
         """
@@ -132,6 +133,8 @@ class Lake:
             writer = writer.option("overwriteSchema", "true")
         if partition_by:
             writer = writer.partitionBy(*partition_by)
+        if commit_note is not None:
+            writer = writer.option("userMetadata", commit_note)
         with self.writing(rows_per_file):
             writer.save(self.path(table))
         return self.rows_written(table)

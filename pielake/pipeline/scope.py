@@ -35,7 +35,7 @@ from pielake.spark.query import SparkQuery
 CUT = "__cut"
 EVENTS_VERSION = "__events_version"  # the events table version a run read: the next one starts after it
 SCOPE_CUT = "__scope_cut"  # the cut joined onto rows that may carry a `__cut` of their own (progress)
-FULL = "__full"
+FULL = "full"  # the scope commit's user metadata when the run is a batch, which replaces whole tables
 BOUND = "__bound"
 NO_CUT = -(2**63)  # a cut before every event: the key is recomputed from its first event
 MODES = ("batch", "incremental", "backfill")
@@ -135,7 +135,7 @@ def mark_unprocessed(rows: DataFrame, progress: DataFrame, q: SparkQuery, *, tim
 
 def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFrame | None,
                backfill_cuts: DataFrame | None = None, new_events: DataFrame | None = None) -> DataFrame:
-    """The scope frame (keys, __cut, __last_t, __full) of a run in `mode`.
+    """The scope frame (keys, __cut, __last_t) of a run in `mode`.
 
     `progress` is the published state (keys, __last_t, __cut) or None on a lake the query has not run on;
     a backfill passes its cuts (keys, __cut) from `backfill_cut`; a micro-batch may pass `new_events`, the events
@@ -144,16 +144,16 @@ def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFra
     timed = events.select(*q.keys, q.event_time().alias(C.T))
     latest = timed.groupBy(*q.keys).agg(F.max(C.T).alias(LAST_TIME))
     if mode == "batch" or (mode == "incremental" and progress is None):
-        return latest.withColumn(CUT, F.lit(None).cast("bigint")).withColumn(FULL, F.lit(mode == "batch"))
+        return latest.withColumn(CUT, F.lit(None).cast("bigint"))
     if mode == "backfill":
         assert backfill_cuts is not None
-        return latest.join(backfill_cuts, list(q.keys)).select(*q.keys, CUT, LAST_TIME, F.lit(False).alias(FULL))
+        return latest.join(backfill_cuts, list(q.keys)).select(*q.keys, CUT, LAST_TIME)
     assert progress is not None
     candidates = timed if new_events is None else new_events.select(*q.keys, q.event_time().alias(C.T))
     pending = (mark_unprocessed(candidates, progress, q, time=F.col(C.T), mark="__pending")
                .filter(F.col("__pending")).groupBy(*q.keys).agg(F.max(C.T).alias(LAST_TIME)))
     return pending.join(F.broadcast(progress.select(*q.keys, CUT)), list(q.keys), "left") \
-        .select(*q.keys, CUT, LAST_TIME, F.lit(False).alias(FULL))
+        .select(*q.keys, CUT, LAST_TIME)
 
 
 def unsettled(q: SparkQuery, *, situations: DataFrame, pairs: DataFrame, matches: DataFrame) -> DataFrame:

@@ -105,9 +105,10 @@ class QueryJob:
         return self.lake.read(self.table(kind)) if self.lake.exists(self.table(kind)) else None
 
     def scope(self) -> Scope:
-        frame = self.staged("scope")
-        full = frame.filter(F.col(FULL)).limit(1).count() > 0
-        return Scope(frame.drop(FULL), self.query.keys, full)
+        """The run's scope; whether it is a batch's is its commit's user metadata, read from the log file for
+        free where a column would cost a Spark job in every stage that asks."""
+        full = self.staging.last_commit(self.table("scope")).get("userMetadata") == FULL
+        return Scope(self.staged("scope"), self.query.keys, full)
 
 
 def timed(stage: str, work: Callable[[], dict[str, int]], **details: object) -> StageResult:
@@ -136,7 +137,8 @@ def derive_situations(job: QueryJob, *, mode: str = "batch", since: int | None =
         progress = job.published("progress")
         scope_rows = plan_scope(events, q, mode=mode, progress=progress, new_events=_new_events(job, progress),
                                 backfill_cuts=_backfill_cuts(job, q, since) if mode == "backfill" else None)
-        keys = job.staging.overwrite(scope_rows.withColumn(EVENTS_VERSION, F.lit(version)), job.table("scope"))
+        keys = job.staging.overwrite(scope_rows.withColumn(EVENTS_VERSION, F.lit(version)), job.table("scope"),
+                                     commit_note=FULL if mode == "batch" else None)
         scope = job.scope()
         partitions = (partitions_for(job.lake, table) if scope.full
                       else 2 * job.lake.spark.sparkContext.defaultParallelism)
