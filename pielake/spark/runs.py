@@ -149,15 +149,16 @@ class _Partition:
             out[key] = self.table.column(key).take(pa.array(starts)).combine_chunks()
         out[C.START] = pa.array(self.t[starts])
         out[C.END] = pa.array(end_t, mask=~has_next)
-        out[C.FIRST_IN_PART] = pa.array(starts == 0)
-        out[C.LAST_IN_PART] = pa.array(ends == self.n - 1)
+        first_in_part, last_in_part = starts == 0, ends == self.n - 1
+        out[C.FIRST_IN_PART] = pa.array(first_in_part)
+        out[C.LAST_IN_PART] = pa.array(last_in_part)
         out.update(self._since_columns(series, starts))
         out.update(self._partials(series, values, starts, ends))
         names = [name for name, _ in self.spec.output_schema()]
         batch = pa.RecordBatch.from_arrays([out[name] for name in names], names=names)
         if series >= self.spec.symbols:
             return batch
-        return batch.filter(pa.array((run_values == 1) | (starts == 0) | (ends == self.n - 1)))
+        return batch.filter(pa.array((run_values == 1) | first_in_part | last_in_part))
 
     def _since_columns(self, series: int, starts: np.ndarray) -> dict[str, pa.Array]:
         out = {}
