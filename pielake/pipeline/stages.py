@@ -134,7 +134,7 @@ def derive_situations(job: QueryJob, *, mode: str = "batch", since: int | None =
         version = job.lake.version(table)
         events = job.lake.read(table, version)
         q = job.query
-        progress = job.published("progress")
+        progress = job.published("progress") if mode == "incremental" else None  # only a micro-batch reads it
         scope_rows = plan_scope(events, q, mode=mode, progress=progress, new_events=_new_events(job, progress),
                                 backfill_cuts=_backfill_cuts(job, q, since) if mode == "backfill" else None)
         keys = job.staging.overwrite(scope_rows.withColumn(EVENTS_VERSION, F.lit(version)), job.table("scope"),
@@ -228,10 +228,10 @@ def _publish_rows(job: QueryJob, kind: str, staged: DataFrame, *, natural_key: t
     of recent time.
     """
     table = job.table(kind)
-    published = job.published(kind)
-    if scope.full or published is None:
+    if scope.full or not job.lake.exists(table):  # nothing of the old table is kept: not even read
         laid_out = staged if derived is None else in_time_order(staged, derived.anchor)
         return job.lake.overwrite(laid_out, table, partition_by=partitions, rows_per_file=ROWS_PER_FILE)
+    published = job.lake.read(table)
     stale = scope.owned(published, derived).select(*natural_key).join(staged.select(*natural_key),
                                                                       list(natural_key), "left_anti")
     recent = None if derived is None or scope.floor is None else derived.after(scope.floor, alias="t")
