@@ -23,6 +23,9 @@ from pielake.spark.query import SparkQuery
 LAST_TIME = "__last_t"
 
 
+FIRST_START, LAST_START, DECIDED = "__first_start", "__last_start", "__decided"
+
+
 def _renamed(pairs: DataFrame, constraint_id: str, left: str, right: str, q: SparkQuery) -> DataFrame:
     return pairs.filter(F.col(C.CONSTRAINT_ID) == constraint_id).select(
         *q.keys, F.col("a_ts").alias(C.symbol_ts(left)), F.col("a_te").alias(C.symbol_te(left)),
@@ -30,30 +33,40 @@ def _renamed(pairs: DataFrame, constraint_id: str, left: str, right: str, q: Spa
         F.col(C.DECIDED_AT).alias(f"__d_{constraint_id}"))
 
 
-def _spread_ok(columns: list[str], q: SparkQuery) -> Column:
-    """Every start within the window of the earliest: a pruning every reported match passes."""
-    starts = [F.col(c) for c in columns]
-    if len(starts) < 2:
-        return F.lit(True)
-    return q.within_window(F.greatest(*starts), F.least(*starts))
+def _extend(bound: DataFrame, new_symbols: list[str], decided: str) -> DataFrame:
+    """Fold the symbols a join added and the constraint's decision time into the running bounds."""
+    starts = [F.col(C.symbol_ts(s)) for s in new_symbols]
+    return (bound.withColumn(FIRST_START, F.least(F.col(FIRST_START), *starts))
+            .withColumn(LAST_START, F.greatest(F.col(LAST_START), *starts))
+            .withColumn(DECIDED, F.greatest(F.col(DECIDED), F.col(decided))).drop(decided))
 
 
 def join_pairs(pairs: DataFrame, q: SparkQuery) -> DataFrame:
-    """Bindings of every symbol that satisfy every constraint, with each constraint's decision time."""
+    """Bindings of every symbol that satisfy every constraint, with the earliest and latest start so far and the
+    latest decision time.
+
+    The bounds are kept as running columns, each join folding in only what it adds: re-reading every start at
+    every join made the generated code grow with the square of the symbols, and past HotSpot's limit for
+    compiling a method (n = 18: the join stage ran interpreted, 21 s of a 29 s stage).
+    """
     bound: DataFrame | None = None
     symbols: list[str] = []
     for c in join_order(q.plan.constraints):
         table = _renamed(pairs, c.id, c.left, c.right, q)
+        decided = f"__d_{c.id}"
         if bound is None:
-            bound, symbols = table, [c.left, c.right]
+            starts = [F.col(C.symbol_ts(c.left)), F.col(C.symbol_ts(c.right))]
+            bound = table.withColumns({FIRST_START: F.least(*starts), LAST_START: F.greatest(*starts),
+                                       DECIDED: F.col(decided)}).drop(decided)
+            symbols = [c.left, c.right]
             continue
         shared = [s for s in (c.left, c.right) if s in symbols]
+        added = [s for s in (c.left, c.right) if s not in symbols]
         on = [*q.keys, *(C.symbol_ts(s) for s in shared)]
-        table = table.drop(*(C.symbol_te(s) for s in shared))
-        bound = bound.join(table, on, "inner")
-        symbols += [s for s in (c.left, c.right) if s not in symbols]
-        if len(shared) < 2:
-            bound = bound.filter(_spread_ok([C.symbol_ts(s) for s in symbols], q))
+        bound = _extend(bound.join(table.drop(*(C.symbol_te(s) for s in shared)), on, "inner"), added, decided)
+        symbols += added
+        if added:  # in a reported match every start lies within the window of the earliest
+            bound = bound.filter(q.within_window(F.col(LAST_START), F.col(FIRST_START)))
     assert bound is not None
     return bound
 
@@ -108,11 +121,9 @@ def find_matches(pairs: DataFrame, situations: DataFrame, last_times: DataFrame,
     `last_times` holds each key's latest event time (`__last_t`): what is known when this run ends.
     """
     bound = join_pairs(pairs, q)
-    starts = [F.col(C.symbol_ts(s.name)) for s in q.plan.symbols]
-    first_start = F.least(*starts)  # every plan has >= 2 symbols (each is in a constraint with another)
-    decided = [F.col(f"__d_{c.id}") for c in q.plan.constraints]
+    first_start = F.col(FIRST_START)
     constrained_ends = [F.col(C.symbol_te(s.name)) for s in q.plan.symbols if s.has_duration]
-    detected = F.greatest(*decided, *starts, *constrained_ends)
+    detected = F.greatest(F.col(DECIDED), F.col(LAST_START), *constrained_ends)
     bound = (bound.withColumn(C.DETECTED_AT, detected)
              .filter(q.within_window(F.col(C.DETECTED_AT), first_start))
              .join(last_times, list(q.keys), "inner"))
