@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import reduce
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
@@ -28,7 +29,9 @@ from pielake.query.analyzer import PairConstraint
 from pielake.semantics.automata import AUTOMATA, BOUNDARY, Action, PairAutomaton
 from pielake.semantics.relations import RELATIONS
 from pielake.spark import columns as C
-from pielake.spark.query import SparkQuery
+
+if TYPE_CHECKING:  # the query binds the runs kernel to `read_values`: a runtime import would be a cycle
+    from pielake.spark.query import SparkQuery
 
 MINTERM_CODE = {"O": 0, "I": 1, "Z": 2, "E": 3}  # 2 * left + right, as the runs kernel encodes them
 PREFIX_GROUPS = {  # the relations sharing a start order, and what precedes their common E run
@@ -120,6 +123,13 @@ NO_RUN = -1  # BOUNDARY in the pattern table's equi-join: a run's missing (NULL)
 
 def _codes(symbols: frozenset[str]) -> list[int]:
     return [NO_RUN if s == BOUNDARY else MINTERM_CODE[s] for s in symbols]
+
+
+def read_values(constraint: PairConstraint) -> frozenset[int]:
+    """The minterm values of the runs the constraint's patterns join as their current run: the only runs of its
+    series detection reads as rows (the others only as a neighbour's `prev`/`next`), so the only ones the runs
+    kernel needs to emit. Empty for a `before`/`after`-only constraint, which reads situations instead."""
+    return frozenset(code for pattern in patterns_for(constraint) for code in _codes(pattern.current))
 
 
 def _source(name: str, pattern: RunPattern) -> str:

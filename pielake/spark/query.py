@@ -19,6 +19,7 @@ from pielake.query import ast
 from pielake.query.analyzer import AGGREGATES, PairConstraint, QueryPlan, walk
 from pielake.spark import columns as C
 from pielake.spark.compile import predicate
+from pielake.spark.pairs import read_values
 from pielake.spark.runs import Partial, RunSpec, encode_runs
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
@@ -95,7 +96,8 @@ class SparkQuery:
                     for a in self.aggregates for f in a.partial_functions}
         pairs = tuple((self.symbol_index[c.left], self.symbol_index[c.right]) for c in self.plan.constraints)
         return RunSpec(self.keys, self.key_types, len(self.plan.symbols), pairs,
-                       tuple(sorted(partials, key=lambda p: p.name)))
+                       tuple(sorted(partials, key=lambda p: p.name)),
+                       tuple(read_values(c) for c in self.plan.constraints))
 
     def column(self, ref: ast.Column) -> Column:
         return F.col(self.names[ref.name.lower()])

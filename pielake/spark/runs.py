@@ -15,9 +15,11 @@ few (at most two per series per partition), so merging them is a small window ov
 - a run's neighbours' values (`prev`/`next`, what PiePair patterns test) are known inside a partition; across an
   edge they are the values of the adjacent edge fragments.
 
-A symbol's runs of false are kept only where they touch an edge (stitching needs them there to end the run
-before): situations are its true runs, and no PiePair reads a symbol series, so the rest would only be written
-and read back (about a fifth of the runs of the synthetic law at n=4).
+Of each series only the runs some reader takes as a row are kept, and every fragment at an edge (stitching needs
+them): a symbol's true runs (its situations; no PiePair reads a symbol series) and, of a constraint's minterm
+series, the values its PiePair patterns read as their current run (`RunSpec.pair_reads`). The other runs reach
+detection only as a neighbour's `prev`/`next`, so writing them would be writing rows nobody reads back (at n=4 of
+the chain query, a symbol's false runs and a pair's O and Z runs: about half the runs).
 
 Each constraint run also carries `left_since`/`right_since`: the start of the situation of the left/right
 predicate that contains the run's first event (NULL where that predicate is false). Where that situation began in
@@ -58,16 +60,24 @@ class Partial:
 @dataclass(frozen=True)
 class RunSpec:
     """What to encode: `symbols` predicates (bits of `C.flags_word` columns), `pairs` (left, right) symbol
-    indexes, and partials."""
+    indexes, and partials; `pair_reads` holds per pair the minterm values whose runs are kept (all if empty)."""
 
     keys: tuple[str, ...]
     key_types: tuple[str, ...]
     symbols: int
     pairs: tuple[tuple[int, int], ...]
     partials: tuple[Partial, ...] = ()
+    pair_reads: tuple[frozenset[int], ...] = ()
 
     def series_of_pair(self, index: int) -> int:
         return self.symbols + index
+
+    def kept_values(self, series: int) -> list[int]:
+        """The values of the series whose runs inside a time range are emitted (see the module docstring)."""
+        if series < self.symbols:
+            return [1]
+        pair = series - self.symbols
+        return sorted(self.pair_reads[pair]) if self.pair_reads else [0, 1, 2, 3]
 
     def output_schema(self) -> list[tuple[str, str]]:
         """The kernel's output columns in order: Spark matches Arrow batches to it by position."""
@@ -130,7 +140,7 @@ class _Partition:
         return np.where(flags, self.t[run_start], -1), pending
 
     def encode(self, series: int, values: np.ndarray) -> pa.RecordBatch:
-        """The runs of one series; of a symbol series, only the true runs and the fragments at the edges."""
+        """The runs of one series that have a reader (`RunSpec.kept_values`) and the fragments at the edges."""
         starts = _run_starts(values, self.key_starts)
         ends = np.append(starts[1:], self.n) - 1
         following = ends + 1
@@ -156,9 +166,8 @@ class _Partition:
         out.update(self._partials(series, values, starts, ends))
         names = [name for name, _ in self.spec.output_schema()]
         batch = pa.RecordBatch.from_arrays([out[name] for name in names], names=names)
-        if series >= self.spec.symbols:
-            return batch
-        return batch.filter(pa.array((run_values == 1) | first_in_part | last_in_part))
+        read = np.isin(run_values, self.spec.kept_values(series))
+        return batch.filter(pa.array(read | first_in_part | last_in_part))
 
     def _since_columns(self, series: int, starts: np.ndarray) -> dict[str, pa.Array]:
         out = {}
