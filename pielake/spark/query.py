@@ -96,8 +96,8 @@ class SparkQuery:
                     for a in self.aggregates for f in a.partial_functions}
         pairs = tuple((self.symbol_index[c.left], self.symbol_index[c.right]) for c in self.plan.constraints)
         return RunSpec(self.keys, self.key_types, len(self.plan.symbols), pairs,
-                       tuple(sorted(partials, key=lambda p: p.name)),
-                       tuple(read_values(c) for c in self.plan.constraints))
+                       tuple(read_values(c) for c in self.plan.constraints),
+                       tuple(sorted(partials, key=lambda p: p.name)))
 
     def column(self, ref: ast.Column) -> Column:
         return F.col(self.names[ref.name.lower()])

@@ -60,24 +60,21 @@ class Partial:
 @dataclass(frozen=True)
 class RunSpec:
     """What to encode: `symbols` predicates (bits of `C.flags_word` columns), `pairs` (left, right) symbol
-    indexes, and partials; `pair_reads` holds per pair the minterm values whose runs are kept (all if empty)."""
+    indexes with `pair_reads`, per pair the minterm values whose runs detection reads, and partials."""
 
     keys: tuple[str, ...]
     key_types: tuple[str, ...]
     symbols: int
     pairs: tuple[tuple[int, int], ...]
+    pair_reads: tuple[frozenset[int], ...]
     partials: tuple[Partial, ...] = ()
-    pair_reads: tuple[frozenset[int], ...] = ()
 
     def series_of_pair(self, index: int) -> int:
         return self.symbols + index
 
     def kept_values(self, series: int) -> list[int]:
         """The values of the series whose runs inside a time range are emitted (see the module docstring)."""
-        if series < self.symbols:
-            return [1]
-        pair = series - self.symbols
-        return sorted(self.pair_reads[pair]) if self.pair_reads else [0, 1, 2, 3]
+        return [1] if series < self.symbols else sorted(self.pair_reads[series - self.symbols])
 
     def output_schema(self) -> list[tuple[str, str]]:
         """The kernel's output columns in order: Spark matches Arrow batches to it by position."""

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pyspark.sql.functions as F
 import pytest
 from pyspark.sql import SparkSession
 
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from pielake.semantics.relations import RELATIONS
+from pielake.spark import columns as C
+from pielake.spark.pairs import MINTERM_CODE, read_values
 from pielake.streams import StreamSchema
 from tests.helpers import drawn
 from tests.spark.kernels import Kernels, reference_rows, spark_rows
@@ -78,6 +81,18 @@ def test_a_single_key_split_across_time_ranges_gives_the_same_situations(spark: 
     assert got == sorted((s.symbol, s.ts, s.te) for s in derive_situations(rows, plan))
     crossing = [s for s in got if any(s[1] < edge < (s[2] or 10**9) for edge in edges)]
     assert crossing, "some situation should cross a range edge, so that stitching is exercised"
+    assert spark_rows(kernels.matches(), plan) == reference_rows(find_matches(rows, plan), plan)
+
+
+def test_a_pair_series_keeps_only_the_runs_its_patterns_read(spark: SparkSession) -> None:
+    """`meets` is decided on an I run (A alone) after a Z run: of its minterm series only I runs are emitted,
+    but for the fragments at the range's edges (its first and last run), and the matches stay the reference's."""
+    rows = long_single_key_stream()
+    plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b PATTERN A meets B WITHIN 1 h")
+    kernels = Kernels(spark, plan, rows, partitions=1)
+    series = kernels.q.pair_series(plan.constraints[0])
+    runs = sorted((r[C.START], r[C.VALUE]) for r in kernels.runs.filter(F.col(C.SERIES) == series).collect())
+    assert {value for _, value in runs[1:-1]} == {MINTERM_CODE["I"]} == read_values(plan.constraints[0])
     assert spark_rows(kernels.matches(), plan) == reference_rows(find_matches(rows, plan), plan)
 
 
