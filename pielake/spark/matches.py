@@ -32,11 +32,14 @@ def _renamed(pairs: DataFrame, constraint_id: str, left: str, right: str, q: Spa
 
 
 def _extend(bound: DataFrame, new_symbols: list[str], decided: str) -> DataFrame:
-    """Fold the symbols a join added and the constraint's decision time into the running bounds."""
-    starts = [F.col(C.symbol_ts(s)) for s in new_symbols]
-    return (bound.withColumn(FIRST_START, F.least(F.col(FIRST_START), *starts))
-            .withColumn(LAST_START, F.greatest(F.col(LAST_START), *starts))
-            .withColumn(DECIDED, F.greatest(F.col(DECIDED), F.col(decided))).drop(decided))
+    """Fold the symbols a join added (none where it joined on both of its symbols) and the constraint's decision
+    time into the running bounds."""
+    folded = {DECIDED: F.greatest(F.col(DECIDED), F.col(decided))}
+    if new_symbols:
+        starts = [F.col(C.symbol_ts(s)) for s in new_symbols]
+        folded |= {FIRST_START: F.least(F.col(FIRST_START), *starts),
+                   LAST_START: F.greatest(F.col(LAST_START), *starts)}
+    return bound.withColumns(folded).drop(decided)
 
 
 def join_pairs(pairs: DataFrame, q: SparkQuery) -> DataFrame:

@@ -96,6 +96,15 @@ def test_a_pair_series_keeps_only_the_runs_its_patterns_read(spark: SparkSession
     assert spark_rows(kernels.matches(), plan) == reference_rows(find_matches(rows, plan), plan)
 
 
+def test_a_constraint_on_two_symbols_already_bound_joins_on_both(spark: SparkSession) -> None:
+    """A pattern whose constraints close a cycle: the last join adds no symbol, only a condition."""
+    rows = long_single_key_stream()
+    plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b, C AS a "
+                      "PATTERN A overlaps B AND C overlaps B AND A equals C WITHIN 1 h")
+    want = reference_rows(find_matches(rows, plan), plan)
+    assert want and spark_rows(Kernels(spark, plan, rows).matches(), plan) == want
+
+
 def test_timestamp_event_times_are_kernel_microseconds_and_come_back_as_timestamps(spark: SparkSession) -> None:
     start = datetime(2026, 1, 1, tzinfo=UTC)
     seconds = drawn(key="k", a="XX....XXX.", b=".XXX...XX.")
