@@ -228,10 +228,10 @@ def _publish_rows(job: QueryJob, kind: str, staged: DataFrame, *, natural_key: t
     of recent time.
     """
     table = job.table(kind)
-    if scope.full or not job.lake.exists(table):  # nothing of the old table is kept: not even read
+    published = None if scope.full else job.published(kind)  # a batch keeps nothing of the old table: not read
+    if published is None:
         laid_out = staged if derived is None else in_time_order(staged, derived.anchor)
         return job.lake.overwrite(laid_out, table, partition_by=partitions, rows_per_file=ROWS_PER_FILE)
-    published = job.lake.read(table)
     stale = scope.owned(published, derived).select(*natural_key).join(staged.select(*natural_key),
                                                                       list(natural_key), "left_anti")
     recent = None if derived is None or scope.floor is None else derived.after(scope.floor, alias="t")
