@@ -22,7 +22,8 @@ def key_stream(draw: st.DrawFn, key: str) -> list[dict]:
 
 @st.composite
 def scenario(draw: st.DrawFn) -> tuple[str, list[dict]]:
-    """A query over 2-3 symbols (self pairs and duration constraints included) and a 1-4 key stream."""
+    """A query over 2-3 symbols (self pairs, duration constraints and cyclic patterns included) and a 1-4 key
+    stream."""
     relations = st.lists(st.sampled_from(RELATION_NAMES), min_size=1, max_size=4, unique=True)
     predicates = ["a", "b", "c", "a AND b", "a OR c", "NOT b"]
     first, second = draw(st.sampled_from(predicates)), draw(st.sampled_from(predicates))
@@ -33,6 +34,8 @@ def scenario(draw: st.DrawFn) -> tuple[str, list[dict]]:
         defines.append(f"C AS {draw(st.sampled_from(predicates))}")
         other = draw(st.sampled_from(["A", "B"]))
         pattern.append(f"{other} {';'.join(draw(relations))} C")
+        if draw(st.booleans()):  # close the cycle A-B-C: a join on two symbols both sides already bound
+            pattern.append(f"{'B' if other == 'A' else 'A'} {';'.join(draw(relations))} C")
     window = draw(st.integers(2, 40))
     query = (f"FROM S PARTITION BY key DEFINE {', '.join(defines)} PATTERN {' AND '.join(pattern)} "
              f"WITHIN {window} s RETURN sum(A.x) AS sa, count(B.x) AS nb, duration(A) AS da")
