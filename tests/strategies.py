@@ -34,7 +34,7 @@ def scenario(draw: st.DrawFn) -> tuple[str, list[dict]]:
         defines.append(f"C AS {draw(st.sampled_from(predicates))}")
         other = draw(st.sampled_from(["A", "B"]))
         pattern.append(f"{other} {';'.join(draw(relations))} C")
-        if draw(st.booleans()):  # close the cycle A-B-C: a join on two symbols both sides already bound
+        if draw(st.booleans()):  # close the cycle A-B-C: the last join is on two symbols already bound
             pattern.append(f"{'B' if other == 'A' else 'A'} {';'.join(draw(relations))} C")
     window = draw(st.integers(2, 40))
     query = (f"FROM S PARTITION BY key DEFINE {', '.join(defines)} PATTERN {' AND '.join(pattern)} "
