@@ -6,6 +6,7 @@ allowed: events are points with scalar attributes.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -91,9 +92,13 @@ def to_mapping(schema: StreamSchema) -> dict:
 
 
 def save_schema(schema: StreamSchema, directory: Path) -> Path:
+    """Write `directory/<stream>.yaml` whole or not at all: every run of a query saves it, and a run starting
+    at the same moment must never read it half-written (written beside it, then renamed over it)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{schema.name}.yaml"
-    path.write_text(yaml.safe_dump(to_mapping(schema), sort_keys=False), encoding="utf-8")
+    draft = directory / f".{schema.name}.yaml.{os.getpid()}.tmp"
+    draft.write_text(yaml.safe_dump(to_mapping(schema), sort_keys=False), encoding="utf-8")
+    os.replace(draft, path)
     return path
 
 
