@@ -34,7 +34,7 @@ from pyspark.sql import SparkSession
 
 from pielake.lake.delta import Lake
 from pielake.pipeline.ingest import events_table
-from pielake.pipeline.runner import Run, RunRequest
+from pielake.pipeline.runner import Run, RunRequest, one_process_run
 from pielake.pipeline.stages import StageResult
 from pielake.pipeline.steps import step_names
 from pielake.pipeline.synthetic import generate
@@ -167,10 +167,11 @@ def measure(spark: SparkSession, shape: str, symbols: int, events: int, *, workd
     shutil.rmtree(root, ignore_errors=True)
     lake = Lake(spark, root)
     plan = load_query(text, f"{shape}{symbols}")
-    run = Run(lake, plan, f"bench-{repeat}", RunRequest(events_path=str(data), fmt="parquet", checks=False))
-    load, _ = _timed_steps(run, list(LOADING))
-    with MemoryPeak().watching() as memory:
-        total, stages = _timed_steps(run, [s for s in step_names(plan, parallel=False) if s not in LOADING])
+    request = RunRequest(events_path=str(data), fmt="parquet", checks=False)
+    with one_process_run(lake, plan, f"bench-{repeat}", request) as run:
+        load, _ = _timed_steps(run, list(LOADING))
+        with MemoryPeak().watching() as memory:
+            total, stages = _timed_steps(run, [s for s in step_names(plan, parallel=False) if s not in LOADING])
     scan = scan_seconds(lake, events_table(run.job.stream))
     matches = sum(run.matches.values())  # counted by the run's own report at publish
     return Measurement(shape, symbols, events, repeat, round(load, 3),

@@ -5,8 +5,9 @@ A lake is a folder; each table is a Delta table in a sub-folder named after it. 
 replaces exactly what it owns (the whole table, a `replaceWhere` partition, or with `replace_rows` a set of rows
 named by their natural key), so running a stage twice gives the same table.
 
-Stages write to `<lake>/_staging/`, a lake of its own that `tables()` and SQL never show: a run's rows are
-published into the lake only after the data-quality gates passed (write-audit-publish).
+Stages write to `<lake>/_staging/`, a lake of its own that `tables()` and SQL never show (or, for a run in one
+process, to the Spark session: `pielake.lake.staging`): a run's rows are published into the lake only after the
+data-quality gates passed (write-audit-publish).
 """
 
 from __future__ import annotations
@@ -17,12 +18,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import reduce
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyspark.sql.functions as F
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 
 from pielake.errors import PielakeError
+
+if TYPE_CHECKING:
+    from pielake.lake.staging import Staging
 
 TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,127}$")
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,99}$")
@@ -67,17 +72,25 @@ class Lake:
     `statistics`: whether writes record Delta's per-file column statistics. Published tables need them (a
     micro-batch's MERGE and a user's filters skip files by them); staged tables are read whole or by partition,
     so computing them there would only cost time (~40% of writing the 10^7-event runs table).
+    `staging`: where stage outputs wait for their gates; by default the lake `_staging/` inside this one.
     """
 
-    def __init__(self, spark: SparkSession, root: str | Path, *, statistics: bool = True):
+    def __init__(self, spark: SparkSession, root: str | Path, *, statistics: bool = True,
+                 staging: Staging | None = None):
         self.spark = spark
         self.root = Path(root).resolve()
         self.statistics = statistics
+        self._staging = staging
 
     @property
-    def staging(self) -> Lake:
-        """Where a run's outputs wait for their gates: a lake inside this one, invisible to `tables()`."""
-        return Lake(self.spark, self.root / STAGING, statistics=False)
+    def staging(self) -> Staging:
+        """Where a run's outputs wait for their gates: a lake inside this one, invisible to `tables()`, unless
+        this lake was given another place (`staged_in`)."""
+        return self._staging or Lake(self.spark, self.root / STAGING, statistics=False)
+
+    def staged_in(self, staging: Staging) -> Lake:
+        """This lake, with its stage outputs waiting in `staging` instead of `_staging/`."""
+        return Lake(self.spark, self.root, statistics=self.statistics, staging=staging)
 
     def path(self, table: str) -> str:
         if not TABLE_NAME.match(table):
@@ -115,6 +128,10 @@ class Lake:
         info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
         return {**info, "operationMetrics": info.get("operationMetrics", {}), "version": int(newest.stem)}
 
+    def commit_note(self, table: str) -> str | None:
+        """The `commit_note` the table's last write was given (its `userMetadata`), if any."""
+        return self.last_commit(table).get("userMetadata")
+
     def version(self, table: str) -> int:
         return int(self.last_commit(table)["version"])
 
@@ -137,7 +154,7 @@ class Lake:
             writer = writer.option("userMetadata", commit_note)
         with self.writing(rows_per_file):
             writer.save(self.path(table))
-        return self.rows_written(table)
+        return self.rows_written(table, replace_where)
 
     @contextmanager
     def writing(self, rows_per_file: int | None = None) -> Iterator[None]:
@@ -161,9 +178,17 @@ class Lake:
                 else:
                     self.spark.conf.set(key, value)
 
-    def rows_written(self, table: str) -> int:
-        """Rows the table's last commit wrote (a commit that wrote no file has no such metric)."""
-        return int(self.last_commit(table)["operationMetrics"].get("numOutputRows", 0))
+    def rows_written(self, table: str, where: str | None = None) -> int:
+        """Rows the table's last commit wrote (`where`: the part it replaced), from its metrics.
+
+        A commit that wrote no file has no row count. Neither has (Delta 4.0) a `replaceWhere` write without
+        statistics, as staged tables are written: those rows are counted in the table.
+        """
+        metrics = self.last_commit(table)["operationMetrics"]
+        if "numOutputRows" in metrics or int(metrics.get("numFiles", 0)) == 0:
+            return int(metrics.get("numOutputRows", 0))
+        written = self.read(table)
+        return (written if where is None else written.filter(F.expr(where))).count()
 
     def replace_rows(self, rows: DataFrame, table: str, *, natural_key: tuple[str, ...], stale: DataFrame,
                      ignore: tuple[str, ...] = (), target_only: Column | None = None,

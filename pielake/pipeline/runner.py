@@ -1,6 +1,8 @@
 """A run of a query from the terminal: every stage and gate in order, in one Spark session, with a summary.
 
-The same stage functions run as separate spark-submit jobs under Airflow (`pielake.pipeline.jobs`, `dags/`).
+The same stage functions run as separate spark-submit jobs under Airflow (`pielake.pipeline.jobs`, `dags/`),
+which stage their outputs in the lake's `_staging/`; a run in one process stages them in the Spark session
+(`pielake.lake.staging`).
 Modes (SEMANTICS §7): `batch` recomputes everything; `incremental` appends the file as the next micro-batch and
 recomputes only its keys from their cut; `backfill` re-admits history in a range (the file and the quarantined
 late events) and recomputes from before the range.
@@ -9,8 +11,8 @@ late events) and recomputes from before the range.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +22,7 @@ import pyspark.sql.functions as F
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake, check_run_id
 from pielake.lake.lock import RunLock
+from pielake.lake.staging import SessionStaging
 from pielake.pipeline.gates import GateError, GateResult, run_gate
 from pielake.pipeline.ingest import (
     ADMITTED,
@@ -236,29 +239,41 @@ class Run:
         return result
 
 
+@contextmanager
+def one_process_run(lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest,
+                    progress: Progress | None = None) -> Iterator[Run]:
+    """A run whose steps all run in this process: its stage outputs wait for their gates in the Spark session,
+    not in `_staging/` (`pielake.lake.staging` says why), and are freed when the run is over."""
+    staging = SessionStaging()
+    try:
+        yield Run(lake.staged_in(staging), plan, run_id, request, progress)
+    finally:
+        staging.release()
+
+
 def run_query(lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest,
               progress: Progress | None = None) -> RunSummary:
     """Every step of a run in order, in this process; a failed gate stops it before anything is published.
 
-    A run that fails here is over (nothing retries it), so it releases the query's lock; the next run redoes
-    whatever it had staged."""
+    A run that fails here is over (nothing retries it), so it releases the query's lock; the next run recomputes
+    what it had staged."""
     say = progress or (lambda _: None)
-    run = Run(lake, plan, run_id, request, progress)
     stages: list[StageResult] = []
     gates: list[GateResult] = []
-    try:
-        for name in step_names(plan, parallel=False):
-            say(f"{name} ...")
-            outcome = run.step(name)
-            if isinstance(outcome, StageResult):
-                stages.append(outcome)
-                say(f"  done {outcome.stage} in {outcome.seconds:.2f} s ({outcome.rows_text()})")
-            elif outcome is not None:
-                gates.append(outcome)
-                say(f"  {outcome.text()}")
-    except BaseException:
-        run.lock.release(run_id)
-        raise
+    with one_process_run(lake, plan, run_id, request, progress) as run:
+        try:
+            for name in step_names(plan, parallel=False):
+                say(f"{name} ...")
+                outcome = run.step(name)
+                if isinstance(outcome, StageResult):
+                    stages.append(outcome)
+                    say(f"  done {outcome.stage} in {outcome.seconds:.2f} s ({outcome.rows_text()})")
+                elif outcome is not None:
+                    gates.append(outcome)
+                    say(f"  {outcome.text()}")
+        except BaseException:
+            run.lock.release(run_id)
+            raise
     return RunSummary(run_id, run.report, tuple(stages), tuple(gates), run.matches)
 
 

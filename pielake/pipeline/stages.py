@@ -26,6 +26,7 @@ from pyspark.sql import Column, DataFrame
 
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake, LakeError, table_name
+from pielake.lake.staging import Staging
 from pielake.pipeline.ingest import events_table
 from pielake.pipeline.scope import (
     EVENTS_VERSION,
@@ -95,7 +96,7 @@ class QueryJob:
         return found
 
     @property
-    def staging(self) -> Lake:
+    def staging(self) -> Staging:
         return self.lake.staging
 
     def staged(self, kind: str) -> DataFrame:
@@ -105,9 +106,10 @@ class QueryJob:
         return self.lake.read(self.table(kind)) if self.lake.exists(self.table(kind)) else None
 
     def scope(self) -> Scope:
-        """The run's scope; whether it is a batch's is its commit's user metadata, read from the log file for
-        free where a column would cost a Spark job in every stage that asks."""
-        full = self.staging.last_commit(self.table("scope")).get("userMetadata") == FULL
+        """The run's scope; whether it is a batch's is the note its staged write was given (for a Delta table,
+        its commit's user metadata, read from the log file for free where a column would cost a Spark job in
+        every stage that asks)."""
+        full = self.staging.commit_note(self.table("scope")) == FULL
         return Scope(self.staged("scope"), self.query.keys, full)
 
 

@@ -1,12 +1,13 @@
 """Crash safety (issue 6): `pielake run` killed with SIGKILL while it writes, then run again with the same run id.
 
-One run is killed once in each stage's write, as soon as a data file of the watched table is on disk and before
-Delta commits it, in the order a run writes them: the quarantine (ingest), the events append (the one write that
-is not a replace), the staged pairs (every staging write is replaced whole the same way), the matches publish
-(after the situations and pairs of the same publish are committed) and the progress the next micro-batch starts
-from (the publish's last write). The last attempt completes; the tables then equal the brute-force reference,
-every event is there once, the bad row is quarantined once, the lock is released, and no staging table is visible
-in SQL.
+One run is killed once in each of its lake writes, as soon as a data file of the watched table is on disk and
+before Delta commits it, in the order a run writes them: the quarantine (ingest), the events append (the one
+write that is not a replace), the situations publish (the first), the matches publish (after the situations and
+pairs of the same publish are committed) and the progress the next micro-batch starts from (the publish's last
+write). A run in one process stages its stage outputs in its Spark session, which the kill takes with it (the
+Airflow test kills a step in the middle of a staged Delta write). The last attempt completes; the tables then
+equal the brute-force reference, every event is there once, the bad row is quarantined once, the lock is
+released, and nothing is staged in the lake or visible in SQL but the tables.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from tests.integration.cli_runs import ONE_CORE, assert_one_clean_run, run_comma
 
 pytestmark = pytest.mark.heavy(seconds=490)  # about this long in CI: scheduled first
 
-KILL_POINTS = ("quarantine_line", "events_line", "_staging/pairs_mid", "matches_mid", "progress_mid")
+KILL_POINTS = ("quarantine_line", "events_line", "situations_mid", "matches_mid", "progress_mid")
 BAD_ROW = {"m": None, "ts": 99, "v": 1.0}  # a NULL key: quarantined
 
 
@@ -61,3 +62,4 @@ def test_a_run_killed_mid_write_and_run_again_gives_the_clean_tables(tmp_path: P
     assert [r["reason"] for r in quarantined] == ["null_key: m"]
     visible = Lake(spark, root).tables()
     assert not [name for name in visible if "staging" in name or name.startswith(("segments", "scope"))]
+    assert not (root / "_staging").exists(), "a run in one process stages nothing in the lake"

@@ -1,0 +1,50 @@
+"""Staging in the Spark session means what staging in Delta means: the same writes give the same reads, row
+counts and notes (`pielake.lake.staging`), and a run's staged rows are freed when it is over."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from pielake.errors import PielakeError
+from pielake.lake.delta import Lake
+from pielake.lake.staging import SessionStaging, Staging
+
+SCHEMA = "constraint_id STRING, ts BIGINT"
+
+
+def rows(frame: DataFrame) -> list[tuple]:
+    return sorted(tuple(r) for r in frame.collect())
+
+
+def writes(spark: SparkSession, staging: Staging) -> list[object]:
+    """Replace a table whole, then one constraint's rows of it; everything a stage would see on the way."""
+    first = spark.createDataFrame([("c1", t) for t in range(5)] + [("c2", t) for t in range(3)], SCHEMA)
+    seen: list[object] = [staging.overwrite(first, "pairs", partition_by=("constraint_id",), commit_note="full")]
+    seen += [rows(staging.read("pairs")), staging.commit_note("pairs")]
+    again = spark.createDataFrame([("c1", 10), ("c1", 11)], SCHEMA)
+    seen.append(staging.overwrite(again, "pairs", partition_by=("constraint_id",),
+                                  replace_where="constraint_id IN ('c1')"))
+    seen += [rows(staging.read("pairs")), staging.commit_note("pairs")]
+    return seen
+
+
+def test_session_staging_reads_what_delta_staging_reads(spark: SparkSession, tmp_path: Path) -> None:
+    in_session = SessionStaging()
+    try:
+        assert writes(spark, in_session) == writes(spark, Lake(spark, tmp_path).staging)
+    finally:
+        in_session.release()
+
+
+def test_a_released_run_holds_no_rows_and_says_which_table_is_missing(spark: SparkSession) -> None:
+    held_before = spark.sparkContext._jsc.getPersistentRDDs().size()
+    staging = SessionStaging()
+    writes(spark, staging)
+    assert spark.sparkContext._jsc.getPersistentRDDs().size() == held_before + 1  # the old checkpoint is freed
+    staging.release()
+    assert spark.sparkContext._jsc.getPersistentRDDs().size() == held_before
+    with pytest.raises(PielakeError, match="no staged table 'pairs'"):
+        staging.read("pairs")
