@@ -132,6 +132,9 @@ class Lake:
         """The `commit_note` the table's last write was given (its `userMetadata`), if any."""
         return self.last_commit(table).get("userMetadata")
 
+    def done_with(self, table: str) -> None:
+        """Nothing to free: a staged Delta table stays until the next run replaces it, for a retried step."""
+
     def version(self, table: str) -> int:
         return int(self.last_commit(table)["version"])
 

@@ -37,6 +37,8 @@ class Staging(Protocol):
 
     def commit_note(self, table: str) -> str | None: ...
 
+    def done_with(self, table: str) -> None: ...
+
 
 class SessionStaging:
     """Staged tables held in the Spark session for one run in one process; `release` frees them.
@@ -71,7 +73,7 @@ class SessionStaging:
             others = old[0].filter(~F.expr(replace_where))  # a condition the stages build from analyzer ids
             kept = others.count()
             df = others.unionByName(df)
-        held = df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+        held = df if _is_checkpoint(df) else df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
         blocks = _checkpoint_of(held)
         rows = held.count()
         if old is not None:
@@ -83,11 +85,21 @@ class SessionStaging:
     def commit_note(self, table: str) -> str | None:
         return self._held[table][1] if table in self._held else None
 
+    def done_with(self, table: str) -> None:
+        """The run will not read `table` again (the events, once published): free its rows now."""
+        if table in self._held:
+            _checkpoint_of(self._held.pop(table)[0]).unpersist(False)
+
     def release(self) -> None:
         """Free every staged table (the run is over, published or stopped)."""
         for held, _ in self._held.values():
             _checkpoint_of(held).unpersist(False)
         self._held.clear()
+
+
+def _is_checkpoint(df: DataFrame) -> bool:
+    """Whether `df` is a local checkpoint itself (ingest checkpoints the events it admits): held as it is."""
+    return df._jdf.queryExecution().logical().getClass().getSimpleName() == "LogicalRDD"
 
 
 def _checkpoint_of(df: DataFrame) -> JavaObject:

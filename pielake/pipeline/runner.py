@@ -29,6 +29,7 @@ from pielake.pipeline.ingest import (
     FORMATS,
     Admission,
     IngestReport,
+    events_table,
     forget_replayed,
     ingest,
     publish_events,
@@ -234,6 +235,7 @@ class Run:
         result = run_gate(self.job, gate) if self.request.checks else None
         if gate == "events":
             publish_events(self.job.lake, self.job.stream)
+            self.job.staging.done_with(events_table(self.job.stream))
             if self.window is not None:
                 forget_replayed(self.job.lake, self.job.stream, self.q.kernel_time, *self.window)
         return result

@@ -39,12 +39,21 @@ def test_session_staging_reads_what_delta_staging_reads(spark: SparkSession, tmp
         in_session.release()
 
 
-def test_a_released_run_holds_no_rows_and_says_which_table_is_missing(spark: SparkSession) -> None:
-    held_before = spark.sparkContext._jsc.getPersistentRDDs().size()
+def test_rows_are_freed_when_the_run_is_done_with_them_and_a_freed_table_is_named(spark: SparkSession) -> None:
+    def held() -> int:
+        return spark.sparkContext._jsc.getPersistentRDDs().size()
+
+    before = held()
     staging = SessionStaging()
     writes(spark, staging)
-    assert spark.sparkContext._jsc.getPersistentRDDs().size() == held_before + 1  # the old checkpoint is freed
-    staging.release()
-    assert spark.sparkContext._jsc.getPersistentRDDs().size() == held_before
+    assert held() == before + 1  # the replaced checkpoint is freed at once
+    staging.done_with("pairs")
+    assert held() == before
     with pytest.raises(PielakeError, match="no staged table 'pairs'"):
         staging.read("pairs")
+    checkpoint = spark.createDataFrame([("c1", 1)], SCHEMA).localCheckpoint()
+    staging.overwrite(checkpoint, "events")
+    writes(spark, staging)
+    assert held() == before + 2  # a checkpoint is held as it is, not checkpointed again
+    staging.release()
+    assert held() == before
