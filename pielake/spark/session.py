@@ -1,16 +1,19 @@
 """The one place a SparkSession is built: Delta configured, UTC, sized for the machine.
 
 Delta's jars are resolved from Maven Central by `configure_spark_with_delta_pip` at the first start and cached
-in the Ivy cache (~/.ivy2*), so later starts are offline. `master` is `local[*]` by default; pass any master URL
-(`spark://host:7077`, `yarn`, `k8s://...`) to run elsewhere.
+in the Ivy cache (~/.ivy2.5.2), so later starts are offline; the JVMs started here take turns (`_jvm_start_turn`).
+`master` is `local[*]` by default; pass any master URL (`spark://host:7077`, `yarn`, `k8s://...`) to run elsewhere.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from importlib.metadata import version
+from pathlib import Path
 
 from delta import configure_spark_with_delta_pip
 from pyspark import SparkConf
@@ -19,6 +22,24 @@ from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
 SCALA_VERSION = "2.13"  # Spark 4 is built for Scala 2.13 only
+IVY_CACHE = Path.home() / ".ivy2.5.2"  # Spark 4's default `spark.jars.ivy`
+
+
+@contextmanager
+def _jvm_start_turn() -> Iterator[None]:
+    """Hold the machine's turn to start a JVM that resolves jars.
+
+    Two JVMs resolving into an empty Ivy cache at once corrupt each other's download ("Downloaded file size (0)
+    doesn't match expected Content Length", then the gateway exits): the first test run on a fresh machine, with
+    two pytest workers, failed so. A start takes ~5 s, so taking turns costs little.
+    """
+    IVY_CACHE.mkdir(parents=True, exist_ok=True)
+    with (IVY_CACHE / ".pielake-start.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def delta_package() -> str:
@@ -40,7 +61,8 @@ def resolve_jars(packages: Sequence[str]) -> list[str]:
     only be put there before the JVM starts, and only the resolution says which files that is. So a JVM of its own
     resolves them (~4 s; offline once the Ivy cache has them) and is shut down again.
     """
-    gateway = launch_gateway(SparkConf().set("spark.jars.packages", ",".join(packages)))
+    with _jvm_start_turn():
+        gateway = launch_gateway(SparkConf().set("spark.jars.packages", ",".join(packages)))
     try:
         jars = gateway.jvm.java.lang.System.getProperty("spark.jars") or ""
     finally:
@@ -85,6 +107,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
-    session = configure_spark_with_delta_pip(builder, extra_packages=list(packages)).getOrCreate()
+    with _jvm_start_turn():
+        session = configure_spark_with_delta_pip(builder, extra_packages=list(packages)).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
