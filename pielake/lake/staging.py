@@ -98,8 +98,13 @@ class SessionStaging:
 
 
 def _is_checkpoint(df: DataFrame) -> bool:
-    """Whether `df` is a local checkpoint itself (ingest checkpoints the events it admits): held as it is."""
-    return df._jdf.queryExecution().logical().getClass().getSimpleName() == "LogicalRDD"
+    """Whether `df` is a local checkpoint itself (ingest checkpoints the events it admits): held as it is. A
+    DataFrame made from an RDD is a `LogicalRDD` too, but its blocks are not kept: it is checkpointed."""
+    plan = df._jdf.queryExecution().logical()
+    if plan.getClass().getSimpleName() != "LogicalRDD":
+        return False
+    kept = plan.rdd().getStorageLevel()
+    return kept.useMemory() or kept.useDisk()
 
 
 def _checkpoint_of(df: DataFrame) -> JavaObject:

@@ -55,5 +55,8 @@ def test_rows_are_freed_when_the_run_is_done_with_them_and_a_freed_table_is_name
     staging.overwrite(checkpoint, "events")
     writes(spark, staging)
     assert held() == before + 2  # a checkpoint is held as it is, not checkpointed again
+    from_rdd = spark.createDataFrame(spark.sparkContext.parallelize([("c2", 2)]), SCHEMA)  # a plan leaf, not kept
+    staging.overwrite(from_rdd, "more")
+    assert held() == before + 3 and staging.read("more").count() == 1
     staging.release()
     assert held() == before
