@@ -18,4 +18,7 @@ export AIRFLOW_CONN_SPARK_DEFAULT="${AIRFLOW_CONN_SPARK_DEFAULT:-{\"conn_type\":
 export PYSPARK_PYTHON="$ROOT/.venv/bin/python"
 export PATH="$ROOT/.venv/bin:$PATH"   # spark-submit and airflow from the project's environment
 mkdir -p "$AIRFLOW_HOME"
+# Fetch Delta's jars into the Ivy cache now, alone: the PiePair tasks start their spark-submits at once, and two
+# JVMs downloading into an empty cache at the same time break each other's download.
+python -c "from pielake.spark.session import delta_package, resolve_jars; resolve_jars([delta_package()])"
 exec airflow standalone
