@@ -288,7 +288,9 @@ def bench_command(*, shapes: tuple[str, ...], symbols: tuple[int, ...], events: 
     started = time.perf_counter()
     spark = build_session(master, app_name="pielake-bench")
     spark.range(1).count()
-    click.echo(f"Spark start-up {time.perf_counter() - started:.1f} s (not counted)", err=True)
+    # The JVM's peak memory follows its heap (it collects lazily), so the heap is part of every memory figure.
+    click.echo(f"Spark start-up {time.perf_counter() - started:.1f} s (not counted); driver heap "
+               f"{spark.conf.get('spark.driver.memory')} (PIELAKE_DRIVER_MEMORY)", err=True)
     results = run_grid(spark, list(shapes), sorted(symbols), sorted(events), workdir=folder, repeats=repeat,
                        say=lambda line: click.echo(line, err=True))
     click.echo(summary(results))
