@@ -76,8 +76,9 @@ class SessionStaging:
         held = df if _is_checkpoint(df) else df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
         blocks = _checkpoint_of(held)
         rows = held.count()
-        if old is not None:
-            _checkpoint_of(old[0]).unpersist(False)
+        replaced = None if old is None else _checkpoint_of(old[0])
+        if replaced is not None and replaced.id() != blocks.id():  # a table written over with itself keeps them
+            replaced.unpersist(False)
         wanted = max(1, math.ceil(rows / ROWS_PER_PARTITION))
         self._held[table] = (held.coalesce(wanted) if wanted < blocks.getNumPartitions() else held, commit_note)
         return rows - kept
@@ -92,9 +93,8 @@ class SessionStaging:
 
     def release(self) -> None:
         """Free every staged table (the run is over, published or stopped)."""
-        for held, _ in self._held.values():
-            _checkpoint_of(held).unpersist(False)
-        self._held.clear()
+        for table in list(self._held):
+            self.done_with(table)
 
 
 def _is_checkpoint(df: DataFrame) -> bool:

@@ -58,5 +58,8 @@ def test_rows_are_freed_when_the_run_is_done_with_them_and_a_freed_table_is_name
     from_rdd = spark.createDataFrame(spark.sparkContext.parallelize([("c2", 2)]), SCHEMA)  # a plan leaf, not kept
     staging.overwrite(from_rdd, "more")
     assert held() == before + 3 and staging.read("more").count() == 1
+    staging.overwrite(spark.range(0, 3, numPartitions=1), "one")  # read back as the checkpoint itself
+    staging.overwrite(staging.read("one"), "one")  # written over with itself: its rows stay
+    assert held() == before + 4 and staging.read("one").count() == 3
     staging.release()
     assert held() == before
