@@ -25,6 +25,7 @@ from pielake.lake.delta import Lake
 from pielake.lake.endpoint import Endpoint, serve
 from pielake.lake.lock import RunLock
 from pielake.lake.sql import query_lake
+from pielake.pipeline.gates import import_gx_meanwhile
 from pielake.pipeline.ingest import FORMATS
 from pielake.pipeline.runner import RunRequest, run_query
 from pielake.pipeline.sample import write_car_sensors
@@ -159,6 +160,8 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
 def _run(query_file: str, events_path: str | None, lake_dir: str, master: str | None, run_id: str | None,
          **options: Any) -> None:
     plan = load_query_file(query_file)
+    if options["checks"]:
+        import_gx_meanwhile()
     lake = Lake(build_session(master), lake_dir)
     summary = run_query(lake, plan, run_id or new_run_id(), RunRequest(events_path=events_path, **options),
                         progress=lambda line: click.echo(line, err=True))
@@ -323,6 +326,7 @@ def demo_command(*, lake_dir: str, master: str | None) -> None:
     rows = write_car_sensors(events)
     click.echo(f"wrote {rows} sample events of 6 cars to {events}", err=True)
     plan = load_query_file(str(EXAMPLES / "aggressive_driving.tpq"))
+    import_gx_meanwhile()
     lake = Lake(build_session(master), root)
     summary = run_query(lake, plan, new_run_id(), RunRequest(events_path=str(events), fmt="csv"),
                         progress=lambda line: click.echo(line, err=True))

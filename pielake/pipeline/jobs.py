@@ -13,6 +13,7 @@ import sys
 
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
+from pielake.pipeline.gates import import_gx_meanwhile
 from pielake.pipeline.runner import Run, RunRequest
 from pielake.pipeline.scope import MODES
 from pielake.pipeline.stages import StageResult
@@ -51,6 +52,8 @@ def main(job: str, argv: list[str] | None = None) -> int:
     """Run one step; prints its result as one JSON line. Returns the process exit code."""
     options = parser(job).parse_args(argv)
     step = step_of(job, gate=getattr(options, "gate", None), constraint=getattr(options, "constraint", None))
+    if job == "check" and not options.no_checks:
+        import_gx_meanwhile()
     try:
         plan = load_query_file(options.query)
         lake = Lake(build_session(options.master, app_name=f"pielake-{step}-{plan.name}"), options.lake)
