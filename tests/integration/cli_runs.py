@@ -3,7 +3,6 @@ kill a driver or start two at once, and the check that the lake then holds exact
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -14,11 +13,12 @@ from pielake.lake.lock import RunLock
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import find_matches
 from pielake.streams import save_schema
+from tests.helpers import process_env
 from tests.integration.test_gates_and_backfill import EVENTS, QUERY, STREAM, write
 from tests.spark.kernels import reference_rows, spark_rows
 
 PIELAKE = str(Path(sys.executable).parent / "pielake")
-ONE_CORE = {**os.environ, "PIELAKE_SPARK_MASTER": "local[1]"}  # two drivers at once share the machine's cores
+ONE_CORE = process_env(PIELAKE_SPARK_MASTER="local[1]")  # two drivers at once share the machine's cores
 
 
 def run_command(tmp_path: Path, run_id: str, bad_rows: tuple[dict, ...] = ()) -> tuple[Path, list[str]]:

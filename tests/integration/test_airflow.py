@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
-from tests.helpers import drawn
+from tests.helpers import drawn, process_env
 
 pytestmark = pytest.mark.heavy(seconds=620)  # about this long in CI: scheduled first
 
@@ -53,11 +53,11 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     rows = drawn(key="k", a="XXX...XX.XXX.", b=".XXXX..XXX...") + drawn(key="j", a="XX..", b="..XX")
     (home / "flags.json").write_text("\n".join(json.dumps(r) for r in rows))
     (home / "queries" / "flag_pairs.yaml").write_text(f'schedule: "*/5 * * * *"\nevents: {home / "flags.json"}\n')
-    env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"), "PIELAKE_QUERIES": str(home / "queries"),
-           "PIELAKE_LAKE": str(home / "lake"), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-           "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-           "PYSPARK_PYTHON": sys.executable, "PIELAKE_RETRY_DELAY": "1"}
+    env = process_env(AIRFLOW_HOME=str(home), AIRFLOW__CORE__LOAD_EXAMPLES="False",
+                      AIRFLOW__CORE__DAGS_FOLDER=str(ROOT / "dags"), PIELAKE_QUERIES=str(home / "queries"),
+                      PIELAKE_LAKE=str(home / "lake"), PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
+                      AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}),
+                      PYSPARK_PYTHON=sys.executable, PIELAKE_RETRY_DELAY="1")
     subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
     return env
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import re
 import subprocess
 import time
@@ -26,7 +25,7 @@ from pielake.plot import Bar, Bracket, timeline
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import Match, derive_situations, find_matches
 from pielake.streams import StreamSchema, save_schema
-from tests.helpers import free_port
+from tests.helpers import free_port, process_env
 
 pytestmark = pytest.mark.heavy(seconds=200)  # about this long in CI: scheduled first
 
@@ -174,8 +173,7 @@ def test_plot_writes_an_image_and_says_what_it_drew(lake: Path, tmp_path: Path) 
 @pytest.fixture(scope="module")
 def served(lake: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     """The batch run's lake served by the SQL endpoint; stopped afterwards."""
-    env = {**os.environ, "PIELAKE_SQL_PORT": str(free_port()), "PIELAKE_SQL_REFRESH": "1",
-           "PIELAKE_SPARK_MASTER": "local[1]"}
+    env = process_env(PIELAKE_SQL_PORT=str(free_port()), PIELAKE_SQL_REFRESH="1", PIELAKE_SPARK_MASTER="local[1]")
     started = subprocess.run(["bash", str(ENDPOINT), "start", str(lake)], env=env, capture_output=True, text=True,
                              timeout=300, check=False)
     try:

@@ -4,7 +4,6 @@ machine, from the Spark that pyspark ships) writes the same tables as a local-mo
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from pyspark.sql import SparkSession
 from pielake.lake.delta import Lake
 from pielake.pipeline.runner import RunRequest, run_query
 from pielake.query.analyzer import load_query
-from tests.helpers import free_port
+from tests.helpers import free_port, process_env
 from tests.integration.cli_runs import assert_one_clean_run, run_command
 from tests.integration.test_gates_and_backfill import QUERY
 
@@ -29,8 +28,8 @@ TABLES = ("events_line", "situations_mid", "pairs_mid", "matches_mid", "progress
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """The master URL and its status page; the cluster is stopped afterwards."""
-    env = {**os.environ, "PIELAKE_CLUSTER_DIR": str(tmp_path_factory.mktemp("cluster")),
-           "PIELAKE_CLUSTER_PORT": str(free_port()), "PIELAKE_CLUSTER_UI_PORT": str(free_port())}
+    env = process_env(PIELAKE_CLUSTER_DIR=str(tmp_path_factory.mktemp("cluster")),
+                      PIELAKE_CLUSTER_PORT=str(free_port()), PIELAKE_CLUSTER_UI_PORT=str(free_port()))
     started = subprocess.run(["bash", str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=300,
                              check=False)
     try:
@@ -48,7 +47,8 @@ def test_a_batch_run_on_the_cluster_writes_the_tables_of_a_local_run(tmp_path: P
                                                                      cluster: tuple[str, str]) -> None:
     master, status = cluster
     root, command = run_command(tmp_path / "cluster", "r1")
-    done = subprocess.run([*command, "--master", master], capture_output=True, text=True, timeout=900, check=False)
+    done = subprocess.run([*command, "--master", master], capture_output=True, text=True, timeout=900, check=False,
+                          env=process_env())
     assert done.returncode == 0, done.stderr[-3000:]
     apps = json.load(urllib.request.urlopen(status, timeout=10))["completedapps"]
     assert [app["name"] for app in apps] == ["pielake"]  # it ran on the cluster's executors

@@ -22,6 +22,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pielake.lake.delta import Lake
+from tests.helpers import process_env
 from tests.integration.cli_runs import ONE_CORE, assert_one_clean_run, run_command
 
 pytestmark = pytest.mark.heavy(seconds=490)  # about this long in CI: scheduled first
@@ -55,7 +56,7 @@ def test_a_run_killed_mid_write_and_run_again_gives_the_clean_tables(tmp_path: P
         code = run_until_written(command, root / table)
         if code != -signal.SIGKILL:
             pytest.fail(f"the run was not killed while writing {table} (exit code {code})")
-    last = subprocess.run(command, check=False, capture_output=True, text=True, timeout=600)
+    last = subprocess.run(command, check=False, capture_output=True, text=True, timeout=600, env=process_env())
     assert last.returncode == 0, last.stderr[-2000:]
     assert_one_clean_run(spark, root)
     quarantined = Lake(spark, root).read("quarantine_line").collect()
