@@ -37,7 +37,7 @@ from airflow.sdk import DAG, Param
 from pielake.errors import PielakeError
 from pielake.pipeline.steps import job_of, step_names
 from pielake.query.analyzer import QueryPlan, load_query_file
-from pielake.spark.session import delta_package
+from pielake.spark.session import delta_package, driver_heap
 
 PROJECT = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT / "jobs"
@@ -74,9 +74,10 @@ def registrations(folder: Path) -> list[Registration]:
 
 
 def submit_settings() -> dict[str, object]:
-    """What every spark-submit needs besides the connection: Delta's package and this interpreter for PySpark."""
+    """What every spark-submit needs besides the connection: Delta's package, the driver's heap (spark-submit
+    starts the driver's JVM, so the job cannot size it) and this interpreter for PySpark."""
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
-    return {"packages": delta_package(),
+    return {"packages": delta_package(), "driver_memory": driver_heap(),
             "conf": {"spark.pyspark.python": python, "spark.pyspark.driver.python": sys.executable,
                      "spark.sql.session.timeZone": "UTC"},
             "env_vars": {"PYSPARK_PYTHON": python, "PYTHONPATH": str(PROJECT)}}

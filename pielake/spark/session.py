@@ -46,6 +46,11 @@ def _jvm_start_turn() -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def driver_heap() -> str:
+    """The driver's heap (in local mode all of Spark's): `PIELAKE_DRIVER_MEMORY` or `DEFAULT_DRIVER_MEMORY`."""
+    return os.environ.get("PIELAKE_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY)
+
+
 def delta_package() -> str:
     """The Maven coordinate of Delta matching the installed delta-spark, for `spark-submit --packages`."""
     return f"io.delta:delta-spark_{SCALA_VERSION}:{version('delta-spark')}"
@@ -53,7 +58,7 @@ def delta_package() -> str:
 
 def submit_arguments(master: str = "local[*]") -> list[str]:
     """spark-submit arguments that give a job the same Delta-enabled session `build_session` gives."""
-    return ["--master", master, "--packages", delta_package(),
+    return ["--master", master, "--packages", delta_package(), "--driver-memory", driver_heap(),
             "--conf", f"spark.pyspark.python={os.environ.get('PYSPARK_PYTHON', sys.executable)}",
             "--conf", f"spark.pyspark.driver.python={sys.executable}"]
 
@@ -87,8 +92,8 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         ui: start the Spark UI (off for tests and CLI runs).
         shuffle_partitions: `spark.sql.shuffle.partitions`; defaults to 4 x the local cores, enough to keep every
             core busy without thousands of tiny tasks on small data (adaptive execution coalesces the rest).
-        driver_memory: `spark.driver.memory` (local mode: the whole Spark heap); `PIELAKE_DRIVER_MEMORY` or
-            `DEFAULT_DRIVER_MEMORY`.
+        driver_memory: `spark.driver.memory`, when not `driver_heap()`. Under spark-submit the driver's JVM is
+            running already, with the heap spark-submit gave it (`submit_arguments`, Airflow's `submit_settings`).
         conf: further Spark settings (the SQL endpoint's metastore and Thrift port), applied last.
         packages: Maven coordinates to load besides Delta's (a metastore's JDBC driver).
     """
@@ -106,7 +111,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.ui.enabled", str(ui).lower())
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", driver_memory or os.environ.get("PIELAKE_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY))
+        .config("spark.driver.memory", driver_memory or driver_heap())
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
     )

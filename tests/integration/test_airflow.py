@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
+from pielake.spark.session import driver_heap
 from tests.helpers import drawn, process_env
 
 pytestmark = pytest.mark.heavy(seconds=620)  # about this long in CI: scheduled first
@@ -72,9 +73,10 @@ def test_dag_folder_loads_one_scheduled_and_one_backfill_dag_per_query(airflow: 
         assert graph == EXPECTED_GRAPH
 
 
-def kill_mid_write(lake: Path, app_name: str, table: str, killed: list[int], done: threading.Event) -> None:
+def kill_mid_write(lake: Path, app_name: str, table: str, killed: list[list[str]], done: threading.Event) -> None:
     """Once the first data file of staged `table` is on disk, SIGKILL the spark-submit driver (the JVM named
-    `app_name`, the Python driver is its child) of the task that writes it; only its first attempt."""
+    `app_name`, the Python driver is its child) of the task that writes it; only its first attempt. `killed`
+    gets the command line of the JVM."""
     staged = lake / "_staging" / table
     while not done.is_set() and not killed:
         if staged.is_dir() and any(staged.rglob("*.parquet")):
@@ -82,14 +84,14 @@ def kill_mid_write(lake: Path, app_name: str, table: str, killed: list[int], don
                 if app_name in (process.info["cmdline"] or []) and "java" in process.info["cmdline"][0]:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(process.pid, signal.SIGKILL)
-                        killed.append(process.pid)
+                        killed.append(process.info["cmdline"])
         time.sleep(0.005)
 
 
 def test_a_scheduled_run_killed_mid_task_and_retried_writes_the_reference_matches(airflow: dict[str, str],
                                                                                    spark: SparkSession) -> None:
     lake = Path(airflow["PIELAKE_LAKE"])
-    killed: list[int] = []
+    killed: list[list[str]] = []
     done = threading.Event()
     watcher = threading.Thread(target=kill_mid_write, args=(lake, "pielake-flag_pairs-situations",
                                                            "segments_flag_pairs", killed, done))
@@ -101,6 +103,7 @@ def test_a_scheduled_run_killed_mid_task_and_retried_writes_the_reference_matche
         done.set()
         watcher.join()
     assert killed, "the situations task was not killed while writing"
+    assert f"-Xmx{driver_heap()}" in killed[0], "spark-submit gives the step's JVM pielake's driver heap"
     log = run.stdout + run.stderr
     assert run.returncode == 0 and "state=success" in log, log[-4000:]
     assert "up_for_retry" in log.lower()

@@ -1,0 +1,23 @@
+"""The driver's heap: `PIELAKE_DRIVER_MEMORY`, else 3 GB, for sessions built here and for spark-submit, which
+starts the driver's JVM before the job runs (the Airflow DAG test checks the JVM of a real step)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pielake.spark.session import DEFAULT_DRIVER_MEMORY, driver_heap, submit_arguments
+
+
+def heap_argument(arguments: list[str]) -> str:
+    return arguments[arguments.index("--driver-memory") + 1]
+
+
+def test_spark_submit_gets_the_default_heap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PIELAKE_DRIVER_MEMORY", raising=False)
+    assert driver_heap() == DEFAULT_DRIVER_MEMORY == "3g"
+    assert heap_argument(submit_arguments()) == "3g"
+
+
+def test_the_environment_sets_the_heap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIELAKE_DRIVER_MEMORY", "7g")
+    assert heap_argument(submit_arguments("local[2]")) == "7g"
