@@ -56,7 +56,7 @@ def delta_package() -> str:
     return f"io.delta:delta-spark_{SCALA_VERSION}:{version('delta-spark')}"
 
 
-def submit_arguments(master: str = "local[*]") -> list[str]:
+def submit_arguments(master: str = DEFAULT_MASTER) -> list[str]:
     """spark-submit arguments that give a job the same Delta-enabled session `build_session` gives."""
     return ["--master", master, "--packages", delta_package(), "--driver-memory", driver_heap(),
             "--conf", f"spark.pyspark.python={os.environ.get('PYSPARK_PYTHON', sys.executable)}",

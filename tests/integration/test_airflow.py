@@ -26,7 +26,7 @@ from pielake.semantics.reference import derive_situations, find_matches
 from pielake.spark.session import driver_heap
 from tests.helpers import drawn, process_env
 
-pytestmark = pytest.mark.heavy(seconds=620)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=510)  # about this long in CI: scheduled first
 
 ROOT = Path(__file__).parents[2]
 BIN = Path(sys.executable).parent

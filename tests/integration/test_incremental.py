@@ -23,7 +23,7 @@ from pielake.streams import StreamSchema, save_schema
 from tests.spark.kernels import reference_rows, spark_rows
 from tests.strategies import scenario
 
-pytestmark = pytest.mark.heavy(seconds=400)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=330)  # about this long in CI: scheduled first
 
 STREAM = StreamSchema("S", ("key",), "ts", "s",
                       (("key", "STRING"), ("ts", "BIGINT"), ("a", "BOOLEAN"), ("b", "BOOLEAN"), ("c", "BOOLEAN"),
