@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pielake.lake.delta import Lake
+from pielake.spark.local_rows import local_rows
 
 RUNS_TABLE = "runs"
 RUNS_DIR = "_runs"
@@ -78,6 +79,6 @@ def publish_report(lake: Lake, query: str, run_id: str, *, mode: str, status: st
     row = (query, run_id, mode, status, started, datetime.now(UTC), round(sum(s.seconds for s in steps), 3),
            [(s.step, s.started_at, round(s.seconds, 3), s.rows, s.passed, list(s.failed), s.report) for s in steps],
            matches)
-    frame = lake.spark.createDataFrame([row], RUNS_DDL)
+    frame = local_rows(lake.spark, [row], RUNS_DDL)
     lake.overwrite(frame, RUNS_TABLE, partition_by=("query",),
                    replace_where=f"query = '{query}' AND run_id = '{run_id}'")

@@ -29,6 +29,7 @@ from pielake.query.analyzer import PairConstraint
 from pielake.semantics.automata import AUTOMATA, BOUNDARY, Action, PairAutomaton
 from pielake.semantics.relations import RELATIONS
 from pielake.spark import columns as C
+from pielake.spark.local_rows import local_rows
 
 if TYPE_CHECKING:  # the query binds the runs kernel to `read_values`: a runtime import would be a cycle
     from pielake.spark.query import SparkQuery
@@ -176,7 +177,7 @@ def _candidates(runs: DataFrame, found_by: dict[int, tuple[PairConstraint, list[
     every pattern grew with them: at n = 18 its stage took 22.7 s of the pairs stage's 42.7 s)."""
     rows = [row for number, (constraint, patterns) in found_by.items() for p in patterns
             for row in _pattern_rows(number, constraint, p)]
-    table = F.broadcast(runs.sparkSession.createDataFrame(rows, PATTERN_ROWS))
+    table = F.broadcast(local_rows(runs.sparkSession, rows, PATTERN_ROWS))
     series = runs.filter(F.col(C.SERIES).isin(*found_by))
 
     def pat(name: str) -> Column:
