@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -201,16 +202,25 @@ def publish(job: QueryJob) -> StageResult:
 
     Each table is one Delta commit; `progress_<q>` is written last, so until it is, the next run has the same
     scope and recomputes the same rows: a publish that stops halfway is repaired by running it again.
+
+    The three result tables are written side by side, from threads: a commit is mostly the driver's work (Delta
+    log reads and writes, small snapshot jobs, a MERGE's ~17 jobs), during which the cores would wait, and the
+    writes of the other tables use them. They share one file size, set once for all of them around the threads
+    (`Lake.writing` sets a session setting, and restoring it in one thread must not reset it under another).
     """
     def work() -> dict[str, int]:
         q = job.query
         scope = job.scope()
-        rows: dict[str, int] = {}
-        for kind, derived in derived_tables(q).items():
-            staged = job.staged(kind)
+        _ = scope.floor  # every thread reads it: one Spark job here, not one in each
+
+        def publish_table(kind: str, derived: Derived) -> tuple[str, int]:
             partitions = (C.CONSTRAINT_ID,) if kind == "pairs" else ()
-            rows[job.table(kind)] = _publish_rows(job, kind, staged, natural_key=derived.natural_key,
+            return job.table(kind), _publish_rows(job, kind, job.staged(kind), natural_key=derived.natural_key,
                                                   derived=derived, scope=scope, partitions=partitions)
+
+        tables = derived_tables(q)
+        with job.lake.writing(ROWS_PER_FILE), ThreadPoolExecutor(len(tables), "publish") as pool:
+            rows = dict(pool.map(publish_table, tables, tables.values()))
         state = next_progress(scope, q, unsettled_rows=unsettled(
             q, situations=job.staged("situations"), pairs=job.staged("pairs"), matches=job.staged("matches")),
             run_starts=job.staged("segments").select(*q.keys, F.col(C.START).alias(C.T)))
