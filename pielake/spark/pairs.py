@@ -204,11 +204,16 @@ def _endpoints(situations: DataFrame, q: SparkQuery) -> DataFrame:
 
 
 def _locate(candidates: DataFrame, side: str, endpoints: DataFrame, q: SparkQuery) -> DataFrame:
-    """Attach the situation (ts, te) that each candidate's locator on `side` ('a' or 'b') points at."""
+    """Attach the situation (ts, te) that each candidate's locator on `side` ('a' or 'b') points at.
+
+    A hash join that builds on the candidates (fewer than the endpoints, two per situation) instead of Spark's
+    sort-merge join, which sorts both sides for each of the two locates: at n=4, 10^7 events the pairs stage took
+    6.6-7.6 s with it, 5.4-5.8 s with the hash join."""
     table = endpoints.select(*q.keys, F.col(C.SYMBOL).alias(f"_{side}_symbol"), F.col("kind").alias(f"_{side}_kind"),
                              F.col("at").alias(f"_{side}_at"), F.col(C.TS).alias(f"{side}_ts"),
                              F.col(C.TE).alias(f"{side}_te"))
-    return candidates.join(table, [*q.keys, f"_{side}_symbol", f"_{side}_kind", f"_{side}_at"], "inner")
+    on = [*q.keys, f"_{side}_symbol", f"_{side}_kind", f"_{side}_at"]
+    return candidates.hint("shuffle_hash").join(table, on, "inner")
 
 
 def _range_join(a: DataFrame, b: DataFrame, q: SparkQuery, relation: str) -> DataFrame:
