@@ -192,7 +192,7 @@ class Run:
 
     def _finish(self, status: str) -> None:
         """The run is over: its row in the `runs` table, then the lock goes."""
-        self.matches = match_counts(self.job)
+        self.matches = match_counts(self.job, just_published=status == PUBLISHED)
         publish_report(self.job.lake, self.job.plan.name, self.job.run_id, mode=self.request.mode, status=status,
                        matches=self.matches)
         self.lock.release(self.job.run_id)

@@ -260,9 +260,13 @@ def in_time_order(rows: DataFrame, anchor: Column) -> DataFrame:
     return rows.sortWithinPartitions(anchor)
 
 
-def match_counts(job: QueryJob) -> dict[str, int]:
-    """Published matches per status (none before the first publish)."""
-    published = job.published("matches")
+def match_counts(job: QueryJob, *, just_published: bool = False) -> dict[str, int]:
+    """Published matches per status (none before the first publish).
+
+    Just after a batch run's publish the published table holds exactly the staged rows (`publish` replaced it with
+    them), so those are counted: a run in one process holds them in memory, where the table would be read back
+    from its files (2 s at 10^7 events)."""
+    published = job.staged("matches") if just_published and job.scope().full else job.published("matches")
     if published is None:
         return {}
     rows = published.groupBy(C.STATUS).count().collect()
