@@ -215,8 +215,9 @@ def publish(job: QueryJob) -> StageResult:
 
         def publish_table(kind: str, derived: Derived) -> tuple[str, int]:
             partitions = (C.CONSTRAINT_ID,) if kind == "pairs" else ()
-            return job.table(kind), _publish_rows(job, kind, job.staged(kind), natural_key=derived.natural_key,
-                                                  derived=derived, scope=scope, partitions=partitions)
+            written = _publish_rows(job, kind, job.staged(kind), natural_key=derived.natural_key, derived=derived,
+                                    scope=scope, partitions=partitions)
+            return job.table(kind), written
 
         tables = derived_tables(q)
         with job.lake.writing(ROWS_PER_FILE), ThreadPoolExecutor(len(tables), "publish") as pool:
