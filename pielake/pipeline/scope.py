@@ -169,15 +169,12 @@ def unsettled(q: SparkQuery, *, situations: DataFrame, pairs: DataFrame, matches
 
 
 def cut_before(bounds: DataFrame, times: DataFrame, keys: tuple[str, ...]) -> DataFrame:
-    """Per key in `bounds` (keys, __bound; several rows per key allowed) that has times in `times` (keys, __t),
-    the latest of them strictly before the key's least bound: the next cut. NULL where no such time exists (from
-    the first event).
-
-    One pass over `times`, with the least bounds broadcast: the bounds (a union of scans of the staged result
-    tables) are read once, where a filter before the aggregate and a join back to the bounds read them twice."""
+    """Per key in `bounds` (keys, __bound; several rows per key allowed), the latest time in `times` (keys, __t)
+    strictly before the key's least bound: the next cut. NULL where no such time exists (from the first event)."""
     least = bounds.groupBy(*keys).agg(F.min(BOUND).alias(BOUND))
-    earlier = F.when(F.col(C.T) < F.col(BOUND), F.col(C.T))
-    return times.join(F.broadcast(least), list(keys)).groupBy(*keys).agg(F.max(earlier).alias(CUT))
+    before = (times.join(F.broadcast(least), list(keys)).filter(F.col(C.T) < F.col(BOUND))
+              .groupBy(*keys).agg(F.max(C.T).alias(CUT)))
+    return least.join(before, list(keys), "left").select(*keys, CUT)
 
 
 def next_progress(scope: Scope, q: SparkQuery, *, unsettled_rows: DataFrame, run_starts: DataFrame) -> DataFrame:
