@@ -103,7 +103,13 @@ class Measurement:
 
 
 class MemoryPeak:
-    """Peak resident memory, sampled every `every` seconds: the Spark JVM(s) and this whole process tree."""
+    """Peak resident memory, sampled every `every` seconds: the Spark JVM(s) and this whole process tree.
+
+    A JVM's child that is a JVM too is not counted: it is a process the JVM is starting, between its fork and its
+    exec, and shares all of its parent's pages (Hadoop's local file system, without its native library, runs
+    `chmod` for every file it writes). Counted, one n=18 run showed 7.61 GB in all for a moment, twice the JVM,
+    where the processes' proportional set size was 4.1 GB.
+    """
 
     def __init__(self, every: float = 0.1):
         self.every = every
@@ -115,16 +121,28 @@ class MemoryPeak:
     def _sample(self) -> None:
         me = psutil.Process()
         while not self._stop.is_set():
-            jvm = total = 0
-            for process in [me, *me.children(recursive=True)]:
-                try:
-                    rss = process.memory_info().rss
-                    jvm += rss if process.name() == "java" else 0
-                except psutil.NoSuchProcess:
-                    continue
-                total += rss
+            jvm, total = _resident(me)
             self.jvm, self.total = max(self.jvm, jvm), max(self.total, total)
             self._stop.wait(self.every)
+
+
+def _resident(root: psutil.Process) -> tuple[int, int]:
+    """Resident bytes of the JVMs under `root` and of its whole tree, without JVMs being started by a JVM."""
+    seen = []
+    for process in [root, *root.children(recursive=True)]:
+        try:
+            seen.append((process.pid, process.ppid(), process.name() == "java", process.memory_info().rss))
+        except psutil.NoSuchProcess:
+            continue
+    return resident_sums(seen)
+
+
+def resident_sums(seen: list[tuple[int, int, bool, int]]) -> tuple[int, int]:
+    """From (pid, parent pid, is a JVM, resident bytes) of a process tree: the JVMs' and everything's bytes, a JVM
+    whose parent is a JVM left out (see `MemoryPeak`)."""
+    jvms = {pid for pid, _, java, _ in seen if java}
+    counted = [(java, rss) for _, parent, java, rss in seen if not (java and parent in jvms)]
+    return sum(rss for java, rss in counted if java), sum(rss for _, rss in counted)
 
     @contextmanager
     def watching(self) -> Iterator[MemoryPeak]:
