@@ -125,6 +125,15 @@ class MemoryPeak:
             self.jvm, self.total = max(self.jvm, jvm), max(self.total, total)
             self._stop.wait(self.every)
 
+    @contextmanager
+    def watching(self) -> Iterator[MemoryPeak]:
+        self._thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            self._thread.join()
+
 
 def _resident(root: psutil.Process) -> tuple[int, int]:
     """Resident bytes of the JVMs under `root` and of its whole tree, without JVMs being started by a JVM."""
@@ -143,15 +152,6 @@ def resident_sums(seen: list[tuple[int, int, bool, int]]) -> tuple[int, int]:
     jvms = {pid for pid, _, java, _ in seen if java}
     counted = [(java, rss) for _, parent, java, rss in seen if not (java and parent in jvms)]
     return sum(rss for java, rss in counted if java), sum(rss for _, rss in counted)
-
-    @contextmanager
-    def watching(self) -> Iterator[MemoryPeak]:
-        self._thread.start()
-        try:
-            yield self
-        finally:
-            self._stop.set()
-            self._thread.join()
 
 
 def _timed_steps(run: Run, steps: list[str]) -> tuple[float, dict[str, float]]:

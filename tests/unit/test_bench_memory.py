@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pielake.bench import resident_sums
+import time
+
+from pielake.bench import MemoryPeak, resident_sums
 
 GB = 2**30
 
@@ -19,3 +21,10 @@ def test_a_jvm_started_by_the_jvm_shares_its_pages_and_is_not_counted() -> None:
 def test_two_jvms_side_by_side_both_count() -> None:
     tree = [(10, 1, False, 100), (11, 10, True, 1000), (12, 10, True, 2000)]
     assert resident_sums(tree) == (3000, 3100)
+
+
+def test_the_peak_watches_this_process_while_the_block_runs() -> None:
+    with MemoryPeak(every=0.01).watching() as peak:
+        held = b"x" * (64 * 2**20)  # written, so resident
+        time.sleep(0.2)  # a few samples while it is held
+    assert peak.total >= len(held) and peak.jvm == 0
