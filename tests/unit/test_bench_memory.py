@@ -27,4 +27,4 @@ def test_the_peak_watches_this_process_while_the_block_runs() -> None:
     with MemoryPeak(every=0.01).watching() as peak:
         held = b"x" * (64 * 2**20)  # written, so resident
         time.sleep(0.2)  # a few samples while it is held
-    assert peak.total >= peak.jvm + len(held)  # a test run's own Spark JVM may be in the tree too
+    assert peak.total >= len(held) and peak.jvm <= peak.total  # a test run's Spark JVM may be in the tree
