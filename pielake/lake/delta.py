@@ -25,6 +25,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 
 from pielake.errors import PielakeError
+from pielake.spark.session import settings_within
 
 if TYPE_CHECKING:
     from pielake.lake.staging import Staging
@@ -169,17 +170,8 @@ class Lake:
             settings["spark.sql.files.maxRecordsPerFile"] = str(rows_per_file)
         if not self.statistics:
             settings["spark.databricks.delta.stats.collect"] = "false"
-        before = {key: self.spark.conf.get(key, None) for key in settings}
-        for key, value in settings.items():
-            self.spark.conf.set(key, value)
-        try:
+        with settings_within(self.spark, settings):
             yield
-        finally:
-            for key, value in before.items():
-                if value is None:
-                    self.spark.conf.unset(key)
-                else:
-                    self.spark.conf.set(key, value)
 
     def rows_written(self, table: str, where: str | None = None) -> int:
         """Rows the table's last commit wrote (`where`: the part it replaced), from its metrics.

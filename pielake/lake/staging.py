@@ -17,11 +17,11 @@ import math
 from typing import Protocol
 
 import pyspark.sql.functions as F
-from py4j.java_gateway import JavaObject
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
 from pielake.errors import PielakeError
+from pielake.spark.checkpoints import checkpoint_rdd, is_checkpoint, release
 
 ROWS_PER_PARTITION = 250_000
 
@@ -73,10 +73,10 @@ class SessionStaging:
             others = old[0].filter(~F.expr(replace_where))  # a condition the stages build from analyzer ids
             kept = others.count()
             df = others.unionByName(df)
-        held = df if _is_checkpoint(df) else df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
-        blocks = _checkpoint_of(held)
+        held = df if is_checkpoint(df) else df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+        blocks = checkpoint_rdd(held)
         rows = held.count()
-        replaced = None if old is None else _checkpoint_of(old[0])
+        replaced = None if old is None else checkpoint_rdd(old[0])
         if replaced is not None and replaced.id() != blocks.id():  # a table written over with itself keeps them
             replaced.unpersist(False)
         wanted = max(1, math.ceil(rows / ROWS_PER_PARTITION))
@@ -89,29 +89,10 @@ class SessionStaging:
     def done_with(self, table: str) -> None:
         """The run will not read `table` again (the events, once published): free its rows now."""
         if table in self._held:
-            _checkpoint_of(self._held.pop(table)[0]).unpersist(False)
+            release(self._held.pop(table)[0])
 
     def release(self) -> None:
         """Free every staged table (the run is over, published or stopped)."""
         for table in list(self._held):
             self.done_with(table)
 
-
-def _is_checkpoint(df: DataFrame) -> bool:
-    """Whether `df` is a local checkpoint itself (ingest checkpoints the events it admits): held as it is. A
-    DataFrame made from an RDD is a `LogicalRDD` too, but its blocks are not kept: it is checkpointed."""
-    plan = df._jdf.queryExecution().logical()
-    if plan.getClass().getSimpleName() != "LogicalRDD":
-        return False
-    kept = plan.rdd().getStorageLevel()
-    return kept.useMemory() or kept.useDisk()
-
-
-def _checkpoint_of(df: DataFrame) -> JavaObject:
-    """The JVM RDD whose blocks hold a local checkpoint (the leaf of its plan; under a `coalesce` for a table
-    read back in fewer partitions). PySpark has no call that frees a local checkpoint before the JVM garbage
-    collects it, and a run in a long session (`pielake bench`, the tests) must not keep every run's rows."""
-    plan = df._jdf.queryExecution().logical()
-    while plan.getClass().getSimpleName() != "LogicalRDD":
-        plan = plan.child()
-    return plan.rdd()

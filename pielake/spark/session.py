@@ -63,6 +63,24 @@ def submit_arguments(master: str = DEFAULT_MASTER) -> list[str]:
             "--conf", f"spark.pyspark.driver.python={sys.executable}"]
 
 
+@contextmanager
+def settings_within(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Session settings that hold for the Spark work planned and run within, restored after (unset where they
+    were). A setting Spark reads when it plans a query (a scan's file splits, a write's file size) must be in place
+    when the action runs, not when the DataFrame is built: so the action belongs inside."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
 def resolve_jars(packages: Sequence[str]) -> list[str]:
     """The local jar files of Maven `packages` (and their dependencies), resolved as every session resolves them.
 
