@@ -128,6 +128,8 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # The runs kernel concatenates a task's batches: 10^5 rows a batch, not 10^4, saved 0.7 s of 5 at 10^7
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
         .config("spark.ui.enabled", str(ui).lower())
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", driver_memory or driver_heap())
