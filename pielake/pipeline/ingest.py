@@ -22,6 +22,7 @@ The admitted events are staged (`_staging/events_<stream>`); the events gate pub
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
@@ -40,6 +41,7 @@ REASON = "reason"
 PAYLOAD = "__payload"
 ADMITTED = "__admitted"
 FLOATING = ("DOUBLE", "FLOAT", "REAL")
+ROWS_PER_EVENTS_FILE = 1_000_000
 REPLACEMENT_CHARACTER = "\ufffd"  # what Spark's UTF-8 decoder puts in place of bytes it cannot decode
 
 
@@ -203,9 +205,25 @@ def publish_events(lake: Lake, stream: StreamSchema) -> int:
         runs = [r["run_id"] for r in staged.select("run_id").distinct().collect()]
         if runs and lake.read(table).filter(F.col("run_id").isin(runs)).limit(1).count():
             return 0
-    ordered = staged.repartitionByRange(max(1, staged.rdd.getNumPartitions()), stream.time_column, *stream.keys)
+    rows = staged.count()
+    ordered = (staged.repartitionByRange(events_files(rows, lake.spark.sparkContext.defaultParallelism),
+                                         stream.time_column, *stream.keys)
+               .sortWithinPartitions(*stream.keys, stream.time_column))
     lake.append(ordered, table, change_feed=True)
     return lake.rows_written(table)
+
+
+def events_files(rows: int, cores: int) -> int:
+    """How many files an append of `rows` events is written as: one for a micro-batch, else a whole number of
+    files per core of about `ROWS_PER_EVENTS_FILE` rows.
+
+    Each file is a range of time sorted on (key, time), the order the runs kernel reads, so a batch run reads
+    each file as a task of its own, without a shuffle (`pielake.spark.runs`). A whole number per core keeps every
+    core busy to the end; files of a million rows keep a task's Python worker small.
+    """
+    if rows <= ROWS_PER_EVENTS_FILE:
+        return 1
+    return cores * math.ceil(rows / (cores * ROWS_PER_EVENTS_FILE))
 
 
 def _as_text(stream: StreamSchema) -> str:
