@@ -70,7 +70,8 @@ class RunSummary:
                  f"  ingest: {self.ingest.rows_in} rows in = {self.ingest.events} events + "
                  f"{self.ingest.quarantined} quarantined + {self.ingest.duplicates_dropped} exact duplicates dropped"]
         for stage in self.stages:
-            lines.append(f"  {stage.stage:<12} {stage.seconds:7.2f} s   {stage.rows_text()}")
+            details = f"   ({stage.details_text()})" if stage.details else ""
+            lines.append(f"  {stage.stage:<12} {stage.seconds:7.2f} s   {stage.rows_text()}{details}")
         lines += [f"  {gate.text()}" for gate in self.gates]
         counts = ", ".join(f"{status}: {n}" for status, n in sorted(self.matches.items())) or "none"
         lines.append(f"  matches by status: {counts}")

@@ -48,6 +48,7 @@ from pielake.spark.query import SparkQuery
 from pielake.streams import StreamSchema
 
 BYTES_PER_PARTITION = 32 * 1024 * 1024
+FILES_PER_TIME_RANGE = 4  # at most this many events files per time range a shuffle would make: read in place
 ROWS_PER_FILE = 50_000  # published tables: small enough that a micro-batch rewrites little of them
 
 
@@ -62,6 +63,9 @@ class StageResult:
 
     def rows_text(self) -> str:
         return ", ".join(f"{table}: {n}" for table, n in self.rows.items())
+
+    def details_text(self) -> str:
+        return ", ".join(f"{name}: {value}" for name, value in self.details.items())
 
 
 @dataclass(frozen=True)
@@ -114,17 +118,30 @@ class QueryJob:
         return Scope(self.staged("scope"), self.query.keys, full)
 
 
-def timed(stage: str, work: Callable[[], dict[str, int]], **details: object) -> StageResult:
+def timed(stage: str, work: Callable[[], dict[str, int]], details: dict[str, object] | None = None) -> StageResult:
+    """Run `work`; `details` is the stage's own record of how it went, which `work` may add to."""
     started = time.perf_counter()
     rows = work()
-    return StageResult(stage, rows, time.perf_counter() - started, dict(details))
+    return StageResult(stage, rows, time.perf_counter() - started, details if details is not None else {})
 
 
-def partitions_for(lake: Lake, table: str) -> int:
-    """Enough time ranges to keep every core busy, and more when the table is large."""
-    size = DeltaTable.forPath(lake.spark, lake.path(table)).detail().first()["sizeInBytes"]
+@dataclass(frozen=True)
+class KernelReading:
+    """How the runs kernel reads a run's events: `in_place`, a task per file chunk (tried first), or shuffled
+    into `partitions` time ranges."""
+
+    partitions: int
+    in_place: bool
+
+
+def kernel_reading(lake: Lake, table: str) -> KernelReading:
+    """For the whole events table: enough time ranges to keep every core busy, more when the table is large;
+    read in place when it has a file for every core and not many more files than time ranges (a table of many
+    small micro-batch files would cost a task each)."""
+    detail = DeltaTable.forPath(lake.spark, lake.path(table)).detail().first()
     cores = lake.spark.sparkContext.defaultParallelism
-    return max(2 * cores, math.ceil(size / BYTES_PER_PARTITION))
+    partitions = max(2 * cores, math.ceil(detail["sizeInBytes"] / BYTES_PER_PARTITION))
+    return KernelReading(partitions, cores <= detail["numFiles"] <= FILES_PER_TIME_RANGE * partitions)
 
 
 def derive_situations(job: QueryJob, *, mode: str = "batch", since: int | None = None) -> StageResult:
@@ -132,6 +149,8 @@ def derive_situations(job: QueryJob, *, mode: str = "batch", since: int | None =
 
     `mode` is batch, incremental or backfill (`since`: the backfill's start, in kernel time).
     """
+    details: dict[str, object] = {"mode": mode}
+
     def work() -> dict[str, int]:
         table = events_table(job.stream)
         version = job.lake.version(table)
@@ -143,15 +162,16 @@ def derive_situations(job: QueryJob, *, mode: str = "batch", since: int | None =
         keys = job.staging.overwrite(scope_rows.withColumn(EVENTS_VERSION, F.lit(version)), job.table("scope"),
                                      commit_note=FULL if mode == "batch" else None)
         scope = job.scope()
-        partitions = (partitions_for(job.lake, table) if scope.full
-                      else 2 * job.lake.spark.sparkContext.defaultParallelism)
-        runs = q.runs(scope.slice(events, q), partitions)
-        job.staging.overwrite(runs, job.table("segments"), partition_by=(C.SERIES,))
+        reading = (kernel_reading(job.lake, table) if scope.full  # a micro-batch's slice is small: shuffled
+                   else KernelReading(2 * job.lake.spark.sparkContext.defaultParallelism, in_place=False))
+        encoded = q.runs(scope.slice(events, q), reading.partitions, in_place=reading.in_place)
+        details["events read"] = "in place" if encoded.read_in_place else "range-partitioned"
+        job.staging.overwrite(encoded.runs, job.table("segments"), partition_by=(C.SERIES,))
         situations = scope.owned(q.situations(job.staged("segments")), derived_tables(q)["situations"])
         written = job.staging.overwrite(situations, job.table("situations"))
         return {"keys in scope": keys, job.table("situations"): written}
 
-    return timed("situations", work, mode=mode)
+    return timed("situations", work, details)
 
 
 def _new_events(job: QueryJob, progress: DataFrame | None) -> DataFrame | None:

@@ -20,7 +20,7 @@ from pielake.query.analyzer import AGGREGATES, PairConstraint, QueryPlan, walk
 from pielake.spark import columns as C
 from pielake.spark.compile import predicate
 from pielake.spark.pairs import read_values
-from pielake.spark.runs import Partial, RunSpec, encode_runs
+from pielake.spark.runs import EncodedRuns, Partial, RunSpec, encode_runs
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
 _FLOATING = ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
@@ -160,8 +160,8 @@ class SparkQuery:
 
     # ------------------------------------------------------------ runs and situations
 
-    def runs(self, events: DataFrame, partitions: int) -> DataFrame:
-        return encode_runs(self.prepare(events), self.spec, partitions)
+    def runs(self, events: DataFrame, partitions: int, *, in_place: bool = False) -> EncodedRuns:
+        return encode_runs(self.prepare(events), self.spec, partitions, in_place=in_place)
 
     def pair_series(self, constraint: PairConstraint) -> int:
         return self.spec.series_of_pair(self.plan.constraints.index(constraint))

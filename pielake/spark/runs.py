@@ -5,9 +5,16 @@ situations, SEMANTICS §2) and each constraint's minterm O/I/Z/E (PieStream's al
 the PiePair patterns read). One pass over the events computes all of them.
 
 Why not window functions: a window partitioned by key puts a whole key in one task, so a single key with 10^7
-events would use one core. Instead events are range-partitioned on (key, time) and sorted, and each partition is
-encoded with numpy (`mapInArrow`). A run that touches a partition edge is emitted as a *fragment*; fragments are
-few (at most two per series per partition), so merging them is a small window over a small table:
+events would use one core. Instead each partition of events is sorted on (key, time) and encoded with numpy
+(`mapInArrow`), and stitching needs only that, per key, the partitions hold disjoint stretches of time. Events are
+either range-partitioned on (key, time), which a shuffle of every event buys, or read *in place*, one task per
+file chunk: the events table is written in time ranges, each file sorted on (key, time) (`publish_events`), so
+its file chunks are such stretches already. Whether they are is checked, not assumed: each task also reports its
+keys' first and last times, and if any two tasks' stretches of one key overlap (late events appended by a
+backfill, a table written otherwise) the fragments are dropped and the events range-partitioned after all.
+
+A run that touches a partition edge is emitted as a *fragment*; fragments are few (at most two per series per
+partition), so merging them is a small window over a small table:
 
 - a fragment continues the previous fragment of its key if that one ended its partition, this one starts its
   partition, and both have the same value;
@@ -39,8 +46,14 @@ import pyspark.sql.functions as F
 from pyspark.sql import DataFrame, Window
 
 from pielake.spark import columns as C
+from pielake.spark.checkpoints import release
+from pielake.spark.session import settings_within
 
 PARTIAL_FUNCTIONS = ("first", "last", "min", "max", "sum", "count")
+BOUNDS = -1  # the series of the rows reporting a task's first and last time of each key (events read in place)
+# A scan whose every file chunk is a task of its own: a chunk's open cost fills a task (Spark packs chunks into a
+# task while their sizes and open costs fit in the split size, which is at most `maxPartitionBytes`).
+ONE_TASK_PER_FILE_CHUNK = {"spark.sql.files.openCostInBytes": "1g", "spark.sql.files.maxPartitionBytes": "1g"}
 
 
 @dataclass(frozen=True)
@@ -136,6 +149,18 @@ class _Partition:
         pending = (run_start == 0) & flags & (np.arange(self.n) < self.first_key_end)
         return np.where(flags, self.t[run_start], -1), pending
 
+    def bounds(self) -> pa.RecordBatch:
+        """One row per key: its first time here (`START`) and its last (`END`), under the series `BOUNDS`."""
+        firsts = np.flatnonzero(self.key_starts)
+        lasts = np.append(firsts[1:], self.n) - 1
+        out = {C.SERIES: pa.array(np.full(len(firsts), BOUNDS, dtype=np.int32)),
+               C.START: pa.array(self.t[firsts]), C.END: pa.array(self.t[lasts]),
+               **{key: self.table.column(key).take(pa.array(firsts)).combine_chunks() for key in self.spec.keys}}
+        schema = self.spec.output_schema()
+        return pa.RecordBatch.from_arrays(
+            [out[name] if name in out else pa.nulls(len(firsts), C.arrow_type(kind)) for name, kind in schema],
+            names=[name for name, _ in schema])
+
     def encode(self, series: int, values: np.ndarray) -> pa.RecordBatch:
         """The runs of one series that have a reader (`RunSpec.kept_values`) and the fragments at the edges."""
         starts = _run_starts(values, self.key_starts)
@@ -204,12 +229,15 @@ class _Partition:
         return out
 
 
-def _kernel(spec: RunSpec):  # type: ignore[no-untyped-def]
+def _kernel(spec: RunSpec, *, in_place: bool):  # type: ignore[no-untyped-def]
     def encode_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches = [b for b in batches if b.num_rows]
         if not batches:
             return
-        part = _Partition(pa.Table.from_batches(batches), spec)
+        table = pa.Table.from_batches(batches)
+        part = _Partition(_in_order(table, (*spec.keys, C.T)) if in_place else table, spec)
+        if in_place:
+            yield part.bounds()
         for symbol in range(spec.symbols):
             yield part.encode(symbol, part.flags[symbol].astype(np.int8))
         for index, (left, right) in enumerate(spec.pairs):
@@ -219,12 +247,57 @@ def _kernel(spec: RunSpec):  # type: ignore[no-untyped-def]
     return encode_partition
 
 
-def encode_runs(events: DataFrame, spec: RunSpec, partitions: int) -> DataFrame:
-    """Stitched runs of every series: one row per maximal run per key (see the module docstring)."""
+def _in_order(table: pa.Table, columns: tuple[str, ...]) -> pa.Table:
+    """`table` sorted on `columns`; a file chunk written in that order (the usual case) is only checked."""
+    if _is_sorted(table, columns):
+        return table
+    return table.take(pc.sort_indices(table, sort_keys=[(name, "ascending") for name in columns]))
+
+
+def _is_sorted(table: pa.Table, columns: tuple[str, ...]) -> bool:
+    n = table.num_rows
+    tied = np.ones(max(n - 1, 0), dtype=bool)  # rows whose order against the row before is not decided yet
+    for name in columns:
+        column = table.column(name)
+        before, after = column.slice(0, n - 1), column.slice(1)
+        if np.any(tied & pc.fill_null(pc.less(after, before), True).to_numpy(zero_copy_only=False)):
+            return False
+        tied &= pc.fill_null(pc.equal(after, before), False).to_numpy(zero_copy_only=False)
+    return True
+
+
+@dataclass(frozen=True)
+class EncodedRuns:
+    """Stitched runs, and whether the events were read in place (else range-partitioned: a shuffle)."""
+
+    runs: DataFrame
+    read_in_place: bool
+
+
+def encode_runs(events: DataFrame, spec: RunSpec, partitions: int, *, in_place: bool = False) -> EncodedRuns:
+    """Stitched runs of every series: one row per maximal run per key (see the module docstring).
+
+    `in_place`: try reading the events as their file chunks lie first; `partitions`: the time ranges of the
+    shuffle otherwise (or when the chunks overlap).
+    """
+    if in_place:
+        with settings_within(events.sparkSession, ONE_TASK_PER_FILE_CHUNK):
+            fragments = events.mapInArrow(_kernel(spec, in_place=True), spec.output_ddl()).localCheckpoint()
+        if _stretches_disjoint(fragments.filter(F.col(C.SERIES) == BOUNDS), spec):
+            return EncodedRuns(stitch(fragments.filter(F.col(C.SERIES) != BOUNDS), spec), read_in_place=True)
+        release(fragments)
     ordered = [*spec.keys, C.T]
     sorted_events = events.repartitionByRange(partitions, *ordered).sortWithinPartitions(*ordered)
-    fragments = sorted_events.mapInArrow(_kernel(spec), spec.output_ddl()).localCheckpoint()
-    return stitch(fragments, spec)
+    fragments = sorted_events.mapInArrow(_kernel(spec, in_place=False), spec.output_ddl()).localCheckpoint()
+    return EncodedRuns(stitch(fragments, spec), read_in_place=False)
+
+
+def _stretches_disjoint(bounds: DataFrame, spec: RunSpec) -> bool:
+    """Whether no two tasks' stretches of time of one key overlap (`bounds`: a task's first and last times)."""
+    earlier = Window.partitionBy(*spec.keys).orderBy(C.START).rowsBetween(Window.unboundedPreceding, -1)
+    overlapping = bounds.withColumn("_earlier_end", F.max(C.END).over(earlier)).filter(
+        F.col("_earlier_end") >= F.col(C.START))
+    return overlapping.limit(1).count() == 0
 
 
 def stitch(fragments: DataFrame, spec: RunSpec) -> DataFrame:

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from pielake.lake.delta import Lake
 from pielake.pipeline.gates import GateError
 from pielake.pipeline.runner import Run, RunRequest, run_query
-from pielake.query.analyzer import load_query
+from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from pielake.streams import StreamSchema, save_schema
 from tests.spark.kernels import reference_rows, spark_rows
@@ -87,8 +87,35 @@ def test_backfill_after_late_history_equals_the_reference_over_everything(lake: 
     assert summary.ingest.quarantined == len(late)
     assert lake.read("quarantine_line").filter(F.col("reason") == "late").count() == len(late)
     run_query(lake, plan, "repair", RunRequest(mode="backfill", since="8", until="10", checks=False))
-    assert spark_rows(lake.read("matches_mid"), plan) == reference_rows(find_matches(EVENTS, plan), plan)
-    situations = sorted((r["m"], r["symbol"], r["ts"], r["te"]) for r in lake.read("situations_mid").collect())
-    assert situations == sorted((s.key[0], s.symbol, s.ts, s.te) for s in derive_situations(EVENTS, plan))
+    assert_published_equal_the_reference(lake, plan, EVENTS)
     assert lake.read("quarantine_line").filter(F.col("reason") == "late").count() == 0
     assert lake.read("events_line").count() == len(EVENTS)
+
+
+def assert_published_equal_the_reference(lake: Lake, plan: QueryPlan, events: list[dict]) -> None:
+    assert spark_rows(lake.read("matches_mid"), plan) == reference_rows(find_matches(events, plan), plan)
+    situations = sorted((r["m"], r["symbol"], r["ts"], r["te"]) for r in lake.read("situations_mid").collect())
+    assert situations == sorted((s.key[0], s.symbol, s.ts, s.te) for s in derive_situations(events, plan))
+
+
+def test_a_batch_run_reads_the_events_files_in_place_until_a_backfill_appends_history(lake: Lake,
+                                                                                     tmp_path: Path) -> None:
+    """Two micro-batches leave two events files, each a stretch of time per key: a batch run reads them as they
+    lie. A backfill appends late events inside the first file's stretch: the next batch run finds the overlap and
+    range-partitions the events instead. Both equal the reference."""
+    plan = load_query(QUERY, "mid")
+    late = [e for e in EVENTS if e["m"] == "m1" and 8 <= e["ts"] <= 10]
+    on_time = [e for e in EVENTS if e not in late]
+    for index, part in enumerate((on_time[:len(on_time) // 2], on_time[len(on_time) // 2:] + late)):
+        run_query(lake, plan, f"mb{index}", RunRequest(mode="incremental", checks=False,
+                                                       events_path=write(tmp_path / f"{index}.json", part)))
+
+    def batch(run_id: str) -> object:
+        stages = run_query(lake, plan, run_id, RunRequest(checks=False)).stages
+        return next(s for s in stages if s.stage == "situations").details["events read"]
+
+    assert batch("whole") == "in place"
+    assert_published_equal_the_reference(lake, plan, on_time)
+    run_query(lake, plan, "repair", RunRequest(mode="backfill", since="8", until="10", checks=False))
+    assert batch("whole2") == "range-partitioned"
+    assert_published_equal_the_reference(lake, plan, EVENTS)

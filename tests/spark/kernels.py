@@ -31,16 +31,35 @@ def stream_of(rows: list[Row], keys: tuple[str, ...] = ("key",), types: dict[str
     return StreamSchema("S", keys, "ts", "s", tuple((n, kind(n)) for n in names))
 
 
+LAYOUTS = ("shuffled", "in place", "in place, overlapping")
+
+
+def laid_out(events: DataFrame, layout: str, partitions: int, order: tuple[str, ...]) -> DataFrame:
+    """Events in `partitions` tasks as the kernel would find them in files: `in place`, each task a disjoint
+    stretch of time per key, its rows out of order; `in place, overlapping`, rows dealt round-robin."""
+    if layout == "in place":
+        return events.repartitionByRange(partitions, *order).sortWithinPartitions(F.rand(7)).localCheckpoint()
+    if layout == "in place, overlapping":
+        return events.repartition(partitions).localCheckpoint()
+    return events
+
+
 class Kernels:
-    """Runs runs -> situations -> pairs -> matches, cutting lineage between stages as the lake does."""
+    """Runs runs -> situations -> pairs -> matches, cutting lineage between stages as the lake does.
+
+    `layout` (`LAYOUTS`): how the events reach the runs kernel; the results must not depend on it."""
 
     def __init__(self, spark: SparkSession, plan: QueryPlan, rows: list[Row], partitions: int = 4,
-                 stream: StreamSchema | None = None):
+                 stream: StreamSchema | None = None, *, layout: str = "shuffled"):
         self.plan = plan
         self.stream = stream or stream_of(rows, plan.keys or ("key",))
         self.events = spark.createDataFrame(rows, self.stream.ddl)
         self.q = SparkQuery(plan, self.stream, dict(self.stream.columns))
-        self.runs = self.q.runs(self.events, partitions).localCheckpoint()
+        encoded = self.q.runs(laid_out(self.events, layout, partitions,
+                                              (*self.q.keys, self.stream.time_column)), partitions,
+                              in_place=layout != "shuffled")
+        self.read_in_place = encoded.read_in_place
+        self.runs = encoded.runs.localCheckpoint()
         self.situations = self.q.situations(self.runs).localCheckpoint()
 
     def pairs(self, constraint_id: str | None = None) -> DataFrame:

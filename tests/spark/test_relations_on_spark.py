@@ -84,6 +84,21 @@ def test_a_single_key_split_across_time_ranges_gives_the_same_situations(spark: 
     assert spark_rows(kernels.matches(), plan) == reference_rows(find_matches(rows, plan), plan)
 
 
+@pytest.mark.parametrize(("layout", "in_place"), [("in place", True), ("in place, overlapping", False)])
+def test_events_read_in_place_give_the_same_matches_and_overlapping_tasks_are_shuffled(
+        spark: SparkSession, layout: str, in_place: bool) -> None:
+    """Events read as their tasks hold them are stitched as range partitions are when each task holds a stretch
+    of time of its keys (rows in any order); tasks whose stretches overlap are detected and shuffled instead."""
+    rows = long_single_key_stream() + drawn(key="other", a="XX..XXX..X", b=".XXX..XX..")
+    plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b PATTERN A overlaps; during; contains B "
+                      "WITHIN 1 h RETURN count(A.ts) AS na")
+    kernels = Kernels(spark, plan, rows, partitions=5, layout=layout)
+    assert kernels.read_in_place is in_place
+    got = sorted((r.key, r.symbol, r.ts, r.te) for r in kernels.situations.collect())
+    assert got == sorted((*s.key, s.symbol, s.ts, s.te) for s in derive_situations(rows, plan))
+    assert spark_rows(kernels.matches(), plan) == reference_rows(find_matches(rows, plan), plan)
+
+
 def test_a_pair_series_keeps_only_the_runs_its_patterns_read(spark: SparkSession) -> None:
     """`meets` is decided on an I run (A alone) after a Z run: of its minterm series only I runs are emitted,
     but for the fragments at the range's edges (its first and last run), and the matches stay the reference's."""
