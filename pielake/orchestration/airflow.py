@@ -24,7 +24,6 @@ late and historical events in a range and recomputes from before it.
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import pairwise
@@ -37,7 +36,7 @@ from airflow.sdk import DAG, Param
 from pielake.errors import PielakeError
 from pielake.pipeline.steps import job_of, step_names
 from pielake.query.analyzer import QueryPlan, load_query_file
-from pielake.spark.session import delta_package, driver_heap
+from pielake.spark.session import submit_settings
 
 PROJECT = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT / "jobs"
@@ -73,14 +72,12 @@ def registrations(folder: Path) -> list[Registration]:
     return found
 
 
-def submit_settings() -> dict[str, object]:
-    """What every spark-submit needs besides the connection: Delta's package, the driver's heap (spark-submit
-    starts the driver's JVM, so the job cannot size it) and this interpreter for PySpark."""
-    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
-    return {"packages": delta_package(), "driver_memory": driver_heap(),
-            "conf": {"spark.pyspark.python": python, "spark.pyspark.driver.python": sys.executable,
-                     "spark.sql.session.timeZone": "UTC"},
-            "env_vars": {"PYSPARK_PYTHON": python, "PYTHONPATH": str(PROJECT)}}
+def operator_arguments() -> dict[str, object]:
+    """The `SparkSubmitOperator` arguments every step shares (`pielake.spark.session.submit_settings`), and the
+    environment its Python finds pielake's jobs in."""
+    settings = submit_settings()
+    return {"packages": settings.packages, "driver_memory": settings.driver_memory, "conf": settings.conf,
+            "env_vars": {"PYSPARK_PYTHON": settings.python, "PYTHONPATH": str(PROJECT)}}
 
 
 def _task(dag: DAG, registration: Registration, step: str, run_args: list[str]) -> SparkSubmitOperator:
@@ -89,7 +86,7 @@ def _task(dag: DAG, registration: Registration, step: str, run_args: list[str]) 
             "--run-id", "{{ run_id }}", *run_args, *picked]
     return SparkSubmitOperator(task_id=step, dag=dag, application=str(JOBS_DIR / f"{job}.py"),
                                application_args=args, conn_id="spark_default",
-                               name=f"pielake-{registration.plan.name}-{step}", **submit_settings())
+                               name=f"pielake-{registration.plan.name}-{step}", **operator_arguments())
 
 
 def _wire(dag: DAG, registration: Registration, run_args: list[str]) -> None:

@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
@@ -56,11 +57,31 @@ def delta_package() -> str:
     return f"io.delta:delta-spark_{SCALA_VERSION}:{version('delta-spark')}"
 
 
+@dataclass(frozen=True)
+class SubmitSettings:
+    """What every spark-submit of a pielake job needs besides its master: Delta's package, the driver's heap
+    (spark-submit starts the driver's JVM, so the job cannot size it) and the interpreter with pielake's
+    dependencies for PySpark's driver and workers. `submit_arguments` spells them for the command line; Airflow's
+    `SparkSubmitOperator` takes them as they are (`pielake.orchestration.airflow`)."""
+
+    packages: str
+    driver_memory: str
+    python: str
+    conf: dict[str, str]
+
+
+def submit_settings() -> SubmitSettings:
+    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    return SubmitSettings(delta_package(), driver_heap(), python,
+                          {"spark.pyspark.python": python, "spark.pyspark.driver.python": sys.executable,
+                           "spark.sql.session.timeZone": "UTC"})
+
+
 def submit_arguments(master: str = DEFAULT_MASTER) -> list[str]:
     """spark-submit arguments that give a job the same Delta-enabled session `build_session` gives."""
-    return ["--master", master, "--packages", delta_package(), "--driver-memory", driver_heap(),
-            "--conf", f"spark.pyspark.python={os.environ.get('PYSPARK_PYTHON', sys.executable)}",
-            "--conf", f"spark.pyspark.driver.python={sys.executable}"]
+    settings = submit_settings()
+    conf = [part for key, value in settings.conf.items() for part in ("--conf", f"{key}={value}")]
+    return ["--master", master, "--packages", settings.packages, "--driver-memory", settings.driver_memory, *conf]
 
 
 @contextmanager
@@ -111,7 +132,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         shuffle_partitions: `spark.sql.shuffle.partitions`; defaults to 4 x the local cores, enough to keep every
             core busy without thousands of tiny tasks on small data (adaptive execution coalesces the rest).
         driver_memory: `spark.driver.memory`, when not `driver_heap()`. Under spark-submit the driver's JVM is
-            running already, with the heap spark-submit gave it (`submit_arguments`, Airflow's `submit_settings`).
+            running already, with the heap spark-submit gave it (`submit_settings`).
         conf: further Spark settings (the SQL endpoint's metastore and Thrift port), applied last.
         packages: Maven coordinates to load besides Delta's (a metastore's JDBC driver).
     """
