@@ -1,4 +1,4 @@
-"""The driver's heap: `PIELAKE_DRIVER_MEMORY`, else 3 GB, for sessions built here and for spark-submit, which
+"""The driver's heap: `PIELAKE_DRIVER_MEMORY`, else 2.5 GB, for sessions built here and for spark-submit, which
 starts the driver's JVM before the job runs (the Airflow DAG test checks the JVM of a real step)."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ def heap_argument(arguments: list[str]) -> str:
 
 def test_spark_submit_gets_the_default_heap(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PIELAKE_DRIVER_MEMORY", raising=False)
-    assert driver_heap() == DEFAULT_DRIVER_MEMORY == "3g"
-    assert heap_argument(submit_arguments()) == "3g"
+    assert driver_heap() == DEFAULT_DRIVER_MEMORY == "2500m"
+    assert heap_argument(submit_arguments()) == "2500m"
 
 
 def test_the_environment_sets_the_heap(monkeypatch: pytest.MonkeyPatch) -> None:
