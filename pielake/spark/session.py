@@ -57,6 +57,12 @@ def delta_package() -> str:
     return f"io.delta:delta-spark_{SCALA_VERSION}:{version('delta-spark')}"
 
 
+def workers_python() -> str:
+    """The interpreter PySpark's workers run: `PYSPARK_PYTHON`, else this one. It must be one that has pielake's
+    dependencies, not whatever python3 is on PATH."""
+    return os.environ.get("PYSPARK_PYTHON", sys.executable)
+
+
 @dataclass(frozen=True)
 class SubmitSettings:
     """What every spark-submit of a pielake job needs besides its master: Delta's package, the driver's heap
@@ -67,14 +73,15 @@ class SubmitSettings:
     packages: str
     driver_memory: str
     python: str
-    conf: dict[str, str]
+
+    @property
+    def conf(self) -> dict[str, str]:
+        return {"spark.pyspark.python": self.python, "spark.pyspark.driver.python": sys.executable,
+                "spark.sql.session.timeZone": "UTC"}
 
 
 def submit_settings() -> SubmitSettings:
-    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
-    return SubmitSettings(delta_package(), driver_heap(), python,
-                          {"spark.pyspark.python": python, "spark.pyspark.driver.python": sys.executable,
-                           "spark.sql.session.timeZone": "UTC"})
+    return SubmitSettings(delta_package(), driver_heap(), workers_python())
 
 
 def submit_arguments(master: str = DEFAULT_MASTER) -> list[str]:
@@ -137,8 +144,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         packages: Maven coordinates to load besides Delta's (a metastore's JDBC driver).
     """
     master = master or os.environ.get("PIELAKE_SPARK_MASTER", DEFAULT_MASTER)
-    # Python workers must run the interpreter that has pielake's dependencies, not whatever python3 is on PATH.
-    python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    python = os.environ["PYSPARK_PYTHON"] = workers_python()  # PySpark's own launches read the environment too
     partitions = shuffle_partitions or 4 * (os.cpu_count() or 2)
     builder = (
         SparkSession.builder.master(master).appName(app_name)
