@@ -12,6 +12,7 @@ from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from pielake.semantics.relations import RELATIONS
 from pielake.spark import columns as C
+from pielake.spark import matches
 from pielake.spark.pairs import MINTERM_CODE, read_values
 from pielake.streams import StreamSchema
 from tests.helpers import drawn
@@ -118,6 +119,22 @@ def test_a_constraint_on_two_symbols_already_bound_joins_on_both(spark: SparkSes
                       "PATTERN A overlaps B AND C overlaps B AND A equals C WITHIN 1 h")
     want = reference_rows(find_matches(rows, plan), plan)
     assert want and spark_rows(Kernels(spark, plan, rows).matches(), plan) == want
+
+
+@pytest.mark.parametrize("broadcast_rows", [matches.BROADCAST_PAIR_ROWS, 0])
+def test_a_chain_of_joins_gives_the_same_matches_broadcast_or_left_to_spark(
+        spark: SparkSession, monkeypatch: pytest.MonkeyPatch, broadcast_rows: int) -> None:
+    """Pair tables small enough are broadcast into a chain of joins that never moves the bindings; larger ones
+    are joined as Spark plans it. The matches are the reference's either way."""
+    monkeypatch.setattr(matches, "BROADCAST_PAIR_ROWS", broadcast_rows)
+    rows = long_single_key_stream()
+    plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b, C AS a, D AS b "
+                      "PATTERN A overlaps; during B AND B overlapped-by; contains C AND C overlaps D WITHIN 1 h")
+    found = Kernels(spark, plan, rows, partitions=3).matches()
+    want = reference_rows(find_matches(rows, plan), plan)
+    assert want and spark_rows(found, plan) == want
+    hinted = found._jdf.queryExecution().optimizedPlan().toString().count("strategy=broadcast")
+    assert hinted == 1 + (len(plan.constraints) - 1 if broadcast_rows else 0)  # 1: the keys' last times
 
 
 def test_timestamp_event_times_are_kernel_microseconds_and_come_back_as_timestamps(spark: SparkSession) -> None:
