@@ -161,11 +161,17 @@ class Lake:
         return self.rows_written(table, replace_where)
 
     @contextmanager
-    def writing(self, rows_per_file: int | None = None) -> Iterator[None]:
+    def writing(self, rows_per_file: int | None = None, *, plain: tuple[str, ...] = ()) -> Iterator[None]:
         """Session settings for the writes within, restored after: files of at most `rows_per_file` rows
         (Spark's `maxRecordsPerFile`, which MERGE takes only from the session: a table written in time order
-        keeps each stretch of time in files of its own), and no statistics in a lake that keeps none."""
-        settings = {}
+        keeps each stretch of time in files of its own), and no statistics in a lake that keeps none.
+
+        The columns named `plain` are written without Parquet's dictionary encoding: meant for times, nearly
+        all distinct in a file, whose dictionary costs a hash lookup per value and ends up no smaller than the
+        values (the n = 18 matches: 7.5 s and 131 MB with it, 5.7 s and 114 MB without). Parquet reads
+        per-column settings from the write's Hadoop configuration, which Spark builds from the session's.
+        """
+        settings = {f"parquet.enable.dictionary#{column}": "false" for column in plain}
         if rows_per_file is not None:
             settings["spark.sql.files.maxRecordsPerFile"] = str(rows_per_file)
         if not self.statistics:

@@ -44,6 +44,7 @@ MODES = ("batch", "incremental", "backfill")
 @dataclass(frozen=True)
 class Derived:
     """A derived table's natural key (SEMANTICS §6) and its start columns: a row's anchor is their least.
+    `times`: all its time columns (starts, ends, decision times).
 
     Matches keep their starts in the stream's own time type, situations and pairs in kernel time.
     """
@@ -51,6 +52,7 @@ class Derived:
     q: SparkQuery
     natural_key: tuple[str, ...]
     starts: tuple[str, ...]
+    times: tuple[str, ...]
     in_stream_time: bool = False
 
     @property
@@ -68,10 +70,13 @@ class Derived:
 def derived_tables(q: SparkQuery) -> dict[str, Derived]:
     """The tables a run publishes, by kind, with their natural keys and start columns."""
     starts = tuple(C.symbol_ts(s.name) for s in q.plan.symbols)
+    ends = tuple(C.symbol_te(s.name) for s in q.plan.symbols)
     return {
-        "situations": Derived(q, (*q.keys, C.SYMBOL, C.TS), (C.TS,)),
-        "pairs": Derived(q, (*q.keys, C.CONSTRAINT_ID, "a_ts", "b_ts"), ("a_ts", "b_ts")),
-        "matches": Derived(q, (*q.keys, *starts), starts, in_stream_time=True),
+        "situations": Derived(q, (*q.keys, C.SYMBOL, C.TS), (C.TS,), (C.TS, C.TE)),
+        "pairs": Derived(q, (*q.keys, C.CONSTRAINT_ID, "a_ts", "b_ts"), ("a_ts", "b_ts"),
+                         ("a_ts", "a_te", "b_ts", "b_te", C.DECIDED_AT)),
+        "matches": Derived(q, (*q.keys, *starts), starts, (*starts, *ends, C.DETECTED_AT, C.COMPLETED_AT),
+                           in_stream_time=True),
     }
 
 

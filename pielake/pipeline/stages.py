@@ -225,8 +225,9 @@ def publish(job: QueryJob) -> StageResult:
 
     The three result tables are written side by side, from threads: a commit is mostly the driver's work (Delta
     log reads and writes, small snapshot jobs, a MERGE's ~17 jobs), during which the cores would wait, and the
-    writes of the other tables use them. They share one file size, set once for all of them around the threads
-    (`Lake.writing` sets a session setting, and restoring it in one thread must not reset it under another).
+    writes of the other tables use them. They share one file size and the columns written without a dictionary
+    (their times), set once for all of them around the threads (`Lake.writing` sets session settings, and
+    restoring them in one thread must not reset them under another).
     """
     def work() -> dict[str, int]:
         q = job.query
@@ -240,7 +241,8 @@ def publish(job: QueryJob) -> StageResult:
             return job.table(kind), written
 
         tables = derived_tables(q)
-        with job.lake.writing(ROWS_PER_FILE), ThreadPoolExecutor(len(tables), "publish") as pool:
+        times = tuple(dict.fromkeys(t for derived in tables.values() for t in derived.times))
+        with job.lake.writing(ROWS_PER_FILE, plain=times), ThreadPoolExecutor(len(tables), "publish") as pool:
             rows = dict(pool.map(publish_table, tables, tables.values()))
         state = next_progress(scope, q, unsettled_rows=unsettled(
             q, situations=job.staged("situations"), pairs=job.staged("pairs"), matches=job.staged("matches")),
