@@ -43,8 +43,9 @@ from pielake.pipeline.scope import (
 from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark import columns as C
 from pielake.spark.matches import find_matches
-from pielake.spark.pairs import detect_pairs
+from pielake.spark.pairs import HASH_JOIN_SETTINGS, detect_pairs
 from pielake.spark.query import SparkQuery
+from pielake.spark.session import settings_within
 from pielake.streams import StreamSchema
 
 BYTES_PER_PARTITION = 32 * 1024 * 1024
@@ -199,8 +200,9 @@ def detect_constraints(job: QueryJob, constraint_ids: Sequence[str]) -> StageRes
         constraints = [job.constraint(c) for c in constraint_ids]
         pairs = detect_pairs(job.staged("segments"), job.staged("situations"), constraints, job.query)
         chosen = ", ".join(f"'{c.id}'" for c in constraints)  # analyzer-made ids: c1, c2, ...
-        written = job.staging.overwrite(pairs, job.table("pairs"), partition_by=(C.CONSTRAINT_ID,),
-                                        replace_where=f"{C.CONSTRAINT_ID} IN ({chosen})")
+        with settings_within(job.lake.spark, HASH_JOIN_SETTINGS):
+            written = job.staging.overwrite(pairs, job.table("pairs"), partition_by=(C.CONSTRAINT_ID,),
+                                            replace_where=f"{C.CONSTRAINT_ID} IN ({chosen})")
         return {f"{job.table('pairs')}[{', '.join(constraint_ids)}]": written}
 
     return timed(f"pairs {', '.join(constraint_ids)}", work)

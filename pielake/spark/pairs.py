@@ -203,6 +203,13 @@ def _endpoints(situations: DataFrame, q: SparkQuery) -> DataFrame:
             .select(*q.keys, C.SYMBOL, C.TS, C.TE, "_by.kind", "_by.at").filter(F.col("at").isNotNull()))
 
 
+# The locate joins' hash tables cannot spill: a task that cannot get the memory for its partition's table fails
+# the run ("not enough memory to build hash map", seen at n=18, 10^7 events, 2.5 GB heap). Partitions of 16 MB of
+# shuffle data instead of AQE's 64 MB keep each table a small part of a task's share of execution memory. A
+# setting Spark reads when the write runs: `detect_pairs`' caller holds it (`settings_within`) around the write.
+HASH_JOIN_SETTINGS = {"spark.sql.adaptive.advisoryPartitionSizeInBytes": str(16 * 1024 * 1024)}
+
+
 def _locate(candidates: DataFrame, side: str, endpoints: DataFrame, q: SparkQuery) -> DataFrame:
     """Attach the situation (ts, te) that each candidate's locator on `side` ('a' or 'b') points at.
 
