@@ -71,18 +71,18 @@ def join_pairs(pairs: DataFrame, q: SparkQuery, rows: Mapping[str, int]) -> Data
     for c in order:
         table = _renamed(pairs, c.id, c.left, c.right, q)
         decided = f"__d_{c.id}"
-        if broadcast and bound is not None:
-            table = F.broadcast(table)
-        elif broadcast:
-            cores = pairs.sparkSession.sparkContext.defaultParallelism
-            tasks = max(4 * cores, math.ceil(rows.get(c.id, 0) / PAIRS_PER_CHAIN_TASK))
-            table = table.repartition(tasks, *q.keys, C.symbol_ts(c.left))
         if bound is None:
+            if broadcast:  # the tasks every later join runs in
+                cores = pairs.sparkSession.sparkContext.defaultParallelism
+                tasks = max(4 * cores, math.ceil(rows.get(c.id, 0) / PAIRS_PER_CHAIN_TASK))
+                table = table.repartition(tasks, *q.keys, C.symbol_ts(c.left))
             starts = [F.col(C.symbol_ts(c.left)), F.col(C.symbol_ts(c.right))]
             bound = table.withColumns({FIRST_START: F.least(*starts), LAST_START: F.greatest(*starts),
                                        DECIDED: F.col(decided)}).drop(decided)
             symbols = [c.left, c.right]
             continue
+        if broadcast:
+            table = F.broadcast(table)
         shared = [s for s in (c.left, c.right) if s in symbols]
         added = [s for s in (c.left, c.right) if s not in symbols]
         on = [*q.keys, *(C.symbol_ts(s) for s in shared)]
