@@ -26,6 +26,11 @@ LAST_TIME = "__last_t"
 FIRST_START, LAST_START, DECIDED = "__first_start", "__last_start", "__decided"  # join_pairs' running bounds
 BROADCAST_PAIR_ROWS = 4_000_000  # pair rows the joins may hold in broadcast hash tables at once (~0.3 GB)
 PAIRS_PER_CHAIN_TASK = 100_000  # rows of the first joined pair table per task of the joins
+# Broadcast joins in a row are compiled into one Java method per stage, about 1,000 bytes of bytecode each: the
+# JVM's compilers give up on a method that large (17 joins: 16,951 bytes, "COMPILE SKIPPED") and it runs
+# interpreted, 3 s of CPU per task where compiled code takes 0.65 s. A narrow boundary every few joins keeps each
+# stage's method under HotSpot's 8,000-byte limit for compiling at all.
+JOINS_PER_CODE_STAGE = 5
 
 
 def pair_rows(pairs: DataFrame) -> dict[str, int]:
@@ -68,7 +73,8 @@ def join_pairs(pairs: DataFrame, q: SparkQuery, rows: Mapping[str, int]) -> Data
     broadcast = sum(rows.get(c.id, 0) for c in order[1:]) <= BROADCAST_PAIR_ROWS
     bound: DataFrame | None = None
     symbols: list[str] = []
-    for c in order:
+    tasks = 0
+    for joined, c in enumerate(order):
         table = _renamed(pairs, c.id, c.left, c.right, q)
         decided = f"__d_{c.id}"
         if bound is None:
@@ -83,6 +89,8 @@ def join_pairs(pairs: DataFrame, q: SparkQuery, rows: Mapping[str, int]) -> Data
             continue
         if broadcast:
             table = F.broadcast(table)
+            if joined % JOINS_PER_CODE_STAGE == 0:  # a stage boundary that moves no row (`JOINS_PER_CODE_STAGE`)
+                bound = bound.coalesce(tasks)
         shared = [s for s in (c.left, c.right) if s in symbols]
         added = [s for s in (c.left, c.right) if s not in symbols]
         on = [*q.keys, *(C.symbol_ts(s) for s in shared)]

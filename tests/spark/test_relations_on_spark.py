@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pyspark.sql.functions as F
@@ -124,17 +125,21 @@ def test_a_constraint_on_two_symbols_already_bound_joins_on_both(spark: SparkSes
 @pytest.mark.parametrize("broadcast_rows", [matches.BROADCAST_PAIR_ROWS, 0])
 def test_a_chain_of_joins_gives_the_same_matches_broadcast_or_left_to_spark(
         spark: SparkSession, monkeypatch: pytest.MonkeyPatch, broadcast_rows: int) -> None:
-    """Pair tables small enough are broadcast into a chain of joins that never moves the bindings; larger ones
-    are joined as Spark plans it. The matches are the reference's either way."""
+    """Pair tables small enough are broadcast into a chain of joins that never moves the bindings, split into code
+    stages of a few joins each; larger ones are joined as Spark plans it. The matches are the reference's either
+    way."""
     monkeypatch.setattr(matches, "BROADCAST_PAIR_ROWS", broadcast_rows)
+    monkeypatch.setattr(matches, "JOINS_PER_CODE_STAGE", 2)  # a boundary before the second of the chain's 2 joins
     rows = long_single_key_stream()
     plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b, C AS a, D AS b "
                       "PATTERN A overlaps; during B AND B overlapped-by; contains C AND C overlaps D WITHIN 1 h")
     found = Kernels(spark, plan, rows, partitions=3).matches()
     want = reference_rows(find_matches(rows, plan), plan)
     assert want and spark_rows(found, plan) == want
-    hinted = found._jdf.queryExecution().optimizedPlan().toString().count("strategy=broadcast")
-    assert hinted == 1 + (len(plan.constraints) - 1 if broadcast_rows else 0)  # 1: the keys' last times
+    optimized = found._jdf.queryExecution().optimizedPlan().toString()
+    last_times = 1  # the keys' last times are broadcast either way
+    assert optimized.count("strategy=broadcast") == last_times + (len(plan.constraints) - 1 if broadcast_rows else 0)
+    assert len(re.findall(r"Repartition \d+, false", optimized)) == (1 if broadcast_rows else 0)  # no shuffle
 
 
 def test_timestamp_event_times_are_kernel_microseconds_and_come_back_as_timestamps(spark: SparkSession) -> None:
