@@ -28,11 +28,6 @@ DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "2500m"
 SCALA_VERSION = "2.13"  # Spark 4 is built for Scala 2.13 only
 IVY_CACHE = Path.home() / ".ivy2.5.2"  # Spark 4's default `spark.jars.ivy`
-# HotSpot never JIT-compiles a method of more than 8,000 bytes of bytecode (`DontCompileHugeMethods`), and the code
-# Spark generates for a stage of many joins is one such method: it ran interpreted. The 17 joins of the n=18 chain
-# benchmark's matches took 22.7 s so, 12 s compiled. Given as Spark's *default* Java options, which a job's own
-# `extraJavaOptions` (the SQL endpoint's Derby home) add to instead of replacing.
-JVM_OPTIONS = "-XX:-DontCompileHugeMethods"
 
 
 @contextmanager
@@ -82,8 +77,7 @@ class SubmitSettings:
     @property
     def conf(self) -> dict[str, str]:
         return {"spark.pyspark.python": self.python, "spark.pyspark.driver.python": sys.executable,
-                "spark.sql.session.timeZone": "UTC", "spark.driver.defaultJavaOptions": JVM_OPTIONS,
-                "spark.executor.defaultJavaOptions": JVM_OPTIONS}
+                "spark.sql.session.timeZone": "UTC"}
 
 
 def submit_settings() -> SubmitSettings:
@@ -150,16 +144,15 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         packages: Maven coordinates to load besides Delta's (a metastore's JDBC driver).
     """
     master = master or os.environ.get("PIELAKE_SPARK_MASTER", DEFAULT_MASTER)
-    settings = submit_settings()
-    os.environ["PYSPARK_PYTHON"] = settings.python  # PySpark's own launches read the environment too
+    python = os.environ["PYSPARK_PYTHON"] = workers_python()  # PySpark's own launches read the environment too
     partitions = shuffle_partitions or 4 * (os.cpu_count() or 2)
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in settings.conf.items():  # what a spark-submit of a job is given (`submit_arguments`)
-        builder = builder.config(key, value)
     builder = (
-        builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        SparkSession.builder.master(master).appName(app_name)
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.pyspark.python", python)
         .config("spark.python.daemon.module", "pielake.spark.worker_daemon")  # workers forked with numpy & co.
+        .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         # The runs kernel concatenates a task's batches: 10^5 rows a batch, not 10^4, saved 0.7 s of 5 at 10^7

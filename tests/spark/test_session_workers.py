@@ -1,6 +1,6 @@
-"""What a pielake session saves its tasks: Python workers forked with the kernel imported
-(`pielake.spark.worker_daemon`), small driver-made tables read without Python tasks at all
-(`pielake.spark.local_rows`), and a JVM that compiles Spark's large generated methods (`JVM_OPTIONS`)."""
+"""What a pielake session saves its Python tasks: workers forked with the kernel imported
+(`pielake.spark.worker_daemon`), and small driver-made tables read without Python tasks at all
+(`pielake.spark.local_rows`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from pyspark.sql import SparkSession
 
 from pielake.pipeline.report import RUNS_DDL
 from pielake.spark.local_rows import local_rows
-from pielake.spark.session import JVM_OPTIONS
 
 
 def test_python_workers_are_forked_by_the_daemon_that_imported_the_kernel(spark: SparkSession) -> None:
@@ -40,8 +39,3 @@ def test_local_rows_are_a_plan_leaf_with_the_rows_a_python_list_gives(spark: Spa
     assert local.collect() == spark.createDataFrame(rows, RUNS_DDL).collect()
     assert "LocalTableScan" in local._jdf.queryExecution().executedPlan().toString()
     assert local_rows(spark, [], RUNS_DDL).count() == 0
-
-
-def test_the_jvm_compiles_huge_generated_methods(spark: SparkSession) -> None:
-    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-    assert JVM_OPTIONS in list(runtime.getInputArguments())
