@@ -38,11 +38,16 @@ def pair_rows(pairs: DataFrame) -> dict[str, int]:
     return {r[C.CONSTRAINT_ID]: int(r["count"]) for r in pairs.groupBy(C.CONSTRAINT_ID).count().collect()}
 
 
+def _decided(constraint_id: str) -> str:
+    """The column a renamed pair table (`_renamed`) holds its decision time in, until `_extend` folds it in."""
+    return f"__d_{constraint_id}"
+
+
 def _renamed(pairs: DataFrame, constraint_id: str, left: str, right: str, q: SparkQuery) -> DataFrame:
     return pairs.filter(F.col(C.CONSTRAINT_ID) == constraint_id).select(
         *q.keys, F.col("a_ts").alias(C.symbol_ts(left)), F.col("a_te").alias(C.symbol_te(left)),
         F.col("b_ts").alias(C.symbol_ts(right)), F.col("b_te").alias(C.symbol_te(right)),
-        F.col(C.DECIDED_AT).alias(f"__d_{constraint_id}"))
+        F.col(C.DECIDED_AT).alias(_decided(constraint_id)))
 
 
 def _extend(bound: DataFrame, new_symbols: list[str], decided: str) -> DataFrame:
@@ -69,24 +74,19 @@ def join_pairs(pairs: DataFrame, q: SparkQuery, rows: Mapping[str, int]) -> Data
     key and start, several per core. Left to itself, Spark shuffled each pair table only to broadcast it after
     all, and ran the whole chain in the first table's two partitions: at n = 18 one task took 18 s, the other 7.
     """
-    order = join_order(q.plan.constraints)
-    broadcast = sum(rows.get(c.id, 0) for c in order[1:]) <= BROADCAST_PAIR_ROWS
-    bound: DataFrame | None = None
-    symbols: list[str] = []
-    tasks = 0
-    for joined, c in enumerate(order):
+    first, *rest = join_order(q.plan.constraints)
+    broadcast = sum(rows.get(c.id, 0) for c in rest) <= BROADCAST_PAIR_ROWS
+    cores = pairs.sparkSession.sparkContext.defaultParallelism
+    tasks = max(4 * cores, math.ceil(rows.get(first.id, 0) / PAIRS_PER_CHAIN_TASK))  # that every later join runs in
+    table = _renamed(pairs, first.id, first.left, first.right, q)
+    if broadcast:
+        table = table.repartition(tasks, *q.keys, C.symbol_ts(first.left))
+    starts = [F.col(C.symbol_ts(first.left)), F.col(C.symbol_ts(first.right))]
+    bound = table.withColumns({FIRST_START: F.least(*starts), LAST_START: F.greatest(*starts),
+                               DECIDED: F.col(_decided(first.id))}).drop(_decided(first.id))
+    symbols = [first.left, first.right]
+    for joined, c in enumerate(rest, start=1):
         table = _renamed(pairs, c.id, c.left, c.right, q)
-        decided = f"__d_{c.id}"
-        if bound is None:
-            if broadcast:  # the tasks every later join runs in
-                cores = pairs.sparkSession.sparkContext.defaultParallelism
-                tasks = max(4 * cores, math.ceil(rows.get(c.id, 0) / PAIRS_PER_CHAIN_TASK))
-                table = table.repartition(tasks, *q.keys, C.symbol_ts(c.left))
-            starts = [F.col(C.symbol_ts(c.left)), F.col(C.symbol_ts(c.right))]
-            bound = table.withColumns({FIRST_START: F.least(*starts), LAST_START: F.greatest(*starts),
-                                       DECIDED: F.col(decided)}).drop(decided)
-            symbols = [c.left, c.right]
-            continue
         if broadcast:
             table = F.broadcast(table)
             if joined % JOINS_PER_CODE_STAGE == 0:  # a stage boundary that moves no row (`JOINS_PER_CODE_STAGE`)
@@ -94,11 +94,11 @@ def join_pairs(pairs: DataFrame, q: SparkQuery, rows: Mapping[str, int]) -> Data
         shared = [s for s in (c.left, c.right) if s in symbols]
         added = [s for s in (c.left, c.right) if s not in symbols]
         on = [*q.keys, *(C.symbol_ts(s) for s in shared)]
-        bound = _extend(bound.join(table.drop(*(C.symbol_te(s) for s in shared)), on, "inner"), added, decided)
+        bound = _extend(bound.join(table.drop(*(C.symbol_te(s) for s in shared)), on, "inner"), added,
+                        _decided(c.id))
         symbols += added
         if added:  # in a reported match every start lies within the window of the earliest
             bound = bound.filter(q.within_window(F.col(LAST_START), F.col(FIRST_START)))
-    assert bound is not None
     return bound
 
 
