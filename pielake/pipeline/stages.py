@@ -42,6 +42,7 @@ from pielake.pipeline.scope import (
 )
 from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark import columns as C
+from pielake.spark.checkpoints import release
 from pielake.spark.matches import find_matches
 from pielake.spark.pairs import HASH_JOIN_SETTINGS, detect_pairs
 from pielake.spark.query import SparkQuery
@@ -229,7 +230,9 @@ def publish(job: QueryJob) -> StageResult:
     log reads and writes, small snapshot jobs, a MERGE's ~17 jobs), during which the cores would wait, and the
     writes of the other tables use them. They share one file size and the columns written without a dictionary
     (their times), set once for all of them around the threads (`Lake.writing` sets session settings, and
-    restoring them in one thread must not reset them under another).
+    restoring them in one thread must not reset them under another). The progress rows, which read only staged
+    tables, are computed beside them (`_progress_rows`): the writes leave a core idle while the largest of them
+    finishes.
     """
     def work() -> dict[str, int]:
         q = job.query
@@ -244,16 +247,28 @@ def publish(job: QueryJob) -> StageResult:
 
         tables = derived_tables(q)
         times = tuple(dict.fromkeys(t for derived in tables.values() for t in derived.times))
-        with job.lake.writing(ROWS_PER_FILE, plain=times), ThreadPoolExecutor(len(tables), "publish") as pool:
+        with job.lake.writing(ROWS_PER_FILE, plain=times), ThreadPoolExecutor(len(tables) + 1, "publish") as pool:
+            progress = pool.submit(_progress_rows, job, scope)
             rows = dict(pool.map(publish_table, tables, tables.values()))
-        state = next_progress(scope, q, unsettled_rows=unsettled(
-            q, situations=job.staged("situations"), pairs=job.staged("pairs"), matches=job.staged("matches")),
-            run_starts=job.staged("segments").select(*q.keys, F.col(C.START).alias(C.T)))
-        rows[job.table("progress")] = _publish_rows(job, "progress", state, natural_key=q.keys, derived=None,
-                                                    scope=scope, partitions=())
+            state = progress.result()
+        try:
+            rows[job.table("progress")] = _publish_rows(job, "progress", state, natural_key=q.keys, derived=None,
+                                                        scope=scope, partitions=())
+        finally:
+            release(state)
         return rows
 
     return timed("publish", work)
+
+
+def _progress_rows(job: QueryJob, scope: Scope) -> DataFrame:
+    """The state the next micro-batch starts from (`next_progress`), computed from the staged tables and held in
+    memory (a local checkpoint) until the result tables are published and it can be written."""
+    q = job.query
+    state = next_progress(scope, q, unsettled_rows=unsettled(
+        q, situations=job.staged("situations"), pairs=job.staged("pairs"), matches=job.staged("matches")),
+        run_starts=job.staged("segments").select(*q.keys, F.col(C.START).alias(C.T)))
+    return state.localCheckpoint(eager=True)
 
 
 def _publish_rows(job: QueryJob, kind: str, staged: DataFrame, *, natural_key: tuple[str, ...],
