@@ -175,11 +175,15 @@ def unsettled(q: SparkQuery, *, situations: DataFrame, pairs: DataFrame, matches
 
 def cut_before(bounds: DataFrame, times: DataFrame, keys: tuple[str, ...]) -> DataFrame:
     """Per key in `bounds` (keys, __bound; several rows per key allowed), the latest time in `times` (keys, __t)
-    strictly before the key's least bound: the next cut. NULL where no such time exists (from the first event)."""
+    strictly before the key's least bound: the next cut.
+
+    A key with no such time has no row (its cut is NULL: from the first event); the callers join the result to
+    their keys. Joining it back to the bounds' keys here would compute the bounds twice (once for the broadcast,
+    once for that join): for the progress rows, a second pass over every staged situation, pair and match.
+    """
     least = bounds.groupBy(*keys).agg(F.min(BOUND).alias(BOUND))
-    before = (times.join(F.broadcast(least), list(keys)).filter(F.col(C.T) < F.col(BOUND))
-              .groupBy(*keys).agg(F.max(C.T).alias(CUT)))
-    return least.join(before, list(keys), "left").select(*keys, CUT)
+    return (times.join(F.broadcast(least), list(keys)).filter(F.col(C.T) < F.col(BOUND))
+            .groupBy(*keys).agg(F.max(C.T).alias(CUT)))
 
 
 def next_progress(scope: Scope, q: SparkQuery, *, unsettled_rows: DataFrame, run_starts: DataFrame) -> DataFrame:
@@ -203,4 +207,4 @@ def backfill_cut(q: SparkQuery, since: int, *, events: DataFrame, situations: Da
     alive = situations.filter(F.col(C.TE).isNull() | (F.col(C.TE) >= reach)).select(*q.keys, F.col(C.TS).alias(BOUND))
     bounds = reduce(DataFrame.unionByName, [touched.withColumn(BOUND, F.lit(reach).cast("bigint")), alive,
                                             unsettled_rows])
-    return cut_before(bounds.join(touched, list(q.keys)), timed, q.keys)
+    return touched.join(cut_before(bounds.join(touched, list(q.keys)), timed, q.keys), list(q.keys), "left")
