@@ -75,7 +75,7 @@ class SessionStaging:
             df = others.unionByName(df)
         held = df if is_checkpoint(df) else df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
         blocks = checkpoint_rdd(held)
-        rows = held.count()
+        rows = blocks.count()  # the blocks' rows, counted in one stage: no aggregation plan, no shuffle
         replaced = None if old is None else checkpoint_rdd(old[0])
         if replaced is not None and replaced.id() != blocks.id():  # a table written over with itself keeps them
             replaced.unpersist(False)
