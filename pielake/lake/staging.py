@@ -17,11 +17,10 @@ import math
 from typing import Protocol
 
 import pyspark.sql.functions as F
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
 from pielake.errors import PielakeError
-from pielake.spark.checkpoints import checkpoint_rdd, is_checkpoint, release
+from pielake.spark.checkpoints import checkpoint_rdd, hold, release
 
 ROWS_PER_PARTITION = 250_000
 
@@ -73,9 +72,8 @@ class SessionStaging:
             others = old[0].filter(~F.expr(replace_where))  # a condition the stages build from analyzer ids
             kept = others.count()
             df = others.unionByName(df)
-        held = df if is_checkpoint(df) else df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+        held, rows = hold(df)
         blocks = checkpoint_rdd(held)
-        rows = blocks.count()  # the blocks' rows, counted in one stage: no aggregation plan, no shuffle
         replaced = None if old is None else checkpoint_rdd(old[0])
         if replaced is not None and replaced.id() != blocks.id():  # a table written over with itself keeps them
             replaced.unpersist(False)

@@ -8,17 +8,29 @@ so. PySpark has no call that frees a local checkpoint before the JVM garbage col
 from __future__ import annotations
 
 from py4j.java_gateway import JavaObject
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
 
 def is_checkpoint(df: DataFrame) -> bool:
-    """Whether `df` is a local checkpoint itself (ingest checkpoints the events it admits). A DataFrame made from
-    an RDD is a `LogicalRDD` too, but its blocks are not kept."""
+    """Whether `df` is a local checkpoint itself (a staged table written over with itself is one). A DataFrame
+    made from an RDD is a `LogicalRDD` too, but its blocks are not kept."""
     plan = df._jdf.queryExecution().logical()
     if plan.getClass().getSimpleName() != "LogicalRDD":
         return False
     kept = plan.rdd().getStorageLevel()
     return kept.useMemory() or kept.useDisk()
+
+
+def hold(df: DataFrame, level: StorageLevel = StorageLevel.MEMORY_AND_DISK) -> tuple[DataFrame, int]:
+    """`df`'s rows held as a local checkpoint (as they are, if `df` is one), and how many there are.
+
+    One Spark job computes, stores and counts them: the checkpoint is taken lazily and the count of its blocks
+    is what stores them. An eager checkpoint runs a count of its own and throws it away, and counting after it
+    read every block again (the n=4 segments: 0.76 s to hold, then 0.23 s to count).
+    """
+    held = df if is_checkpoint(df) else df.localCheckpoint(eager=False, storageLevel=level)
+    return held, checkpoint_rdd(held).count()
 
 
 def checkpoint_rdd(df: DataFrame) -> JavaObject:

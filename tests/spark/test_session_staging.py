@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyspark.sql.functions as F
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
@@ -63,3 +64,18 @@ def test_rows_are_freed_when_the_run_is_done_with_them_and_a_freed_table_is_name
     assert held() == before + 4 and staging.read("one").count() == 3
     staging.release()
     assert held() == before
+
+
+def test_a_staged_table_is_computed_stored_and_counted_in_one_spark_job(spark: SparkSession) -> None:
+    """Counting after an eager checkpoint read every held row again: a second job as large as the first."""
+    group = "session-staging-one-job"
+    spark.sparkContext.setJobGroup(group, "staging one table")
+    staging = SessionStaging()
+    try:
+        drawn = spark.range(0, 1000, numPartitions=4).withColumn("r", F.rand())
+        assert staging.overwrite(drawn, "drawn") == 1000
+        assert len(spark.sparkContext.statusTracker().getJobIdsForGroup(group)) == 1
+        assert rows(staging.read("drawn")) == rows(staging.read("drawn"))  # held, not drawn again at each read
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+        staging.release()
