@@ -33,6 +33,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 
 from pielake.lake.delta import Lake, LakeError, check_run_id, table_name
+from pielake.spark.checkpoints import hold
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
 FORMATS = ("csv", "parquet", "json")
@@ -137,8 +138,7 @@ def ingest(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id: str,
     if not raws:
         raws = [lake.spark.createDataFrame([], _as_text(stream))]
     casts = [_cast(raw, stream) for raw in raws]
-    checked = reduce(DataFrame.unionByName, casts).withColumn(REASON, _reason(stream)).localCheckpoint()
-    rows_in = checked.count()
+    checked, rows_in = hold(reduce(DataFrame.unionByName, casts).withColumn(REASON, _reason(stream)))
     natural_key = [*stream.keys, stream.time_column]
     attributes = [n for n in stream.column_names if n not in natural_key]
     good = checked.filter(F.col(REASON).isNull()).withColumn(
@@ -167,13 +167,12 @@ def ingest(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id: str,
     bad = reduce(DataFrame.unionByName, [checked.filter(F.col(REASON).isNotNull()),
                                          in_file_conflicts.select(*checked.columns),
                                          ingested_conflicts.select(*checked.columns), *refused])
-    fresh = fresh.select(*stream.column_names, F.lit(run_id).alias("run_id")).localCheckpoint()
-    bad = bad.select(REASON, RAW, F.lit(run_id).alias("run_id"),
-                     F.current_timestamp().alias("quarantined_at")).localCheckpoint()
-    events, quarantined = fresh.count(), bad.count()
-    lake.staging.overwrite(fresh, events_table(stream))
+    bad = bad.select(REASON, RAW, F.lit(run_id).alias("run_id"), F.current_timestamp().alias("quarantined_at"))
+    # Both writes count what they wrote: counting the rows before would compute them once more.
+    events = lake.staging.overwrite(fresh.select(*stream.column_names, F.lit(run_id).alias("run_id")),
+                                    events_table(stream))
     # Re-running a run replaces its own quarantine rows instead of adding them again.
-    lake.overwrite(bad, quarantine_table(stream), replace_where=f"run_id = '{check_run_id(run_id)}'")
+    quarantined = lake.overwrite(bad, quarantine_table(stream), replace_where=f"run_id = '{check_run_id(run_id)}'")
     return IngestReport(rows_in, events, quarantined, rows_in - events - quarantined)
 
 
