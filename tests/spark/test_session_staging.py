@@ -77,5 +77,6 @@ def test_a_staged_table_is_computed_stored_and_counted_in_one_spark_job(spark: S
         assert len(spark.sparkContext.statusTracker().getJobIdsForGroup(group)) == 1
         assert rows(staging.read("drawn")) == rows(staging.read("drawn"))  # held, not drawn again at each read
     finally:
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+        for job_group_property in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+            spark.sparkContext.setLocalProperty(job_group_property, None)  # the session is shared by later tests
         staging.release()
