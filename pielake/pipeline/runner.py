@@ -232,12 +232,8 @@ class Run:
 
     def check(self, gate: str) -> GateResult | None:
         """Validate a stage's staged output. The events gate then publishes the events: they are the input of
-        every later stage (a backfill also clears the late rows it re-admitted from the quarantine). After the
-        pairs gate no step reads the runs again (`pielake.pipeline.scope.cut_times`): a run in one process frees
-        them for the joins and the writes (n = 18, 10^7 events: 6.7 M rows)."""
+        every later stage (a backfill also clears the late rows it re-admitted from the quarantine)."""
         result = run_gate(self.job, gate) if self.request.checks else None
-        if gate == "pairs":
-            self.job.staging.done_with(self.job.table("segments"))
         if gate == "events":
             publish_events(self.job.lake, self.job.stream)
             self.job.staging.done_with(events_table(self.job.stream))

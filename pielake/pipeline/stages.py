@@ -35,7 +35,6 @@ from pielake.pipeline.scope import (
     Derived,
     Scope,
     backfill_cut,
-    cut_times,
     derived_tables,
     next_progress,
     plan_scope,
@@ -268,7 +267,7 @@ def _progress_rows(job: QueryJob, scope: Scope) -> DataFrame:
     q = job.query
     state = next_progress(scope, q, unsettled_rows=unsettled(
         q, situations=job.staged("situations"), pairs=job.staged("pairs"), matches=job.staged("matches")),
-        times=cut_times(scope, q, job.staged("situations")))
+        run_starts=job.staged("segments").select(*q.keys, F.col(C.START).alias(C.T)))
     return state.localCheckpoint(eager=True)
 
 

@@ -119,25 +119,3 @@ def test_a_timestamp_stream_in_micro_batches_equals_the_reference(spark: SparkSe
                 for key, ends, detected, completed, status, values in reference_rows(find_matches(seen, plan), plan)]
     assert spark_rows(lake.read("matches_q"), plan) == sorted(expected, key=repr)
     assert len(expected) >= 3, "the stream should have matches to compare"
-
-
-def test_a_micro_batch_cuts_at_the_latest_situation_boundary_and_a_quiet_key_keeps_its_cut(spark: SparkSession,
-                                                                                          tmp_path: Path) -> None:
-    """The cut a run leaves (`pielake.pipeline.scope.cut_times`) is the latest start or end of a situation before
-    the key's bound (the window back from its last event: nothing here stays unsettled), and a key whose new slice
-    holds no situation keeps the cut it had instead of being recomputed from its first event."""
-    plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s", "q")
-    root = tmp_path / "lake"
-    save_schema(STREAM, root / "_streams")
-    lake = Lake(spark, root)
-    batches = [(range(0, 60), range(10, 20), range(20, 25)),  # A [10, 20) meets B [20, 25); bound 55
-               (range(60, 70), (), ()),  # nothing starts or ends; bound 65
-               (range(70, 80), range(72, 74), ())]  # A [72, 74); bound 75
-    cuts = []
-    for index, (times, a, b) in enumerate(batches):
-        path = root / f"batch{index}.json"
-        path.write_text("\n".join(json.dumps({"key": "k1", "ts": t, "a": t in a, "b": t in b, "c": False, "x": 0.0})
-                                  for t in times))
-        run_query(lake, plan, f"mb{index}", RunRequest(mode="incremental", events_path=str(path), checks=False))
-        cuts.append(lake.read("progress_q").first()["__cut"])
-    assert cuts == [25, 25, 74]

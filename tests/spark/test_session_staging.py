@@ -12,10 +12,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 from pielake.lake.staging import SessionStaging, Staging
-from pielake.pipeline.runner import RunRequest, one_process_run
-from pielake.pipeline.steps import step_names
-from pielake.query.analyzer import load_query
-from pielake.streams import StreamSchema, save_schema
 
 SCHEMA = "constraint_id STRING, ts BIGINT"
 
@@ -84,23 +80,3 @@ def test_a_staged_table_is_computed_stored_and_counted_in_one_spark_job(spark: S
         for job_group_property in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
             spark.sparkContext.setLocalProperty(job_group_property, None)  # the session is shared by later tests
         staging.release()
-
-
-def test_a_run_in_one_process_frees_its_runs_after_the_pairs_gate(spark: SparkSession, tmp_path: Path) -> None:
-    """No step after the pairs reads the minterm runs (the next cut is found among the situations), so a run in
-    one process frees them there, for the joins and the writes, and still publishes its match."""
-    stream = StreamSchema("S", ("key",), "ts", "s", (("key", "STRING"), ("ts", "BIGINT"), ("a", "BOOLEAN"),
-                                                     ("b", "BOOLEAN")))
-    root = tmp_path / "lake"
-    save_schema(stream, root / "_streams")
-    events = tmp_path / "events.json"
-    events.write_text("\n".join(f'{{"key": "k1", "ts": {t}, "a": {str(2 <= t < 5).lower()}, '
-                                 f'"b": {str(5 <= t < 7).lower()}}}' for t in range(10)))
-    plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s", "q")
-    with one_process_run(Lake(spark, root), plan, "r1", RunRequest(events_path=str(events), checks=False)) as run:
-        for step in step_names(plan, parallel=False):
-            run.step(step)
-            if step == "check_pairs":
-                with pytest.raises(PielakeError, match="no staged table 'segments_q'"):
-                    run.job.staged("segments")
-    assert Lake(spark, root).read("matches_q").count() == 1
