@@ -33,7 +33,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 
 from pielake.lake.delta import Lake, LakeError, check_run_id, table_name
-from pielake.spark.checkpoints import hold
+from pielake.spark.checkpoints import hold, release
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
 FORMATS = ("csv", "parquet", "json")
@@ -168,11 +168,15 @@ def ingest(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id: str,
                                          in_file_conflicts.select(*checked.columns),
                                          ingested_conflicts.select(*checked.columns), *refused])
     bad = bad.select(REASON, RAW, F.lit(run_id).alias("run_id"), F.current_timestamp().alias("quarantined_at"))
-    # Both writes count what they wrote: counting the rows before would compute them once more.
-    events = lake.staging.overwrite(fresh.select(*stream.column_names, F.lit(run_id).alias("run_id")),
-                                    events_table(stream))
-    # Re-running a run replaces its own quarantine rows instead of adding them again.
-    quarantined = lake.overwrite(bad, quarantine_table(stream), replace_where=f"run_id = '{check_run_id(run_id)}'")
+    try:
+        # Both writes count what they wrote: counting the rows before would compute them once more.
+        events = lake.staging.overwrite(fresh.select(*stream.column_names, F.lit(run_id).alias("run_id")),
+                                        events_table(stream))
+        # Re-running a run replaces its own quarantine rows instead of adding them again.
+        quarantined = lake.overwrite(bad, quarantine_table(stream),
+                                     replace_where=f"run_id = '{check_run_id(run_id)}'")
+    finally:
+        release(checked)  # read by nothing after the writes; held, it would crowd the staged tables out of memory
     return IngestReport(rows_in, events, quarantined, rows_in - events - quarantined)
 
 

@@ -12,6 +12,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 from pielake.lake.staging import SessionStaging, Staging
+from pielake.pipeline.ingest import ingest, read_raw
+from pielake.streams import StreamSchema
 
 SCHEMA = "constraint_id STRING, ts BIGINT"
 
@@ -40,30 +42,31 @@ def test_session_staging_reads_what_delta_staging_reads(spark: SparkSession, tmp
         in_session.release()
 
 
-def test_rows_are_freed_when_the_run_is_done_with_them_and_a_freed_table_is_named(spark: SparkSession) -> None:
-    def held() -> int:
-        return spark.sparkContext._jsc.getPersistentRDDs().size()
+def held_rdds(spark: SparkSession) -> int:
+    return spark.sparkContext._jsc.getPersistentRDDs().size()
 
-    before = held()
+
+def test_rows_are_freed_when_the_run_is_done_with_them_and_a_freed_table_is_named(spark: SparkSession) -> None:
+    before = held_rdds(spark)
     staging = SessionStaging()
     writes(spark, staging)
-    assert held() == before + 1  # the replaced checkpoint is freed at once
+    assert held_rdds(spark) == before + 1  # the replaced checkpoint is freed at once
     staging.done_with("pairs")
-    assert held() == before
+    assert held_rdds(spark) == before
     with pytest.raises(PielakeError, match="no staged table 'pairs'"):
         staging.read("pairs")
     checkpoint = spark.createDataFrame([("c1", 1)], SCHEMA).localCheckpoint()
     staging.overwrite(checkpoint, "events")
     writes(spark, staging)
-    assert held() == before + 2  # a checkpoint is held as it is, not checkpointed again
+    assert held_rdds(spark) == before + 2  # a checkpoint is held as it is, not checkpointed again
     from_rdd = spark.createDataFrame(spark.sparkContext.parallelize([("c2", 2)]), SCHEMA)  # a plan leaf, not kept
     staging.overwrite(from_rdd, "more")
-    assert held() == before + 3 and staging.read("more").count() == 1
+    assert held_rdds(spark) == before + 3 and staging.read("more").count() == 1
     staging.overwrite(spark.range(0, 3, numPartitions=1), "one")  # read back as the checkpoint itself
     staging.overwrite(staging.read("one"), "one")  # written over with itself: its rows stay
-    assert held() == before + 4 and staging.read("one").count() == 3
+    assert held_rdds(spark) == before + 4 and staging.read("one").count() == 3
     staging.release()
-    assert held() == before
+    assert held_rdds(spark) == before
 
 
 def test_a_staged_table_is_computed_stored_and_counted_in_one_spark_job(spark: SparkSession) -> None:
@@ -79,4 +82,22 @@ def test_a_staged_table_is_computed_stored_and_counted_in_one_spark_job(spark: S
     finally:
         for job_group_property in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
             spark.sparkContext.setLocalProperty(job_group_property, None)  # the session is shared by later tests
+        staging.release()
+
+
+def test_ingest_frees_the_rows_it_checked_once_they_are_written(spark: SparkSession, tmp_path: Path) -> None:
+    """After ingest only the staged events stay held: the checked rows they were taken from are freed, not left
+    to the JVM's garbage collector while the later stages need the memory."""
+    stream = StreamSchema("S", ("key",), "ts", "s", (("key", "STRING"), ("ts", "BIGINT"), ("a", "BOOLEAN")))
+    events = tmp_path / "events.json"
+    events.write_text('{"key": "k1", "ts": 1, "a": true}\n{"key": "k1", "ts": 2, "a": false}\n'
+                      '{"key": "k1", "ts": "soon", "a": true}')
+    staging = SessionStaging()
+    before = held_rdds(spark)
+    try:
+        report = ingest(Lake(spark, tmp_path / "lake").staged_in(staging), [read_raw(spark, str(events), "json")],
+                        stream, "r1")
+        assert (report.rows_in, report.events, report.quarantined) == (3, 2, 1)
+        assert held_rdds(spark) == before + 1
+    finally:
         staging.release()
