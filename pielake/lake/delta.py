@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
 
 import pyspark.sql.functions as F
 from delta.tables import DeltaTable
@@ -114,6 +115,22 @@ class Lake:
         if version is not None:
             reader = reader.option("versionAsOf", version)
         return reader.load(self.path(table))
+
+    def plain_files(self, table: str, version: int) -> tuple[str, ...]:
+        """The local Parquet files of the table's snapshot at `version`, if a reader of those files alone gets
+        exactly the table's rows, else none.
+
+        None where a file may hold rows the log deleted (deletion vectors), columns under other names (column
+        mapping) or of older types (type widening), which all need a reader version above 1, where part of a row
+        lies in a file's path (partition columns), or where a file is not on this machine's file system.
+        """
+        detail = DeltaTable.forPath(self.spark, self.path(table)).detail().first()
+        if detail["minReaderVersion"] > 1 or detail["partitionColumns"]:
+            return ()
+        files = [urlparse(uri) for uri in self.read(table, version).inputFiles()]
+        if any(f.scheme != "file" for f in files):
+            return ()
+        return tuple(unquote(f.path) for f in files)
 
     def last_commit(self, table: str) -> dict:
         """The newest commit's `commitInfo` (operation, metrics) and `version`, read from its log file.

@@ -130,20 +130,24 @@ def timed(stage: str, work: Callable[[], dict[str, int]], details: dict[str, obj
 @dataclass(frozen=True)
 class KernelReading:
     """How the runs kernel reads a run's events: `in_place`, a task per file chunk (tried first), or shuffled
-    into `partitions` time ranges."""
+    into `partitions` time ranges. `files`: read in place, the Parquet files the tasks may read themselves."""
 
     partitions: int
     in_place: bool
+    files: tuple[str, ...] = ()
 
 
-def kernel_reading(lake: Lake, table: str) -> KernelReading:
+def kernel_reading(lake: Lake, table: str, version: int, q: SparkQuery) -> KernelReading:
     """For the whole events table: enough time ranges to keep every core busy, more when the table is large;
     read in place when it has a file for every core and not many more files than time ranges (a table of many
-    small micro-batch files would cost a task each)."""
+    small micro-batch files would cost a task each), by the kernel's tasks themselves where the files are plain
+    Parquet and the query's predicates compute in Arrow (`SparkQuery.arrow_input`)."""
     detail = DeltaTable.forPath(lake.spark, lake.path(table)).detail().first()
     cores = lake.spark.sparkContext.defaultParallelism
     partitions = max(2 * cores, math.ceil(detail["sizeInBytes"] / BYTES_PER_PARTITION))
-    return KernelReading(partitions, cores <= detail["numFiles"] <= FILES_PER_TIME_RANGE * partitions)
+    in_place = cores <= detail["numFiles"] <= FILES_PER_TIME_RANGE * partitions
+    files = lake.plain_files(table, version) if in_place and q.arrow_input is not None else ()
+    return KernelReading(partitions, in_place, files)
 
 
 def derive_situations(job: QueryJob, *, mode: str = "batch", since: int | None = None) -> StageResult:
@@ -164,10 +168,11 @@ def derive_situations(job: QueryJob, *, mode: str = "batch", since: int | None =
         keys = job.staging.overwrite(scope_rows.withColumn(EVENTS_VERSION, F.lit(version)), job.table("scope"),
                                      commit_note=FULL if mode == "batch" else None)
         scope = job.scope()
-        reading = (kernel_reading(job.lake, table) if scope.full  # a micro-batch's slice is small: shuffled
+        reading = (kernel_reading(job.lake, table, version, q) if scope.full  # a micro-batch's slice is small
                    else KernelReading(2 * job.lake.spark.sparkContext.defaultParallelism, in_place=False))
-        encoded = q.runs(scope.slice(events, q), reading.partitions, in_place=reading.in_place)
-        details["events read"] = "in place" if encoded.read_in_place else "range-partitioned"
+        encoded = q.runs(scope.slice(events, q), reading.partitions, in_place=reading.in_place,
+                         files=reading.files)
+        details["events read"] = encoded.reading
         job.staging.overwrite(encoded.runs, job.table("segments"), partition_by=(C.SERIES,))
         situations = scope.owned(q.situations(job.staged("segments")), derived_tables(q)["situations"])
         written = job.staging.overwrite(situations, job.table("situations"))

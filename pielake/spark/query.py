@@ -18,9 +18,10 @@ from pielake.errors import CompileError
 from pielake.query import ast
 from pielake.query.analyzer import AGGREGATES, PairConstraint, QueryPlan, walk
 from pielake.spark import columns as C
+from pielake.spark.arrow_predicates import ArrowDeclinedError, ArrowInput
 from pielake.spark.compile import predicate
 from pielake.spark.pairs import read_values
-from pielake.spark.runs import EncodedRuns, Partial, RunSpec, encode_runs
+from pielake.spark.runs import EncodedRuns, EventFiles, Partial, RunSpec, encode_runs
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
 _FLOATING = ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
@@ -138,6 +139,28 @@ class SparkQuery:
         """Kernel time (BIGINT) back to the stream's own time type for the result tables."""
         return F.timestamp_micros(column) if self.stream.time_unit == TIMESTAMP_UNIT else column
 
+    def _sources(self) -> list[str]:
+        """The columns RETURN's aggregates read, besides the keys (selected already)."""
+        return sorted({a.attr for a in self.aggregates} - set(self.keys))
+
+    @cached_property
+    def arrow_input(self) -> ArrowInput | None:
+        """`prepare` for the runs kernel's tasks that read events files themselves, or None where a predicate
+        or a column type is one `pielake.spark.arrow_predicates` declines (the events are then read by Spark)."""
+        words: dict[str, list[tuple[int, ast.Expr]]] = {}
+        for i, s in enumerate(self.plan.symbols):
+            words.setdefault(C.flags_word(i), []).append((i % C.FLAGS_PER_WORD, s.predicate))
+        read = sorted({node.name.lower() for s in self.plan.symbols for node in walk(s.predicate)
+                       if isinstance(node, ast.Column)})
+        reading = ArrowInput(self.keys, self.names[self.stream.time_column.lower()], C.T,
+                             tuple((word, tuple(bits)) for word, bits in words.items()), tuple(self._sources()),
+                             tuple((name, self.names[name]) for name in read))
+        try:
+            reading.check(self.types)
+        except ArrowDeclinedError:
+            return None
+        return reading
+
     def prepare(self, events: DataFrame) -> DataFrame:
         """Kernel input: keys, `__t`, the symbols' predicates as bits of BIGINT words (NULL counts as false) and
         aggregate inputs. Packed, n predicates cost one column instead of n in the shuffle and in the Arrow
@@ -147,9 +170,8 @@ class SparkQuery:
             bit = F.when(predicate(s.predicate, self.column), F.lit(1 << (i % C.FLAGS_PER_WORD))).otherwise(0)
             name = C.flags_word(i)
             words[name] = words[name].bitwiseOR(bit) if name in words else bit.cast("bigint")
-        sources = sorted({a.attr for a in self.aggregates} - set(self.keys))  # a key is selected already
         return events.select(*self.keys, self.event_time().alias(C.T),
-                             *(word.alias(name) for name, word in words.items()), *sources)
+                             *(word.alias(name) for name, word in words.items()), *self._sources())
 
     @cached_property
     def window_units(self) -> Fraction:
@@ -160,8 +182,13 @@ class SparkQuery:
 
     # ------------------------------------------------------------ runs and situations
 
-    def runs(self, events: DataFrame, partitions: int, *, in_place: bool = False) -> EncodedRuns:
-        return encode_runs(self.prepare(events), self.spec, partitions, in_place=in_place)
+    def runs(self, events: DataFrame, partitions: int, *, in_place: bool = False,
+             files: tuple[str, ...] = ()) -> EncodedRuns:
+        """The stitched runs of `events`; `files`, the local Parquet files `events` reads, if the kernel's tasks
+        may read them themselves (as plain Parquet: `Lake.plain_files`)."""
+        reading = self.arrow_input if files else None
+        return encode_runs(self.prepare(events), self.spec, partitions, in_place=in_place,
+                           files=None if reading is None else EventFiles(files, reading))
 
     def pair_series(self, constraint: PairConstraint) -> int:
         return self.spec.series_of_pair(self.plan.constraints.index(constraint))

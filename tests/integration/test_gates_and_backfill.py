@@ -18,8 +18,10 @@ from pyspark.sql import SparkSession
 from pielake.lake.delta import Lake
 from pielake.pipeline.gates import GateError
 from pielake.pipeline.runner import Run, RunRequest, run_query
+from pielake.pipeline.stages import kernel_reading
 from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import derive_situations, find_matches
+from pielake.spark.query import SparkQuery
 from pielake.streams import StreamSchema, save_schema
 from tests.spark.kernels import reference_rows, spark_rows
 
@@ -100,9 +102,10 @@ def assert_published_equal_the_reference(lake: Lake, plan: QueryPlan, events: li
 
 def test_a_batch_run_reads_the_events_files_in_place_until_a_backfill_appends_history(lake: Lake,
                                                                                      tmp_path: Path) -> None:
-    """Two micro-batches leave two events files, each a stretch of time per key: a batch run reads them as they
-    lie. A backfill appends late events inside the first file's stretch: the next batch run finds the overlap and
-    range-partitions the events instead. Both equal the reference."""
+    """Two micro-batches leave two events files, each a stretch of time per key: a batch run's tasks read them as
+    they lie, with pyarrow (Spark, for a predicate the Arrow backend declines). A backfill appends late events
+    inside the first file's stretch: the next batch run finds the overlap and range-partitions the events
+    instead. Both equal the reference."""
     plan = load_query(QUERY, "mid")
     late = [e for e in EVENTS if e["m"] == "m1" and 8 <= e["ts"] <= 10]
     on_time = [e for e in EVENTS if e not in late]
@@ -114,7 +117,10 @@ def test_a_batch_run_reads_the_events_files_in_place_until_a_backfill_appends_hi
         stages = run_query(lake, plan, run_id, RunRequest(checks=False)).stages
         return next(s for s in stages if s.stage == "situations").details["events read"]
 
-    assert batch("whole") == "in place"
+    assert batch("whole") == "in place, by pyarrow"
+    declined = SparkQuery(load_query(QUERY.replace("v > 5", "v % 7 > 5"), "mid"), STREAM, dict(STREAM.columns))
+    reading = kernel_reading(lake, "events_line", lake.version("events_line"), declined)
+    assert reading.in_place and reading.files == ()
     assert_published_equal_the_reference(lake, plan, on_time)
     run_query(lake, plan, "repair", RunRequest(mode="backfill", since="8", until="10", checks=False))
     assert batch("whole2") == "range-partitioned"

@@ -1,0 +1,212 @@
+"""Checked predicates -> Arrow arrays, for the runs kernel when it reads the events' Parquet files itself.
+
+A batch run's kernel reads each events file as a task of its own (`pielake.spark.runs`). Read by Spark, every
+event then crosses from the JVM to the kernel's Python worker through Spark's row-by-row Arrow writer, half of
+the JVM's CPU in that stage at n = 4 (benchmarks/results/2026-11-24). Read by pyarrow in the worker, the same
+file costs a vectorised Parquet read, and the predicates are evaluated here, on its columns.
+
+This is a second backend beside `pielake.spark.compile`, so it takes only what it computes exactly as Spark
+does, and declines the rest (`ArrowDeclinedError`: the run then reads through Spark, as before):
+
+- columns of integer, floating, boolean and string types; literals that are numbers, strings or booleans;
+- `+ - *` on numbers (checked: an overflow fails, as Spark's ANSI arithmetic does), `/` as `try_divide` (a
+  double; NULL for a zero divisor), comparisons within numbers, strings or booleans, Kleene `AND`/`OR`/`NOT`,
+  `BETWEEN`, `IN`, `IS NULL`, and `abs`, `least`, `greatest` over numbers, `coalesce`.
+
+NULL propagates as in SQL and a NULL predicate counts as false (SEMANTICS §1). Events hold no NaN (ingest
+quarantines them, `not_finite`), which is where Spark's ordering of floating values departs from IEEE's.
+Declined: `%`, `lower`/`upper` (Java's and ICU's case mappings differ past ASCII), NULL literals, mixed types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import reduce
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pielake.errors import CompileError
+from pielake.query import ast
+from pielake.query.visitor import ExprVisitor
+from pielake.spark.columns import arrow_type
+
+Value = pa.Array | pa.ChunkedArray | pa.Scalar
+
+_ARITH: dict[str, Callable[[Value, Value], Value]] = {
+    "+": pc.add_checked, "-": pc.subtract_checked, "*": pc.multiply_checked}
+_COMPARE: dict[str, Callable[[Value, Value], Value]] = {
+    "=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater,
+    ">=": pc.greater_equal}
+_NUMERIC_CALLS: dict[str, Callable[..., Value]] = {
+    "abs": pc.abs_checked,
+    "least": lambda *v: pc.min_element_wise(*v, skip_nulls=True),
+    "greatest": lambda *v: pc.max_element_wise(*v, skip_nulls=True)}
+# The stored column types whose Parquet columns pyarrow reads as the very Arrow types Spark hands the kernel.
+READABLE_TYPES = frozenset({"BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "REAL",
+                            "BOOLEAN", "STRING"})
+
+
+class ArrowDeclinedError(CompileError):
+    """An expression this backend does not compute exactly as Spark does: the run reads through Spark."""
+
+
+def _family(value: Value) -> str:
+    kind = value.type
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+        return "number"
+    if pa.types.is_boolean(kind):
+        return "boolean"
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "string"
+    raise ArrowDeclinedError(f"values of type {kind}")
+
+
+def _same_family(*values: Value) -> str:
+    families = {_family(v) for v in values}
+    if len(families) != 1:
+        raise ArrowDeclinedError(f"{' and '.join(sorted(families))} mixed")
+    return families.pop()
+
+
+def _numbers(*values: Value) -> list[Value]:
+    """The values as one numeric type (float64 if any is floating), as Spark widens them."""
+    if _same_family(*values) != "number":
+        raise ArrowDeclinedError("a numeric function of non-numbers")
+    if any(pa.types.is_floating(v.type) for v in values):
+        return [pc.cast(v, pa.float64()) for v in values]
+    return [pc.cast(v, pa.int64()) for v in values]
+
+
+class ArrowEvaluator(ExprVisitor):
+    """Evaluates one expression over a table's columns; `names` maps a lower-case column name to the stored one."""
+
+    prefix = "arrow"
+
+    def __init__(self, table: pa.Table, names: Mapping[str, str]):
+        self.table = table
+        self.names = names
+
+    def arrow_column(self, expr: ast.Column) -> Value:
+        column = self.table.column(self.names[expr.name.lower()])
+        _family(column)
+        return column
+
+    def arrow_literal(self, expr: ast.Literal) -> Value:
+        value = expr.value
+        if value is None:
+            raise ArrowDeclinedError("a NULL literal")
+        if isinstance(value, Decimal):
+            return pa.scalar(int(value)) if value == value.to_integral_value() else pa.scalar(float(value))
+        return pa.scalar(value)
+
+    def arrow_unary(self, expr: ast.Unary) -> Value:
+        operand = self(expr.operand)
+        if expr.op == "NOT":
+            return pc.invert(self._boolean(operand))
+        return pc.negate_checked(_numbers(operand)[0])
+
+    def arrow_binary(self, expr: ast.Binary) -> Value:
+        left, right = self(expr.left), self(expr.right)
+        if expr.op in ("AND", "OR"):
+            kleene = pc.and_kleene if expr.op == "AND" else pc.or_kleene
+            return kleene(self._boolean(left), self._boolean(right))
+        if expr.op in _COMPARE:
+            _same_family(left, right)
+            return _COMPARE[expr.op](left, right)
+        if expr.op in _ARITH:
+            return _ARITH[expr.op](*_numbers(left, right))
+        if expr.op == "/":  # try_divide: a double, NULL where the divisor is zero
+            dividend, divisor = (pc.cast(v, pa.float64()) for v in _numbers(left, right))
+            return pc.if_else(pc.equal(divisor, 0.0), pa.scalar(None, pa.float64()), pc.divide(dividend, divisor))
+        raise ArrowDeclinedError(f"the operator {expr.op}")
+
+    def arrow_between(self, expr: ast.Between) -> Value:
+        value, low, high = self(expr.operand), self(expr.low), self(expr.high)
+        _same_family(value, low, high)
+        inside = pc.and_kleene(pc.greater_equal(value, low), pc.less_equal(value, high))
+        return pc.invert(inside) if expr.negated else inside
+
+    def arrow_inlist(self, expr: ast.InList) -> Value:
+        value = self(expr.operand)
+        items = [self(item) for item in expr.items]
+        _same_family(value, *items)
+        found = reduce(pc.or_kleene, (pc.equal(value, item) for item in items))
+        return pc.invert(found) if expr.negated else found
+
+    def arrow_isnull(self, expr: ast.IsNull) -> Value:
+        operand = self(expr.operand)
+        return pc.is_valid(operand) if expr.negated else pc.is_null(operand)
+
+    def arrow_call(self, expr: ast.Call) -> Value:
+        if expr.name == "coalesce":
+            args = [self(a) for a in expr.args]
+            return pc.coalesce(*(_numbers(*args) if _same_family(*args) == "number" else args))
+        rule = _NUMERIC_CALLS.get(expr.name)
+        if rule is None:
+            raise ArrowDeclinedError(f"the function {expr.name}")
+        return rule(*_numbers(*(self(a) for a in expr.args)))
+
+    @staticmethod
+    def _boolean(value: Value) -> Value:
+        if _family(value) != "boolean":
+            raise ArrowDeclinedError(f"a logical operator on {value.type}")
+        return value
+
+
+def holds(predicate: ast.Expr, table: pa.Table, names: Mapping[str, str]) -> pa.Array:
+    """Per row, whether the predicate holds (a NULL counts as false), as a boolean array without NULLs."""
+    value = ArrowEvaluator(table, names)(predicate)
+    if _family(value) != "boolean":
+        raise ArrowDeclinedError(f"a predicate of type {value.type}")
+    if isinstance(value, pa.Scalar):
+        value = pa.array([value.as_py()] * table.num_rows, pa.bool_())
+    return pc.fill_null(value, False)
+
+
+@dataclass(frozen=True)
+class ArrowInput:
+    """How a task turns an events file's columns into the runs kernel's input, as `SparkQuery.prepare` does in
+    Spark: keys, `time` as BIGINT (`__t`), the predicates as bits of BIGINT words, the aggregates' inputs.
+
+    `words` lists, per flags word, its symbols' (bit, predicate); `columns` is what to read of the file."""
+
+    keys: tuple[str, ...]
+    time: str
+    time_name: str
+    words: tuple[tuple[str, tuple[tuple[int, ast.Expr], ...]], ...]
+    sources: tuple[str, ...]
+    names: tuple[tuple[str, str], ...]
+
+    @property
+    def columns(self) -> list[str]:
+        return list(dict.fromkeys((*self.keys, self.time, *self.sources, *(n for _, n in self.names))))
+
+    def prepare(self, table: pa.Table) -> pa.Table:
+        names = dict(self.names)
+        out: dict[str, Value] = {key: table.column(key) for key in self.keys}
+        out[self.time_name] = pc.cast(table.column(self.time), pa.int64(), safe=False)  # Spark's cast truncates
+        for word, bits in self.words:
+            flags = np.zeros(table.num_rows, dtype=np.int64)
+            for bit, predicate in bits:
+                flags |= holds(predicate, table, names).to_numpy(zero_copy_only=False).astype(np.int64) << bit
+            out[word] = pa.array(flags)
+        out.update({source: table.column(source) for source in self.sources})
+        return pa.table(out)
+
+    def check(self, types: Mapping[str, str]) -> None:
+        """Raise `ArrowDeclinedError` unless every column read has a readable type and every predicate computes:
+        evaluated over an empty table of the stored types, a construct this backend declines raises here."""
+        unreadable = [name for name in self.columns if types[name.lower()].upper() not in READABLE_TYPES]
+        if types[self.time.lower()].upper() in ("BOOLEAN", "STRING"):
+            unreadable.append(self.time)
+        if unreadable:
+            raise ArrowDeclinedError(f"columns of types Spark and pyarrow read differently: {', '.join(unreadable)}")
+        empty = pa.table({name: pa.array([], arrow_type(types[name.lower()])) for name in self.columns})
+        try:
+            self.prepare(empty)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as error:
+            raise ArrowDeclinedError(str(error)) from error

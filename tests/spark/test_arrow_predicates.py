@@ -1,0 +1,88 @@
+"""The runs kernel's Arrow backend computes the predicates as Spark and the reference do, or declines them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pyspark.sql.functions as F
+import pytest
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+
+from pielake.lake.delta import Lake
+from pielake.query.analyzer import load_query
+from pielake.query.evaluate import holds
+from pielake.spark import columns as C
+from pielake.spark.query import SparkQuery
+from pielake.streams import TIMESTAMP_UNIT, StreamSchema
+
+STREAM = StreamSchema("S", ("key",), "ts", "s", (("key", "STRING"), ("ts", "BIGINT"), ("x", "BIGINT"),
+                                                  ("y", "DOUBLE"), ("s", "STRING"), ("b", "BOOLEAN")))
+XS = [None, -3, -1, 0, 1, 2, 3, 5, 10**6]
+YS = [None, -2.5, 0.0, 0.5, 1.0, 2.0, 3.25]
+SS = [None, "a", "b", "c", "ab"]
+BS = [None, True, False]
+ROWS = [{"key": "k", "ts": t, "x": XS[t % len(XS)], "y": YS[(t // 2) % len(YS)], "s": SS[(t // 3) % len(SS)],
+         "b": BS[(t // 5) % len(BS)]} for t in range(1, 400)]
+COMPUTED = [
+    "x > 1", "y <= 2.5", "x > 1.5", "x / y > 1", "x / 0 IS NULL", "x + y * 2 >= 3", "-x < 0", "x * x > 4",
+    "NOT b", "b AND x > 0", "b OR y > 1", "x BETWEEN 0 AND 2", "y NOT BETWEEN 1 AND 2", "x IN (1, 3, 5)",
+    "s IN ('a', 'b')", "s NOT IN ('a')", "s = 'c'", "s < 'b'", "x IS NULL", "y IS NOT NULL", "abs(x) = 3",
+    "least(x, y) < 1", "greatest(x, y, 2) > 2", "coalesce(x, y, 0) > 1", "coalesce(b, false)", "b = true",
+    "b != false OR x = 2", "true", "x - 1 = y", "NOT (b AND x > 0)", "NOT (s = 'a' AND b)",
+]
+DECLINED = ["x % 2 = 1", "lower(s) = 'a'", "upper(s) = 'A'", "x = NULL", "s > 1", "b > 1", "x", "x AND b"]
+
+
+def chain(predicates: list[str]) -> str:
+    defines = ", ".join(f"P{i} AS {p}" for i, p in enumerate(predicates))
+    pattern = " AND ".join(f"P{i} meets P{i + 1}" for i in range(len(predicates) - 1))
+    return f"FROM S PARTITION BY key DEFINE {defines} PATTERN {pattern} WITHIN 1 h"
+
+
+def bits(words: list[int], count: int) -> list[list[bool]]:
+    return [[bool(word >> i & 1) for i in range(count)] for word in words]
+
+
+def test_the_arrow_backend_flags_every_event_as_spark_and_the_reference_do(spark: SparkSession) -> None:
+    plan = load_query(chain(COMPUTED))
+    q = SparkQuery(plan, STREAM, dict(STREAM.columns))
+    assert q.arrow_input is not None
+    events = spark.createDataFrame(ROWS, STREAM.ddl)
+    word = C.flags_word(0)
+    by_spark = [r[word] for r in q.prepare(events).orderBy(C.T).collect()]
+    by_arrow = q.arrow_input.prepare(pa.Table.from_pylist(ROWS, events.toArrow().schema)).column(word).to_pylist()
+    reference = [[holds(s.predicate, row) for s in plan.symbols] for row in ROWS]
+    assert bits(by_arrow, len(COMPUTED)) == reference
+    assert bits(by_spark, len(COMPUTED)) == reference
+
+
+@pytest.mark.parametrize("predicate", DECLINED)
+def test_what_the_arrow_backend_cannot_compute_exactly_is_left_to_spark(predicate: str) -> None:
+    plan = load_query(chain(["x > 1", predicate]))
+    assert SparkQuery(plan, STREAM, dict(STREAM.columns)).arrow_input is None
+
+
+def test_a_timestamp_stream_is_read_by_spark() -> None:
+    columns = (("key", "STRING"), ("ts", "TIMESTAMP"), ("x", "BIGINT"))
+    stream = StreamSchema("S", ("key",), "ts", TIMESTAMP_UNIT, columns)
+    plan = load_query(chain(["x > 1", "x < 0"]))
+    assert SparkQuery(plan, stream, dict(stream.columns)).arrow_input is None
+
+
+def test_only_files_that_hold_exactly_the_tables_rows_are_read_as_plain_parquet(spark: SparkSession,
+                                                                                tmp_path: Path) -> None:
+    """Deletion vectors (a reader version above 1) and partition columns put rows or values outside the files."""
+    lake = Lake(spark, tmp_path)
+    rows = spark.range(100).withColumn("part", F.col("id") % 2)
+    rows.write.format("delta").save(lake.path("plain"))
+    rows.write.format("delta").partitionBy("part").save(lake.path("parted"))
+    rows.write.format("delta").option("delta.enableDeletionVectors", "true").save(lake.path("deleting"))
+    DeltaTable.forPath(spark, lake.path("deleting")).delete("id < 10")
+    files = lake.plain_files("plain", 0)
+    assert files and all(Path(f).is_file() for f in files)
+    assert sum(pq.read_table(f).num_rows for f in files) == 100
+    assert lake.plain_files("parted", 0) == ()
+    assert lake.plain_files("deleting", lake.version("deleting")) == ()
