@@ -28,6 +28,7 @@ from functools import reduce
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from pielake.errors import CompileError
 from pielake.query import ast
@@ -169,10 +170,11 @@ def holds(predicate: ast.Expr, table: pa.Table, names: Mapping[str, str]) -> pa.
 
 @dataclass(frozen=True)
 class ArrowInput:
-    """How a task turns an events file's columns into the runs kernel's input, as `SparkQuery.prepare` does in
-    Spark: keys, `time` as BIGINT (`__t`), the predicates as bits of BIGINT words, the aggregates' inputs.
+    """How a task turns an events file into the runs kernel's input, as `SparkQuery.prepare` does in Spark:
+    keys, `time` as BIGINT (`time_name`), the predicates as bits of BIGINT words, the aggregates' inputs.
 
-    `words` lists, per flags word, its symbols' (bit, predicate); `columns` is what to read of the file."""
+    `words` lists, per flags word, its symbols' (bit, predicate); `names` maps the lower-case names predicates
+    use to stored ones; `types`, the Spark type of every stored column."""
 
     keys: tuple[str, ...]
     time: str
@@ -180,10 +182,23 @@ class ArrowInput:
     words: tuple[tuple[str, tuple[tuple[int, ast.Expr], ...]], ...]
     sources: tuple[str, ...]
     names: tuple[tuple[str, str], ...]
+    types: tuple[tuple[str, str], ...]
 
     @property
     def columns(self) -> list[str]:
         return list(dict.fromkeys((*self.keys, self.time, *self.sources, *(n for _, n in self.names))))
+
+    def read(self, path: str) -> pa.Table:
+        """The kernel's input from one Parquet file. A column the file predates (added to the table later) is
+        NULL in each of its rows, as Spark reads it."""
+        file = pq.ParquetFile(path)
+        present = set(file.schema_arrow.names)
+        table = file.read(columns=[name for name in self.columns if name in present])
+        types = dict(self.types)
+        for name in self.columns:
+            if name not in present:
+                table = table.append_column(name, pa.nulls(table.num_rows, arrow_type(types[name])))
+        return self.prepare(table)
 
     def prepare(self, table: pa.Table) -> pa.Table:
         names = dict(self.names)
@@ -197,15 +212,16 @@ class ArrowInput:
         out.update({source: table.column(source) for source in self.sources})
         return pa.table(out)
 
-    def check(self, types: Mapping[str, str]) -> None:
+    def check(self) -> None:
         """Raise `ArrowDeclinedError` unless every column read has a readable type and every predicate computes:
         evaluated over an empty table of the stored types, a construct this backend declines raises here."""
-        unreadable = [name for name in self.columns if types[name.lower()].upper() not in READABLE_TYPES]
-        if types[self.time.lower()].upper() in ("BOOLEAN", "STRING"):
+        types = dict(self.types)
+        unreadable = [name for name in self.columns if types[name].upper() not in READABLE_TYPES]
+        if types[self.time].upper() in ("BOOLEAN", "STRING"):
             unreadable.append(self.time)
         if unreadable:
             raise ArrowDeclinedError(f"columns of types Spark and pyarrow read differently: {', '.join(unreadable)}")
-        empty = pa.table({name: pa.array([], arrow_type(types[name.lower()])) for name in self.columns})
+        empty = pa.table({name: pa.array([], arrow_type(types[name])) for name in self.columns})
         try:
             self.prepare(empty)
         except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as error:

@@ -154,9 +154,10 @@ class SparkQuery:
                        if isinstance(node, ast.Column)})
         reading = ArrowInput(self.keys, self.names[self.stream.time_column.lower()], C.T,
                              tuple((word, tuple(bits)) for word, bits in words.items()), tuple(self._sources()),
-                             tuple((name, self.names[name]) for name in read))
+                             tuple((name, self.names[name]) for name in read),
+                             tuple((self.names[name], kind) for name, kind in self.types.items()))
         try:
-            reading.check(self.types)
+            reading.check()
         except ArrowDeclinedError:
             return None
         return reading

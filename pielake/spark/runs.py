@@ -46,7 +46,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pyspark.sql.functions as F
 from pyspark.sql import DataFrame, Window
 
@@ -260,8 +259,7 @@ def _file_kernel(spec: RunSpec, files: EventFiles):  # type: ignore[no-untyped-d
     def encode_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for index in batch.column(0).to_pylist():
-                table = files.reading.prepare(pq.read_table(files.paths[index], columns=files.reading.columns))
-                yield from encode(iter(table.to_batches()))
+                yield from encode(iter(files.reading.read(files.paths[index]).to_batches()))
 
     return encode_files
 

@@ -86,3 +86,15 @@ def test_only_files_that_hold_exactly_the_tables_rows_are_read_as_plain_parquet(
     assert sum(pq.read_table(f).num_rows for f in files) == 100
     assert lake.plain_files("parted", 0) == ()
     assert lake.plain_files("deleting", lake.version("deleting")) == ()
+
+
+def test_a_column_an_events_file_predates_reads_as_null(tmp_path: Path) -> None:
+    """A column added to the table after a file was written is NULL in that file's rows, as Spark reads it."""
+    plan = load_query(chain(["x > 1", "x IS NULL"]))
+    reading = SparkQuery(plan, STREAM, dict(STREAM.columns)).arrow_input
+    assert reading is not None
+    path = tmp_path / "old.parquet"
+    pq.write_table(pa.table({"key": ["k", "k"], "ts": [1, 2]}), path)
+    read = reading.read(str(path))
+    assert read.column(C.T).to_pylist() == [1, 2]
+    assert read.column(C.flags_word(0)).to_pylist() == [0b10, 0b10]
