@@ -15,7 +15,8 @@ does, and declines the rest (`ArrowDeclinedError`: the run then reads through Sp
 
 NULL propagates as in SQL and a NULL predicate counts as false (SEMANTICS §1). Events hold no NaN (ingest
 quarantines them, `not_finite`), which is where Spark's ordering of floating values departs from IEEE's.
-Declined: `%`, `lower`/`upper` (Java's and ICU's case mappings differ past ASCII), NULL literals, mixed types.
+Declined: `%`, `lower`/`upper` (Java's and utf8proc's case mappings differ past ASCII), NULL literals, integers
+beyond 64 bits (Spark's decimals), mixed types.
 """
 
 from __future__ import annotations
@@ -100,9 +101,11 @@ class ArrowEvaluator(ExprVisitor):
         value = expr.value
         if value is None:
             raise ArrowDeclinedError("a NULL literal")
-        if isinstance(value, Decimal):
-            return pa.scalar(int(value)) if value == value.to_integral_value() else pa.scalar(float(value))
-        return pa.scalar(value)
+        if isinstance(value, Decimal) and value == value.to_integral_value():
+            if not -(2**63) <= value < 2**63:
+                raise ArrowDeclinedError(f"the integer {value}, beyond 64 bits")
+            return pa.scalar(int(value))
+        return pa.scalar(float(value) if isinstance(value, Decimal) else value)
 
     def arrow_unary(self, expr: ast.Unary) -> Value:
         operand = self(expr.operand)
