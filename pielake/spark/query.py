@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
-from functools import cached_property
+from functools import cached_property, reduce
 
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
@@ -139,6 +139,15 @@ class SparkQuery:
         """Kernel time (BIGINT) back to the stream's own time type for the result tables."""
         return F.timestamp_micros(column) if self.stream.time_unit == TIMESTAMP_UNIT else column
 
+    @cached_property
+    def flag_bits(self) -> tuple[tuple[str, tuple[tuple[int, ast.Expr], ...]], ...]:
+        """Per flags word (`C.flags_word`), the bit and predicate of each of its symbols: the one layout both
+        `prepare` and the Arrow backend (`arrow_input`) pack the predicates in."""
+        words: dict[str, list[tuple[int, ast.Expr]]] = {}
+        for i, s in enumerate(self.plan.symbols):
+            words.setdefault(C.flags_word(i), []).append((i % C.FLAGS_PER_WORD, s.predicate))
+        return tuple((word, tuple(bits)) for word, bits in words.items())
+
     def _sources(self) -> list[str]:
         """The columns RETURN's aggregates read, besides the keys (selected already)."""
         return sorted({a.attr for a in self.aggregates} - set(self.keys))
@@ -147,13 +156,10 @@ class SparkQuery:
     def arrow_input(self) -> ArrowInput | None:
         """`prepare` for the runs kernel's tasks that read events files themselves, or None where a predicate
         or a column type is one `pielake.spark.arrow_predicates` declines (the events are then read by Spark)."""
-        words: dict[str, list[tuple[int, ast.Expr]]] = {}
-        for i, s in enumerate(self.plan.symbols):
-            words.setdefault(C.flags_word(i), []).append((i % C.FLAGS_PER_WORD, s.predicate))
         read = sorted({node.name.lower() for s in self.plan.symbols for node in walk(s.predicate)
                        if isinstance(node, ast.Column)})
         reading = ArrowInput(self.keys, self.names[self.stream.time_column.lower()], C.T,
-                             tuple((word, tuple(bits)) for word, bits in words.items()), tuple(self._sources()),
+                             self.flag_bits, tuple(self._sources()),
                              tuple((name, self.names[name]) for name in read),
                              tuple((self.names[name], kind) for name, kind in self.types.items()))
         try:
@@ -166,13 +172,11 @@ class SparkQuery:
         """Kernel input: keys, `__t`, the symbols' predicates as bits of BIGINT words (NULL counts as false) and
         aggregate inputs. Packed, n predicates cost one column instead of n in the shuffle and in the Arrow
         hand-over to the kernel, which is where the time of the runs stage goes (n=18: 20 columns -> 3)."""
-        words: dict[str, Column] = {}
-        for i, s in enumerate(self.plan.symbols):
-            bit = F.when(predicate(s.predicate, self.column), F.lit(1 << (i % C.FLAGS_PER_WORD))).otherwise(0)
-            name = C.flags_word(i)
-            words[name] = words[name].bitwiseOR(bit) if name in words else bit.cast("bigint")
-        return events.select(*self.keys, self.event_time().alias(C.T),
-                             *(word.alias(name) for name, word in words.items()), *self._sources())
+        words = []
+        for name, bits in self.flag_bits:
+            flags = [F.when(predicate(p, self.column), F.lit(1 << bit)).otherwise(0) for bit, p in bits]
+            words.append(reduce(Column.bitwiseOR, flags[1:], flags[0].cast("bigint")).alias(name))
+        return events.select(*self.keys, self.event_time().alias(C.T), *words, *self._sources())
 
     @cached_property
     def window_units(self) -> Fraction:
