@@ -26,6 +26,12 @@ DEFAULT_MASTER = "local[*]"
 # against 108.8 s, same hour), and the JVM peaked at 3.2 GB instead of 3.8 GB (benchmarks/results/2026-11-24); a
 # 4 GB heap made the 4-symbol one no faster. Raise it (PIELAKE_DRIVER_MEMORY) for larger inputs.
 DEFAULT_DRIVER_MEMORY = "2500m"
+# The JDK copies a heap buffer written to (or read from) a file channel through a direct buffer, and keeps that
+# buffer for its thread for good, as large as the largest copy so far. Spark's task threads live as long as the
+# session and move blocks to and from disk in large slices: after an n=18 ingest of 10^7 events, 16 such buffers
+# held 340 MB outside the heap (benchmarks/results/2026-11-25). Capped, a larger copy gets a buffer of its own that
+# is freed at once.
+JAVA_OPTIONS = "-Djdk.nio.maxCachedBufferSize=262144"
 SCALA_VERSION = "2.13"  # Spark 4 is built for Scala 2.13 only
 IVY_CACHE = Path.home() / ".ivy2.5.2"  # Spark 4's default `spark.jars.ivy`
 
@@ -77,7 +83,14 @@ class SubmitSettings:
     @property
     def conf(self) -> dict[str, str]:
         return {"spark.pyspark.python": self.python, "spark.pyspark.driver.python": sys.executable,
-                "spark.sql.session.timeZone": "UTC"}
+                "spark.sql.session.timeZone": "UTC", **java_options()}
+
+
+def java_options(driver_extra: str = "") -> dict[str, str]:
+    """The JVM options of the driver and the executors (`JAVA_OPTIONS`), `driver_extra` after the driver's: a
+    session that sets its own (the lake's metastore does) keeps pielake's too."""
+    return {"spark.driver.extraJavaOptions": f"{JAVA_OPTIONS} {driver_extra}".strip(),
+            "spark.executor.extraJavaOptions": JAVA_OPTIONS}
 
 
 def submit_settings() -> SubmitSettings:
@@ -140,7 +153,8 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
             core busy without thousands of tiny tasks on small data (adaptive execution coalesces the rest).
         driver_memory: `spark.driver.memory`, when not `driver_heap()`. Under spark-submit the driver's JVM is
             running already, with the heap spark-submit gave it (`submit_settings`).
-        conf: further Spark settings (the SQL endpoint's metastore and Thrift port), applied last.
+        conf: further Spark settings (the SQL endpoint's metastore and Thrift port), applied last; the driver's
+            JVM options there are added to pielake's (`java_options`).
         packages: Maven coordinates to load besides Delta's (a metastore's JDBC driver).
     """
     master = master or os.environ.get("PIELAKE_SPARK_MASTER", DEFAULT_MASTER)
@@ -163,7 +177,9 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
     )
-    for key, value in (conf or {}).items():
+    settings = dict(conf or {})
+    settings.update(java_options(settings.get("spark.driver.extraJavaOptions", "")))
+    for key, value in settings.items():
         builder = builder.config(key, value)
     with _jvm_start_turn():
         session = configure_spark_with_delta_pip(builder, extra_packages=list(packages)).getOrCreate()

@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
-from pielake.spark.session import driver_heap
+from pielake.spark.session import JAVA_OPTIONS, driver_heap
 from tests.helpers import drawn, process_env
 
 pytestmark = pytest.mark.heavy(seconds=510)  # about this long in CI: scheduled first
@@ -104,6 +104,7 @@ def test_a_scheduled_run_killed_mid_task_and_retried_writes_the_reference_matche
         watcher.join()
     assert killed, "the situations task was not killed while writing"
     assert f"-Xmx{driver_heap()}" in killed[0], "spark-submit gives the step's JVM pielake's driver heap"
+    assert JAVA_OPTIONS in killed[0], "and pielake's JVM options"
     log = run.stdout + run.stderr
     assert run.returncode == 0 and "state=success" in log, log[-4000:]
     assert "up_for_retry" in log.lower()

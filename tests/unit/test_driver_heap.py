@@ -1,11 +1,12 @@
 """The driver's heap: `PIELAKE_DRIVER_MEMORY`, else 2.5 GB, for sessions built here and for spark-submit, which
-starts the driver's JVM before the job runs (the Airflow DAG test checks the JVM of a real step)."""
+starts the driver's JVM before the job runs (the Airflow DAG test checks the JVM of a real step); and the JVM options
+that go with it."""
 
 from __future__ import annotations
 
 import pytest
 
-from pielake.spark.session import DEFAULT_DRIVER_MEMORY, driver_heap, submit_arguments
+from pielake.spark.session import DEFAULT_DRIVER_MEMORY, JAVA_OPTIONS, driver_heap, java_options, submit_arguments
 
 
 def heap_argument(arguments: list[str]) -> str:
@@ -21,3 +22,11 @@ def test_spark_submit_gets_the_default_heap(monkeypatch: pytest.MonkeyPatch) -> 
 def test_the_environment_sets_the_heap(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PIELAKE_DRIVER_MEMORY", "7g")
     assert heap_argument(submit_arguments("local[2]")) == "7g"
+
+
+def test_spark_submit_and_a_session_s_own_options_keep_pielake_s_java_options() -> None:
+    arguments = submit_arguments()
+    assert f"spark.driver.extraJavaOptions={JAVA_OPTIONS}" in arguments
+    assert f"spark.executor.extraJavaOptions={JAVA_OPTIONS}" in arguments
+    assert java_options("-Dderby.system.home=/lake")["spark.driver.extraJavaOptions"] == \
+        f"{JAVA_OPTIONS} -Dderby.system.home=/lake"
