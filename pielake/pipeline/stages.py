@@ -43,7 +43,7 @@ from pielake.pipeline.scope import (
 from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark import columns as C
 from pielake.spark.checkpoints import release
-from pielake.spark.matches import find_matches
+from pielake.spark.matches import MATCHES_SETTINGS, find_matches
 from pielake.spark.pairs import HASH_JOIN_SETTINGS, detect_pairs
 from pielake.spark.query import SparkQuery
 from pielake.spark.session import settings_within
@@ -220,7 +220,8 @@ def join_matches(job: QueryJob) -> StageResult:
         q = job.query
         matches = find_matches(job.staged("pairs"), job.staged("situations"), job.scope().last_times(), q,
                                job.run_id)
-        return {job.table("matches"): job.staging.overwrite(matches, job.table("matches"))}
+        with settings_within(job.lake.spark, MATCHES_SETTINGS):
+            return {job.table("matches"): job.staging.overwrite(matches, job.table("matches"))}
 
     return timed("matches", work)
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from functools import reduce
+from itertools import pairwise
 
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
 
 from pielake.query import ast
+from pielake.query.analyzer import PairConstraint
 from pielake.query.join_order import join_order
 from pielake.semantics.reference import COMPLETE, PROVISIONAL, RETRACTED
 from pielake.spark import columns as C
@@ -31,6 +33,10 @@ PAIRS_PER_CHAIN_TASK = 100_000  # rows of the first joined pair table per task o
 # chain ran interpreted: 24 s of CPU over its 8 tasks. A narrow boundary every few joins keeps each stage's
 # method compilable: four stages, 8.2 s.
 JOINS_PER_CODE_STAGE = 5
+# Spark infers `IS NOT NULL` filters from a join's keys and pushes them into its sides. Which ones a join's side
+# gets depends on what later joins read of its columns, so the joins' shared broadcast (`_prefixed`) would be
+# planned as several different ones, each built by a scan of its own. The keys are never NULL: nothing is lost.
+MATCHES_SETTINGS = {"spark.sql.constraintPropagation.enabled": "false"}
 
 
 def pair_rows(pairs: DataFrame) -> dict[str, int]:
@@ -38,27 +44,45 @@ def pair_rows(pairs: DataFrame) -> dict[str, int]:
     return {r[C.CONSTRAINT_ID]: int(r["count"]) for r in pairs.groupBy(C.CONSTRAINT_ID).count().collect()}
 
 
-def _decided(constraint_id: str) -> str:
-    """The column a renamed pair table (`_renamed`) holds its decision time in, until `_extend` folds it in."""
-    return f"__d_{constraint_id}"
+PAIR = "__pair_"  # the pair table's columns while it is joined: both sides' columns are named unqualified
+NEXT = "__next"  # the constraint a binding joins next, and (under `PAIR`) the one after a pair row's own
 
 
-def _renamed(pairs: DataFrame, constraint_id: str, left: str, right: str, q: SparkQuery) -> DataFrame:
-    return pairs.filter(F.col(C.CONSTRAINT_ID) == constraint_id).select(
-        *q.keys, F.col("a_ts").alias(C.symbol_ts(left)), F.col("a_te").alias(C.symbol_te(left)),
-        F.col("b_ts").alias(C.symbol_ts(right)), F.col("b_te").alias(C.symbol_te(right)),
-        F.col(C.DECIDED_AT).alias(_decided(constraint_id)))
+def _prefixed(pairs: DataFrame, q: SparkQuery, order: tuple[PairConstraint, ...]) -> DataFrame:
+    """The pair table under `PAIR`, each row with the constraint joined after its own (`NEXT`; NULL for the last).
+
+    A binding carries the constraint it joins next, so a join matches pairs by their constraint with an equality
+    between two columns. A literal constraint id would be a filter of the pair table alone, pushed below each
+    join: every join would then broadcast a table of its own and read the held pairs once more (17 times at n=18,
+    6 of the matches stage's 12 s). Joined on the column, all of them share one broadcast of the later pairs.
+    """
+    follows = F.lit(None).cast("string")
+    for c, after in pairwise(order):
+        follows = F.when(F.col(C.CONSTRAINT_ID) == c.id, F.lit(after.id)).otherwise(follows)
+    columns = (*q.keys, C.CONSTRAINT_ID, "a_ts", "a_te", "b_ts", "b_te", C.DECIDED_AT)
+    return pairs.select(*(F.col(c).alias(PAIR + c) for c in columns), follows.alias(PAIR + NEXT))
 
 
-def _extend(bound: DataFrame, new_symbols: list[str], decided: str) -> DataFrame:
+def _side(c: PairConstraint, symbol: str) -> str:
+    """Which side of constraint `c`'s pairs holds `symbol`: `a` (its left) or `b`."""
+    return "a" if symbol == c.left else "b"
+
+
+def _endpoints(c: PairConstraint, symbols: list[str]) -> list[Column]:
+    """A joined pair's endpoints of `symbols` under the symbols' own names."""
+    return [F.col(f"{PAIR}{_side(c, s)}_{end}").alias(name(s)) for s in symbols
+            for end, name in (("ts", C.symbol_ts), ("te", C.symbol_te))]
+
+
+def _extend(bound: DataFrame, new_symbols: list[str]) -> DataFrame:
     """Fold the symbols a join added (none where it joined on both of its symbols) and the constraint's decision
     time into the running bounds."""
-    folded = {DECIDED: F.greatest(F.col(DECIDED), F.col(decided))}
+    folded = {DECIDED: F.greatest(F.col(DECIDED), F.col(PAIR + C.DECIDED_AT))}
     if new_symbols:
         starts = [F.col(C.symbol_ts(s)) for s in new_symbols]
         folded |= {FIRST_START: F.least(F.col(FIRST_START), *starts),
                    LAST_START: F.greatest(F.col(LAST_START), *starts)}
-    return bound.withColumns(folded).drop(decided)
+    return bound.withColumns(folded).drop(PAIR + C.DECIDED_AT)
 
 
 def join_pairs(pairs: DataFrame, q: SparkQuery, rows: Mapping[str, int]) -> DataFrame:
@@ -73,33 +97,39 @@ def join_pairs(pairs: DataFrame, q: SparkQuery, rows: Mapping[str, int]) -> Data
     are broadcast and the bindings never move: every join runs in the tasks the first table was spread over, by
     key and start, several per core. Left to itself, Spark shuffled each pair table only to broadcast it after
     all, and ran the whole chain in the first table's two partitions: at n = 18 one task took 18 s, the other 7.
+    The joins share one broadcast (`_prefixed`), which Spark builds once if it is planned once for all of them:
+    `MATCHES_SETTINGS` say why.
     """
-    first, *rest = join_order(q.plan.constraints)
+    order = join_order(q.plan.constraints)
+    first, *rest = order
     broadcast = sum(rows.get(c.id, 0) for c in rest) <= BROADCAST_PAIR_ROWS
     cores = pairs.sparkSession.sparkContext.defaultParallelism
     tasks = max(4 * cores, math.ceil(rows.get(first.id, 0) / PAIRS_PER_CHAIN_TASK))  # that every later join runs in
-    table = _renamed(pairs, first.id, first.left, first.right, q)
+    prefixed = _prefixed(pairs, q, order)
+    table = prefixed.filter(F.col(PAIR + C.CONSTRAINT_ID) == first.id)
     if broadcast:
-        table = table.repartition(tasks, *q.keys, C.symbol_ts(first.left))
+        table = table.repartition(tasks, *(PAIR + k for k in q.keys), PAIR + "a_ts")
     starts = [F.col(C.symbol_ts(first.left)), F.col(C.symbol_ts(first.right))]
-    bound = table.withColumns({FIRST_START: F.least(*starts), LAST_START: F.greatest(*starts),
-                               DECIDED: F.col(_decided(first.id))}).drop(_decided(first.id))
+    bound = (table.select(*(F.col(PAIR + k).alias(k) for k in q.keys), *_endpoints(first, [first.left, first.right]),
+                          F.col(PAIR + C.DECIDED_AT).alias(DECIDED), F.col(PAIR + NEXT).alias(NEXT))
+             .withColumns({FIRST_START: F.least(*starts), LAST_START: F.greatest(*starts)}))
+    later = prefixed.filter(F.col(PAIR + C.CONSTRAINT_ID) != first.id)
     symbols = [first.left, first.right]
     for joined, c in enumerate(rest, start=1):
-        table = _renamed(pairs, c.id, c.left, c.right, q)
-        if broadcast:
-            table = F.broadcast(table)
-            if joined % JOINS_PER_CODE_STAGE == 0:  # a stage boundary that moves no row (`JOINS_PER_CODE_STAGE`)
-                bound = bound.coalesce(tasks)
+        side = F.broadcast(later) if broadcast else later.filter(F.col(PAIR + C.CONSTRAINT_ID) == c.id)
+        if broadcast and joined % JOINS_PER_CODE_STAGE == 0:  # a boundary that moves no row (`JOINS_PER_CODE_STAGE`)
+            bound = bound.coalesce(tasks)
         shared = [s for s in (c.left, c.right) if s in symbols]
         added = [s for s in (c.left, c.right) if s not in symbols]
-        on = [*q.keys, *(C.symbol_ts(s) for s in shared)]
-        bound = _extend(bound.join(table.drop(*(C.symbol_te(s) for s in shared)), on, "inner"), added,
-                        _decided(c.id))
+        on = [F.col(k) == F.col(PAIR + k) for k in q.keys] + [F.col(NEXT) == F.col(PAIR + C.CONSTRAINT_ID)] + [
+            F.col(C.symbol_ts(s)) == F.col(f"{PAIR}{_side(c, s)}_ts") for s in shared]
+        bound = _extend(bound.join(side, reduce(Column.__and__, on), "inner").select(
+            *(b for b in bound.columns if b != NEXT), *_endpoints(c, added), F.col(PAIR + C.DECIDED_AT),
+            F.col(PAIR + NEXT).alias(NEXT)), added)
         symbols += added
         if added:  # in a reported match every start lies within the window of the earliest
             bound = bound.filter(q.within_window(F.col(LAST_START), F.col(FIRST_START)))
-    return bound
+    return bound.drop(NEXT)
 
 
 def _status(q: SparkQuery, first_start: Column) -> tuple[Column, Column]:

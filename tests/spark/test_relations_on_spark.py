@@ -15,6 +15,7 @@ from pielake.semantics.relations import RELATIONS
 from pielake.spark import columns as C
 from pielake.spark import matches
 from pielake.spark.pairs import MINTERM_CODE, read_values
+from pielake.spark.session import settings_within
 from pielake.streams import StreamSchema
 from tests.helpers import drawn
 from tests.spark.kernels import Kernels, reference_rows, spark_rows
@@ -140,6 +141,22 @@ def test_a_chain_of_joins_gives_the_same_matches_broadcast_or_left_to_spark(
     last_times = 1  # the keys' last times are broadcast either way
     assert optimized.count("strategy=broadcast") == last_times + (len(plan.constraints) - 1 if broadcast_rows else 0)
     assert len(re.findall(r"Repartition \d+, false", optimized)) == (1 if broadcast_rows else 0)  # no shuffle
+
+
+def test_the_joins_share_one_broadcast_of_the_pairs(spark: SparkSession) -> None:
+    """Joined on the constraint a binding joins next, the pair table is broadcast once for every join that reads
+    the same columns of it: here the chain's second and third constraints (on their right symbol) share one, and
+    the last, which has no next constraint to read, has its own (`MATCHES_SETTINGS`)."""
+    rows = long_single_key_stream()
+    plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b, C AS a, D AS b, E AS a PATTERN "
+                      "A overlaps; during B AND B overlapped-by; contains C AND C overlaps D AND "
+                      "D overlapped-by; contains E WITHIN 1 h")
+    with settings_within(spark, matches.MATCHES_SETTINGS):
+        found = Kernels(spark, plan, rows, partitions=3).matches()
+        found.collect()
+        final = found._jdf.queryExecution().executedPlan().toString().split("Initial Plan")[0]
+    assert spark_rows(found, plan) == reference_rows(find_matches(rows, plan), plan) != []
+    assert final.count("ReusedExchange") == 1, final
 
 
 def test_timestamp_event_times_are_kernel_microseconds_and_come_back_as_timestamps(spark: SparkSession) -> None:
