@@ -54,7 +54,7 @@ def _prefixed(pairs: DataFrame, q: SparkQuery, order: tuple[PairConstraint, ...]
     A binding carries the constraint it joins next, so a join matches pairs by their constraint with an equality
     between two columns. A literal constraint id would be a filter of the pair table alone, pushed below each
     join: every join would then broadcast a table of its own and read the held pairs once more (17 times at n=18,
-    6 of the matches stage's 12 s). Joined on the column, all of them share one broadcast of the later pairs.
+    6 of the matches stage's 12 s). Joined on the column, the joins share one broadcast of their pairs.
     """
     follows = F.lit(None).cast("string")
     for c, after in pairwise(order):
@@ -97,8 +97,9 @@ def join_pairs(pairs: DataFrame, q: SparkQuery, rows: Mapping[str, int]) -> Data
     are broadcast and the bindings never move: every join runs in the tasks the first table was spread over, by
     key and start, several per core. Left to itself, Spark shuffled each pair table only to broadcast it after
     all, and ran the whole chain in the first table's two partitions: at n = 18 one task took 18 s, the other 7.
-    The joins share one broadcast (`_prefixed`), which Spark builds once if it is planned once for all of them:
-    `MATCHES_SETTINGS` say why.
+    The joins share one broadcast (`_prefixed`), which Spark builds once if it is planned once for all of them
+    (`MATCHES_SETTINGS` say why). The last join is the exception: it reads no next constraint, so its side is
+    planned apart whatever it holds, and it holds only the last constraint's pairs.
     """
     order = join_order(q.plan.constraints)
     first, *rest = order
@@ -113,10 +114,11 @@ def join_pairs(pairs: DataFrame, q: SparkQuery, rows: Mapping[str, int]) -> Data
     bound = (table.select(*(F.col(PAIR + k).alias(k) for k in q.keys), *_endpoints(first, [first.left, first.right]),
                           F.col(PAIR + C.DECIDED_AT).alias(DECIDED), F.col(PAIR + NEXT).alias(NEXT))
              .withColumns({FIRST_START: F.least(*starts), LAST_START: F.greatest(*starts)}))
-    later = prefixed.filter(F.col(PAIR + C.CONSTRAINT_ID) != first.id)
+    common = prefixed.filter(F.col(PAIR + C.CONSTRAINT_ID).isin(*(c.id for c in rest[:-1])))  # all but the last's
     symbols = [first.left, first.right]
     for joined, c in enumerate(rest, start=1):
-        side = F.broadcast(later) if broadcast else later.filter(F.col(PAIR + C.CONSTRAINT_ID) == c.id)
+        side = common if broadcast and c is not rest[-1] else prefixed.filter(F.col(PAIR + C.CONSTRAINT_ID) == c.id)
+        side = F.broadcast(side) if broadcast else side
         if broadcast and joined % JOINS_PER_CODE_STAGE == 0:  # a boundary that moves no row (`JOINS_PER_CODE_STAGE`)
             bound = bound.coalesce(tasks)
         shared = [s for s in (c.left, c.right) if s in symbols]
