@@ -35,7 +35,8 @@ PAIRS_PER_CHAIN_TASK = 100_000  # rows of the first joined pair table per task o
 JOINS_PER_CODE_STAGE = 5
 # Spark infers `IS NOT NULL` filters from a join's keys and pushes them into its sides. Which ones a join's side
 # gets depends on what later joins read of its columns, so the joins' shared broadcast (`_prefixed`) would be
-# planned as several different ones, each built by a scan of its own. The keys are never NULL: nothing is lost.
+# planned as several different ones, each built by a scan of its own. An inferred filter is implied by the
+# plan's own conditions: without them every result is the same.
 MATCHES_SETTINGS = {"spark.sql.constraintPropagation.enabled": "false"}
 
 

@@ -86,11 +86,10 @@ class SubmitSettings:
                 "spark.sql.session.timeZone": "UTC", **java_options()}
 
 
-def java_options(driver_extra: str = "") -> dict[str, str]:
-    """The JVM options of the driver and the executors (`JAVA_OPTIONS`), `driver_extra` after the driver's: a
-    session that sets its own (the lake's metastore does) keeps pielake's too."""
-    return {"spark.driver.extraJavaOptions": f"{JAVA_OPTIONS} {driver_extra}".strip(),
-            "spark.executor.extraJavaOptions": JAVA_OPTIONS}
+def java_options() -> dict[str, str]:
+    """`JAVA_OPTIONS` for the driver and the executors, as their default options: Spark puts them before any
+    `extraJavaOptions`, so a user's own (in spark-defaults.conf, or the lake metastore's) still apply."""
+    return {"spark.driver.defaultJavaOptions": JAVA_OPTIONS, "spark.executor.defaultJavaOptions": JAVA_OPTIONS}
 
 
 def submit_settings() -> SubmitSettings:
@@ -153,8 +152,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
             core busy without thousands of tiny tasks on small data (adaptive execution coalesces the rest).
         driver_memory: `spark.driver.memory`, when not `driver_heap()`. Under spark-submit the driver's JVM is
             running already, with the heap spark-submit gave it (`submit_settings`).
-        conf: further Spark settings (the SQL endpoint's metastore and Thrift port), applied last; the driver's
-            JVM options there are added to pielake's (`java_options`).
+        conf: further Spark settings (the SQL endpoint's metastore and Thrift port), applied last.
         packages: Maven coordinates to load besides Delta's (a metastore's JDBC driver).
     """
     master = master or os.environ.get("PIELAKE_SPARK_MASTER", DEFAULT_MASTER)
@@ -177,9 +175,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
     )
-    settings = dict(conf or {})
-    settings.update(java_options(settings.get("spark.driver.extraJavaOptions", "")))
-    for key, value in settings.items():
+    for key, value in {**java_options(), **(conf or {})}.items():
         builder = builder.config(key, value)
     with _jvm_start_turn():
         session = configure_spark_with_delta_pip(builder, extra_packages=list(packages)).getOrCreate()

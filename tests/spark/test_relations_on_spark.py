@@ -144,8 +144,8 @@ def test_a_chain_of_joins_gives_the_same_matches_broadcast_or_left_to_spark(
 
 
 def test_the_joins_share_one_broadcast_of_the_pairs(spark: SparkSession) -> None:
-    """Joined on the constraint a binding joins next, the pair table is broadcast once for every join that reads
-    the same columns of it: here the chain's second and third constraints (on their right symbol) share one, and
+    """Joined on the constraint a binding joins next, the pair table is broadcast once for the joins that read the
+    same columns of it: here the two joins before the last (each on its constraint's right symbol) share one, and
     the last, which has no next constraint to read, has its own (`MATCHES_SETTINGS`)."""
     rows = long_single_key_stream()
     plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b, C AS a, D AS b, E AS a PATTERN "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pielake.spark.session import DEFAULT_DRIVER_MEMORY, JAVA_OPTIONS, driver_heap, java_options, submit_arguments
+from pielake.spark.session import DEFAULT_DRIVER_MEMORY, JAVA_OPTIONS, driver_heap, submit_arguments
 
 
 def heap_argument(arguments: list[str]) -> str:
@@ -24,9 +24,8 @@ def test_the_environment_sets_the_heap(monkeypatch: pytest.MonkeyPatch) -> None:
     assert heap_argument(submit_arguments("local[2]")) == "7g"
 
 
-def test_spark_submit_and_a_session_s_own_options_keep_pielake_s_java_options() -> None:
+def test_spark_submit_gets_pielake_s_java_options_as_defaults_that_a_user_s_own_add_to() -> None:
     arguments = submit_arguments()
-    assert f"spark.driver.extraJavaOptions={JAVA_OPTIONS}" in arguments
-    assert f"spark.executor.extraJavaOptions={JAVA_OPTIONS}" in arguments
-    assert java_options("-Dderby.system.home=/lake")["spark.driver.extraJavaOptions"] == \
-        f"{JAVA_OPTIONS} -Dderby.system.home=/lake"
+    assert f"spark.driver.defaultJavaOptions={JAVA_OPTIONS}" in arguments
+    assert f"spark.executor.defaultJavaOptions={JAVA_OPTIONS}" in arguments
+    assert not any("extraJavaOptions" in a for a in arguments)
