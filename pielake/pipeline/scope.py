@@ -139,15 +139,21 @@ def mark_unprocessed(rows: DataFrame, progress: DataFrame, q: SparkQuery, *, tim
 
 
 def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFrame | None,
-               backfill_cuts: DataFrame | None = None, new_events: DataFrame | None = None) -> DataFrame:
+               backfill_cuts: DataFrame | None = None, new_events: DataFrame | None = None,
+               key_bounds: DataFrame | None = None) -> DataFrame:
     """The scope frame (keys, __cut, __last_t) of a run in `mode`.
 
     `progress` is the published state (keys, __last_t, __cut) or None on a lake the query has not run on;
     a backfill passes its cuts (keys, __cut) from `backfill_cut`; a micro-batch may pass `new_events`, the events
-    appended since the previous run (else every event is compared with its key's processed time).
+    appended since the previous run (else every event is compared with its key's processed time). A batch run
+    whose runs kernel read every event in place may pass the kernel's `key_bounds` (keys and the `END` of each
+    stretch of time it read): each key's latest time is then read from those few rows, not from the events
+    (at 10^7 events, a scan of 0.3-0.4 s).
     """
     timed = events.select(*q.keys, q.event_time().alias(C.T))
-    latest = timed.groupBy(*q.keys).agg(F.max(C.T).alias(LAST_TIME))
+    times = key_bounds.select(*q.keys, F.col(C.END).alias(C.T)) if key_bounds is not None and mode == "batch" \
+        else timed
+    latest = times.groupBy(*q.keys).agg(F.max(C.T).alias(LAST_TIME))
     if mode == "batch" or (mode == "incremental" and progress is None):
         return latest.withColumn(CUT, F.lit(None).cast("bigint"))
     if mode == "backfill":

@@ -162,19 +162,25 @@ def derive_situations(job: QueryJob, *, mode: str = "batch", since: int | None =
         version = job.lake.version(table)
         events = job.lake.read(table, version)
         q = job.query
-        progress = job.published("progress") if mode == "incremental" else None  # only a micro-batch reads it
-        scope_rows = plan_scope(events, q, mode=mode, progress=progress, new_events=_new_events(job, progress),
-                                backfill_cuts=_backfill_cuts(job, q, since) if mode == "backfill" else None)
-        keys = job.staging.overwrite(scope_rows.withColumn(EVENTS_VERSION, F.lit(version)), job.table("scope"),
-                                     commit_note=FULL if mode == "batch" else None)
-        scope = job.scope()
-        reading = (kernel_reading(job.lake, table, version, q) if scope.full  # a micro-batch's slice is small
-                   else KernelReading(2 * job.lake.spark.sparkContext.defaultParallelism, in_place=False))
-        encoded = q.runs(scope.slice(events, q), reading.partitions, in_place=reading.in_place,
-                         files=reading.files)
+
+        def stage_scope(key_bounds: DataFrame | None = None) -> int:
+            progress = job.published("progress") if mode == "incremental" else None  # only a micro-batch reads it
+            scope_rows = plan_scope(events, q, mode=mode, progress=progress, new_events=_new_events(job, progress),
+                                    backfill_cuts=_backfill_cuts(job, q, since) if mode == "backfill" else None,
+                                    key_bounds=key_bounds)
+            return job.staging.overwrite(scope_rows.withColumn(EVENTS_VERSION, F.lit(version)), job.table("scope"),
+                                         commit_note=FULL if mode == "batch" else None)
+
+        if mode == "batch":  # every key, every event: the kernel's bounds then tell each key's latest time
+            reading = kernel_reading(job.lake, table, version, q)
+            encoded = q.runs(events, reading.partitions, in_place=reading.in_place, files=reading.files)
+            keys = stage_scope(encoded.key_bounds)
+        else:  # a micro-batch's slice is small, and the scope says what it is
+            keys = stage_scope()
+            encoded = q.runs(job.scope().slice(events, q), 2 * job.lake.spark.sparkContext.defaultParallelism)
         details["events read"] = encoded.reading
         job.staging.overwrite(encoded.runs, job.table("segments"), partition_by=(C.SERIES,))
-        situations = scope.owned(q.situations(job.staged("segments")), derived_tables(q)["situations"])
+        situations = job.scope().owned(q.situations(job.staged("segments")), derived_tables(q)["situations"])
         written = job.staging.overwrite(situations, job.table("situations"))
         return {"keys in scope": keys, job.table("situations"): written}
 

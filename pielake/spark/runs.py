@@ -301,6 +301,7 @@ class EncodedRuns:
     runs: DataFrame
     read_in_place: bool
     by_pyarrow: bool = False
+    key_bounds: DataFrame | None = None  # read in place: each task's first and last time of each key (START, END)
 
     @property
     def reading(self) -> str:
@@ -319,8 +320,10 @@ def encode_runs(events: DataFrame, spec: RunSpec, partitions: int, *, in_place: 
     if in_place:
         fragments = _fragments_in_place(events, spec, files)
         aside = _set_aside(fragments)
-        if _stretches_disjoint(aside.filter(F.col(C.SERIES) == BOUNDS), spec):
-            return EncodedRuns(stitch(fragments, aside, spec), read_in_place=True, by_pyarrow=files is not None)
+        bounds = aside.filter(F.col(C.SERIES) == BOUNDS).select(*spec.keys, C.START, C.END)
+        if _stretches_disjoint(bounds, spec):
+            return EncodedRuns(stitch(fragments, aside, spec), read_in_place=True, by_pyarrow=files is not None,
+                               key_bounds=bounds)
         release(fragments)
         release(aside)
     ordered = [*spec.keys, C.T]

@@ -21,6 +21,7 @@ from pielake.pipeline.runner import Run, RunRequest, run_query
 from pielake.pipeline.stages import kernel_reading
 from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import derive_situations, find_matches
+from pielake.spark.matches import LAST_TIME
 from pielake.spark.query import SparkQuery
 from pielake.streams import StreamSchema, save_schema
 from tests.spark.kernels import reference_rows, spark_rows
@@ -95,9 +96,13 @@ def test_backfill_after_late_history_equals_the_reference_over_everything(lake: 
 
 
 def assert_published_equal_the_reference(lake: Lake, plan: QueryPlan, events: list[dict]) -> None:
+    """The matches and situations, and the progress the next micro-batch starts from: each key's latest event
+    (a batch run reading in place takes it from the kernel's bounds, else from the events)."""
     assert spark_rows(lake.read("matches_mid"), plan) == reference_rows(find_matches(events, plan), plan)
     situations = sorted((r["m"], r["symbol"], r["ts"], r["te"]) for r in lake.read("situations_mid").collect())
     assert situations == sorted((s.key[0], s.symbol, s.ts, s.te) for s in derive_situations(events, plan))
+    latest = {r["m"]: r[LAST_TIME] for r in lake.read("progress_mid").collect()}
+    assert latest == {key: max(e["ts"] for e in events if e["m"] == key) for key in {e["m"] for e in events}}
 
 
 def test_a_batch_run_reads_the_events_files_in_place_until_a_backfill_appends_history(lake: Lake,
