@@ -277,9 +277,8 @@ def _progress_rows(job: QueryJob, scope: Scope) -> DataFrame:
     """The state the next micro-batch starts from (`next_progress`), computed from the staged tables and held in
     memory (a local checkpoint) until the result tables are published and it can be written."""
     q = job.query
-    state = next_progress(scope, q, unsettled_rows=unsettled(
-        q, situations=job.staged("situations"), pairs=job.staged("pairs"), matches=job.staged("matches")),
-        run_starts=job.staged("segments").select(*q.keys, F.col(C.START).alias(C.T)))
+    state = next_progress(scope, q, situations=job.staged("situations"), pairs=job.staged("pairs"),
+                          run_starts=job.staged("segments").select(*q.keys, F.col(C.START).alias(C.T)))
     return state.localCheckpoint(eager=True)
 
 
