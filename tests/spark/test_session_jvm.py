@@ -42,3 +42,10 @@ def test_building_columns_skips_pysparks_call_site_capture(spark: SparkSession,
                         send(self, command))
     F.when(F.col("a") > F.lit(1), F.lit(2)).otherwise(F.col("b"))
     assert len(calls) < 50, len(calls)
+
+
+def test_a_local_session_starts_with_uncompressed_shuffles(spark: SparkSession) -> None:
+    """`build_session` applies `master_settings` to the context it starts (Spark reads these once, at start)."""
+    conf = spark.sparkContext.getConf()
+    assert spark.sparkContext.master.startswith("local")
+    assert conf.get("spark.shuffle.compress") == conf.get("spark.shuffle.spill.compress") == "false"

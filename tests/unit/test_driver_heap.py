@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from pielake.spark.session import DEFAULT_DRIVER_MEMORY, JAVA_OPTIONS, driver_heap, submit_arguments
+from pielake.spark.session import (
+    DEFAULT_DRIVER_MEMORY,
+    JAVA_OPTIONS,
+    driver_heap,
+    master_settings,
+    submit_arguments,
+)
 
 
 def heap_argument(arguments: list[str]) -> str:
@@ -29,3 +35,13 @@ def test_spark_submit_gets_pielake_s_java_options_as_defaults_that_a_user_s_own_
     assert f"spark.driver.defaultJavaOptions={JAVA_OPTIONS}" in arguments
     assert f"spark.executor.defaultJavaOptions={JAVA_OPTIONS}" in arguments
     assert not any("extraJavaOptions" in a for a in arguments)
+
+
+@pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local-cluster[2,1,1024]"])
+def test_a_local_session_does_not_compress_its_shuffles(master: str) -> None:
+    assert master_settings(master) == {"spark.shuffle.compress": "false", "spark.shuffle.spill.compress": "false"}
+
+
+@pytest.mark.parametrize("master", ["spark://host:7077", "yarn", "k8s://https://host:6443"])
+def test_a_cluster_session_keeps_spark_s_shuffle_compression(master: str) -> None:
+    assert master_settings(master) == {}
