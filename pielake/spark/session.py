@@ -31,7 +31,11 @@ DEFAULT_DRIVER_MEMORY = "2500m"
 # session and move blocks to and from disk in large slices: after an n=18 ingest of 10^7 events, 16 such buffers
 # held 340 MB outside the heap (benchmarks/results/2026-11-25). Capped, a larger copy gets a buffer of its own that
 # is freed at once.
-JAVA_OPTIONS = "-Djdk.nio.maxCachedBufferSize=262144"
+# G1 sizes its young generation to meet a pause-time goal, 200 ms by default. A batch job wants throughput, not
+# short pauses: with a goal of 1000 ms G1 collects less often, and warm n=18 rounds took 47.0 s on average
+# instead of 49.7 s (six each, alternated sessions; the situations stage 13.0 s instead of 14.5 s); n=4 rounds
+# took the same (15.1 and 15.0 s, twelve each). A goal of 500 ms was no faster than the default.
+JAVA_OPTIONS = "-Djdk.nio.maxCachedBufferSize=262144 -XX:MaxGCPauseMillis=1000"
 # A local session's shuffle blocks never leave the machine: the JVM that writes them reads them back, mostly from
 # the page cache, so compressing them (LZ4) spends CPU to save disk space only. Without it the n=18 pairs stage,
 # three shuffles of millions of rows, took 9.5 s instead of 10.1 s (four warm rounds each, alternated sessions).

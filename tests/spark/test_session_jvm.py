@@ -10,6 +10,8 @@ import pytest
 from py4j.clientserver import ClientServerConnection
 from pyspark.sql import SparkSession
 
+from pielake.spark.session import JAVA_OPTIONS
+
 
 def direct_bytes(spark: SparkSession) -> int:
     jvm = spark._jvm
@@ -49,3 +51,12 @@ def test_a_local_session_starts_with_uncompressed_shuffles(spark: SparkSession) 
     conf = spark.sparkContext.getConf()
     assert spark.sparkContext.master.startswith("local")
     assert conf.get("spark.shuffle.compress") == conf.get("spark.shuffle.spill.compress") == "false"
+
+
+def test_the_collector_aims_for_throughput(spark: SparkSession) -> None:
+    """`JAVA_OPTIONS` reach the JVM: G1's pause-time goal is pielake's, not its default of 200 ms."""
+    jvm = spark._jvm
+    diagnostics = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+    assert diagnostics.getVMOption("MaxGCPauseMillis").getValue() == "1000"
+    assert "-XX:MaxGCPauseMillis=1000" in JAVA_OPTIONS
