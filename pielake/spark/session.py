@@ -102,7 +102,8 @@ def java_options() -> dict[str, str]:
 
 
 def master_settings(master: str) -> dict[str, str]:
-    """The settings that depend on where the session runs: uncompressed shuffles in local mode."""
+    """The settings that depend on where the session runs: uncompressed shuffles in local mode. An Airflow step
+    takes its master from the `spark_default` connection, unknown when the DAG is built: it keeps Spark's."""
     return dict(LOCAL_SHUFFLES) if master.startswith("local") else {}
 
 
@@ -113,7 +114,8 @@ def submit_settings() -> SubmitSettings:
 def submit_arguments(master: str = DEFAULT_MASTER) -> list[str]:
     """spark-submit arguments that give a job the same Delta-enabled session `build_session` gives."""
     settings = submit_settings()
-    conf = [part for key, value in settings.conf.items() for part in ("--conf", f"{key}={value}")]
+    conf = [part for key, value in {**settings.conf, **master_settings(master)}.items()
+            for part in ("--conf", f"{key}={value}")]
     return ["--master", master, "--packages", settings.packages, "--driver-memory", settings.driver_memory, *conf]
 
 

@@ -45,3 +45,8 @@ def test_a_local_session_does_not_compress_its_shuffles(master: str) -> None:
 @pytest.mark.parametrize("master", ["spark://host:7077", "yarn", "k8s://https://host:6443"])
 def test_a_cluster_session_keeps_spark_s_shuffle_compression(master: str) -> None:
     assert master_settings(master) == {}
+
+
+def test_spark_submit_gets_the_settings_of_its_master() -> None:
+    assert "spark.shuffle.compress=false" in submit_arguments("local[2]")
+    assert not any("shuffle" in a for a in submit_arguments("spark://host:7077"))
