@@ -34,7 +34,7 @@ DEFAULT_DRIVER_MEMORY = "2500m"
 # G1 sizes its young generation to meet a pause-time goal, 200 ms by default. A batch job wants throughput, not
 # short pauses: with a goal of 1000 ms G1 collects less often, and warm n=18 rounds took 47.0 s on average
 # instead of 49.7 s (six each, alternated sessions; the situations stage 13.0 s instead of 14.5 s); n=4 rounds
-# took the same (15.1 and 15.0 s, twelve each). A goal of 500 ms was no faster than the default.
+# took the same (15.1 s with it, 15.0 s without, twelve each). A goal of 500 ms was no faster than the default.
 JAVA_OPTIONS = "-Djdk.nio.maxCachedBufferSize=262144 -XX:MaxGCPauseMillis=1000"
 # A local session's shuffle blocks never leave the machine: the JVM that writes them reads them back, mostly from
 # the page cache, so compressing them (LZ4) spends CPU to save disk space only. Without it the n=18 pairs stage,
