@@ -18,7 +18,7 @@ from pielake.spark.pairs import MINTERM_CODE, read_values
 from pielake.spark.session import settings_within
 from pielake.streams import StreamSchema
 from tests.helpers import drawn
-from tests.spark.kernels import Kernels, reference_rows, spark_rows
+from tests.spark.kernels import AN_EVENT_A_TASK, Kernels, reference_rows, spark_rows
 
 pytestmark = pytest.mark.heavy(seconds=100)  # about this long in CI: scheduled first
 
@@ -34,25 +34,47 @@ ROWS = [r for key, (a, b) in LAYOUTS.items()
         for r in drawn(key=key, a=a, b=b) + drawn(key=f"mirror-{key}", a=b, b=a)]
 
 
-@pytest.fixture(scope="module")
-def all_relations(spark: SparkSession) -> Kernels:
+def each_relation(spark: SparkSession, layout: str) -> Kernels:
     names = sorted(RELATIONS)
     defines = ", ".join(f"A{i} AS a, B{i} AS b" for i in range(len(names)))
     pattern = " AND ".join(f"A{i} {name} B{i}" for i, name in enumerate(names))
     plan = load_query(f"FROM S PARTITION BY key DEFINE {defines} PATTERN {pattern} WITHIN 1 h")
-    return Kernels(spark, plan, ROWS, partitions=3)
+    return Kernels(spark, plan, ROWS, partitions=3, layout=layout)
 
 
-@pytest.mark.parametrize("relation", sorted(RELATIONS))
-def test_pairs_of_each_relation_equal_the_reference(all_relations: Kernels, relation: str) -> None:
-    constraint = next(c for c in all_relations.plan.constraints if c.relations == {relation})
+@pytest.fixture(scope="module")
+def all_relations(spark: SparkSession) -> Kernels:
+    return each_relation(spark, "shuffled")
+
+
+@pytest.fixture(scope="module")
+def all_relations_at_edges(spark: SparkSession) -> Kernels:
+    return each_relation(spark, AN_EVENT_A_TASK)
+
+
+def assert_pairs_equal_the_reference(kernels: Kernels, relation: str) -> None:
+    constraint = next(c for c in kernels.plan.constraints if c.relations == {relation})
     got = sorted((r.key, r.a_ts, r.a_te, r.b_ts, r.b_te, r.decided_at)
-                 for r in all_relations.pairs(constraint.id).collect())
+                 for r in kernels.pairs(constraint.id).collect())
     plan = load_query(f"FROM S PARTITION BY key DEFINE A AS a, B AS b PATTERN A {relation} B WITHIN 1 h")
     want = sorted((m.key[0], m.situation("A").ts, m.situation("A").te, m.situation("B").ts, m.situation("B").te,
                    m.detected_at) for m in find_matches(ROWS, plan))
     assert got == want
     assert got, f"the layouts should hold at least one '{relation}' pair"
+
+
+@pytest.mark.parametrize("relation", sorted(RELATIONS))
+def test_pairs_of_each_relation_equal_the_reference(all_relations: Kernels, relation: str) -> None:
+    assert_pairs_equal_the_reference(all_relations, relation)
+
+
+@pytest.mark.parametrize("relation", sorted(RELATIONS))
+def test_pairs_of_each_relation_equal_the_reference_with_every_run_at_a_task_edge(
+        all_relations_at_edges: Kernels, relation: str) -> None:
+    """Both situations of a pair are on its run's row, the ones a run does not hold too (the situation ending at
+    its start, or beginning at its end): with an event a task they all come from the neighbouring tasks."""
+    assert all_relations_at_edges.read_in_place
+    assert_pairs_equal_the_reference(all_relations_at_edges, relation)
 
 
 @pytest.mark.parametrize("relation", ["during", "followed-by", "after"])
