@@ -15,10 +15,16 @@ FIRST_IN_PART = "__first_in_part"
 LAST_IN_PART = "__last_in_part"
 PREV = "__prev_value"  # the value of the run before / after in its series (NULL at the ends of its key)
 NEXT = "__next_value"
+# A constraint run's situations of its left/right predicate (`pielake.spark.runs`): start and end, and whether the
+# kernel could not know them yet (they lie in another time range: the stitch fills them in).
 LEFT_SINCE = "__left_since"
 RIGHT_SINCE = "__right_since"
+LEFT_UNTIL = "__left_until"
+RIGHT_UNTIL = "__right_until"
 LEFT_PENDING = "__left_pending"
 RIGHT_PENDING = "__right_pending"
+LEFT_UNTIL_PENDING = "__left_until_pending"
+RIGHT_UNTIL_PENDING = "__right_until_pending"
 
 # Public column names of the result tables (SEMANTICS §6).
 SYMBOL = "symbol"

@@ -32,15 +32,20 @@ series, the values its PiePair patterns read as their current run (`RunSpec.pair
 detection only as a neighbour's `prev`/`next`, so writing them would be writing rows nobody reads back (of the
 chain query: a symbol's false runs, a pair's O and Z runs; at n=18 writing the runs table took 13-14 s, now 9 s).
 
-Each constraint run also carries `left_since`/`right_since`: the start of the situation of the left/right
-predicate that contains the run's first event (NULL where that predicate is false). Where that situation began in
-an earlier partition the kernel marks it pending, and the stitched start is filled in from the edge table.
+Each constraint run also names, for each of its two predicates (`Side`), the situation its PiePair patterns
+locate, by its start (`since`) and end (`until`): where the predicate holds in the run, the situation holding
+there; where it does not, `since` is the start of the one that ended at the run's start and `until` the end of the
+one that begins at the run's end (NULL where there is none). Detection then reads both situations of a pair off
+the run's row, instead of looking them up in the situations table (two joins: 4.3 s of the pairs stage at n=18).
+Where such a situation reaches past the partition, the kernel marks the value pending, with the situation's start
+in the partition as its value: the stitch fills in the stitched start or end from the edge table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import reduce
 
 import numpy as np
 import pandas as pd
@@ -99,8 +104,8 @@ class RunSpec:
         return [(C.SERIES, "INT"), (C.VALUE, "INT"), *zip(self.keys, self.key_types, strict=True),
                 (C.START, "BIGINT"), (C.END, "BIGINT"), (C.PREV, "INT"), (C.NEXT, "INT"),
                 (C.FIRST_IN_PART, "BOOLEAN"), (C.LAST_IN_PART, "BOOLEAN"),
-                (C.LEFT_SINCE, "BIGINT"), (C.RIGHT_SINCE, "BIGINT"), (C.LEFT_PENDING, "BOOLEAN"),
-                (C.RIGHT_PENDING, "BOOLEAN"), *((p.name, p.spark_type) for p in self.partials)]
+                *((c, "BIGINT") for side in SIDES for c in (side.since, side.until)),
+                *((c, "BOOLEAN") for c in PENDING_COLUMNS), *((p.name, p.spark_type) for p in self.partials)]
 
     def output_ddl(self) -> str:
         return ", ".join(f"`{name}` {kind}" for name, kind in self.output_schema())
@@ -127,9 +132,25 @@ def _run_starts(values: np.ndarray, key_starts: np.ndarray) -> np.ndarray:
     return np.flatnonzero(_begins_run(values, key_starts))
 
 
-def _current_run_start(values: np.ndarray, key_starts: np.ndarray) -> np.ndarray:
-    """For every event, the index of the first event of the run it belongs to."""
-    return np.maximum.accumulate(np.where(_begins_run(values, key_starts), np.arange(len(values)), 0))
+@dataclass(frozen=True)
+class Side:
+    """One predicate of a constraint's pair: its place in the pair and the run columns that name its situation."""
+
+    index: int  # 0: left, 1: right
+    since: str
+    since_pending: str
+    until: str
+    until_pending: str
+
+    @property
+    def bit(self) -> int:
+        """Its bit in a minterm value (2 * left + right)."""
+        return 2 if self.index == 0 else 1
+
+
+SIDES = (Side(0, C.LEFT_SINCE, C.LEFT_PENDING, C.LEFT_UNTIL, C.LEFT_UNTIL_PENDING),
+         Side(1, C.RIGHT_SINCE, C.RIGHT_PENDING, C.RIGHT_UNTIL, C.RIGHT_UNTIL_PENDING))
+PENDING_COLUMNS = tuple(c for side in SIDES for c in (side.since_pending, side.until_pending))
 
 
 class _Partition:
@@ -141,18 +162,53 @@ class _Partition:
         self.n = table.num_rows
         self.t = table.column(C.T).to_numpy()
         self.key_starts = _key_starts(table, spec.keys)
-        self.first_key_end = int(np.flatnonzero(self.key_starts)[1]) if self.key_starts.sum() > 1 else self.n
         words = {name: table.column(name).to_numpy() for name in dict.fromkeys(map(C.flags_word, range(spec.symbols)))}
         self.flags = [((words[C.flags_word(i)] >> (i % C.FLAGS_PER_WORD)) & 1).astype(bool)
                       for i in range(spec.symbols)]
-        self.since = [self._since(i) for i in range(spec.symbols)]
+        self.symbol_runs = [_run_starts(flags, self.key_starts) for flags in self.flags]  # every run, true or not
 
-    def _since(self, symbol: int) -> tuple[np.ndarray, np.ndarray]:
-        """Start time of the symbol's situation holding at each event, and whether it may have begun earlier."""
-        flags = self.flags[symbol]
-        run_start = _current_run_start(flags, self.key_starts)
-        pending = (run_start == 0) & flags & (np.arange(self.n) < self.first_key_end)
-        return np.where(flags, self.t[run_start], -1), pending
+    def _since(self, symbol: int, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Start time of the symbol's run holding event `at`, and whether it is pending (it begins the partition,
+        so it may have begun in an earlier one)."""
+        runs = self.symbol_runs[symbol]
+        first = runs[np.searchsorted(runs, at, side="right") - 1]
+        return self.t[first], first == 0
+
+    def _until(self, symbol: int, at: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """End time of the symbol's run holding event `at` (the time of the next event of its key), whether it has
+        one (not: it is open at its key's last event), and whether it is pending (it reaches the partition's last
+        event, so it may go on in a later one). A pending value is the run's start here, what the stitch finds it
+        by."""
+        runs = self.symbol_runs[symbol]
+        index = np.searchsorted(runs, at, side="right")
+        following = np.append(runs, self.n)[index]
+        pending = following == self.n
+        following = np.minimum(following, self.n - 1)
+        ends = pending | ~self.key_starts[following]
+        return np.where(pending, self.t[runs[index - 1]], self.t[following]), ends, pending
+
+    def _situation_columns(self, series: int, starts: np.ndarray, ends: np.ndarray, has_prev: np.ndarray,
+                           has_next: np.ndarray) -> dict[str, pa.Array]:
+        """Each constraint run's `Side` columns (module docstring); NULL for a symbol's series."""
+        pair = series - self.spec.symbols
+        if pair < 0:
+            return {c: pa.nulls(len(starts), pa.int64() if c in (side.since, side.until) else pa.bool_())
+                    for side in SIDES for c in (side.since, side.until, side.since_pending, side.until_pending)}
+        out = {}
+        before, after = np.maximum(starts - 1, 0), np.minimum(ends + 1, self.n - 1)
+        for side in SIDES:
+            symbol = self.spec.pairs[pair][side.index]
+            flags = self.flags[symbol]
+            holds = flags[starts]
+            since, since_pending = self._since(symbol, np.where(holds, starts, before))
+            has_since = holds | (has_prev & flags[before])
+            until, has_until, until_pending = self._until(symbol, np.where(holds, starts, after))
+            has_until &= holds | (has_next & flags[after])
+            out[side.since] = pa.array(since, mask=~has_since)
+            out[side.since_pending] = pa.array(since_pending & has_since)
+            out[side.until] = pa.array(until, mask=~has_until)
+            out[side.until_pending] = pa.array(until_pending & has_until)
+        return out
 
     def bounds(self) -> pa.RecordBatch:
         """One row per key: its first time here (`START`) and its last (`END`), under the series `BOUNDS`."""
@@ -189,26 +245,12 @@ class _Partition:
         first_in_part, last_in_part = starts == 0, ends == self.n - 1
         out[C.FIRST_IN_PART] = pa.array(first_in_part)
         out[C.LAST_IN_PART] = pa.array(last_in_part)
-        out.update(self._since_columns(series, starts))
+        out.update(self._situation_columns(series, starts, ends, has_prev, has_next))
         out.update(self._partials(series, values, starts, ends))
         names = [name for name, _ in self.spec.output_schema()]
         batch = pa.RecordBatch.from_arrays([out[name] for name in names], names=names)
         read = np.isin(run_values, self.spec.kept_values(series))
         return batch.filter(pa.array(read | first_in_part | last_in_part))
-
-    def _since_columns(self, series: int, starts: np.ndarray) -> dict[str, pa.Array]:
-        out = {}
-        pair = series - self.spec.symbols
-        for column, pending_column, side in ((C.LEFT_SINCE, C.LEFT_PENDING, 0), (C.RIGHT_SINCE, C.RIGHT_PENDING, 1)):
-            if pair < 0:
-                out[column] = pa.nulls(len(starts), pa.int64())
-                out[pending_column] = pa.nulls(len(starts), pa.bool_())
-                continue
-            since, pending = self.since[self.spec.pairs[pair][side]]
-            at = since[starts]
-            out[column] = pa.array(at, mask=at < 0)
-            out[pending_column] = pa.array(pending[starts])
-        return out
 
     def _partials(self, series: int, values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict[str, pa.Array]:
         out: dict[str, pa.Array] = {}
@@ -337,7 +379,7 @@ def _at_edge() -> Column:
 
 
 def _pending() -> Column:
-    return F.coalesce(F.col(C.LEFT_PENDING), F.lit(False)) | F.coalesce(F.col(C.RIGHT_PENDING), F.lit(False))
+    return reduce(Column.__or__, (F.coalesce(F.col(c), F.lit(False)) for c in PENDING_COLUMNS))
 
 
 def _set_aside(fragments: DataFrame) -> DataFrame:
@@ -367,7 +409,7 @@ def _stretches_disjoint(bounds: DataFrame, spec: RunSpec) -> bool:
 
 
 def stitch(fragments: DataFrame, aside: DataFrame, spec: RunSpec) -> DataFrame:
-    """Merge fragments that continue across partition edges; fill the ends and the pending `since` values.
+    """Merge fragments that continue across partition edges; fill the ends and the pending situation values.
 
     Only the edge fragments and the runs with a pending value (`aside`: `_set_aside` of `fragments`) go through
     the merge and the lookup joins; every other run, nearly all of them, is passed through as it is. Joining every
@@ -375,37 +417,53 @@ def stitch(fragments: DataFrame, aside: DataFrame, spec: RunSpec) -> DataFrame:
     pending), 4.7-5.8 s instead of 4.2-5.3 s at n=18.
     """
     runs, at_edge, pending = F.col(C.SERIES) != BOUNDS, _at_edge(), _pending()
-    edge = aside.filter(runs & at_edge)
-    settled = fragments.filter(runs & ~at_edge & ~pending)
     by_series = Window.partitionBy(C.SERIES, *spec.keys).orderBy(C.START)
+    edge = _across_edges(aside.filter(runs & at_edge), by_series, spec)
+    settled = fragments.filter(runs & ~at_edge & ~pending)
     previous_value = F.lag(C.VALUE).over(by_series)
     continues = F.col(C.FIRST_IN_PART) & F.lag(C.LAST_IN_PART).over(by_series) & (previous_value == F.col(C.VALUE))
-    # A neighbour across an edge is the adjacent edge fragment of the key (none: the key begins or ends there).
-    chained = (edge.withColumn("_chain", F.sum(F.when(continues, 0).otherwise(1)).over(
+    chained = edge.withColumn("_chain", F.sum(F.when(continues, 0).otherwise(1)).over(
         by_series.rowsBetween(Window.unboundedPreceding, 0)))
-        .withColumn(C.PREV, F.when(F.col(C.FIRST_IN_PART), previous_value).otherwise(F.col(C.PREV)))
-        .withColumn(C.NEXT, F.when(F.col(C.LAST_IN_PART), F.lead(C.VALUE).over(by_series))
-                    .otherwise(F.col(C.NEXT))))
+    first, last = (lambda c: F.min_by(c, C.START).alias(c)), (lambda c: F.max_by(c, C.START).alias(c))
     merged = chained.groupBy(C.SERIES, *spec.keys, "_chain").agg(
         F.min(C.START).alias(C.START), F.first(C.VALUE).alias(C.VALUE),
-        F.max_by(C.END, C.START).alias(C.END), F.max_by(C.LAST_IN_PART, C.START).alias("_open_edge"),
-        F.min_by(C.PREV, C.START).alias(C.PREV), F.max_by(C.NEXT, C.START).alias(C.NEXT),
-        F.min_by(C.LEFT_SINCE, C.START).alias(C.LEFT_SINCE), F.min_by(C.RIGHT_SINCE, C.START).alias(C.RIGHT_SINCE),
-        F.min_by(C.LEFT_PENDING, C.START).alias(C.LEFT_PENDING),
-        F.min_by(C.RIGHT_PENDING, C.START).alias(C.RIGHT_PENDING),
+        last(C.END), F.max_by(C.LAST_IN_PART, C.START).alias("_open_edge"), first(C.PREV), last(C.NEXT),
+        *(first(c) for side in SIDES for c in (side.since, side.since_pending)),
+        *(last(c) for side in SIDES for c in (side.until, side.until_pending)),
         F.collect_list(F.struct(C.START, C.VALUE)).alias("_parts"),
         *(_merge_partial(p) for p in spec.partials),
     )
     next_start = F.lead(C.START).over(Window.partitionBy(C.SERIES, *spec.keys).orderBy(C.START))
     merged = merged.withColumn(C.END, F.when(F.col("_open_edge"), next_start).otherwise(F.col(C.END)))
-    chain_starts = merged.select(C.SERIES, *spec.keys, F.explode("_parts").alias("_p"), F.col(C.START)
-                                 .alias("_chain_start")).select(C.SERIES, *spec.keys, F.col("_p." + C.START)
-                                                                .alias("_frag_start"), "_chain_start")
-    columns = [C.SERIES, C.VALUE, *spec.keys, C.START, C.END, C.PREV, C.NEXT, C.LEFT_SINCE, C.RIGHT_SINCE,
-               C.LEFT_PENDING, C.RIGHT_PENDING, *(p.name for p in spec.partials)]
+    chain_starts = merged.select(C.SERIES, *spec.keys, F.explode("_parts").alias("_p"),
+                                 F.col(C.START).alias("_chain_start"), F.col(C.END).alias("_chain_end")).select(
+        C.SERIES, *spec.keys, F.col("_p." + C.START).alias("_frag_start"), "_chain_start", "_chain_end")
+    columns = [C.SERIES, C.VALUE, *spec.keys, C.START, C.END, C.PREV, C.NEXT,
+               *(c for side in SIDES for c in (side.since, side.until)), *PENDING_COLUMNS,
+               *(p.name for p in spec.partials)]
     to_resolve = aside.filter(runs & ~at_edge & pending).select(*columns).unionByName(merged.select(*columns))
-    return settled.select(*columns).drop(C.LEFT_PENDING, C.RIGHT_PENDING).unionByName(
+    return settled.select(*columns).drop(*PENDING_COLUMNS).unionByName(
         _resolve_pending(to_resolve, chain_starts, spec))
+
+
+def _across_edges(edge: DataFrame, by_series: Window, spec: RunSpec) -> DataFrame:
+    """The edge fragments with what their neighbours across an edge tell: a neighbour's value is the adjacent
+    edge fragment's (none: the key begins or ends there), and so is a situation that ends at a partition's first
+    run or begins after its last one, where that run's predicate does not hold (`Side`)."""
+    pair_run = F.col(C.SERIES) >= spec.symbols
+    values = {C.PREV: F.when(F.col(C.FIRST_IN_PART), F.lag(C.VALUE).over(by_series)).otherwise(F.col(C.PREV)),
+              C.NEXT: F.when(F.col(C.LAST_IN_PART), F.lead(C.VALUE).over(by_series)).otherwise(F.col(C.NEXT))}
+    for side in SIDES:
+        def holds(value: Column, bit: int = side.bit) -> Column:
+            return value.bitwiseAND(bit) != 0
+
+        before = pair_run & F.col(C.FIRST_IN_PART) & ~holds(F.col(C.VALUE))
+        after = pair_run & F.col(C.LAST_IN_PART) & ~holds(F.col(C.VALUE))
+        for column, edge_run, neighbour in ((side.since, before, F.lag), (side.since_pending, before, F.lag),
+                                            (side.until, after, F.lead), (side.until_pending, after, F.lead)):
+            across = F.when(holds(neighbour(C.VALUE).over(by_series)), neighbour(column).over(by_series))
+            values[column] = F.when(edge_run, across).otherwise(F.col(column))
+    return edge.withColumns(values)
 
 
 def _merge_partial(p: Partial):  # type: ignore[no-untyped-def]
@@ -416,23 +474,26 @@ def _merge_partial(p: Partial):  # type: ignore[no-untyped-def]
 
 
 def _resolve_pending(runs: DataFrame, chain_starts: DataFrame, spec: RunSpec) -> DataFrame:
-    """Replace pending `since` values by the start of the stitched situation they belong to.
+    """Replace pending situation values by the start or end of the stitched situation they belong to.
 
-    One pass over the runs: a pending value is the start of the fragment its situation has at the partition's
-    first event, so a left join with the (small, broadcast) fragment-to-chain table on that start fixes it; other
-    rows find no partner and keep their value.
+    One pass over the runs: a pending value is the start of the fragment its situation has in the run's
+    partition, so a left join with the (small, broadcast) fragment-to-chain table on that start fixes it, one join
+    per side and end; the other rows find no partner and keep their value.
     """
     if not spec.pairs:
-        return runs.drop(C.LEFT_PENDING, C.RIGHT_PENDING)
+        return runs.drop(*PENDING_COLUMNS)
     out = runs
-    for since, pending, side in ((C.LEFT_SINCE, C.LEFT_PENDING, 0), (C.RIGHT_SINCE, C.RIGHT_PENDING, 1)):
-        symbol_of_series = F.element_at(F.array(*(F.lit(pair[side]) for pair in spec.pairs)),
+    for side in SIDES:
+        symbol_of_series = F.element_at(F.array(*(F.lit(pair[side.index]) for pair in spec.pairs)),
                                         F.col(C.SERIES) - spec.symbols + 1)
-        lookup = chain_starts.select(F.col(C.SERIES).alias("_sym"), *spec.keys, "_frag_start",
-                                     F.col("_chain_start").alias("_fixed"))
-        is_pending = F.coalesce(F.col(pending), F.lit(False))  # only pair series have pending values
-        out = (out.withColumn("_sym", F.when(is_pending, symbol_of_series))
-               .withColumn("_frag_start", F.when(is_pending, F.col(since)))
-               .join(F.broadcast(lookup), [*spec.keys, "_sym", "_frag_start"], "left")
-               .withColumn(since, F.coalesce(F.col("_fixed"), F.col(since))).drop("_sym", "_frag_start", "_fixed"))
-    return out.drop(C.LEFT_PENDING, C.RIGHT_PENDING)
+        for column, pending, chained in ((side.since, side.since_pending, "_chain_start"),
+                                         (side.until, side.until_pending, "_chain_end")):
+            lookup = chain_starts.select(F.col(C.SERIES).alias("_sym"), *spec.keys, "_frag_start",
+                                         F.col(chained).alias("_fixed"))
+            is_pending = F.coalesce(F.col(pending), F.lit(False))  # only pair series have pending values
+            out = (out.withColumn("_sym", F.when(is_pending, symbol_of_series))
+                   .withColumn("_frag_start", F.when(is_pending, F.col(column)))
+                   .join(F.broadcast(lookup), [*spec.keys, "_sym", "_frag_start"], "left")
+                   .withColumn(column, F.when(is_pending, F.col("_fixed")).otherwise(F.col(column)))
+                   .drop("_sym", "_frag_start", "_fixed"))
+    return out.drop(*PENDING_COLUMNS)
