@@ -44,7 +44,7 @@ from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark import columns as C
 from pielake.spark.checkpoints import release
 from pielake.spark.matches import MATCHES_SETTINGS, find_matches
-from pielake.spark.pairs import HASH_JOIN_SETTINGS, detect_pairs
+from pielake.spark.pairs import detect_pairs
 from pielake.spark.query import SparkQuery
 from pielake.spark.session import settings_within
 from pielake.streams import StreamSchema
@@ -210,11 +210,12 @@ def detect_constraints(job: QueryJob, constraint_ids: Sequence[str]) -> StageRes
     one plan and one write) over the run's slice, into their partitions of staged `pairs_<q>`."""
     def work() -> dict[str, int]:
         constraints = [job.constraint(c) for c in constraint_ids]
-        pairs = detect_pairs(job.staged("segments"), job.staged("situations"), constraints, job.query)
+        q = job.query
+        pairs = job.scope().owned(detect_pairs(job.staged("segments"), job.staged("situations"), constraints, q),
+                                  derived_tables(q)["pairs"])  # the rows of the situations it owns
         chosen = ", ".join(f"'{c.id}'" for c in constraints)  # analyzer-made ids: c1, c2, ...
-        with settings_within(job.lake.spark, HASH_JOIN_SETTINGS):
-            written = job.staging.overwrite(pairs, job.table("pairs"), partition_by=(C.CONSTRAINT_ID,),
-                                            replace_where=f"{C.CONSTRAINT_ID} IN ({chosen})")
+        written = job.staging.overwrite(pairs, job.table("pairs"), partition_by=(C.CONSTRAINT_ID,),
+                                        replace_where=f"{C.CONSTRAINT_ID} IN ({chosen})")
         return {f"{job.table('pairs')}[{', '.join(constraint_ids)}]": written}
 
     return timed(f"pairs {', '.join(constraint_ids)}", work)

@@ -5,8 +5,9 @@ before the pattern, an optional middle run (E+ shared by both situations, or the
 run that triggers the decision. The runs kernel hands every run the values of the runs before and after it
 (`pielake.spark.runs`: found inside its time range, or across an edge when stitching), so each pattern is a set
 of (previous, current, next) values of one row, read from the automaton's own transitions. The patterns of every
-constraint are one small table joined to the runs on those values, and both situations of every candidate are
-found by one join per side, on (key, symbol, ts or te).
+constraint are one small table joined to the runs on those values. Both situations of every candidate are on
+the run's row too: the kernel names, for each predicate, the situation holding in the run, or the one ending at
+its start or beginning at its end where the predicate does not hold (`pielake.spark.runs.Side`).
 
 Where a constraint holds a whole prefix group (`overlaps; finished-by; contains`, `starts; equals; started-by`,
 `overlapped-by; finishes; during`) the pair is decided at the later start (SEMANTICS §5), which a two-run pattern
@@ -30,6 +31,7 @@ from pielake.semantics.automata import AUTOMATA, BOUNDARY, Action, PairAutomaton
 from pielake.semantics.relations import RELATIONS
 from pielake.spark import columns as C
 from pielake.spark.local_rows import local_rows
+from pielake.spark.runs import SIDES, Side
 
 if TYPE_CHECKING:  # the query binds the runs kernel to `read_values`: a runtime import would be a cycle
     from pielake.spark.query import SparkQuery
@@ -140,20 +142,34 @@ def _source(name: str, pattern: RunPattern) -> str:
     return C.START if name == CUR_START else name
 
 
+HOLDING, BEFORE, AFTER = "holding", "before", "after"  # a side's situations on a run's row (`Side`)
+
+
+def _slot(locator: Locator, pattern: RunPattern) -> str:
+    """Which of its side's situations on the run's row a locator names: the one ending at the run's start, the
+    one beginning at its end, or the one holding in the run (any other start or end the locator reads is inside
+    it: the run's start, its end where the situation ends with it, or its `since`)."""
+    column = _source(locator.source, pattern)
+    if locator.kind == "te" and column == C.START:
+        return BEFORE
+    if locator.kind == "ts" and column == C.END:
+        return AFTER
+    return HOLDING
+
+
 GROUPS = tuple(PREFIX_GROUPS)  # a prefix-group pattern names its group by index in the candidates
 PATTERN = "__pat_"  # the pattern table's columns, clear of the keys and the run columns they are joined to
 PATTERN_ROWS = ", ".join(f"{PATTERN}{name} {kind}" for name, kind in (
     ("series", "INT"), ("value", "INT"), ("prev", "INT"), ("next", "INT"), ("constraint_id", "STRING"),
-    ("a_symbol", "STRING"), ("a_kind", "STRING"), ("a_source", "STRING"), ("b_symbol", "STRING"),
-    ("b_kind", "STRING"), ("b_source", "STRING"), ("trigger", "STRING"), ("relation", "STRING"), ("grp", "INT")))
+    ("a_slot", "STRING"), ("b_slot", "STRING"), ("trigger", "STRING"), ("relation", "STRING"), ("grp", "INT")))
 
 
 def _pattern_rows(series: int, constraint: PairConstraint, pattern: RunPattern) -> list[tuple[object, ...]]:
     """One row per (previous, current, next) value a pattern accepts (next NULL: any, it is decided at the
     current run's start), with what its candidate says."""
     group = GROUPS.index(pattern.relations) if pattern.relation is None else None
-    said = (constraint.id, constraint.left, pattern.a.kind, _source(pattern.a.source, pattern), constraint.right,
-            pattern.b.kind, _source(pattern.b.source, pattern), _source(TRIG, pattern), pattern.relation, group)
+    said = (constraint.id, _slot(pattern.a, pattern), _slot(pattern.b, pattern), _source(TRIG, pattern),
+            pattern.relation, group)
     following = [None] if pattern.following is None else _codes(pattern.following)
     return [(series, value, prev, nxt, *said) for prev in _codes(pattern.previous)
             for value in _codes(pattern.current) for nxt in following]
@@ -161,16 +177,19 @@ def _pattern_rows(series: int, constraint: PairConstraint, pattern: RunPattern) 
 
 def _read(source: Column) -> Column:
     """The run column a pattern row names (`_source`), read per row."""
-    picked = F.lit(None).cast("bigint")
-    for name in (C.START, C.END, C.LEFT_SINCE, C.RIGHT_SINCE):
-        picked = F.when(source == name, F.col(name)).otherwise(picked)
-    return picked
+    return F.when(source == C.START, F.col(C.START)).otherwise(F.col(C.END))
+
+
+def _situation(side: Side, slot: Column, name: str) -> list[Column]:
+    """`name`_ts and `name`_te of the situation of `side` that a pattern row's `slot` names on the run's row."""
+    return [F.when(slot == AFTER, F.col(C.END)).otherwise(F.col(side.since)).alias(f"{name}_ts"),
+            F.when(slot == BEFORE, F.col(C.START)).otherwise(F.col(side.until)).alias(f"{name}_te")]
 
 
 def _candidates(runs: DataFrame, found_by: dict[int, tuple[PairConstraint, list[RunPattern]]],
                 q: SparkQuery) -> DataFrame:
     """Every pattern occurrence of every constraint, in one pass over the runs of their minterm series:
-    (keys, constraint_id, A symbol/kind/at, B symbol/kind/at, decided_at, relation, _group).
+    (keys, constraint_id, a_ts, a_te, b_ts, b_te, decided_at, relation, _group).
 
     The patterns are data: a small broadcast table of the (previous, current, next) values each accepts, joined
     on them. The expression per run stays the same size however many constraints a query has (one CASE over
@@ -188,39 +207,24 @@ def _candidates(runs: DataFrame, found_by: dict[int, tuple[PairConstraint, list[
 
     on = [F.col(C.SERIES) == pat("series"), F.col(C.VALUE) == pat("value"), neighbour(C.PREV) == pat("prev"),
           pat("next").isNull() | (neighbour(C.NEXT) == pat("next"))]
+    left, right = SIDES
     return series.join(table, on).select(
         *q.keys, pat("constraint_id").alias(C.CONSTRAINT_ID),
-        pat("a_symbol").alias("_a_symbol"), pat("a_kind").alias("_a_kind"), _read(pat("a_source")).alias("_a_at"),
-        pat("b_symbol").alias("_b_symbol"), pat("b_kind").alias("_b_kind"), _read(pat("b_source")).alias("_b_at"),
+        *_situation(left, pat("a_slot"), "a"), *_situation(right, pat("b_slot"), "b"),
         _read(pat("trigger")).alias(C.DECIDED_AT), pat("relation").alias(C.RELATION), pat("grp").alias("_group"))
 
 
-def _endpoints(situations: DataFrame, q: SparkQuery) -> DataFrame:
-    """Each situation twice, once found by its start and once by its end: (keys, symbol, kind, at, ts, te)."""
-    by = F.explode(F.array(F.struct(F.lit("ts").alias("kind"), F.col(C.TS).alias("at")),
-                           F.struct(F.lit("te").alias("kind"), F.col(C.TE).alias("at"))))
-    return (situations.select(*q.keys, C.SYMBOL, C.TS, C.TE, by.alias("_by"))
-            .select(*q.keys, C.SYMBOL, C.TS, C.TE, "_by.kind", "_by.at").filter(F.col("at").isNotNull()))
-
-
-# The locate joins' hash tables cannot spill: a task that cannot get the memory for its partition's table fails
-# the run ("not enough memory to build hash map", seen at n=18, 10^7 events, 2.5 GB heap). Partitions of 16 MB of
-# shuffle data instead of AQE's 64 MB keep each table a small part of a task's share of execution memory. A
-# setting Spark reads when the write runs: `detect_pairs`' caller holds it (`settings_within`) around the write.
-HASH_JOIN_SETTINGS = {"spark.sql.adaptive.advisoryPartitionSizeInBytes": str(16 * 1024 * 1024)}
-
-
-def _locate(candidates: DataFrame, side: str, endpoints: DataFrame, q: SparkQuery) -> DataFrame:
-    """Attach the situation (ts, te) that each candidate's locator on `side` ('a' or 'b') points at.
-
-    A hash join that builds on the candidates (fewer than the endpoints, two per situation) instead of Spark's
-    sort-merge join, which sorts both sides for each of the two locates: at n=4, 10^7 events the pairs stage took
-    6.6-7.6 s with it, 5.4-5.8 s with the hash join."""
-    table = endpoints.select(*q.keys, F.col(C.SYMBOL).alias(f"_{side}_symbol"), F.col("kind").alias(f"_{side}_kind"),
-                             F.col("at").alias(f"_{side}_at"), F.col(C.TS).alias(f"{side}_ts"),
-                             F.col(C.TE).alias(f"{side}_te"))
-    on = [*q.keys, f"_{side}_symbol", f"_{side}_kind", f"_{side}_at"]
-    return candidates.hint("shuffle_hash").join(table, on, "inner")
+def _taking_part(constraints: Sequence[PairConstraint], q: SparkQuery) -> Column | None:
+    """Whether both situations of a candidate take part in matches (`SparkQuery.takes_part`), or None where
+    every one does (no symbol of the constraints has a duration constraint)."""
+    if not any(q.plan.symbol(s).has_duration for c in constraints for s in (c.left, c.right)):
+        return None
+    taking = F.lit(False)
+    for c in constraints:
+        both = (q.takes_part(c.left, ts=F.col("a_ts"), te=F.col("a_te"))
+                & q.takes_part(c.right, ts=F.col("b_ts"), te=F.col("b_te")))
+        taking = F.when(F.col(C.CONSTRAINT_ID) == c.id, both).otherwise(taking)
+    return taking
 
 
 def _range_join(a: DataFrame, b: DataFrame, q: SparkQuery, relation: str) -> DataFrame:
@@ -254,16 +258,17 @@ def _group_relation() -> Column:
     return result
 
 
-def _automaton_pairs(runs: DataFrame, situations: DataFrame, constraints: Sequence[PairConstraint],
-                     q: SparkQuery) -> DataFrame | None:
+def _automaton_pairs(runs: DataFrame, constraints: Sequence[PairConstraint], q: SparkQuery) -> DataFrame | None:
     """The pairs the PiePair automata decide, for every constraint at once (None if none has an automaton)."""
     found_by = {q.pair_series(c): (c, patterns) for c in constraints if (patterns := patterns_for(c))}
     if not found_by:
         return None
-    endpoints = _endpoints(situations, q)
-    located = _locate(_locate(_candidates(runs, found_by, q), "a", endpoints, q), "b", endpoints, q)
-    return located.select(*q.keys, C.CONSTRAINT_ID, "a_ts", "a_te", "b_ts", "b_te", C.DECIDED_AT,
-                          F.coalesce(F.col(C.RELATION), _group_relation()).alias(C.RELATION))
+    candidates = _candidates(runs, found_by, q)
+    taking = _taking_part([c for c, _ in found_by.values()], q)
+    if taking is not None:
+        candidates = candidates.filter(taking)
+    return candidates.select(*q.keys, C.CONSTRAINT_ID, "a_ts", "a_te", "b_ts", "b_te", C.DECIDED_AT,
+                             F.coalesce(F.col(C.RELATION), _group_relation()).alias(C.RELATION))
 
 
 def _windowed_pairs(situations: DataFrame, constraint: PairConstraint, q: SparkQuery) -> list[DataFrame]:
@@ -279,11 +284,13 @@ def detect_pairs(runs: DataFrame, situations: DataFrame, constraints: Sequence[P
     """Every pair of situations satisfying each of `constraints`, decided, within the window (kernel time).
 
     One plan for any number of constraints: a run of PiePair jobs costs one pass, not one per constraint.
+    `situations` are read only by `before`/`after`; an automaton's pair is read off the runs, so where a caller
+    owns fewer situations than the runs show (a micro-batch), it filters the pairs by the same rule.
     Columns: keys, constraint_id, a_ts, a_te, b_ts, b_te, relation (NULL while a prefix group is undecided
     among its members), decided_at.
     """
     takes_part = situations.filter(F.col(C.TAKES_PART))
-    automaton = _automaton_pairs(runs, takes_part, constraints, q)
+    automaton = _automaton_pairs(runs, constraints, q)
     found = [automaton] if automaton is not None else []
     found += [pairs for c in constraints for pairs in _windowed_pairs(takes_part, c, q)]
     pairs = reduce(DataFrame.unionByName, found)
@@ -306,7 +313,7 @@ SPECIALISED = (frozenset({"followed-by", "before"}), frozenset({"follows", "afte
 def found_twice(constraint: PairConstraint) -> bool:
     """Whether detection can find a pair of the constraint twice: only a relation and its specialisation, which
     two different detectors find (a followed-by pair is also before). Every other pair satisfies exactly one
-    relation (Allen's are exclusive), one pattern finds it once (its runs occur once), and a situation is named
-    by its symbol and one of its ends, so locating it finds one. Without such a pair of relations no constraint
-    needs the grouping that removes repeats, a shuffle of every pair (1.8 s of the pairs stage at n=4, 10^7)."""
+    relation (Allen's are exclusive), and one pattern finds it once (its runs occur once, and carry its two
+    situations). Without such a pair of relations no constraint needs the grouping that removes repeats, a
+    shuffle of every pair (1.8 s of the pairs stage at n=4, 10^7)."""
     return any(both <= constraint.relations for both in SPECIALISED)

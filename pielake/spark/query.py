@@ -198,13 +198,16 @@ class SparkQuery:
     def pair_series(self, constraint: PairConstraint) -> int:
         return self.spec.series_of_pair(self.plan.constraints.index(constraint))
 
-    def takes_part(self, symbol: str) -> Column:
-        """A situation takes part in matches: always, or, with a duration constraint, once closed and fitting."""
+    def takes_part(self, symbol: str, *, ts: Column | None = None, te: Column | None = None) -> Column:
+        """A situation (`ts`, `te`: the situations table's columns unless given) takes part in matches: always,
+        or, with a duration constraint, once closed and fitting."""
         sym = self.plan.symbol(symbol)
         if not sym.has_duration:
             return F.lit(True)
-        fits = F.col(C.TE).isNotNull()
-        diff = F.col(C.TE) - F.col(C.TS)
+        ts = F.col(C.TS) if ts is None else ts
+        te = F.col(C.TE) if te is None else te
+        fits = te.isNotNull()
+        diff = te - ts
         if sym.min_seconds is not None:
             fits = fits & scaled_at_least(diff, sym.min_seconds, self.unit)
         if sym.max_seconds is not None:
