@@ -222,35 +222,37 @@ class _Partition:
             [out[name] if name in out else pa.nulls(len(firsts), C.arrow_type(kind)) for name, kind in schema],
             names=[name for name, _ in schema])
 
-    def encode(self, series: int, values: np.ndarray) -> pa.RecordBatch:
-        """The runs of one series that have a reader (`RunSpec.kept_values`) and the fragments at the edges."""
-        starts = _run_starts(values, self.key_starts)
+    def encode(self, series: int, values: np.ndarray, starts: np.ndarray | None = None) -> pa.RecordBatch:
+        """The runs of one series that have a reader (`RunSpec.kept_values`) and the fragments at the edges;
+        `starts`: the runs' first events, where they are known already. Columns are made for those runs only
+        (at n=18 the others are about half of a constraint's runs)."""
+        starts = _run_starts(values, self.key_starts) if starts is None else starts
         ends = np.append(starts[1:], self.n) - 1
-        following = ends + 1
-        has_next = following < self.n
-        has_next[has_next] = ~self.key_starts[following[has_next]]
-        end_t = np.where(has_next, self.t[np.minimum(following, self.n - 1)], 0)
         run_values = values[starts].astype(np.int32)
+        first_in_part, last_in_part = starts == 0, ends == self.n - 1
+        kept = np.flatnonzero(np.isin(run_values, self.spec.kept_values(series)) | first_in_part | last_in_part)
+        partials = self._partials(series, values, starts, ends)
+        previous, following = np.roll(run_values, 1)[kept], np.roll(run_values, -1)[kept]
+        starts, ends, run_values = starts[kept], ends[kept], run_values[kept]
+        after = np.minimum(ends + 1, self.n - 1)
+        has_next = (ends + 1 < self.n) & ~self.key_starts[after]
         has_prev = ~self.key_starts[starts]  # the partition's first run has none here: stitching finds it
         out: dict[str, pa.Array] = {
             C.SERIES: pa.array(np.full(len(starts), series, dtype=np.int32)),
             C.VALUE: pa.array(run_values),
-            C.PREV: pa.array(np.roll(run_values, 1), mask=~has_prev),
-            C.NEXT: pa.array(np.roll(run_values, -1), mask=~has_next),
+            C.PREV: pa.array(previous, mask=~has_prev),
+            C.NEXT: pa.array(following, mask=~has_next),
         }
         for key in self.spec.keys:
             out[key] = self.table.column(key).take(pa.array(starts)).combine_chunks()
         out[C.START] = pa.array(self.t[starts])
-        out[C.END] = pa.array(end_t, mask=~has_next)
-        first_in_part, last_in_part = starts == 0, ends == self.n - 1
-        out[C.FIRST_IN_PART] = pa.array(first_in_part)
-        out[C.LAST_IN_PART] = pa.array(last_in_part)
+        out[C.END] = pa.array(self.t[after], mask=~has_next)
+        out[C.FIRST_IN_PART] = pa.array(first_in_part[kept])
+        out[C.LAST_IN_PART] = pa.array(last_in_part[kept])
         out.update(self._situation_columns(series, starts, ends, has_prev, has_next))
-        out.update(self._partials(series, values, starts, ends))
+        out.update({name: column.take(pa.array(kept)) for name, column in partials.items()})
         names = [name for name, _ in self.spec.output_schema()]
-        batch = pa.RecordBatch.from_arrays([out[name] for name in names], names=names)
-        read = np.isin(run_values, self.spec.kept_values(series))
-        return batch.filter(pa.array(read | first_in_part | last_in_part))
+        return pa.RecordBatch.from_arrays([out[name] for name in names], names=names)
 
     def _partials(self, series: int, values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict[str, pa.Array]:
         out: dict[str, pa.Array] = {}
@@ -286,7 +288,7 @@ def _kernel(spec: RunSpec, *, in_place: bool):  # type: ignore[no-untyped-def]
         if in_place:
             yield part.bounds()
         for symbol in range(spec.symbols):
-            yield part.encode(symbol, part.flags[symbol].astype(np.int8))
+            yield part.encode(symbol, part.flags[symbol].astype(np.int8), part.symbol_runs[symbol])
         for index, (left, right) in enumerate(spec.pairs):
             minterm = part.flags[left].astype(np.int8) * 2 + part.flags[right].astype(np.int8)
             yield part.encode(spec.series_of_pair(index), minterm)
@@ -424,12 +426,11 @@ def stitch(fragments: DataFrame, aside: DataFrame, spec: RunSpec) -> DataFrame:
     continues = F.col(C.FIRST_IN_PART) & F.lag(C.LAST_IN_PART).over(by_series) & (previous_value == F.col(C.VALUE))
     chained = edge.withColumn("_chain", F.sum(F.when(continues, 0).otherwise(1)).over(
         by_series.rowsBetween(Window.unboundedPreceding, 0)))
-    first, last = (lambda c: F.min_by(c, C.START).alias(c)), (lambda c: F.max_by(c, C.START).alias(c))
     merged = chained.groupBy(C.SERIES, *spec.keys, "_chain").agg(
         F.min(C.START).alias(C.START), F.first(C.VALUE).alias(C.VALUE),
-        last(C.END), F.max_by(C.LAST_IN_PART, C.START).alias("_open_edge"), first(C.PREV), last(C.NEXT),
-        *(first(c) for side in SIDES for c in (side.since, side.since_pending)),
-        *(last(c) for side in SIDES for c in (side.until, side.until_pending)),
+        _of_last(C.END), F.max_by(C.LAST_IN_PART, C.START).alias("_open_edge"), _of_first(C.PREV), _of_last(C.NEXT),
+        *(_of_first(c) for side in SIDES for c in (side.since, side.since_pending)),
+        *(_of_last(c) for side in SIDES for c in (side.until, side.until_pending)),
         F.collect_list(F.struct(C.START, C.VALUE)).alias("_parts"),
         *(_merge_partial(p) for p in spec.partials),
     )
@@ -446,6 +447,21 @@ def stitch(fragments: DataFrame, aside: DataFrame, spec: RunSpec) -> DataFrame:
         _resolve_pending(to_resolve, chain_starts, spec))
 
 
+def _of_first(column: str) -> Column:
+    """A merged run's `column`: its first fragment's (what precedes the run)."""
+    return F.min_by(column, C.START).alias(column)
+
+
+def _of_last(column: str) -> Column:
+    """A merged run's `column`: its last fragment's (what follows the run)."""
+    return F.max_by(column, C.START).alias(column)
+
+
+def _holds(value: Column, side: Side) -> Column:
+    """Whether `side`'s predicate holds in a run of minterm `value`."""
+    return value.bitwiseAND(side.bit) != 0
+
+
 def _across_edges(edge: DataFrame, by_series: Window, spec: RunSpec) -> DataFrame:
     """The edge fragments with what their neighbours across an edge tell: a neighbour's value is the adjacent
     edge fragment's (none: the key begins or ends there), and so is a situation that ends at a partition's first
@@ -454,14 +470,11 @@ def _across_edges(edge: DataFrame, by_series: Window, spec: RunSpec) -> DataFram
     values = {C.PREV: F.when(F.col(C.FIRST_IN_PART), F.lag(C.VALUE).over(by_series)).otherwise(F.col(C.PREV)),
               C.NEXT: F.when(F.col(C.LAST_IN_PART), F.lead(C.VALUE).over(by_series)).otherwise(F.col(C.NEXT))}
     for side in SIDES:
-        def holds(value: Column, bit: int = side.bit) -> Column:
-            return value.bitwiseAND(bit) != 0
-
-        before = pair_run & F.col(C.FIRST_IN_PART) & ~holds(F.col(C.VALUE))
-        after = pair_run & F.col(C.LAST_IN_PART) & ~holds(F.col(C.VALUE))
+        before = pair_run & F.col(C.FIRST_IN_PART) & ~_holds(F.col(C.VALUE), side)
+        after = pair_run & F.col(C.LAST_IN_PART) & ~_holds(F.col(C.VALUE), side)
         for column, edge_run, neighbour in ((side.since, before, F.lag), (side.since_pending, before, F.lag),
                                             (side.until, after, F.lead), (side.until_pending, after, F.lead)):
-            across = F.when(holds(neighbour(C.VALUE).over(by_series)), neighbour(column).over(by_series))
+            across = F.when(_holds(neighbour(C.VALUE).over(by_series), side), neighbour(column).over(by_series))
             values[column] = F.when(edge_run, across).otherwise(F.col(column))
     return edge.withColumns(values)
 
