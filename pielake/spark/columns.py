@@ -25,6 +25,7 @@ LEFT_PENDING = "__left_pending"
 RIGHT_PENDING = "__right_pending"
 LEFT_UNTIL_PENDING = "__left_until_pending"
 RIGHT_UNTIL_PENDING = "__right_until_pending"
+PENDING = "__pending"  # the four flags above as bits of one column, as the runs kernel writes them
 
 # Public column names of the result tables (SEMANTICS §6).
 SYMBOL = "symbol"

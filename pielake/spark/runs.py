@@ -45,7 +45,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import reduce
 
 import numpy as np
 import pandas as pd
@@ -105,7 +104,7 @@ class RunSpec:
                 (C.START, "BIGINT"), (C.END, "BIGINT"), (C.PREV, "INT"), (C.NEXT, "INT"),
                 (C.FIRST_IN_PART, "BOOLEAN"), (C.LAST_IN_PART, "BOOLEAN"),
                 *((c, "BIGINT") for side in SIDES for c in (side.since, side.until)),
-                *((c, "BOOLEAN") for c in PENDING_COLUMNS), *((p.name, p.spark_type) for p in self.partials)]
+                (C.PENDING, "INT"), *((p.name, p.spark_type) for p in self.partials)]
 
     def output_ddl(self) -> str:
         return ", ".join(f"`{name}` {kind}" for name, kind in self.output_schema())
@@ -151,6 +150,9 @@ class Side:
 SIDES = (Side(0, C.LEFT_SINCE, C.LEFT_PENDING, C.LEFT_UNTIL, C.LEFT_UNTIL_PENDING),
          Side(1, C.RIGHT_SINCE, C.RIGHT_PENDING, C.RIGHT_UNTIL, C.RIGHT_UNTIL_PENDING))
 PENDING_COLUMNS = tuple(c for side in SIDES for c in (side.since_pending, side.until_pending))
+# The kernel packs the four pending flags into the bits of one column (`C.PENDING`): its output is held whole
+# until the stitch, where only the few rows at an edge or with a pending value are unpacked (`_unpacked`).
+PENDING_BITS = {column: 1 << bit for bit, column in enumerate(PENDING_COLUMNS)}
 
 
 class _Partition:
@@ -192,9 +194,10 @@ class _Partition:
         """Each constraint run's `Side` columns (module docstring); NULL for a symbol's series."""
         pair = series - self.spec.symbols
         if pair < 0:
-            return {c: pa.nulls(len(starts), pa.int64() if c in (side.since, side.until) else pa.bool_())
-                    for side in SIDES for c in (side.since, side.until, side.since_pending, side.until_pending)}
+            return {C.PENDING: pa.array(np.zeros(len(starts), dtype=np.int32)),
+                    **{c: pa.nulls(len(starts), pa.int64()) for side in SIDES for c in (side.since, side.until)}}
         out = {}
+        pending = np.zeros(len(starts), dtype=np.int32)
         before, after = np.maximum(starts - 1, 0), np.minimum(ends + 1, self.n - 1)
         for side in SIDES:
             symbol = self.spec.pairs[pair][side.index]
@@ -205,9 +208,10 @@ class _Partition:
             until, has_until, until_pending = self._until(symbol, np.where(holds, starts, after))
             has_until &= holds | (has_next & flags[after])
             out[side.since] = pa.array(since, mask=~has_since)
-            out[side.since_pending] = pa.array(since_pending & has_since)
             out[side.until] = pa.array(until, mask=~has_until)
-            out[side.until_pending] = pa.array(until_pending & has_until)
+            pending |= np.where(since_pending & has_since, PENDING_BITS[side.since_pending], 0).astype(np.int32)
+            pending |= np.where(until_pending & has_until, PENDING_BITS[side.until_pending], 0).astype(np.int32)
+        out[C.PENDING] = pa.array(pending)
         return out
 
     def bounds(self) -> pa.RecordBatch:
@@ -381,7 +385,12 @@ def _at_edge() -> Column:
 
 
 def _pending() -> Column:
-    return reduce(Column.__or__, (F.coalesce(F.col(c), F.lit(False)) for c in PENDING_COLUMNS))
+    return F.col(C.PENDING) != 0
+
+
+def _unpacked(rows: DataFrame) -> DataFrame:
+    """`rows` of the kernel's output with its pending flags as one boolean column each (`PENDING_BITS`)."""
+    return rows.withColumns({c: F.col(C.PENDING).bitwiseAND(bit) != 0 for c, bit in PENDING_BITS.items()})
 
 
 def _set_aside(fragments: DataFrame) -> DataFrame:
@@ -420,6 +429,7 @@ def stitch(fragments: DataFrame, aside: DataFrame, spec: RunSpec) -> DataFrame:
     """
     runs, at_edge, pending = F.col(C.SERIES) != BOUNDS, _at_edge(), _pending()
     by_series = Window.partitionBy(C.SERIES, *spec.keys).orderBy(C.START)
+    aside = _unpacked(aside)
     edge = _across_edges(aside.filter(runs & at_edge), by_series, spec)
     settled = fragments.filter(runs & ~at_edge & ~pending)
     previous_value = F.lag(C.VALUE).over(by_series)
@@ -440,11 +450,10 @@ def stitch(fragments: DataFrame, aside: DataFrame, spec: RunSpec) -> DataFrame:
                                  F.col(C.START).alias("_chain_start"), F.col(C.END).alias("_chain_end")).select(
         C.SERIES, *spec.keys, F.col("_p." + C.START).alias("_frag_start"), "_chain_start", "_chain_end")
     columns = [C.SERIES, C.VALUE, *spec.keys, C.START, C.END, C.PREV, C.NEXT,
-               *(c for side in SIDES for c in (side.since, side.until)), *PENDING_COLUMNS,
-               *(p.name for p in spec.partials)]
-    to_resolve = aside.filter(runs & ~at_edge & pending).select(*columns).unionByName(merged.select(*columns))
-    return settled.select(*columns).drop(*PENDING_COLUMNS).unionByName(
-        _resolve_pending(to_resolve, chain_starts, spec))
+               *(c for side in SIDES for c in (side.since, side.until)), *(p.name for p in spec.partials)]
+    to_resolve = (aside.filter(runs & ~at_edge & pending).select(*columns, *PENDING_COLUMNS)
+                  .unionByName(merged.select(*columns, *PENDING_COLUMNS)))
+    return settled.select(*columns).unionByName(_resolve_pending(to_resolve, chain_starts, spec))
 
 
 def _of_first(column: str) -> Column:
