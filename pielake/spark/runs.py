@@ -17,8 +17,10 @@ Read in place, the files are read by the kernel's tasks themselves where they ca
 files, and predicates that `pielake.spark.arrow_predicates` computes in Arrow): Spark then hands the kernel no
 event row by row, which was half of the JVM's CPU in this stage at n = 4 (10^7 events: 1.5 s instead of 3.1-3.6 s).
 
-A run that touches a partition edge is emitted as a *fragment*; fragments are few (at most two per series per
-partition), so merging them is a small window over a small table:
+A run that touches a partition edge is emitted as a *fragment*: a key's first or last run in a partition, of
+the first and last key of a range partition, of every key of events read in place (an events file is a range of
+time, holding every key's events in it). Fragments are few (at most two per series per key per partition), so
+merging them is a small window over a small table:
 
 - a fragment continues the previous fragment of its key if that one ended its partition, this one starts its
   partition, and both have the same value;
@@ -156,35 +158,46 @@ PENDING_BITS = {column: 1 << bit for bit, column in enumerate(PENDING_COLUMNS)}
 
 
 class _Partition:
-    """One sorted partition's arrays, shared by the encoding of every series."""
+    """One sorted partition's arrays, shared by the encoding of every series.
 
-    def __init__(self, table: pa.Table, spec: RunSpec):
+    `every_key_spans`: any key may go on in other partitions, not only the first and the last. So it is for
+    events read in place: an events file is a range of time holding every key's events in it (`publish_events`),
+    where a range partition on (key, time) holds whole keys between its first and its last. Each key's first and
+    last run in the partition are then edge fragments, for the stitch to join with the key's other partitions.
+    """
+
+    def __init__(self, table: pa.Table, spec: RunSpec, *, every_key_spans: bool):
         self.table = table
         self.spec = spec
         self.n = table.num_rows
         self.t = table.column(C.T).to_numpy()
         self.key_starts = _key_starts(table, spec.keys)
+        self.opens = np.zeros(self.n, dtype=bool)  # events whose key may have events before them elsewhere
+        self.opens[0] = True
+        if every_key_spans:
+            self.opens |= self.key_starts
+        self.closes = np.append(self.opens[1:], True)  # events whose key may have events after them elsewhere
         words = {name: table.column(name).to_numpy() for name in dict.fromkeys(map(C.flags_word, range(spec.symbols)))}
         self.flags = [((words[C.flags_word(i)] >> (i % C.FLAGS_PER_WORD)) & 1).astype(bool)
                       for i in range(spec.symbols)]
         self.symbol_runs = [_run_starts(flags, self.key_starts) for flags in self.flags]  # every run, true or not
 
     def _since(self, symbol: int, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Start time of the symbol's run holding event `at`, and whether it is pending (it begins the partition,
-        so it may have begun in an earlier one)."""
+        """Start time of the symbol's run holding event `at`, and whether it is pending (it begins its key's
+        stretch in the partition, so it may have begun in an earlier one)."""
         runs = self.symbol_runs[symbol]
         first = runs[np.searchsorted(runs, at, side="right") - 1]
-        return self.t[first], first == 0
+        return self.t[first], self.opens[first]
 
     def _until(self, symbol: int, at: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """End time of the symbol's run holding event `at` (the time of the next event of its key), whether it has
-        one (not: it is open at its key's last event), and whether it is pending (it reaches the partition's last
-        event, so it may go on in a later one). A pending value is the run's start here, what the stitch finds it
-        by."""
+        one (not: it is open at its key's last event), and whether it is pending (it reaches the end of its key's
+        stretch in the partition, so it may go on in a later one). A pending value is the run's start here, what
+        the stitch finds it by."""
         runs = self.symbol_runs[symbol]
         index = np.searchsorted(runs, at, side="right")
         following = np.append(runs, self.n)[index]
-        pending = following == self.n
+        pending = self.closes[following - 1]
         following = np.minimum(following, self.n - 1)
         ends = pending | ~self.key_starts[following]
         return np.where(pending, self.t[runs[index - 1]], self.t[following]), ends, pending
@@ -233,14 +246,14 @@ class _Partition:
         starts = _run_starts(values, self.key_starts) if starts is None else starts
         ends = np.append(starts[1:], self.n) - 1
         run_values = values[starts].astype(np.int32)
-        first_in_part, last_in_part = starts == 0, ends == self.n - 1
+        first_in_part, last_in_part = self.opens[starts], self.closes[ends]
         kept = np.flatnonzero(np.isin(run_values, self.spec.kept_values(series)) | first_in_part | last_in_part)
         partials = self._partials(series, values, starts, ends)
         previous, following = np.roll(run_values, 1)[kept], np.roll(run_values, -1)[kept]
         starts, ends, run_values = starts[kept], ends[kept], run_values[kept]
         after = np.minimum(ends + 1, self.n - 1)
         has_next = (ends + 1 < self.n) & ~self.key_starts[after]
-        has_prev = ~self.key_starts[starts]  # the partition's first run has none here: stitching finds it
+        has_prev = ~self.key_starts[starts]  # a key's first run here has none here: stitching finds it
         out: dict[str, pa.Array] = {
             C.SERIES: pa.array(np.full(len(starts), series, dtype=np.int32)),
             C.VALUE: pa.array(run_values),
@@ -288,7 +301,7 @@ def _kernel(spec: RunSpec, *, in_place: bool):  # type: ignore[no-untyped-def]
         if not batches:
             return
         table = pa.Table.from_batches(batches)
-        part = _Partition(_in_order(table, (*spec.keys, C.T)) if in_place else table, spec)
+        part = _Partition(_in_order(table, (*spec.keys, C.T)) if in_place else table, spec, every_key_spans=in_place)
         if in_place:
             yield part.bounds()
         for symbol in range(spec.symbols):

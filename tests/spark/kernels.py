@@ -31,19 +31,23 @@ def stream_of(rows: list[Row], keys: tuple[str, ...] = ("key",), types: dict[str
     return StreamSchema("S", keys, "ts", "s", tuple((n, kind(n)) for n in names))
 
 
-LAYOUTS = ("shuffled", "in place", "in place, overlapping")
+LAYOUTS = ("shuffled", "in place", "in place, keys side by side", "in place, overlapping")
 AN_EVENT_A_TASK = "in place, an event a task"  # every run at a task's edge: slow, so not one of the random LAYOUTS
 
 
 def laid_out(events: DataFrame, layout: str, partitions: int, order: tuple[str, ...]) -> DataFrame:
     """Events in `partitions` tasks as the kernel would find them in files: `in place`, each task a disjoint
-    stretch of time per key, its rows out of order; `in place, overlapping`, rows dealt round-robin;
-    `AN_EVENT_A_TASK`, one event in each task (`partitions` is then ignored), so every run starts and ends at a
-    task's edge and everything the kernel knows about it comes through the stitch."""
+    stretch of time per key, its rows out of order; `in place, keys side by side`, each task a range of time
+    holding every key's events in it, as `publish_events` writes files; `in place, overlapping`, rows dealt
+    round-robin; `AN_EVENT_A_TASK`, one event in each task (`partitions` is then ignored), so every run starts
+    and ends at a task's edge and everything the kernel knows about it comes through the stitch."""
     if layout == AN_EVENT_A_TASK:
         rows = events.orderBy(*order).collect()
         return events.sparkSession.createDataFrame(events.sparkSession.sparkContext.parallelize(rows, len(rows)),
                                                    events.schema)
+    if layout == "in place, keys side by side":
+        by_time = events.repartitionByRange(partitions, order[-1], *order[:-1])
+        return by_time.sortWithinPartitions(F.rand(7)).localCheckpoint()
     if layout == "in place":
         return events.repartitionByRange(partitions, *order).sortWithinPartitions(F.rand(7)).localCheckpoint()
     if layout == "in place, overlapping":

@@ -109,11 +109,13 @@ def test_a_single_key_split_across_time_ranges_gives_the_same_situations(spark: 
     assert spark_rows(kernels.matches(), plan) == reference_rows(find_matches(rows, plan), plan)
 
 
-@pytest.mark.parametrize(("layout", "in_place"), [("in place", True), ("in place, overlapping", False)])
+@pytest.mark.parametrize(("layout", "in_place"), [("in place", True), ("in place, keys side by side", True),
+                                                  ("in place, overlapping", False)])
 def test_events_read_in_place_give_the_same_matches_and_overlapping_tasks_are_shuffled(
         spark: SparkSession, layout: str, in_place: bool) -> None:
     """Events read as their tasks hold them are stitched as range partitions are when each task holds a stretch
-    of time of its keys (rows in any order); tasks whose stretches overlap are detected and shuffled instead."""
+    of time of its keys (rows in any order), every key's if a task is a range of time, as an events file is;
+    tasks whose stretches overlap are detected and shuffled instead."""
     rows = long_single_key_stream() + drawn(key="other", a="XX..XXX..X", b=".XXX..XX..")
     plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b PATTERN A overlaps; during; contains B "
                       "WITHIN 1 h RETURN count(A.ts) AS na")
