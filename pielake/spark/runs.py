@@ -202,16 +202,17 @@ class _Partition:
         ends = pending | ~self.key_starts[following]
         return np.where(pending, self.t[runs[index - 1]], self.t[following]), ends, pending
 
-    def _situation_columns(self, series: int, starts: np.ndarray, ends: np.ndarray, has_prev: np.ndarray,
+    def _situation_columns(self, series: int, starts: np.ndarray, after: np.ndarray, has_prev: np.ndarray,
                            has_next: np.ndarray) -> dict[str, pa.Array]:
-        """Each constraint run's `Side` columns (module docstring); NULL for a symbol's series."""
+        """Each constraint run's `Side` columns (module docstring); NULL for a symbol's series. `after`: the event
+        after each run (clipped to the partition; `has_next` says whether it is the run's key's)."""
         pair = series - self.spec.symbols
         if pair < 0:
             return {C.PENDING: pa.array(np.zeros(len(starts), dtype=np.int32)),
                     **{c: pa.nulls(len(starts), pa.int64()) for side in SIDES for c in (side.since, side.until)}}
         out = {}
         pending = np.zeros(len(starts), dtype=np.int32)
-        before, after = np.maximum(starts - 1, 0), np.minimum(ends + 1, self.n - 1)
+        before = np.maximum(starts - 1, 0)
         for side in SIDES:
             symbol = self.spec.pairs[pair][side.index]
             flags = self.flags[symbol]
@@ -242,7 +243,7 @@ class _Partition:
     def encode(self, series: int, values: np.ndarray, starts: np.ndarray | None = None) -> pa.RecordBatch:
         """The runs of one series that have a reader (`RunSpec.kept_values`) and the fragments at the edges;
         `starts`: the runs' first events, where they are known already. Columns are made for those runs only
-        (at n=18 the others are about half of a constraint's runs)."""
+        (of the chain query's constraint runs, 43% are read by no one: 10^6 events of the synthetic law, n=18)."""
         starts = _run_starts(values, self.key_starts) if starts is None else starts
         ends = np.append(starts[1:], self.n) - 1
         run_values = values[starts].astype(np.int32)
@@ -253,7 +254,7 @@ class _Partition:
         starts, ends, run_values = starts[kept], ends[kept], run_values[kept]
         after = np.minimum(ends + 1, self.n - 1)
         has_next = (ends + 1 < self.n) & ~self.key_starts[after]
-        has_prev = ~self.key_starts[starts]  # a key's first run here has none here: stitching finds it
+        has_prev = ~self.key_starts[starts]  # a key's first run here has none in this partition: stitching finds it
         out: dict[str, pa.Array] = {
             C.SERIES: pa.array(np.full(len(starts), series, dtype=np.int32)),
             C.VALUE: pa.array(run_values),
@@ -266,7 +267,7 @@ class _Partition:
         out[C.END] = pa.array(self.t[after], mask=~has_next)
         out[C.FIRST_IN_PART] = pa.array(first_in_part[kept])
         out[C.LAST_IN_PART] = pa.array(last_in_part[kept])
-        out.update(self._situation_columns(series, starts, ends, has_prev, has_next))
+        out.update(self._situation_columns(series, starts, after, has_prev, has_next))
         out.update({name: column.take(pa.array(kept)) for name, column in partials.items()})
         names = [name for name, _ in self.spec.output_schema()]
         return pa.RecordBatch.from_arrays([out[name] for name in names], names=names)
@@ -525,7 +526,7 @@ def _resolve_pending(runs: DataFrame, chain_starts: DataFrame, spec: RunSpec) ->
                                          (side.until, side.until_pending, "_chain_end")):
             lookup = chain_starts.select(F.col(C.SERIES).alias("_sym"), *spec.keys, "_frag_start",
                                          F.col(chained).alias("_fixed"))
-            is_pending = F.coalesce(F.col(pending), F.lit(False))  # only pair series have pending values
+            is_pending = F.coalesce(F.col(pending), F.lit(False))  # NULL: no situation across the edge
             out = (out.withColumn("_sym", F.when(is_pending, symbol_of_series))
                    .withColumn("_frag_start", F.when(is_pending, F.col(column)))
                    .join(F.broadcast(lookup), [*spec.keys, "_sym", "_frag_start"], "left")
