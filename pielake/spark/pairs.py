@@ -31,9 +31,9 @@ from pielake.semantics.automata import AUTOMATA, BOUNDARY, Action, PairAutomaton
 from pielake.semantics.relations import RELATIONS
 from pielake.spark import columns as C
 from pielake.spark.local_rows import local_rows
-from pielake.spark.runs import SIDES, Side
+from pielake.spark.runs import NO_RUN, SIDES, Side
 
-if TYPE_CHECKING:  # the query binds the runs kernel to `read_values`: a runtime import would be a cycle
+if TYPE_CHECKING:  # the query binds the runs kernel to `read_runs`: a runtime import would be a cycle
     from pielake.spark.query import SparkQuery
 
 MINTERM_CODE = {"O": 0, "I": 1, "Z": 2, "E": 3}  # 2 * left + right, as the runs kernel encodes them
@@ -121,18 +121,24 @@ def patterns_for(constraint: PairConstraint) -> list[RunPattern]:
     return patterns
 
 
-NO_RUN = -1  # BOUNDARY in the pattern table's equi-join: a run's missing (NULL) neighbour
-
-
 def _codes(symbols: frozenset[str]) -> list[int]:
     return [NO_RUN if s == BOUNDARY else MINTERM_CODE[s] for s in symbols]
 
 
-def read_values(constraint: PairConstraint) -> frozenset[int]:
-    """The minterm values of the runs the constraint's patterns join as their current run: the only runs of its
-    series detection reads as rows (the others only as a neighbour's `prev`/`next`), so the only ones the runs
-    kernel needs to emit. Empty for a `before`/`after`-only constraint, which reads situations instead."""
-    return frozenset(code for pattern in patterns_for(constraint) for code in _codes(pattern.current))
+def read_runs(constraint: PairConstraint) -> frozenset[tuple[int, int, int | None]]:
+    """The (previous, current, next) values of the runs the constraint's patterns join as their current run
+    (next None: any; `NO_RUN` for a missing neighbour): the only runs of its series detection reads as rows (the
+    others only as a neighbour's `prev`/`next`), so the only ones the runs kernel needs to emit. Empty for a
+    `before`/`after`-only constraint, which reads situations instead."""
+    return frozenset(values for pattern in patterns_for(constraint) for values in _run_values(pattern))
+
+
+def _run_values(pattern: RunPattern) -> list[tuple[int, int, int | None]]:
+    """Every (previous, current, next) value a pattern accepts (next None: any, it is decided at the current
+    run's start)."""
+    following = [None] if pattern.following is None else _codes(pattern.following)
+    return [(prev, value, nxt) for prev in _codes(pattern.previous) for value in _codes(pattern.current)
+            for nxt in following]
 
 
 def _source(name: str, pattern: RunPattern) -> str:
@@ -165,14 +171,11 @@ PATTERN_ROWS = ", ".join(f"{PATTERN}{name} {kind}" for name, kind in (
 
 
 def _pattern_rows(series: int, constraint: PairConstraint, pattern: RunPattern) -> list[tuple[object, ...]]:
-    """One row per (previous, current, next) value a pattern accepts (next NULL: any, it is decided at the
-    current run's start), with what its candidate says."""
+    """One row per (previous, current, next) value a pattern accepts, with what its candidate says."""
     group = GROUPS.index(pattern.relations) if pattern.relation is None else None
     said = (constraint.id, _slot(pattern.a, pattern), _slot(pattern.b, pattern), _source(TRIG, pattern),
             pattern.relation, group)
-    following = [None] if pattern.following is None else _codes(pattern.following)
-    return [(series, value, prev, nxt, *said) for prev in _codes(pattern.previous)
-            for value in _codes(pattern.current) for nxt in following]
+    return [(series, value, prev, nxt, *said) for prev, value, nxt in _run_values(pattern)]
 
 
 def _read(source: Column) -> Column:

@@ -20,7 +20,7 @@ from pielake.query.analyzer import AGGREGATES, PairConstraint, QueryPlan, walk
 from pielake.spark import columns as C
 from pielake.spark.arrow_predicates import ArrowDeclinedError, ArrowInput
 from pielake.spark.compile import predicate
-from pielake.spark.pairs import read_values
+from pielake.spark.pairs import read_runs
 from pielake.spark.runs import EncodedRuns, EventFiles, Partial, RunSpec, encode_runs
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
@@ -97,7 +97,7 @@ class SparkQuery:
                     for a in self.aggregates for f in a.partial_functions}
         pairs = tuple((self.symbol_index[c.left], self.symbol_index[c.right]) for c in self.plan.constraints)
         return RunSpec(self.keys, self.key_types, len(self.plan.symbols), pairs,
-                       tuple(read_values(c) for c in self.plan.constraints),
+                       tuple(read_runs(c) for c in self.plan.constraints),
                        tuple(sorted(partials, key=lambda p: p.name)))
 
     def column(self, ref: ast.Column) -> Column:

@@ -14,7 +14,7 @@ from pielake.semantics.reference import derive_situations, find_matches
 from pielake.semantics.relations import RELATIONS
 from pielake.spark import columns as C
 from pielake.spark import matches
-from pielake.spark.pairs import MINTERM_CODE, read_values
+from pielake.spark.pairs import MINTERM_CODE, read_runs
 from pielake.spark.session import settings_within
 from pielake.streams import StreamSchema
 from tests.helpers import drawn
@@ -127,14 +127,21 @@ def test_events_read_in_place_give_the_same_matches_and_overlapping_tasks_are_sh
 
 
 def test_a_pair_series_keeps_only_the_runs_its_patterns_read(spark: SparkSession) -> None:
-    """`meets` is decided on an I run (A alone) after a Z run: of its minterm series only I runs are emitted,
-    but for the fragments at the range's edges (its first and last run), and the matches stay the reference's."""
+    """`meets` is decided on an I run (B alone) right after a Z run (A alone): of its minterm series only such runs
+    are emitted, but for the fragments at the range's edges (its first and last run), and the matches stay the
+    reference's. The stream has I runs after an O run too, which are left out."""
     rows = long_single_key_stream()
     plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b PATTERN A meets B WITHIN 1 h")
     kernels = Kernels(spark, plan, rows, partitions=1)
     series = kernels.q.pair_series(plan.constraints[0])
-    runs = sorted((r[C.START], r[C.VALUE]) for r in kernels.runs.filter(F.col(C.SERIES) == series).collect())
-    assert {value for _, value in runs[1:-1]} == {MINTERM_CODE["I"]} == read_values(plan.constraints[0])
+    runs = sorted((r[C.START], r[C.PREV], r[C.VALUE]) for r in kernels.runs.filter(F.col(C.SERIES) == series).collect())
+    minterms = [(e["ts"], 2 * e["a"] + e["b"]) for e in rows]
+    run_starts = [(t, v, minterms[i - 1][1]) for i, (t, v) in enumerate(minterms) if i and v != minterms[i - 1][1]]
+    z, i = MINTERM_CODE["Z"], MINTERM_CODE["I"]
+    assert any(v == i and prev != z for _, v, prev in run_starts), "an I run the filter leaves out"
+    inside = [(t, prev, v) for t, v, prev in run_starts if runs[0][0] < t < runs[-1][0]]
+    assert runs[1:-1] == [run for run in inside if run[1:] == (z, i)]
+    assert read_runs(plan.constraints[0]) == {(z, i, None)}
     assert spark_rows(kernels.matches(), plan) == reference_rows(find_matches(rows, plan), plan)
 
 
