@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, urljoin, urlparse
 
 import pyspark.sql.functions as F
 from delta.tables import DeltaTable
@@ -116,6 +116,14 @@ class Lake:
             reader = reader.option("versionAsOf", version)
         return reader.load(self.path(table))
 
+    def file_stats(self, table: str, version: int) -> tuple[int, int]:
+        """How many data files the table's snapshot at `version` has, and their total size in bytes."""
+        checksum = self._checksum(table, version)
+        if checksum is not None:
+            return int(checksum["numFiles"]), int(checksum["tableSizeBytes"])
+        detail = DeltaTable.forPath(self.spark, self.path(table)).detail().first()
+        return int(detail["numFiles"]), int(detail["sizeInBytes"])
+
     def plain_files(self, table: str, version: int) -> tuple[str, ...]:
         """The local Parquet files of the table's snapshot at `version`, if a reader of those files alone gets
         exactly the table's rows, else none.
@@ -124,13 +132,32 @@ class Lake:
         mapping) or of older types (type widening), which all need a reader version above 1, where part of a row
         lies in a file's path (partition columns), or where a file is not on this machine's file system.
         """
-        detail = DeltaTable.forPath(self.spark, self.path(table)).detail().first()
-        if detail["minReaderVersion"] > 1 or detail["partitionColumns"]:
-            return ()
-        files = [urlparse(uri) for uri in self.read(table, version).inputFiles()]
-        if any(f.scheme != "file" for f in files):
+        checksum = self._checksum(table, version)
+        if checksum is not None and checksum.get("allFiles") is not None:
+            protocol, metadata = checksum["protocol"], checksum["metadata"]
+            reader, partitioned = protocol["minReaderVersion"], bool(metadata["partitionColumns"])
+            uris = [urljoin(Path(self.path(table)).as_uri() + "/", f["path"]) for f in checksum["allFiles"]]
+        else:
+            detail = DeltaTable.forPath(self.spark, self.path(table)).detail().first()
+            reader, partitioned = detail["minReaderVersion"], bool(detail["partitionColumns"])
+            uris = self.read(table, version).inputFiles() if reader <= 1 and not partitioned else []
+        files = [urlparse(uri) for uri in uris]
+        if reader > 1 or partitioned or any(f.scheme != "file" for f in files):
             return ()
         return tuple(unquote(f.path) for f in files)
+
+    def _checksum(self, table: str, version: int) -> dict | None:
+        """The version checksum Delta writes beside a commit (`<version>.crc`), if there is one: the snapshot's
+        file count and size, protocol and metadata, and (for a table of few files) every file it holds.
+
+        Read as a file, it costs nothing; asked of Delta, the same facts cost a snapshot's state reconstruction,
+        a Spark job in every run (0.6-0.8 s for the 10 files of 10^7 events, however warm the session).
+        """
+        path = Path(self.path(table)) / "_delta_log" / f"{version:020d}.crc"
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
 
     def last_commit(self, table: str) -> dict:
         """The newest commit's `commitInfo` (operation, metrics) and `version`, read from its log file.

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import pyspark.sql.functions as F
-from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame
 
 from pielake.errors import PielakeError
@@ -142,12 +141,12 @@ def kernel_reading(lake: Lake, table: str, version: int, q: SparkQuery) -> Kerne
     read in place when it has a file for every core and not many more files than time ranges (a table of many
     small micro-batch files would cost a task each), by the kernel's tasks themselves where the files are plain
     Parquet and the query's predicates compute in Arrow (`SparkQuery.arrow_input`)."""
-    detail = DeltaTable.forPath(lake.spark, lake.path(table)).detail().first()
+    files, size = lake.file_stats(table, version)
     cores = lake.spark.sparkContext.defaultParallelism
-    partitions = max(2 * cores, math.ceil(detail["sizeInBytes"] / BYTES_PER_PARTITION))
-    in_place = cores <= detail["numFiles"] <= FILES_PER_TIME_RANGE * partitions
-    files = lake.plain_files(table, version) if in_place and q.arrow_input is not None else ()
-    return KernelReading(partitions, in_place, files)
+    partitions = max(2 * cores, math.ceil(size / BYTES_PER_PARTITION))
+    in_place = cores <= files <= FILES_PER_TIME_RANGE * partitions
+    plain = lake.plain_files(table, version) if in_place and q.arrow_input is not None else ()
+    return KernelReading(partitions, in_place, plain)
 
 
 def derive_situations(job: QueryJob, *, mode: str = "batch", since: int | None = None) -> StageResult:

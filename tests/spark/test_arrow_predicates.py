@@ -73,20 +73,36 @@ def test_a_timestamp_stream_is_read_by_spark() -> None:
     assert SparkQuery(plan, stream, dict(stream.columns)).arrow_input is None
 
 
-def test_only_files_that_hold_exactly_the_tables_rows_are_read_as_plain_parquet(spark: SparkSession,
-                                                                                tmp_path: Path) -> None:
-    """Deletion vectors (a reader version above 1) and partition columns put rows or values outside the files."""
-    lake = Lake(spark, tmp_path)
+@pytest.mark.parametrize("checksums", [True, False], ids=["from the version checksums", "from Delta's snapshot"])
+def test_only_files_that_hold_exactly_the_tables_rows_are_read_as_plain_parquet(spark: SparkSession, tmp_path: Path,
+                                                                                checksums: bool) -> None:
+    """Deletion vectors (a reader version above 1) and partition columns put rows or values outside the files.
+    Where Delta wrote a version checksum listing every file, the files are read from it without a Spark job;
+    without one, from Delta's snapshot. Either way, of the version asked for (an overwrite removed the first
+    version's files), and under a folder whose name the log's URIs escape."""
+    lake = Lake(spark, tmp_path / "a lake")
     rows = spark.range(100).withColumn("part", F.col("id") % 2)
     rows.write.format("delta").save(lake.path("plain"))
+    rows.filter(F.col("id") < 40).write.format("delta").mode("overwrite").save(lake.path("plain"))
     rows.write.format("delta").partitionBy("part").save(lake.path("parted"))
     rows.write.format("delta").option("delta.enableDeletionVectors", "true").save(lake.path("deleting"))
     DeltaTable.forPath(spark, lake.path("deleting")).delete("id < 10")
-    files = lake.plain_files("plain", 0)
+    if not checksums:
+        for checksum in lake.root.glob("*/_delta_log/[0-9]*.crc"):
+            checksum.unlink()
+    group = f"plain-files-{checksums}"
+    spark.sparkContext.setJobGroup(group, "reading the files of a snapshot")
+    try:
+        files = lake.plain_files("plain", 1)
+        counted = lake.file_stats("plain", 1)
+        assert lake.plain_files("parted", 0) == ()
+        assert lake.plain_files("deleting", lake.version("deleting")) == ()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    assert bool(spark.sparkContext.statusTracker().getJobIdsForGroup(group)) is not checksums
     assert files and all(Path(f).is_file() for f in files)
-    assert sum(pq.read_table(f).num_rows for f in files) == 100
-    assert lake.plain_files("parted", 0) == ()
-    assert lake.plain_files("deleting", lake.version("deleting")) == ()
+    assert sum(pq.read_table(f).num_rows for f in files) == 40
+    assert counted == (len(files), sum(Path(f).stat().st_size for f in files))
 
 
 def test_a_column_an_events_file_predates_reads_as_null(tmp_path: Path) -> None:
