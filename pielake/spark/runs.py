@@ -261,8 +261,8 @@ class _Partition:
         after = np.minimum(ends + 1, self.n - 1)
         has_next = (ends + 1 < self.n) & ~self.key_starts[after]
         has_prev = ~self.key_starts[starts]  # a key's first run here has none in this partition: stitching finds it
-        previous = np.where(has_prev, np.roll(run_values, 1), NO_RUN)
-        following = np.where(has_next, np.roll(run_values, -1), NO_RUN)
+        previous = np.where(has_prev, np.roll(run_values, 1), np.int32(NO_RUN))
+        following = np.where(has_next, np.roll(run_values, -1), np.int32(NO_RUN))
         first_in_part, last_in_part = self.opens[starts], self.closes[ends]
         kept = np.flatnonzero(self.spec.read(series, previous, run_values, following) | first_in_part | last_in_part)
         partials = self._partials(series, values, starts, ends)
