@@ -41,6 +41,12 @@ JAVA_OPTIONS = "-Djdk.nio.maxCachedBufferSize=262144 -XX:MaxGCPauseMillis=1000"
 # three shuffles of millions of rows, took 9.5 s instead of 10.1 s (four warm rounds each, alternated sessions).
 # A cluster's shuffles cross the network, where compression pays: they keep Spark's default.
 LOCAL_SHUFFLES = {"spark.shuffle.compress": "false", "spark.shuffle.spill.compress": "false"}
+# Spark compiles the code it generates for a query's stages (Janino) and keeps the classes in a cache keyed by their
+# source, 100 by default. One run of a chain query plans ~220 of them, so the next run of the same query found every
+# one evicted: it compiled them again (1.6 s of driver time at n=4), and HotSpot compiled the new classes' hot loops
+# again (7-9 s of CPU on a 2-core machine). With room for a few queries' classes a warm run compiles ~4-20: n=4 warm
+# rounds took 8.4-10.0 s instead of 10.2-12.2 s (alternated sessions), n=18 31.0-32.2 s instead of 37-40 s.
+CODEGEN_CACHE_ENTRIES = 1000
 SCALA_VERSION = "2.13"  # Spark 4 is built for Scala 2.13 only
 IVY_CACHE = Path.home() / ".ivy2.5.2"  # Spark 4's default `spark.jars.ivy`
 
@@ -92,7 +98,14 @@ class SubmitSettings:
     @property
     def conf(self) -> dict[str, str]:
         return {"spark.pyspark.python": self.python, "spark.pyspark.driver.python": sys.executable,
-                "spark.sql.session.timeZone": "UTC", **java_options()}
+                **engine_settings()}
+
+
+def engine_settings() -> dict[str, str]:
+    """What every pielake session has, built here or by spark-submit: UTC, room for the generated code of a few
+    queries (`CODEGEN_CACHE_ENTRIES`), the JVM options."""
+    return {"spark.sql.session.timeZone": "UTC", "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
+            **java_options()}
 
 
 def java_options() -> dict[str, str]:
@@ -180,7 +193,6 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         .config("spark.pyspark.python", python)
         .config("spark.python.daemon.module", "pielake.spark.worker_daemon")  # workers forked with numpy & co.
-        .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         # The runs kernel concatenates a task's batches: 10^5 rows a batch, not 10^4, saved 0.7 s of 5 at 10^7
@@ -195,7 +207,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         # call sites would be pielake's own lines, which the error's stack trace shows anyway.
         .config("spark.python.sql.dataFrameDebugging.enabled", "false")
     )
-    for key, value in {**java_options(), **master_settings(master), **(conf or {})}.items():
+    for key, value in {**engine_settings(), **master_settings(master), **(conf or {})}.items():
         builder = builder.config(key, value)
     with _jvm_start_turn():
         session = configure_spark_with_delta_pip(builder, extra_packages=list(packages)).getOrCreate()

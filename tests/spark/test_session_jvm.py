@@ -1,5 +1,5 @@
-"""What a pielake session is started with: its JVM's options (`pielake.spark.session.JAVA_OPTIONS`), and PySpark's
-settings (`build_session`)."""
+"""What a pielake session is started with: its JVM's options (`pielake.spark.session.JAVA_OPTIONS`), PySpark's
+settings and Spark's (`build_session`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import pytest
 from py4j.clientserver import ClientServerConnection
 from pyspark.sql import SparkSession
 
+from pielake.bench import measure
 from pielake.spark.session import JAVA_OPTIONS
+
+pytestmark = pytest.mark.heavy(seconds=40)  # about this long in CI, two runs of a query: scheduled first
 
 
 def direct_bytes(spark: SparkSession) -> int:
@@ -60,3 +63,17 @@ def test_the_collector_aims_for_throughput(spark: SparkSession) -> None:
         jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
     assert diagnostics.getVMOption("MaxGCPauseMillis").getValue() == "1000"
     assert "-XX:MaxGCPauseMillis=1000" in JAVA_OPTIONS
+
+
+def compilations(spark: SparkSession) -> int:
+    """How many classes Spark's code generator has compiled in this JVM (a cache hit compiles none)."""
+    return spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME().getCount()
+
+
+def test_a_query_run_again_reuses_the_code_spark_generated_for_it(spark: SparkSession, tmp_path: Path) -> None:
+    """A run of the 4-symbol chain plans ~220 generated classes, more than Spark's cache holds by default (100):
+    the next run would compile every one again, and HotSpot then compiles their hot loops again as well."""
+    measure(spark, "chain", 4, 2_000, workdir=tmp_path, repeat=1)
+    before = compilations(spark)
+    measure(spark, "chain", 4, 2_000, workdir=tmp_path, repeat=2)
+    assert compilations(spark) - before < 30

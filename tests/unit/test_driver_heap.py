@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pielake.spark.session import (
+    CODEGEN_CACHE_ENTRIES,
     DEFAULT_DRIVER_MEMORY,
     JAVA_OPTIONS,
     driver_heap,
@@ -35,6 +36,11 @@ def test_spark_submit_gets_pielake_s_java_options_as_defaults_that_a_user_s_own_
     assert f"spark.driver.defaultJavaOptions={JAVA_OPTIONS}" in arguments
     assert f"spark.executor.defaultJavaOptions={JAVA_OPTIONS}" in arguments
     assert not any("extraJavaOptions" in a for a in arguments)
+
+
+def test_spark_submit_keeps_the_code_of_a_few_queries_compiled() -> None:
+    """A static setting: only the start of the driver's JVM can set it (tests/spark/test_session_jvm.py says why)."""
+    assert f"spark.sql.codegen.cache.maxEntries={CODEGEN_CACHE_ENTRIES}" in submit_arguments()
 
 
 @pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local-cluster[2,1,1024]"])
