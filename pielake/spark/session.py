@@ -45,7 +45,7 @@ LOCAL_SHUFFLES = {"spark.shuffle.compress": "false", "spark.shuffle.spill.compre
 # source, 100 by default. One run of a chain query plans ~220 of them, so the next run of the same query found every
 # one evicted: it compiled them again (1.6 s of driver time at n=4), and HotSpot compiled the new classes' hot loops
 # again (7-9 s of CPU on a 2-core machine). With room for a few queries' classes a warm run compiles ~4-20: n=4 warm
-# rounds took 8.4-10.0 s instead of 10.2-12.2 s (alternated sessions), n=18 31.0-32.2 s instead of 37-40 s.
+# rounds took 8.4-10.0 s instead of 10.2-12.2 s, n=18 31.8-34.9 s instead of 40.5-42.9 s (alternated sessions).
 CODEGEN_CACHE_ENTRIES = 1000
 SCALA_VERSION = "2.13"  # Spark 4 is built for Scala 2.13 only
 IVY_CACHE = Path.home() / ".ivy2.5.2"  # Spark 4's default `spark.jars.ivy`
