@@ -1,11 +1,15 @@
 """Small builders shared by tests: event streams drawn as strings, one character per event; a free port; the
-environment of the processes tests start."""
+environment of the processes tests start; the rows a Spark session holds."""
 
 from __future__ import annotations
 
 import os
 import socket
 from typing import Any
+
+from pyspark.sql import SparkSession
+
+DELTA_STATE = "Delta Table State"  # how Delta names the snapshot states it caches of the tables it reads
 
 # A JVM a test starts in a process of its own (a `pielake run`, an Airflow step's spark-submit, a cluster's driver)
 # lives for one small run, over before HotSpot's optimising compiler (C2) pays back: C1 alone cut a check step's
@@ -35,3 +39,10 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def held_rdds(spark: SparkSession) -> int:
+    """RDDs whose blocks the session holds (pielake's local checkpoints), without the snapshot states Delta caches
+    of the tables it has read: those come and go with Delta's own cache, not with a run."""
+    held = spark.sparkContext._jsc.getPersistentRDDs()
+    return sum(1 for rdd in held.values() if not str(rdd.name()).startswith(DELTA_STATE))

@@ -14,6 +14,7 @@ from pielake.lake.delta import Lake
 from pielake.lake.staging import SessionStaging, Staging
 from pielake.pipeline.ingest import ingest, read_raw
 from pielake.streams import StreamSchema
+from tests.helpers import held_rdds
 
 SCHEMA = "constraint_id STRING, ts BIGINT"
 
@@ -40,10 +41,6 @@ def test_session_staging_reads_what_delta_staging_reads(spark: SparkSession, tmp
         assert writes(spark, in_session) == writes(spark, Lake(spark, tmp_path).staging)
     finally:
         in_session.release()
-
-
-def held_rdds(spark: SparkSession) -> int:
-    return spark.sparkContext._jsc.getPersistentRDDs().size()
 
 
 def test_rows_are_freed_when_the_run_is_done_with_them_and_a_freed_table_is_named(spark: SparkSession) -> None:
