@@ -293,8 +293,8 @@ def plot(results: list[Measurement], path: Path) -> Path:
         rows = sorted((r for r in best if (r.shape, r.symbols) == (shape, symbols)), key=lambda r: r.events)
         line, = by_events.plot([r.events for r in rows], [r.end_to_end_s for r in rows], marker="o",
                                label=f"{shape} n={symbols}")
-        by_events.plot([r.events for r in rows], [r.scan_s for r in rows], linestyle="--", color=line.get_color(),
-                       alpha=0.6)
+        by_events.plot([r.events for r in rows], [r.scan_s for r in rows], linestyle="--", marker="x",
+                       color=line.get_color(), alpha=0.6)  # the marker shows a case of one event count too
     by_events.set(xscale="log", yscale="log", xlabel="events", ylabel="seconds (dashed: bare Delta scan)",
                   title="end to end, events Delta in -> matches Delta out")
     by_events.legend(fontsize=8)
