@@ -14,7 +14,8 @@ Every measurement runs one query over TPStream's synthetic law (`pielake.pipelin
    everything this process started (the JVM, the Python workers, this driver).
 
 Results go to `bench.csv` (one row per measurement) and `bench.png` (time against events per shape and symbol
-count, the scan floor dashed; time against symbols at the largest event count).
+count, the scan floor dashed; time against symbols at the largest event count; each case's stages against its
+floors).
 """
 
 from __future__ import annotations

@@ -285,7 +285,8 @@ def generate_command(out: str, *, events: int, columns: int, keys: int, seed: in
 def bench_command(*, shapes: tuple[str, ...], symbols: tuple[int, ...], events: tuple[int, ...], repeat: int,
                   workdir: str, master: str | None) -> None:
     """PieStream Figure 4 / TPStream shapes on the synthetic law: end-to-end and per-stage times, events/s,
-    peak memory and the bare scan floor, into WORKDIR/bench.csv and WORKDIR/bench.png."""
+    peak memory and two floors (a bare scan of the events, a bare write of the results), into WORKDIR/bench.csv
+    and WORKDIR/bench.png."""
     folder = Path(workdir)
     folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
