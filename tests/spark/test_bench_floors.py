@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyspark.sql import SparkSession
-from pyspark.testing import assertDataFrameEqual
 
 from pielake.bench import write_seconds
 from pielake.lake.delta import Lake
@@ -32,5 +31,6 @@ def test_the_write_floor_writes_each_table_whole_in_a_lake_of_its_own(spark: Spa
     assert seconds > 0
     assert floor.tables() == sorted(tables)
     for name, rows in tables.items():
-        assertDataFrameEqual(floor.read(name), rows)
+        written = floor.read(name)
+        assert written.schema == rows.schema and sorted(written.collect()) == sorted(rows.collect())
         assert lake.version(name) == 0
