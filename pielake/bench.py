@@ -194,7 +194,7 @@ def write_seconds(lake: Lake, tables: list[str], floor: Path) -> float:
     It is what delivering SEMANTICS §6's result tables costs on this machine once they are computed, however they
     are computed: the part of "events Delta in -> matches Delta out" that faster detection cannot take away, and
     beside which the scan floor's ratio is to be read. (`publish` writes the same rows sorted, in files of at most
-    50,000 rows and without dictionaries on its times: it can take a little more or less than this.)"""
+    `ROWS_PER_FILE` rows and without dictionaries on its times: it can take a little more or less than this.)"""
     held = [hold(lake.read(table))[0] for table in tables]
     target = Lake(lake.spark, floor)
     try:
