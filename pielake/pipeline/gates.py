@@ -90,8 +90,17 @@ def load_suite(gate: str, fill: dict[str, Any]) -> dict[str, Any]:
                     filled[name] = found[current] if isinstance(found, dict) else found
                 else:
                     filled[name] = value
-            expanded.append({"type": item["type"], "kwargs": filled})
+            expanded.append(_one_column_unique(item["type"], filled))
     return {"name": spec["name"], "expectations": expanded}
+
+
+def _one_column_unique(kind: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """GX checks a compound key of two columns or more; a key of one column (the event time of a stream without
+    PARTITION BY) is checked by that column's own uniqueness."""
+    columns = kwargs.get("column_list")
+    if kind == "expect_compound_columns_to_be_unique" and len(columns) == 1:
+        return {"type": "expect_column_values_to_be_unique", "kwargs": {"column": columns[0]}}
+    return {"type": kind, "kwargs": kwargs}
 
 
 VERDICT = "BOOLEAN_ONLY"

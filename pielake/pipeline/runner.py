@@ -290,7 +290,8 @@ def _admission(job: QueryJob, q: SparkQuery, mode: str, window: tuple[int, int] 
     processed = job.published("progress")
     if mode != "incremental" or processed is None:
         return None
-    return Admission("late", lambda rows: mark_unprocessed(rows, processed, q, time=q.event_time(), mark=ADMITTED))
+    return Admission("late", lambda rows: mark_unprocessed(q.keyed(rows), processed, q, time=q.event_time(),
+                                                           mark=ADMITTED))
 
 
 def _backfill_range(q: SparkQuery, since: str | None, until: str | None) -> tuple[int, int]:

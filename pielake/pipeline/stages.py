@@ -83,12 +83,13 @@ class QueryJob:
 
     @property
     def events(self) -> DataFrame:
-        return self.lake.read(events_table(self.stream))
+        """The stream's events with the run's key columns (`SparkQuery.keyed`)."""
+        return self.query.keyed(self.lake.read(events_table(self.stream)))
 
     @cached_property
     def query(self) -> SparkQuery:
         """The query bound to the events table's columns: read once per job."""
-        return self.spark_query(self.events)
+        return self.spark_query(self.lake.read(events_table(self.stream)))
 
     def spark_query(self, events: DataFrame) -> SparkQuery:
         types = {f.name: f.dataType.simpleString().upper() for f in events.schema.fields}
@@ -109,7 +110,8 @@ class QueryJob:
         return self.staging.read(self.table(kind))
 
     def published(self, kind: str) -> DataFrame | None:
-        return self.lake.read(self.table(kind)) if self.lake.exists(self.table(kind)) else None
+        """A published table with the run's key columns, or None before the first publish."""
+        return self.query.keyed(self.lake.read(self.table(kind))) if self.lake.exists(self.table(kind)) else None
 
     def scope(self) -> Scope:
         """The run's scope; whether it is a batch's is the note its staged write was given (for a Delta table,
@@ -159,8 +161,8 @@ def derive_situations(job: QueryJob, *, mode: str = "batch", since: int | None =
     def work() -> dict[str, int]:
         table = events_table(job.stream)
         version = job.lake.version(table)
-        events = job.lake.read(table, version)
         q = job.query
+        events = q.keyed(job.lake.read(table, version))
 
         def stage_scope(key_bounds: DataFrame | None = None) -> int:
             progress = job.published("progress") if mode == "incremental" else None  # only a micro-batch reads it
@@ -191,7 +193,10 @@ def _new_events(job: QueryJob, progress: DataFrame | None) -> DataFrame | None:
     if progress is None or EVENTS_VERSION not in progress.columns:
         return None
     seen = progress.agg(F.max(EVENTS_VERSION)).first()[0]
-    return None if seen is None else job.lake.inserted_since(events_table(job.stream), int(seen))
+    if seen is None:
+        return None
+    inserted = job.lake.inserted_since(events_table(job.stream), int(seen))
+    return None if inserted is None else job.query.keyed(inserted)
 
 
 def _backfill_cuts(job: QueryJob, q: SparkQuery, since: int | None) -> DataFrame:
@@ -290,16 +295,17 @@ def _publish_rows(job: QueryJob, kind: str, staged: DataFrame, *, natural_key: t
     micro-batch's MERGE then names the scope's floor (`Scope.floor`) and Delta reads and rewrites only the files
     of recent time.
     """
-    table = job.table(kind)
+    table, q = job.table(kind), job.query
     published = None if scope.full else job.published(kind)  # a batch keeps nothing of the old table: not read
     if published is None:
         laid_out = staged if derived is None else in_time_order(staged, derived.anchor, partitions)
-        return job.lake.overwrite(laid_out, table, partition_by=partitions, rows_per_file=ROWS_PER_FILE)
+        return job.lake.overwrite(q.unkeyed(laid_out), table, partition_by=partitions, rows_per_file=ROWS_PER_FILE)
     stale = scope.owned(published, derived).select(*natural_key).join(staged.select(*natural_key),
                                                                       list(natural_key), "left_anti")
     recent = None if derived is None or scope.floor is None else derived.after(scope.floor, alias="t")
-    counts = job.lake.replace_rows(staged.select(*published.columns), table, natural_key=natural_key, stale=stale,
-                                   ignore=(C.RUN_ID,), target_only=recent, rows_per_file=ROWS_PER_FILE)
+    counts = job.lake.replace_rows(q.unkeyed(staged.select(*published.columns)), table,
+                                   natural_key=q.stored(natural_key), stale=q.unkeyed(stale), ignore=(C.RUN_ID,),
+                                   target_only=recent, rows_per_file=ROWS_PER_FILE)
     return sum(counts.values())
 
 

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from pielake.errors import CompileError
 from pielake.query import ast
 from pielake.query.visitor import ExprVisitor
-from pielake.spark.columns import arrow_type
+from pielake.spark import columns as C
 
 Value = pa.Array | pa.ChunkedArray | pa.Scalar
 
@@ -189,7 +189,9 @@ class ArrowInput:
 
     @property
     def columns(self) -> list[str]:
-        return list(dict.fromkeys((*self.keys, self.time, *self.sources, *(n for _, n in self.names))))
+        """The stored columns a task reads: the global key (`C.GLOBAL_KEY`) is no stored column but a constant."""
+        stored = (k for k in self.keys if k != C.GLOBAL_KEY)
+        return list(dict.fromkeys((*stored, self.time, *self.sources, *(n for _, n in self.names))))
 
     def read(self, path: str) -> pa.Table:
         """The kernel's input from one Parquet file. A column the file predates (added to the table later) is
@@ -200,12 +202,13 @@ class ArrowInput:
         types = dict(self.types)
         for name in self.columns:
             if name not in present:
-                table = table.append_column(name, pa.nulls(table.num_rows, arrow_type(types[name])))
+                table = table.append_column(name, pa.nulls(table.num_rows, C.arrow_type(types[name])))
         return self.prepare(table)
 
     def prepare(self, table: pa.Table) -> pa.Table:
         names = dict(self.names)
-        out: dict[str, Value] = {key: table.column(key) for key in self.keys}
+        out: dict[str, Value] = {key: table.column(key) if key != C.GLOBAL_KEY else pa.array(
+            np.zeros(table.num_rows, dtype=np.int32)) for key in self.keys}
         out[self.time_name] = pc.cast(table.column(self.time), pa.int64(), safe=False)  # Spark's cast truncates
         for word, bits in self.words:
             flags = np.zeros(table.num_rows, dtype=np.int64)
@@ -224,7 +227,7 @@ class ArrowInput:
             unreadable.append(self.time)
         if unreadable:
             raise ArrowDeclinedError(f"columns of types Spark and pyarrow read differently: {', '.join(unreadable)}")
-        empty = pa.table({name: pa.array([], arrow_type(types[name])) for name in self.columns})
+        empty = pa.table({name: pa.array([], C.arrow_type(types[name])) for name in self.columns})
         try:
             self.prepare(empty)
         except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as error:

@@ -6,6 +6,7 @@ import re
 
 import pyarrow as pa
 
+GLOBAL_KEY = "__key"  # the one key of a stream read without PARTITION BY: a constant column (`SparkQuery.keyed`)
 T = "__t"  # event time as BIGINT in the stream's unit (TIMESTAMP streams: microseconds)
 SERIES = "__series"
 VALUE = "__value"

@@ -63,10 +63,30 @@ class SparkQuery:
         self.stream = stream
         self.types = {k.lower(): v.upper() for k, v in column_types.items()}
         self.names = {k.lower(): k for k in column_types}
-        self.keys = tuple(self.names[k.lower()] for k in plan.keys)
-        self.key_types = tuple(self.types[k.lower()] for k in self.keys)
+        self.stored_keys = tuple(self.names[k.lower()] for k in plan.keys)
+        # A query without PARTITION BY reads its stream as one global key (docs/semantics.md §1): inside a run
+        # that key is a constant column, so every kernel, join and window works per key as for any stream.
+        self.keys = self.stored_keys or (C.GLOBAL_KEY,)
+        self.key_types = tuple(self.types[k.lower()] for k in self.stored_keys) or ("INT",)
         self.unit = stream.unit_seconds
         self.symbol_index = {s.name: i for i, s in enumerate(plan.symbols)}
+
+    # ------------------------------------------------------------ the key
+
+    def keyed(self, rows: DataFrame) -> DataFrame:
+        """Rows read from the lake (events, published tables) with the run's key columns: the global key of a
+        query without PARTITION BY added, which the lake's tables do not store."""
+        if self.stored_keys or C.GLOBAL_KEY in rows.columns:
+            return rows
+        return rows.withColumn(C.GLOBAL_KEY, F.lit(0))
+
+    def unkeyed(self, rows: DataFrame) -> DataFrame:
+        """Rows about to be published, as the lake stores them: without the global key."""
+        return rows if self.stored_keys else rows.drop(C.GLOBAL_KEY)
+
+    def stored(self, columns: tuple[str, ...]) -> tuple[str, ...]:
+        """Column names as the lake stores them: without the global key."""
+        return tuple(c for c in columns if c != C.GLOBAL_KEY)
 
     # ------------------------------------------------------------ inputs
 

@@ -1,4 +1,4 @@
-"""The bad-input matrix (issue 6): one dirty file per case, run through the real ingest step and events gate.
+"""The bad-input matrix: one dirty file per case, run through the real ingest step and events gate.
 
 Every case asserts the exact accounting `rows in = events + quarantined + exact duplicates dropped` and the
 reason of each quarantined row; a file the run cannot go on with exits non-zero with one readable line.
@@ -31,6 +31,10 @@ WITHIN 100 s
 SCHEMA = StreamSchema("Dirty", ("unit",), "ts", "s",
                       (("unit", "STRING"), ("ts", "BIGINT"), ("speed", "DOUBLE"), ("label", "STRING")))
 HEADER = b"unit,ts,speed,label\n"
+# The same stream without a key column, read by the same query without PARTITION BY: one global key.
+KEYLESS_QUERY = QUERY.replace(" PARTITION BY D.unit", "")
+KEYLESS_SCHEMA = StreamSchema("Dirty", (), "ts", "s", SCHEMA.columns[1:])
+KEYLESS_HEADER = b"ts,speed,label\n"
 
 
 @dataclass(frozen=True)
@@ -61,16 +65,27 @@ CASES = {
 }
 
 
-def new_lake(root: Path, spark: SparkSession) -> Lake:
-    save_schema(SCHEMA, root / "_streams")
+KEYLESS_CASES = {
+    "null time": Case(b",5,x\n2,5,x\n", 1, ("null_time",), header=KEYLESS_HEADER),
+    "value that does not cast": Case(b"1,fast,x\n2,5,x\n", 1, ("cast_failed: speed=fast",), header=KEYLESS_HEADER),
+    "conflicting duplicates": Case(b"1,5,x\n1,6,x\n2,5,x\n", 1, ("conflicting_duplicate", "conflicting_duplicate"),
+                                   header=KEYLESS_HEADER),
+    "exact duplicates": Case(b"1,5,x\n1,5,x\n2,5,x\n", 2, dropped=1, header=KEYLESS_HEADER),
+    "out of order within the file": Case(b"3,5,x\n1,5,x\n2,5,x\n", 3, header=KEYLESS_HEADER),
+    "only a header": Case(b"", 0, header=KEYLESS_HEADER),
+}
+
+
+def new_lake(root: Path, spark: SparkSession, schema: StreamSchema = SCHEMA) -> Lake:
+    save_schema(schema, root / "_streams")
     return Lake(spark, root)
 
 
-def ingest_file(lake: Lake, content: bytes, run_id: str, mode: str = "batch") -> IngestReport:
+def ingest_file(lake: Lake, content: bytes, run_id: str, mode: str = "batch", query: str = QUERY) -> IngestReport:
     """The run's ingest step and events gate (which publishes the events), as `pielake run` calls them."""
     path = lake.root / f"{run_id}.csv"
     path.write_bytes(content)
-    run = Run(lake, load_query(QUERY, "dirty"), run_id, RunRequest(mode=mode, events_path=str(path), fmt="csv",
+    run = Run(lake, load_query(query, "dirty"), run_id, RunRequest(mode=mode, events_path=str(path), fmt="csv",
                                                                    checks=False))
     run.step("ingest")
     run.step("check_events")
@@ -101,6 +116,18 @@ def test_bad_row_is_accounted_for_with_its_reason(name: str, tmp_path: Path, spa
     assert lake.read("events_dirty").count() == case.events
 
 
+@pytest.mark.parametrize("name", KEYLESS_CASES)
+def test_bad_row_of_a_stream_without_a_key_is_accounted_for_with_its_reason(name: str, tmp_path: Path,
+                                                                            spark: SparkSession) -> None:
+    case = KEYLESS_CASES[name]
+    lake = new_lake(tmp_path, spark, KEYLESS_SCHEMA)
+    report = ingest_file(lake, case.header + case.body, "r1", query=KEYLESS_QUERY)
+    assert_accounted(report, rows_in=case.body.count(b"\n"), events=case.events, quarantined=len(case.reasons),
+                     dropped=case.dropped)
+    assert reasons(lake, "r1") == tuple(sorted(case.reasons))
+    assert lake.read("events_dirty").count() == case.events
+
+
 def test_exact_duplicates_across_micro_batches_are_dropped_once(tmp_path: Path, spark: SparkSession) -> None:
     lake = new_lake(tmp_path, spark)
     ingest_file(lake, HEADER + b"u1,1,5,x\nu1,2,5,x\n", "r1")
@@ -117,6 +144,17 @@ def test_late_events_of_a_micro_batch_are_quarantined(tmp_path: Path, spark: Spa
     report = ingest_file(lake, HEADER + b"u1,3,50,x\nu1,5,50,y\nu1,6,50,x\nu2,2,5,x\n", "r2", mode="incremental")
     # u1 is processed up to 5: 3 is late, and (u1, 5) with another payload conflicts with the ingested event.
     assert_accounted(report, rows_in=4, events=2, quarantined=2, dropped=0)
+    assert reasons(lake, "r2") == ("conflicting_duplicate: differs from an ingested event", "late")
+
+
+def test_late_events_of_a_stream_without_a_key_are_quarantined(tmp_path: Path, spark: SparkSession) -> None:
+    lake = new_lake(tmp_path, spark, KEYLESS_SCHEMA)
+    (tmp_path / "first.csv").write_bytes(KEYLESS_HEADER + b"1,50,x\n5,50,x\n")
+    run_query(lake, load_query(KEYLESS_QUERY, "dirty"), "r1", RunRequest(events_path=str(tmp_path / "first.csv"),
+                                                                         fmt="csv", checks=False))
+    report = ingest_file(lake, KEYLESS_HEADER + b"3,50,x\n5,50,y\n6,50,x\n", "r2", mode="incremental",
+                         query=KEYLESS_QUERY)
+    assert_accounted(report, rows_in=3, events=1, quarantined=2, dropped=0)
     assert reasons(lake, "r2") == ("conflicting_duplicate: differs from an ingested event", "late")
 
 
