@@ -19,6 +19,7 @@ from pathlib import Path
 from pielake.errors import ErrorDetail, PielakeError, QuerySemanticError, source_excerpt
 from pielake.query import ast
 from pielake.query.parser import ParseResult, QueryWarning, parse
+from pielake.query.printer import expr_text
 from pielake.query.tokens import Span
 from pielake.semantics import relations as rel
 
@@ -92,11 +93,13 @@ class QueryPlan:
 
 
 class _Analyzer:
-    def __init__(self, parsed: ParseResult, name: str, columns: Iterable[str] | None):
+    def __init__(self, parsed: ParseResult, name: str, columns: Iterable[str] | None,
+                 stream_keys: Iterable[str] | None = None):
         self.parsed = parsed
         self.query = parsed.query
         self.name = name
         self.columns = {c.lower(): c for c in columns} if columns is not None else None
+        self.stream_keys = tuple(stream_keys) if stream_keys is not None else None
         self.errors: list[ErrorDetail] = []
         self.symbols: dict[str, str] = {}  # lower-case -> as defined
         self.mentioned: set[str] = set()  # symbols named in PATTERN, even in a constraint with errors
@@ -112,6 +115,7 @@ class _Analyzer:
 
     def run(self) -> QueryPlan:
         keys = tuple(self.key_column(c) for c in self.query.partition_by)
+        self.covers_stream_keys(keys)
         symbols = self.symbol_defs()
         constraints = self.constraints()
         self.unused_symbols(symbols)
@@ -132,6 +136,18 @@ class _Analyzer:
         if column.qualifier and column.qualifier.lower() not in self.qualifiers:
             self.error(f"unknown stream alias '{column.qualifier}'", column.span, self._qualifier_hint())
         return self.known_column(column.name, column.span)
+
+    def covers_stream_keys(self, keys: tuple[str, ...]) -> None:
+        """Events are unique per key of their stream and time (docs/semantics.md §1): a query over a keyed stream
+        partitions by every key column of it (and may by more), or two events of one time would meet in a key."""
+        if self.stream_keys is None:
+            return
+        missing = [k for k in self.stream_keys if k.lower() not in {q.lower() for q in keys}]
+        if missing:
+            stream = self.query.stream.name
+            partition = ", ".join([*keys, *missing])
+            self.error(f"stream {stream.text} is keyed by {', '.join(self.stream_keys)}, which the query does not "
+                       f"partition by", stream.span, f"Write FROM {stream.text} PARTITION BY {partition}.")
 
     def known_column(self, name: str, span: Span) -> str:
         if self.columns is None:
@@ -288,18 +304,37 @@ class _Analyzer:
     # ------------------------------------------------------------ RETURN
 
     def returns(self, keys: tuple[str, ...]) -> tuple[OutputColumn, ...]:
+        """The output columns, each named by its alias or, without one, by `output_name`. An unnamed key column
+        or situation endpoint (`car_id`, `B.ts`) names a column every match has already, with that very value:
+        it adds none."""
         taken = {k.lower() for k in keys} | MATCH_COLUMNS
         taken |= {f"{s.lower()}_{end}" for s in self.symbols for end in SITUATION_ENDPOINTS}
         out: list[OutputColumn] = []
         for item in self.query.returns:
-            alias = item.alias.text
-            if alias.lower() in taken:
-                self.error(f"output column '{alias}' is already taken", item.alias.span,
-                           "Pick a name that is not a key, a <symbol>_ts/_te or a match column.")
-            taken.add(alias.lower())
             self.check_return_expr(item.expr, keys)
-            out.append(OutputColumn(alias, item.expr))
+            if item.alias is not None:
+                name = item.alias.text
+                if name.lower() in taken:
+                    self.error(f"output column '{name}' is already taken", item.alias.span,
+                               "Pick a name that is not a key, a <symbol>_ts/_te or a match column.")
+            else:
+                name = output_name(item.expr)
+                if self.is_match_column(item.expr, keys):
+                    continue
+                if name.lower() in taken:
+                    self.error(f"RETURN {expr_text(item.expr)} is named '{name}', which is already taken",
+                               item.expr.span, f"Name it yourself: {expr_text(item.expr)} AS <name>.")
+            taken.add(name.lower())
+            out.append(OutputColumn(name, item.expr))
         return tuple(out)
+
+    def is_match_column(self, expr: ast.Expr, keys: tuple[str, ...]) -> bool:
+        """A key column or a situation endpoint: a column of every match."""
+        if not isinstance(expr, ast.Column):
+            return False
+        if expr.qualifier is None:
+            return expr.name.lower() in {k.lower() for k in keys}
+        return expr.qualifier.lower() in self.symbols and expr.name.lower() in SITUATION_ENDPOINTS
 
     def check_return_expr(self, expr: ast.Expr, keys: tuple[str, ...]) -> None:
         if isinstance(expr, ast.Call) and (expr.name in AGGREGATES or expr.name == "duration"):
@@ -356,29 +391,46 @@ def children(expr: ast.Expr) -> tuple[ast.Expr, ...]:
             return ()
 
 
+def output_name(expr: ast.Expr) -> str:
+    """The name of an unnamed RETURN column: its expression as pielake prints it, lower-case, every run of other
+    characters than letters and digits one `_`, none at either end (`A1.ts` -> `a1_ts`, `avg(B.speed)` ->
+    `avg_b_speed`); `_` goes before a name that would not start with a letter."""
+    name = re.sub(r"[^a-z0-9]+", "_", expr_text(expr).lower()).strip("_")
+    return name if name[:1].isalpha() else f"_{name}"
+
+
 def walk(expr: ast.Expr) -> Iterator[ast.Expr]:
     yield expr
     for child in children(expr):
         yield from walk(child)
 
 
-def analyze(parsed: ParseResult, name: str = "query", columns: Iterable[str] | None = None) -> QueryPlan:
+def analyze(parsed: ParseResult, name: str = "query", columns: Iterable[str] | None = None,
+            stream_keys: Iterable[str] | None = None) -> QueryPlan:
     """Check a parsed query and build its plan.
 
     Args:
         parsed: the parser's result (AST, warnings, source text).
         name: the query's name, used for table names (`matches_<name>`).
         columns: the stream's columns when known; unknown columns are then errors.
+        stream_keys: the stream's key columns when known; the query must partition by each of them.
 
     Raises:
         QuerySemanticError: listing every problem found, sorted by position.
     """
-    return _Analyzer(parsed, name, columns).run()
+    return _Analyzer(parsed, name, columns, stream_keys).run()
 
 
-def load_query(source: str, name: str = "query", columns: Iterable[str] | None = None) -> QueryPlan:
+def load_query(source: str, name: str = "query", columns: Iterable[str] | None = None,
+               stream_keys: Iterable[str] | None = None) -> QueryPlan:
     """Parse and analyze query text in one call."""
-    return analyze(parse(source), name, columns)
+    return analyze(parse(source), name, columns, stream_keys)
+
+
+def bind(plan: QueryPlan, columns: Iterable[str], stream_keys: Iterable[str]) -> QueryPlan:
+    """The plan checked against its stream's columns and keys (column names then spelled as the stream spells
+    them); a column the stream lacks is an error naming its line and column."""
+    return load_query(plan.source, plan.name, columns, stream_keys)
 
 
 def read_query_file(path: str) -> tuple[str, str]:

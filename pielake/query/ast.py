@@ -175,8 +175,10 @@ class StreamRef:
 
 @dataclass(frozen=True)
 class ReturnItem:
+    """`<expr> [AS <alias>]`; without an alias the analyzer derives the output column's name."""
+
     expr: Expr
-    alias: Name
+    alias: Name | None
     span: Span = _span()
 
 

@@ -272,8 +272,10 @@ class Parser:
     def return_item(self) -> ast.ReturnItem:
         start = self.tok.span
         expr = self.expr()
-        self.expect_keyword("AS", "Name every RETURN expression: <expr> AS <name>.")
-        alias = self.name("an output column name")
+        alias = None
+        if self.at_keyword("AS"):
+            self.advance()
+            alias = self.name("an output column name")
         return ast.ReturnItem(expr, alias, self.span_from(start))
 
     # ------------------------------------------------------------ expressions

@@ -91,6 +91,11 @@ def _alternative_text(a: ast.Alternative) -> str:
     return f"{a.left.text} {'; '.join(r.text for r in a.relations)} {a.right.text}"
 
 
+def return_text(item: ast.ReturnItem) -> str:
+    text = expr_text(item.expr)
+    return text if item.alias is None else f"{text} AS {item.alias.text}"
+
+
 def query_text(q: ast.Query) -> str:
     """The whole query, one clause per line."""
     stream = q.stream.name.text + (f" {q.stream.alias.text}" if q.stream.alias else "")
@@ -103,5 +108,5 @@ def query_text(q: ast.Query) -> str:
     lines.append("PATTERN " + "\n    AND ".join(constraints))
     lines.append(f"WITHIN {duration_text(q.window)}")
     if q.returns:
-        lines.append("RETURN " + ",\n       ".join(f"{expr_text(r.expr)} AS {r.alias.text}" for r in q.returns))
+        lines.append("RETURN " + ",\n       ".join(return_text(r) for r in q.returns))
     return "\n".join(lines) + "\n"

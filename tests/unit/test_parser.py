@@ -147,3 +147,25 @@ def test_unknown_columns_are_errors_when_the_schema_is_known() -> None:
 def test_query_over_one_megabyte_is_refused() -> None:
     with pytest.raises(QuerySyntaxError, match="more than the limit"):
         parse("FROM S DEFINE A AS x PATTERN A meets B WITHIN 5 s " + "-" * 1_000_001)
+
+
+@pytest.mark.parametrize(("returned", "names"), [
+    ("avg(B.speed), duration(A)", ["avg_b_speed", "duration_a"]),
+    ("max(B.speed) - min(B.speed)", ["max_b_speed_min_b_speed"]),
+    ("1 + 2", ["_1_2"]),
+    ("A.ts, A.te, B.TS, k", []),  # the match's own a_ts, a_te, b_ts and key columns: nothing to add
+    ("A.ts AS start, first(A.x)", ["start", "first_a_x"]),
+])
+def test_an_unnamed_return_column_is_named_after_its_expression(returned: str, names: list[str]) -> None:
+    plan = load_query(f"FROM S PARTITION BY k DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s RETURN {returned}")
+    assert [r.name for r in plan.returns] == names
+
+
+def test_a_query_partitions_by_every_key_of_its_stream() -> None:
+    query = "FROM S PARTITION BY unit DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s"
+    assert load_query(query, columns=["unit", "site", "ts", "x", "y"], stream_keys=["unit"]).keys == ("unit",)
+    with pytest.raises(QueryError) as caught:
+        load_query(query, columns=["unit", "site", "ts", "x", "y"], stream_keys=["site", "unit"])
+    assert caught.value.first.description == "stream S is keyed by site, unit, which the query does not partition by"
+    assert caught.value.first.suggestion == "Write FROM S PARTITION BY unit, site."
+    assert (caught.value.first.line, caught.value.first.col) == (1, 6)
