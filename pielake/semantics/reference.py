@@ -155,20 +155,53 @@ class _Matcher:
         return low_ok and (symbol.max_seconds is None or length <= symbol.max_seconds)
 
     def matches(self, stream: _KeyStream) -> list[Match]:
-        candidates = [[s for s in stream.situations(sym) if self.takes_part(s)] for sym in self.plan.symbol_names]
-        found = (self.match(stream, dict(zip(self.plan.symbol_names, combo, strict=True)))
-                 for combo in itertools.product(*candidates))
-        return [m for m in found if m is not None]
+        """Every binding of the symbols to situations that `match` accepts, tried one symbol at a time: a partial
+        binding is given up where a constraint between symbols bound so far is never decided, or where their
+        starts already lie further apart than the window (a match is detected at or after its latest start, and
+        `match` refuses one detected more than the window after its earliest). Both only skip bindings `match`
+        would refuse, and spare it trying every combination."""
+        candidates = {sym: [s for s in stream.situations(sym) if self.takes_part(s)] for sym in self.plan.symbol_names}
+        decisions: dict[tuple[str, Any, Any], Any | None] = {}
+        found: list[Match] = []
 
-    def match(self, stream: _KeyStream, binding: dict[str, Situation]) -> Match | None:
+        def extend(binding: dict[str, Situation], rest: tuple[str, ...]) -> None:
+            if not rest:
+                matched = self.match(stream, binding, decisions)
+                if matched is not None:
+                    found.append(matched)
+                return
+            for situation in candidates[rest[0]]:
+                trial = {**binding, rest[0]: situation}
+                starts = [s.ts for s in trial.values()]
+                if self.seconds(max(starts) - min(starts)) > self.plan.window_seconds:
+                    continue
+                if all(self.decided(stream, c, trial, decisions) is not None for c in self.plan.constraints
+                       if c.left in trial and c.right in trial):
+                    extend(trial, rest[1:])
+
+        extend({}, self.plan.symbol_names)
+        return found
+
+    @staticmethod
+    def decided(stream: _KeyStream, c: PairConstraint, binding: dict[str, Situation],
+                decisions: dict[tuple[str, Any, Any], Any | None]) -> Any | None:
+        """When constraint `c` is decided for the binding's pair (None: never), computed once per pair."""
+        a, b = binding[c.left], binding[c.right]
+        pair = (c.id, a.ts, b.ts)
+        if pair not in decisions:
+            decisions[pair] = decision_time(c.relations, a.endpoints, b.endpoints, stream.times,
+                                            stream.quiet_gap(c, a, b))
+        return decisions[pair]
+
+    def match(self, stream: _KeyStream, binding: dict[str, Situation],
+              decisions: dict[tuple[str, Any, Any], Any | None]) -> Match | None:
         decided = []
         for c in self.plan.constraints:
-            a, b = binding[c.left], binding[c.right]
-            at = decision_time(c.relations, a.endpoints, b.endpoints, stream.times, stream.quiet_gap(c, a, b))
+            at = self.decided(stream, c, binding, decisions)
             if at is None:
                 return None
             decided.append(at)
-        situations = list(binding.values())
+        situations = [binding[symbol] for symbol in self.plan.symbol_names]
         first_start = min(s.ts for s in situations)
         detected = max([*decided, *(s.ts for s in situations),
                         *(s.te for s in situations if self.plan.symbol(s.symbol).has_duration)])
@@ -176,7 +209,8 @@ class _Matcher:
             return None  # can never fit the window: never reported
         status, completed = self.status(situations, first_start, stream.times[-1])
         values = tuple((out.name, self.value(out.expr, binding, stream.key)) for out in self.plan.returns)
-        return Match(stream.key, tuple(binding.items()), detected, completed, status, values)
+        bindings = tuple((symbol, binding[symbol]) for symbol in self.plan.symbol_names)
+        return Match(stream.key, bindings, detected, completed, status, values)
 
     def status(self, situations: Sequence[Situation], first_start: Any, now: Any) -> tuple[str, Any | None]:
         """Status at `now`, the key's last event time (§5)."""
