@@ -29,7 +29,7 @@ from pielake.pipeline.gates import import_gx_meanwhile
 from pielake.pipeline.ingest import FORMATS
 from pielake.pipeline.runner import RunRequest, run_query
 from pielake.pipeline.sample import write_car_sensors
-from pielake.pipeline.synthetic import generate
+from pielake.pipeline.synthetic import generate, write_query_events
 from pielake.plot import draw, timeline
 from pielake.query.analyzer import QueryPlan, analyze, load_query_file, read_query_file
 from pielake.query.join_order import join_order
@@ -37,6 +37,7 @@ from pielake.query.parser import parse
 from pielake.query.printer import expr_text, query_text
 from pielake.query.tokens import tokenize
 from pielake.spark.session import build_session
+from pielake.streams import load_schema
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "queries"
 
@@ -259,14 +260,26 @@ def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since:
 @main.command("generate")
 @click.argument("out", type=click.Path(file_okay=False))
 @click.option("--events", type=click.IntRange(min=1), required=True, help="Events in all, over every key.")
+@click.option("--query", "query_file", default=None,
+              help="Write a sample stream for this query instead, as CSV (OUT/<stream>.csv): its stream's columns "
+                   "(schemas/), else those the query reads.")
 @click.option("--columns", type=click.IntRange(min=1), default=4, show_default=True, help="Boolean columns a_1..a_n.")
 @click.option("--keys", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--seed", type=int, default=42, show_default=True)
 @click.option("--layout", type=click.Choice(["parquet", "csv", "tpstream-csv"]), default="parquet", show_default=True,
               help="tpstream-csv: the headerless id,a_1,...,a_n,t1,t2 files of the PieStream/TPStream engines.")
-def generate_command(out: str, *, events: int, columns: int, keys: int, seed: int, layout: str) -> None:
+@user_errors
+def generate_command(out: str, *, events: int, query_file: str | None, columns: int, keys: int, seed: int,
+                     layout: str) -> None:
     """Write TPStream's synthetic law into OUT: per key one event per time unit, each a_i alternating gaps of
-    10-50 and true runs of 10-100 events (starting with a gap); seeded, so the same options give the same files."""
+    10-50 and true runs of 10-100 events (starting with a gap); seeded, so the same options give the same files.
+    With --query, a sample stream for that query instead, to try it before there is data."""
+    if query_file is not None:
+        plan = load_query_file(query_file)
+        path = write_query_events(plan, Path(out), events, keys=keys, seed=seed, stream=load_schema(plan.stream))
+        click.echo(f"wrote {events:,} events of stream {plan.stream} to {path}; run it with: "
+                   f"pielake run {query_file} --events {path} --lake LAKE")
+        return
     files = generate(Path(out), events, columns=columns, keys=keys, seed=seed, layout=layout)
     click.echo(f"wrote {events:,} events ({keys} keys, a_1..a_{columns}) to {len(files)} {layout} files in {out}")
 

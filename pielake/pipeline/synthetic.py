@@ -1,21 +1,34 @@
-"""TPStream's synthetic law (seeds/002 §6, PieStream Figure 4): boolean columns with random true runs.
+"""Synthetic streams: TPStream's synthetic law for the benchmarks, and a sample stream for any query.
 
+TPStream's law (the TPStream paper's experiments, PieStream's Figure 4): boolean columns with random true runs.
 Per key, events arrive one per time unit (ts = 0, 1, 2, ...). Each column a_i starts with a gap, then alternates
 true runs of U[10, 100] events and gaps of U[10, 50] events (bounds inclusive). Everything is vectorised with
 numpy and seeded per key and column, so the same arguments always give the same files, whatever the chunking;
 keys are written in parallel, one process per core.
+
+A sample stream for a query (`query_events`) has the columns of the query's stream (its schema in `schemas/`,
+or the columns the query reads, typed by how it reads them), so a query can be tried before there is data for it.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
+
+from pielake.query import ast
+from pielake.query.analyzer import QueryPlan, bind, children, walk
+from pielake.spark import columns as C
+from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
 RUN = (10, 100)
 GAP = (10, 50)
@@ -48,12 +61,16 @@ def generate(out: Path, events: int, *, columns: int = 4, keys: int = 1, seed: i
     layout of the PieStream/TPStream engines, where [t1, t2) = [ts, ts + 1).
     """
     out.mkdir(parents=True, exist_ok=True)
-    per_key = [events // keys + (1 if k < events % keys else 0) for k in range(keys)]
-    tasks = [(out, key, count, columns, seed, layout) for key, count in enumerate(per_key)]
+    tasks = [(out, key, count, columns, seed, layout) for key, count in enumerate(_per_key(events, keys))]
     if keys == 1:
         return _write_key(tasks[0])
     with ProcessPoolExecutor(max_workers=min(keys, os.cpu_count() or 1)) as pool:
         return [path for paths in pool.map(_write_key, tasks) for path in paths]
+
+
+def _per_key(events: int, keys: int) -> list[int]:
+    """`events` dealt over `keys` keys as evenly as they go."""
+    return [events // keys + (1 if k < events % keys else 0) for k in range(keys)]
 
 
 def _write_key(task: tuple[Path, int, int, int, int, str]) -> list[Path]:
@@ -79,4 +96,152 @@ def _write(table: pa.Table, stem: Path, layout: str, columns: int) -> Path:
         pacsv.write_csv(plain, path, pacsv.WriteOptions(include_header=False))
     else:
         raise ValueError(f"unknown layout {layout}")
+    return path
+
+
+# ---------------------------------------------------------------- a sample stream for any query
+
+STRING_FUNCTIONS = frozenset({"lower", "upper"})
+COMPARISONS = frozenset({"=", "!=", "<", "<=", ">", ">="})
+NULL_SHARE = 0.02  # attribute values left out, so that NULL handling is exercised too
+KEEP_VALUE = 0.8  # chance an attribute keeps its value from one event to the next: runs form, situations last
+EVENTS_PER_WINDOW = 50
+SAMPLE_START = datetime(2026, 1, 1, tzinfo=UTC)  # time 0 of a sample stream with TIMESTAMP times
+INTEGERS = ("BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TINYINT")
+
+
+def column_types(plan: QueryPlan) -> dict[str, str]:
+    """The Spark type of every column the query reads besides the keys, as its use suggests: STRING where it is
+    compared with text or passed to lower/upper, BOOLEAN where it stands as a condition, DOUBLE otherwise."""
+    kinds: dict[str, str] = {}
+
+    def note(expr: ast.Expr, kind: str) -> None:
+        if isinstance(expr, ast.Column):
+            kinds.setdefault(expr.name.lower(), kind)
+
+    def visit(expr: ast.Expr, condition: bool) -> None:
+        if condition:
+            note(expr, "BOOLEAN")
+        logical = (isinstance(expr, ast.Binary) and expr.op in ("AND", "OR")) or \
+            (isinstance(expr, ast.Unary) and expr.op == "NOT")
+        if isinstance(expr, ast.Call) and expr.name in STRING_FUNCTIONS:
+            for node in walk(expr):
+                note(node, "STRING")
+        if any(isinstance(c, ast.Literal) and isinstance(c.value, str) for c in children(expr)):
+            for child in children(expr):
+                note(child, "STRING")
+        for child in children(expr):
+            visit(child, logical)
+
+    for symbol in plan.symbols:
+        visit(symbol.predicate, True)
+    for out in plan.returns:
+        visit(out.expr, False)
+    columns = {node.name.lower(): node.name for e in (*(s.predicate for s in plan.symbols),
+                                                       *(o.expr for o in plan.returns))
+               for node in walk(e) if isinstance(node, ast.Column) and not _names_situation(node, plan)}
+    keys = {k.lower() for k in plan.keys}
+    return {name: kinds.get(lowered, "DOUBLE") for lowered, name in sorted(columns.items()) if lowered not in keys}
+
+
+def _names_situation(column: ast.Column, plan: QueryPlan) -> bool:
+    """`S.ts`, `S.te` in RETURN, or `duration(S)`'s argument: a situation's own value, not a stream column."""
+    symbols = {s.name.lower() for s in plan.symbols}
+    qualified = column.qualifier is not None and column.qualifier.lower() in symbols
+    return (qualified and column.name.lower() in ("ts", "te")) or \
+        (column.qualifier is None and column.name.lower() in symbols)
+
+
+def sample_stream(plan: QueryPlan) -> StreamSchema:
+    """The stream a query reads, as far as the query tells: its keys (STRING), a time `ts` in seconds, and the
+    columns it reads (`column_types`)."""
+    columns = ((*((k, "STRING") for k in plan.keys), ("ts", "BIGINT"), *column_types(plan).items()))
+    return StreamSchema(plan.stream, plan.keys, "ts", "s", columns)
+
+
+def _literals(plan: QueryPlan) -> dict[str, list[Decimal | str]]:
+    """Per column (lower-case), the literals the predicates compare it with: every literal of a comparison,
+    BETWEEN or IN that the column takes part in, and zero where other columns take part too."""
+    found: dict[str, list[Decimal | str]] = {}
+    for symbol in plan.symbols:
+        for node in walk(symbol.predicate):
+            compared = (isinstance(node, ast.Binary) and node.op in COMPARISONS) or \
+                isinstance(node, ast.Between | ast.InList)
+            if not compared:
+                continue
+            parts = list(walk(node))
+            values = [n.value for n in parts if isinstance(n, ast.Literal) and isinstance(n.value, Decimal | str)]
+            columns = {n.name.lower() for n in parts if isinstance(n, ast.Column)}
+            if len(columns) > 1:  # compared with each other too: values about zero make either side the larger
+                values.append(Decimal(0))
+            for column in columns:
+                found.setdefault(column, []).extend(values)
+    return found
+
+
+def _value_draw(kind: str, literals: list[Decimal | str], rng: np.random.Generator) -> Callable[[], Any]:
+    """Values of one column: for a number, one of the literals it is compared with, or a little either side of
+    one (so each comparison holds and fails); for text, one of its literals or another word."""
+    numbers = [float(v) for v in literals if isinstance(v, Decimal)] or [0.0, 1.0]
+    texts = [v for v in literals if isinstance(v, str)]
+    base = kind.split("(", maxsplit=1)[0]
+    if base == "BOOLEAN":
+        return lambda: bool(rng.random() < 0.5)
+    if base == "STRING":
+        return lambda: str(rng.choice([*texts, "other"]))
+    if base in ("TIMESTAMP", "DATE"):
+        return lambda: SAMPLE_START + timedelta(days=int(rng.integers(0, 30)))
+
+    def number() -> float | int:
+        near = float(rng.choice(numbers))
+        side = int(rng.integers(-1, 2))  # below, at or above
+        value = near + side * (abs(near) / 10 + 1) * float(rng.uniform(0.5, 1))
+        return round(value) if base in INTEGERS else round(value, 3)
+
+    return number
+
+
+def query_events(plan: QueryPlan, events: int, *, keys: int = 1, seed: int = 42,
+                 stream: StreamSchema | None = None) -> list[dict[str, Any]]:
+    """A sample of `stream` (by default `sample_stream(plan)`) for `plan`: `events` events over `keys` keys (one
+    global key where the stream has none), `EVENTS_PER_WINDOW` to a window (or closer, for the shortest duration
+    bound to span a few), values that hold and change in runs near the literals each column is compared with (and
+    sometimes NULL), so that the query's predicates turn true and false.
+
+    Raises:
+        QuerySemanticError: the query reads a column `stream` lacks, or does not partition by its keys.
+    """
+    stream = stream or sample_stream(plan)
+    bind(plan, stream.column_names, stream.keys)
+    literals = _literals(plan)
+    bounds = [b for s in plan.symbols for b in (s.min_seconds, s.max_seconds) if b is not None]
+    step = max(1, int(min([plan.window_seconds / EVENTS_PER_WINDOW, *(b / 3 for b in bounds)])))
+    rng = np.random.default_rng(seed)
+    fixed = {*stream.keys, stream.time_column}
+    draws = {name: _value_draw(kind, literals.get(name.lower(), []), rng) for name, kind in stream.columns
+             if name not in fixed}
+    rows: list[dict[str, Any]] = []
+    for key, count in enumerate(_per_key(events, keys if stream.keys else 1), start=1):
+        values = {name: draw() for name, draw in draws.items()}
+        for index in range(count):
+            for name, draw in draws.items():
+                if rng.random() > KEEP_VALUE:
+                    values[name] = None if rng.random() < NULL_SHARE else draw()
+            time = SAMPLE_START + timedelta(seconds=index * step) if stream.time_unit == TIMESTAMP_UNIT \
+                else int(index * step / stream.unit_seconds)
+            rows.append({**{k: f"{k.lower()}{key}" for k in stream.keys}, stream.time_column: time, **values})
+    return rows
+
+
+def write_query_events(plan: QueryPlan, out: Path, events: int, *, keys: int = 1, seed: int = 42,
+                       stream: StreamSchema | None = None) -> Path:
+    """`query_events` as a CSV file with a header, `out/<stream>.csv`."""
+    stream = stream or sample_stream(plan)
+    rows = query_events(plan, events, keys=keys, seed=seed, stream=stream)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{plan.stream.lower()}.csv"
+    time_type = {stream.time_column: "TIMESTAMP"} if stream.time_unit == TIMESTAMP_UNIT else {}
+    table = pa.table({name: pa.array([r[name] for r in rows], C.arrow_type(time_type.get(name, kind)))
+                      for name, kind in stream.columns})
+    pacsv.write_csv(table, path)
     return path
