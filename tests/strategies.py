@@ -1,29 +1,99 @@
-"""Hypothesis strategies shared by the property tests: random keyed streams and random queries over them."""
+"""Hypothesis strategies shared by the property tests: random streams and random queries over them.
+
+A drawn `Case` has one of three key shapes (no PARTITION BY: one global key; one key column; two) and a numeric or
+a TIMESTAMP event time, so every property test that draws it runs over each of them.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from fractions import Fraction
+from typing import Any
 
 from hypothesis import strategies as st
 
 from pielake.semantics.relations import RELATIONS
+from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
+KEY_SHAPES: tuple[tuple[str, ...], ...] = ((), ("key",), ("key", "part"))
+KEY_TYPES = {"key": "STRING", "part": "INT"}
+ATTRIBUTES = (("a", "BOOLEAN"), ("b", "BOOLEAN"), ("c", "BOOLEAN"), ("x", "DOUBLE"))
+EPOCH = datetime(1970, 1, 1)  # a TIMESTAMP stream's kernel time 0; Spark hands back naive UTC datetimes
+MICROSECOND = timedelta(microseconds=1)
 RELATION_NAMES = sorted(RELATIONS)
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Case:
+    """A query and its stream's events, with times as whole numbers of seconds (`rows`).
+
+    A `timed` stream stores them as TIMESTAMPs (`stored_rows`); the reference reads them as the kernels do, in
+    microseconds (`kernel_rows`, `unit`), so both compare in one time."""
+
+    query: str
+    rows: list[Row]
+    keys: tuple[str, ...]
+    timed: bool
+
+    @property
+    def stream(self) -> StreamSchema:
+        time = ("ts", "TIMESTAMP" if self.timed else "BIGINT")
+        columns = (*((k, KEY_TYPES[k]) for k in self.keys), time, *ATTRIBUTES)
+        return StreamSchema("S", self.keys, "ts", TIMESTAMP_UNIT if self.timed else "s", columns)
+
+    @property
+    def unit(self) -> Fraction:
+        return self.stream.unit_seconds
+
+    def stored_rows(self, rows: list[Row] | None = None) -> list[Row]:
+        return [{**r, "ts": EPOCH + r["ts"] * timedelta(seconds=1)} if self.timed else r
+                for r in (self.rows if rows is None else rows)]
+
+    def kernel_rows(self, rows: list[Row] | None = None) -> list[Row]:
+        scale = 1_000_000 if self.timed else 1
+        return [{**r, "ts": r["ts"] * scale} for r in (self.rows if rows is None else rows)]
+
+    def json_rows(self, rows: list[Row]) -> list[Row]:
+        """Rows as a JSON file of the stream holds them: times as ISO-8601 text with a zone."""
+        return [{**r, "ts": r["ts"].replace(tzinfo=UTC).isoformat()} if self.timed else r
+                for r in self.stored_rows(rows)]
+
+    def key_of(self, row: Row) -> tuple[Any, ...]:
+        return tuple(row[k] for k in self.keys)
+
+
+def kernel_time(value: Any) -> Any:
+    """A time Spark hands back from a TIMESTAMP column, in kernel time (microseconds); anything else as it is."""
+    return (value - EPOCH) // MICROSECOND if isinstance(value, datetime) else value
 
 
 @st.composite
-def key_stream(draw: st.DrawFn, key: str) -> list[dict]:
+def key_stream(draw: st.DrawFn, key: Row) -> list[Row]:
     """One key's events: gaps in time, runs of several lengths (single events too), a numeric attribute."""
     rows, t = [], draw(st.integers(0, 3))
     for _ in range(draw(st.integers(1, 28))):
         t += draw(st.sampled_from([1, 1, 1, 2, 5]))
-        rows.append({"key": key, "ts": t, "a": draw(st.booleans()), "b": draw(st.booleans()),
+        rows.append({**key, "ts": t, "a": draw(st.booleans()), "b": draw(st.booleans()),
                      "c": draw(st.booleans()), "x": float(draw(st.integers(-3, 9)))})
     return rows
 
 
 @st.composite
-def scenario(draw: st.DrawFn) -> tuple[str, list[dict]]:
-    """A query over 2-3 symbols (self pairs, duration constraints and cyclic patterns included) and a 1-4 key
-    stream."""
+def key_values(draw: st.DrawFn, keys: tuple[str, ...]) -> list[Row]:
+    """1-4 distinct keys of the shape `keys` (the one global key where there are none)."""
+    if not keys:
+        return [{}]
+    candidates = [{"key": k, "part": p} for k in ("k1", "k2") for p in (0, 1)] if len(keys) == 2 else \
+        [{"key": k} for k in ("k1", "k2", "k3", "k4")]
+    return draw(st.lists(st.sampled_from(candidates), min_size=1, max_size=4, unique_by=lambda r: tuple(r.values())))
+
+
+@st.composite
+def scenario(draw: st.DrawFn) -> Case:
+    """A query over 2-3 symbols (self pairs, duration constraints and cyclic patterns included) over a stream of
+    1-4 keys of a drawn key shape and time type."""
     relations = st.lists(st.sampled_from(RELATION_NAMES), min_size=1, max_size=4, unique=True)
     predicates = ["a", "b", "c", "a AND b", "a OR c", "NOT b"]
     first, second = draw(st.sampled_from(predicates)), draw(st.sampled_from(predicates))
@@ -37,8 +107,9 @@ def scenario(draw: st.DrawFn) -> tuple[str, list[dict]]:
         if draw(st.booleans()):  # close the cycle A-B-C: the last join is on two symbols already bound
             pattern.append(f"{'B' if other == 'A' else 'A'} {';'.join(draw(relations))} C")
     window = draw(st.integers(2, 40))
-    query = (f"FROM S PARTITION BY key DEFINE {', '.join(defines)} PATTERN {' AND '.join(pattern)} "
+    keys = draw(st.sampled_from(KEY_SHAPES))
+    partition = f" PARTITION BY {', '.join(keys)}" if keys else ""
+    query = (f"FROM S{partition} DEFINE {', '.join(defines)} PATTERN {' AND '.join(pattern)} "
              f"WITHIN {window} s RETURN sum(A.x) AS sa, count(B.x) AS nb, duration(A) AS da")
-    keys = draw(st.lists(st.sampled_from(["k1", "k2", "k3", "k4"]), min_size=1, max_size=4, unique=True))
-    rows = [r for k in keys for r in draw(key_stream(k))]
-    return query, rows
+    rows = [r for key in draw(key_values(keys)) for r in draw(key_stream(key))]
+    return Case(query, rows, keys, draw(st.booleans()))

@@ -7,11 +7,10 @@ import json
 import os
 import random
 import shutil
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import HealthCheck, Phase, event, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
@@ -19,32 +18,28 @@ from pielake.lake.delta import Lake
 from pielake.pipeline.runner import RunRequest, run_query
 from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import derive_situations, find_matches
-from pielake.streams import StreamSchema, save_schema
+from pielake.streams import save_schema
 from tests.spark.kernels import reference_rows, spark_rows
-from tests.strategies import scenario
+from tests.strategies import Case, kernel_time, scenario
 
 pytestmark = pytest.mark.heavy(seconds=330)  # about this long in CI: scheduled first
 
-STREAM = StreamSchema("S", ("key",), "ts", "s",
-                      (("key", "STRING"), ("ts", "BIGINT"), ("a", "BOOLEAN"), ("b", "BOOLEAN"), ("c", "BOOLEAN"),
-                       ("x", "DOUBLE")))
-
 
 @st.composite
-def micro_batches(draw: st.DrawFn) -> tuple[str, list[list[dict]]]:
+def micro_batches(draw: st.DrawFn) -> tuple[Case, list[list[dict]]]:
     """A scenario whose events are cut, per key in time order, into 1-8 micro-batches at random places."""
-    query, rows = draw(scenario())
+    case = draw(scenario())
     count = draw(st.integers(1, 8))
     batches: list[list[dict]] = [[] for _ in range(count)]
-    for key in dict.fromkeys(r["key"] for r in rows):
-        own = [r for r in rows if r["key"] == key]
+    for key in dict.fromkeys(map(case.key_of, case.rows)):
+        own = [r for r in case.rows if case.key_of(r) == key]
         cuts = sorted(draw(st.lists(st.integers(0, len(own)), min_size=count - 1, max_size=count - 1)))
         for index, (lo, hi) in enumerate(zip([0, *cuts], [*cuts, len(own)], strict=True)):
             batches[index] += own[lo:hi]
-    return query, [b for b in batches if b]
+    return case, [b for b in batches if b]
 
 
-def _window_edge_case() -> tuple[str, list[list[dict]]]:
+def _window_edge_case() -> tuple[Case, list[list[dict]]]:
     """A match still provisional after the first batch that starts exactly one window before the key's latest
     event (A 0-2, B 2-6, C from 4 on; latest event 10, window 10). The second batch, in which C closes at 13,
     must retract it, so the first batch's cut must lie before 0, although the open situation (C) and the open
@@ -52,12 +47,24 @@ def _window_edge_case() -> tuple[str, list[list[dict]]]:
     query = ("FROM S PARTITION BY key DEFINE A AS a, B AS b, C AS c PATTERN A meets B AND B overlaps C "
              "WITHIN 10 s RETURN sum(A.x) AS sa, count(B.x) AS nb, duration(A) AS da")
     rows = [{"key": "k1", "ts": t, "a": t < 2, "b": 2 <= t < 6, "c": 4 <= t < 13, "x": 1.0} for t in range(16)]
-    return query, [rows[:11], rows[11:]]
+    return Case(query, rows, ("key",), timed=False), [rows[:11], rows[11:]]
+
+
+def _global_key_case() -> tuple[Case, list[list[dict]]]:
+    """A query without PARTITION BY over a TIMESTAMP stream, in three micro-batches: one global key, whose
+    progress row the second and third batch merge into."""
+    draw = random.Random(11)
+    rows = [{"ts": t, "a": draw.random() < .6, "b": draw.random() < .5, "c": draw.random() < .3, "x": float(t)}
+            for t in range(40)]
+    query = ("FROM S DEFINE A AS a, B AS b PATTERN A overlaps; meets; during; before B WITHIN 8 s "
+             "RETURN sum(A.x) AS sa")
+    return Case(query, rows, (), timed=True), [rows[:15], rows[15:31], rows[31:]]
 
 
 def situation_rows(lake: Lake, plan: QueryPlan) -> list[tuple]:
     table = lake.read(f"situations_{plan.name}")
-    return sorted((r["key"], r["symbol"], r["ts"], r["te"]) for r in table.collect())
+    return sorted((tuple(r[k] for k in plan.keys), r["symbol"], kernel_time(r["ts"]), kernel_time(r["te"]))
+                  for r in table.collect())
 
 
 def snapshot(lake: Lake, plan: QueryPlan) -> list[tuple]:
@@ -73,61 +80,53 @@ def snapshot(lake: Lake, plan: QueryPlan) -> list[tuple]:
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=micro_batches())
 @example(case=_window_edge_case())
+@example(case=_global_key_case())
 def test_micro_batches_equal_the_reference_after_every_batch(spark: SparkSession, tmp_path: Path,
-                                                             case: tuple[str, list[list[dict]]]) -> None:
-    query, batches = case
+                                                             case: tuple[Case, list[list[dict]]]) -> None:
+    drawn, batches = case
+    event(f"keys: {len(drawn.keys)}, {'TIMESTAMP' if drawn.timed else 'numeric'} time")
     root = tmp_path / "lake"
     shutil.rmtree(root, ignore_errors=True)
-    save_schema(STREAM, root / "_streams")
+    save_schema(drawn.stream, root / "_streams")
     lake = Lake(spark, root)
-    plan = load_query(query, "q")
+    plan = load_query(drawn.query, "q")
     seen: list[dict] = []
     for index, batch in enumerate(batches):
         path = root / f"batch{index}.json"
-        path.write_text("\n".join(json.dumps(r) for r in batch))
+        path.write_text("\n".join(json.dumps(r) for r in drawn.json_rows(batch)))
         request = RunRequest(mode="incremental", events_path=str(path), checks=False)
         summary = run_query(lake, plan, f"mb{index}", request)
         assert summary.ingest.events == len(batch)
         seen += batch
-        expected = reference_rows(find_matches(seen, plan), plan)
-        assert spark_rows(lake.read("matches_q"), plan) == expected, (query, index)
+        expected = reference_rows(find_matches(drawn.kernel_rows(seen), plan, time_unit_seconds=drawn.unit), plan)
+        assert spark_rows(lake.read("matches_q"), plan) == expected, (drawn.query, index)
         assert situation_rows(lake, plan) == sorted(
-            (s.key[0], s.symbol, s.ts, s.te) for s in derive_situations(seen, plan)), (query, index)
+            (s.key, s.symbol, s.ts, s.te) for s in derive_situations(drawn.kernel_rows(seen), plan)), (drawn, index)
     before = snapshot(lake, plan)
     run_query(lake, plan, f"mb{len(batches) - 1}", RunRequest(mode="incremental", events_path=str(path), checks=False))
     assert snapshot(lake, plan) == before
 
 
-TIMED = StreamSchema("S", ("key",), "ts", "timestamp",
-                     (("key", "STRING"), ("ts", "TIMESTAMP"), ("a", "BOOLEAN"), ("b", "BOOLEAN"), ("c", "BOOLEAN"),
-                      ("x", "DOUBLE")))
-EPOCH = datetime(2026, 1, 1)  # Spark hands TIMESTAMPs back as naive datetimes in the session's zone, UTC
-
-
-def as_time(value: object) -> object:
-    return EPOCH + timedelta(seconds=value) if isinstance(value, int) else value
-
-
 def test_a_timestamp_stream_in_micro_batches_equals_the_reference(spark: SparkSession, tmp_path: Path) -> None:
-    """The second micro-batch prunes its reads and MERGEs with TIMESTAMP literals (every key has a cut)."""
+    """The second micro-batch prunes its reads and MERGEs with TIMESTAMP literals (every key has a cut). The key
+    has two columns, and the two keys share the first: events at one time in both are two keys' events."""
     draw = random.Random(7)
-    rows = [{"key": k, "ts": t, "a": draw.random() < .6, "b": draw.random() < .5, "c": draw.random() < .3,
-             "x": float(t)} for k in ("k1", "k2") for t in range(60)]
-    plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b, C AS c "
-                      "PATTERN A overlaps; meets; during B AND B before; contains C WITHIN 6 s "
-                      "RETURN sum(A.x) AS sa", "q")
+    rows = [{"key": "k1", "part": p, "ts": t, "a": draw.random() < .6, "b": draw.random() < .5,
+             "c": draw.random() < .3, "x": float(t)} for p in (0, 1) for t in range(60)]
+    case = Case("FROM S PARTITION BY key, part DEFINE A AS a, B AS b, C AS c "
+                "PATTERN A overlaps; meets; during B AND B before; contains C WITHIN 6 s RETURN sum(A.x) AS sa",
+                rows, ("key", "part"), timed=True)
+    plan = load_query(case.query, "q")
     root = tmp_path / "lake"
-    save_schema(TIMED, root / "_streams")
+    save_schema(case.stream, root / "_streams")
     lake = Lake(spark, root)
     batches = (rows[:35] + rows[60:95], rows[35:60] + rows[95:])  # each key's first 35 events, then the rest
     for index, part in enumerate(batches):
         path = root / f"batch{index}.json"
-        path.write_text("\n".join(json.dumps({**r, "ts": as_time(r["ts"]).isoformat() + "Z"}) for r in part))
+        path.write_text("\n".join(json.dumps(r) for r in case.json_rows(part)))
         run_query(lake, plan, f"mb{index}", RunRequest(mode="incremental", events_path=str(path), checks=False))
         if index == 0:
             assert lake.read("progress_q").filter("__cut IS NULL").count() == 0, "every key should have a cut"
-    seen = [r for part in batches for r in part]
-    expected = [(key, tuple(map(as_time, ends)), as_time(detected), as_time(completed), status, values)
-                for key, ends, detected, completed, status, values in reference_rows(find_matches(seen, plan), plan)]
-    assert spark_rows(lake.read("matches_q"), plan) == sorted(expected, key=repr)
+    expected = reference_rows(find_matches(case.kernel_rows(), plan, time_unit_seconds=case.unit), plan)
+    assert spark_rows(lake.read("matches_q"), plan) == expected
     assert len(expected) >= 3, "the stream should have matches to compare"

@@ -13,6 +13,7 @@ from pielake.spark.matches import LAST_TIME, find_matches
 from pielake.spark.pairs import detect_pairs
 from pielake.spark.query import SparkQuery
 from pielake.streams import StreamSchema
+from tests.strategies import kernel_time
 
 Row = dict[str, Any]
 
@@ -63,9 +64,9 @@ class Kernels:
     def __init__(self, spark: SparkSession, plan: QueryPlan, rows: list[Row], partitions: int = 4,
                  stream: StreamSchema | None = None, *, layout: str = "shuffled"):
         self.plan = plan
-        self.stream = stream or stream_of(rows, plan.keys or ("key",))
-        self.events = spark.createDataFrame(rows, self.stream.ddl)
+        self.stream = stream or stream_of(rows, plan.keys)
         self.q = SparkQuery(plan, self.stream, dict(self.stream.columns))
+        self.events = self.q.keyed(spark.createDataFrame(rows, self.stream.ddl))
         encoded = self.q.runs(laid_out(self.events, layout, partitions,
                                               (*self.q.keys, self.stream.time_column)), partitions,
                               in_place=layout != "shuffled")
@@ -83,13 +84,14 @@ class Kernels:
 
 
 def spark_rows(matches: DataFrame, plan: QueryPlan) -> list[tuple]:
-    """Matches as sortable tuples: key, every symbol's (ts, te), detected_at, completed_at, status, RETURN."""
+    """Matches as sortable tuples: key, every symbol's (ts, te), detected_at, completed_at, status, RETURN; the
+    times of a TIMESTAMP stream in kernel time, as the reference over its kernel rows gives them."""
     out = []
     for r in matches.collect():
-        d = r.asDict()
+        d = {name: _rounded(kernel_time(value)) for name, value in r.asDict().items()}
         key = tuple(d[k] for k in plan.keys)
         ends = tuple(x for s in plan.symbols for x in (d[f"{s.name.lower()}_ts"], d[f"{s.name.lower()}_te"]))
-        values = tuple(_rounded(d[o.name]) for o in plan.returns)
+        values = tuple(d[o.name] for o in plan.returns)
         out.append((key, ends, d["detected_at"], d["completed_at"], d["status"], values))
     return sorted(out, key=repr)
 
