@@ -133,11 +133,11 @@ class Parser:
             partition = self.comma_list(self.column_ref)
         self.expect_keyword("DEFINE", "Define the situations: DEFINE A AS <predicate>, B AS ...")
         defines = self.comma_list(self.define)
-        self.expect_keyword("PATTERN", "Name the relations: PATTERN A overlaps B AND ...")
-        pattern = [self.constraint()]
+        self.after_defines()
+        pattern = self.constraint_chain()
         while self.at_keyword("AND"):
             self.advance()
-            pattern.append(self.constraint())
+            pattern += self.constraint_chain()
         self.expect_keyword("WITHIN", "Every pattern needs a window, e.g. WITHIN 5 minutes.")
         window = self.duration()
         returns: tuple[ast.ReturnItem, ...] = ()
@@ -150,6 +150,20 @@ class Parser:
             raise self.error(f"unexpected {self.describe(self.tok)} after the end of the query",
                              suggestion="A query file holds exactly one query; remove the trailing text.")
         return ast.Query(stream, partition, defines, tuple(pattern), window, returns, self.span_from(start))
+
+    def after_defines(self) -> None:
+        """PATTERN follows the definitions. What stands there instead is most often one of two slips, each
+        named: a definition without the comma before it, or a one-dash comment, whose words the last
+        predicate took for a subtraction (`... - Horizontal speed(m/s)`)."""
+        if self.tok.kind is Kind.IDENT and self.ahead().kind is Kind.IDENT and self.ahead().upper() == "AS":
+            raise self.error(f"expected ',' before the definition of {self.tok.text}",
+                             suggestion="Separate definitions with commas: A AS <predicate>, B AS <predicate>.")
+        dash, word = self.tokens[self.i - 2], self.tokens[self.i - 1]
+        if not self.at_keyword("PATTERN") and dash.kind is Kind.OP and dash.text == "-" \
+                and word.kind is Kind.IDENT and dash.span.line == word.span.line == self.tok.span.line:
+            raise self.error(f"expected PATTERN, found {self.describe(self.tok)}", suggestion=(
+                f"If '- {word.text} ...' is meant as a comment, a comment starts with two dashes: '--'."))
+        self.expect_keyword("PATTERN", "Name the relations: PATTERN A overlaps B AND ...")
 
     def comma_list(self, item):  # type: ignore[no-untyped-def]
         items = [item()]
@@ -224,6 +238,22 @@ class Parser:
 
     # ------------------------------------------------------------ PATTERN
 
+    def constraint_chain(self) -> list[ast.Constraint]:
+        """A constraint, or a chain `A r1 B r2 C` of relations from one symbol to the next, read as `A r1 B AND
+        B r2 C` (the TPStream paper writes patterns so)."""
+        chain = [self.constraint()]
+        while self.tok.kind is Kind.IDENT and self.tok.upper() not in KEYWORDS and self.tok.text not in self.symbols:
+            alternatives = chain[-1].alternatives
+            if len(alternatives) != 1:
+                raise self.error(f"expected AND, found {self.describe(self.tok)}",
+                                 suggestion="A chain A r1 B r2 C starts with one relation list between two symbols.")
+            left = alternatives[0].right
+            relations = self.relations()
+            right = self.name("a symbol")
+            span = Span(left.span.line, left.span.col, left.span.start, right.span.end)
+            chain.append(ast.Constraint((ast.Alternative(left, relations, right, span),), span))
+        return chain
+
     def constraint(self) -> ast.Constraint:
         start = self.tok.span
         alternatives = list(self.alternative())
@@ -242,15 +272,24 @@ class Parser:
             return inner.alternatives
         start = self.tok.span
         left = self.name("a symbol")
-        relations = [self.relation()]
+        relations = self.relations()
+        right = self.name("a symbol")
+        return (ast.Alternative(left, relations, right, self.span_from(start)),)
+
+    def relations(self) -> tuple[ast.RelationRef, ...]:
+        """`meets; overlaps; starts`: the relation list between two symbols."""
+        found = [self.relation()]
         while self.at_op(";") and self.ahead().kind is Kind.IDENT and self.ahead().text not in self.symbols:
             self.advance()
-            relations.append(self.relation())
-        right = self.name("a symbol")
-        return (ast.Alternative(left, tuple(relations), right, self.span_from(start)),)
+            found.append(self.relation())
+        return tuple(found)
 
     def relation(self) -> ast.RelationRef:
         token = self.tok
+        if token.kind is Kind.OP and token.text == ".":
+            raise self.error("expected a relation such as 'overlaps', found '.'", suggestion=(
+                "Patterns relate whole situations (A overlaps B); comparisons of endpoints such as A.ts < B.ts "
+                "are written as the relations they allow, e.g. A overlaps; finished-by; contains B."))
         if token.kind is not Kind.IDENT:
             raise self.error(f"expected a relation such as 'overlaps', found {self.describe(token)}")
         if token.text in self.symbols:

@@ -129,6 +129,13 @@ def test_constraints_are_normalised_to_definition_order_and_intersected(pattern:
     assert [(c.left, c.right, c.relations) for c in plan.constraints] == [("A", "B", relations)]
 
 
+def test_a_chain_of_relations_is_one_constraint_per_link() -> None:
+    plan = load_query("FROM S DEFINE A AS x, B AS y, C AS z PATTERN A before B overlaps; meets C AND A before C "
+                      "WITHIN 5 s")
+    assert [(c.left, c.right, c.relations) for c in plan.constraints] == [
+        ("A", "B", {"before"}), ("B", "C", {"overlaps", "meets"}), ("A", "C", {"before"})]
+
+
 def test_durations_convert_units_to_seconds() -> None:
     plan = load_query("FROM S DEFINE A AS x AT LEAST 1.5 min, B AS y BETWEEN 500 ms AND 2 h "
                       "PATTERN A meets B WITHIN 1 day")
