@@ -154,7 +154,7 @@ class Run:
                                     time_unit=request.time_unit)
         else:
             stream = stream_of(lake, plan)
-        self.job = QueryJob(lake, bind(plan, stream.column_names, stream.keys), stream, run_id)
+        self.job = QueryJob(lake, bind(plan, stream), stream, run_id)
         self.q = self.job.spark_query(lake.spark.createDataFrame([], stream.ddl))
         self.window = _backfill_range(self.q, request.since, request.until) if request.mode == "backfill" else None
         self.report = IngestReport(0, 0, 0, 0)

@@ -212,7 +212,7 @@ def query_events(plan: QueryPlan, events: int, *, keys: int = 1, seed: int = 42,
         QuerySemanticError: the query reads a column `stream` lacks, or does not partition by its keys.
     """
     stream = stream or sample_stream(plan)
-    bind(plan, stream.column_names, stream.keys)
+    bind(plan, stream)
     literals = _literals(plan)
     bounds = [b for s in plan.symbols for b in (s.min_seconds, s.max_seconds) if b is not None]
     step = max(1, int(min([plan.window_seconds / EVENTS_PER_WINDOW, *(b / 3 for b in bounds)])))

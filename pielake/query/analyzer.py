@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -21,7 +21,9 @@ from pielake.query import ast
 from pielake.query.parser import ParseResult, QueryWarning, parse
 from pielake.query.printer import expr_text
 from pielake.query.tokens import Span
+from pielake.query.typecheck import TIME, check_predicate, check_return, family
 from pielake.semantics import relations as rel
+from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
 # Pure, deterministic functions a predicate or RETURN may call, with their arity (min, max; None = any).
 SCALAR_FUNCTIONS: dict[str, tuple[int, int | None]] = {
@@ -93,13 +95,12 @@ class QueryPlan:
 
 
 class _Analyzer:
-    def __init__(self, parsed: ParseResult, name: str, columns: Iterable[str] | None,
-                 stream_keys: Iterable[str] | None = None):
+    def __init__(self, parsed: ParseResult, name: str, stream: StreamSchema | None):
         self.parsed = parsed
         self.query = parsed.query
         self.name = name
-        self.columns = {c.lower(): c for c in columns} if columns is not None else None
-        self.stream_keys = tuple(stream_keys) if stream_keys is not None else None
+        self.stream = stream
+        self.columns = {c.lower(): c for c in stream.column_names} if stream is not None else None
         self.errors: list[ErrorDetail] = []
         self.symbols: dict[str, str] = {}  # lower-case -> as defined
         self.mentioned: set[str] = set()  # symbols named in PATTERN, even in a constraint with errors
@@ -123,6 +124,8 @@ class _Analyzer:
         if window <= 0:
             self.error("the window must be longer than zero", self.query.window.span)
         returns = self.returns(keys)
+        if self.stream is not None and not self.errors:
+            self.check_types(symbols, returns)
         if self.errors:
             self.errors.sort(key=lambda e: (e.line, e.col))
             raise QuerySemanticError(self.errors)
@@ -140,13 +143,13 @@ class _Analyzer:
     def covers_stream_keys(self, keys: tuple[str, ...]) -> None:
         """Events are unique per key of their stream and time (docs/semantics.md §1): a query over a keyed stream
         partitions by every key column of it (and may by more), or two events of one time would meet in a key."""
-        if self.stream_keys is None:
+        if self.stream is None:
             return
-        missing = [k for k in self.stream_keys if k.lower() not in {q.lower() for q in keys}]
+        missing = [k for k in self.stream.keys if k.lower() not in {q.lower() for q in keys}]
         if missing:
             stream = self.query.stream.name
             partition = ", ".join([*keys, *missing])
-            self.error(f"stream {stream.text} is keyed by {', '.join(self.stream_keys)}, which the query does not "
+            self.error(f"stream {stream.text} is keyed by {', '.join(self.stream.keys)}, which the query does not "
                        f"partition by", stream.span, f"Write FROM {stream.text} PARTITION BY {partition}.")
 
     def known_column(self, name: str, span: Span) -> str:
@@ -328,6 +331,18 @@ class _Analyzer:
             out.append(OutputColumn(name, item.expr))
         return tuple(out)
 
+    # ------------------------------------------------------------ types
+
+    def check_types(self, symbols: tuple[SymbolDef, ...], returns: tuple[OutputColumn, ...]) -> None:
+        """Every predicate a condition, every operator given the family it takes (`pielake.query.typecheck`)."""
+        assert self.stream is not None
+        types = {n.lower(): t for n, t in self.stream.columns}
+        time = TIME if self.stream.time_unit == TIMESTAMP_UNIT else family(self.stream.type_of(self.stream.time_column))
+        for symbol in symbols:
+            check_predicate(symbol.predicate, types, self.error)
+        for out in returns:
+            check_return(out.expr, types, time, self.symbols, self.error)
+
     def is_match_column(self, expr: ast.Expr, keys: tuple[str, ...]) -> bool:
         """A key column or a situation endpoint: a column of every match."""
         if not isinstance(expr, ast.Column):
@@ -405,32 +420,30 @@ def walk(expr: ast.Expr) -> Iterator[ast.Expr]:
         yield from walk(child)
 
 
-def analyze(parsed: ParseResult, name: str = "query", columns: Iterable[str] | None = None,
-            stream_keys: Iterable[str] | None = None) -> QueryPlan:
+def analyze(parsed: ParseResult, name: str = "query", stream: StreamSchema | None = None) -> QueryPlan:
     """Check a parsed query and build its plan.
 
     Args:
         parsed: the parser's result (AST, warnings, source text).
         name: the query's name, used for table names (`matches_<name>`).
-        columns: the stream's columns when known; unknown columns are then errors.
-        stream_keys: the stream's key columns when known; the query must partition by each of them.
+        stream: the stream's schema when known: a column it lacks is then an error, the query must partition by
+            each of its keys, and every expression must have a type its operators take (`typecheck`).
 
     Raises:
         QuerySemanticError: listing every problem found, sorted by position.
     """
-    return _Analyzer(parsed, name, columns, stream_keys).run()
+    return _Analyzer(parsed, name, stream).run()
 
 
-def load_query(source: str, name: str = "query", columns: Iterable[str] | None = None,
-               stream_keys: Iterable[str] | None = None) -> QueryPlan:
+def load_query(source: str, name: str = "query", stream: StreamSchema | None = None) -> QueryPlan:
     """Parse and analyze query text in one call."""
-    return analyze(parse(source), name, columns, stream_keys)
+    return analyze(parse(source), name, stream)
 
 
-def bind(plan: QueryPlan, columns: Iterable[str], stream_keys: Iterable[str]) -> QueryPlan:
-    """The plan checked against its stream's columns and keys (column names then spelled as the stream spells
-    them); a column the stream lacks is an error naming its line and column."""
-    return load_query(plan.source, plan.name, columns, stream_keys)
+def bind(plan: QueryPlan, stream: StreamSchema) -> QueryPlan:
+    """The plan checked against its stream's schema (`analyze`), column names then spelled as the stream spells
+    them."""
+    return load_query(plan.source, plan.name, stream)
 
 
 def read_query_file(path: str) -> tuple[str, str]:

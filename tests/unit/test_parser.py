@@ -12,6 +12,7 @@ from pielake.errors import QueryError, QuerySyntaxError
 from pielake.query.analyzer import analyze, load_query
 from pielake.query.parser import parse
 from pielake.query.printer import query_text
+from pielake.streams import StreamSchema
 from tests.conftest import FIXTURES
 
 VALID = sorted((FIXTURES / "queries" / "valid").glob("*.tpq"))
@@ -144,9 +145,15 @@ def test_durations_convert_units_to_seconds() -> None:
     assert plan.window_seconds == 86400
 
 
+def stream(*columns: str, keys: tuple[str, ...] = ()) -> StreamSchema:
+    """A stream with a BIGINT time `ts` and the given `name TYPE` columns."""
+    return StreamSchema("S", keys, "ts", "s", (("ts", "BIGINT"), *(tuple(c.split()) for c in columns)))
+
+
 def test_unknown_columns_are_errors_when_the_schema_is_known() -> None:
     with pytest.raises(QueryError) as caught:
-        load_query("FROM S DEFINE A AS sped > 1, B AS y PATTERN A meets B WITHIN 5 s", columns=["speed", "y"])
+        load_query("FROM S DEFINE A AS sped > 1, B AS y PATTERN A meets B WITHIN 5 s",
+                   stream=stream("speed DOUBLE", "y BOOLEAN"))
     assert caught.value.first.description == "unknown column 'sped'"
     assert caught.value.first.suggestion == "Did you mean 'speed'?"
 
@@ -170,9 +177,41 @@ def test_an_unnamed_return_column_is_named_after_its_expression(returned: str, n
 
 def test_a_query_partitions_by_every_key_of_its_stream() -> None:
     query = "FROM S PARTITION BY unit DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s"
-    assert load_query(query, columns=["unit", "site", "ts", "x", "y"], stream_keys=["unit"]).keys == ("unit",)
+    columns = ("unit STRING", "site STRING", "x BOOLEAN", "y BOOLEAN")
+    assert load_query(query, stream=stream(*columns, keys=("unit",))).keys == ("unit",)
     with pytest.raises(QueryError) as caught:
-        load_query(query, columns=["unit", "site", "ts", "x", "y"], stream_keys=["site", "unit"])
+        load_query(query, stream=stream(*columns, keys=("site", "unit")))
     assert caught.value.first.description == "stream S is keyed by site, unit, which the query does not partition by"
     assert caught.value.first.suggestion == "Write FROM S PARTITION BY unit, site."
     assert (caught.value.first.line, caught.value.first.col) == (1, 6)
+
+
+@pytest.mark.parametrize(("written", "message", "col"), [
+    ("A AS label = 1", "the comparison mixes label (string) and 1 (number)", 20),
+    ("A AS abs(label) > 2", "abs() takes a number, and label is a string", 24),
+    ("A AS speed AND flag", "AND takes a boolean, and speed is a number", 20),
+    ("A AS speed", "a predicate takes a boolean, and speed is a number", 20),
+    ("A AS lower(speed) = 'x'", "lower() takes a string, and speed is a number", 26),
+    ("A AS speed IN (1, 'two')", "IN mixes speed (number) and 1 (number) and 'two' (string)", 20),
+    ("A AS coalesce(speed, label) > 1", "coalesce() mixes speed (number) and label (string)", 20),
+])
+def test_an_expression_mixing_types_of_the_stream_is_an_error(written: str, message: str, col: int) -> None:
+    with pytest.raises(QueryError) as caught:
+        load_query(f"FROM S DEFINE {written}, B AS flag PATTERN A meets B WITHIN 5 s RETURN avg(A.speed)",
+                   stream=stream("speed DOUBLE", "label STRING", "flag BOOLEAN"))
+    assert (caught.value.first.description, caught.value.first.col) == (message, col)
+
+
+def test_well_typed_expressions_pass_the_check() -> None:
+    columns = ("speed DOUBLE", "label STRING", "flag BOOLEAN", "seen TIMESTAMP")
+    plan = load_query("FROM S DEFINE A AS speed BETWEEN 1 AND 2.5 AND lower(label) IN ('a', 'b') AND NOT flag, "
+                      "B AS seen > '2026-01-01' OR label IS NULL OR greatest(speed, 3) % 2 = 1 "
+                      "PATTERN A meets B WITHIN 5 s RETURN avg(A.speed) + 1 AS s, upper(first(B.label)) AS l, "
+                      "duration(A) * 2 AS d, B.ts - A.ts AS gap", stream=stream(*columns))
+    assert [r.name for r in plan.returns] == ["s", "l", "d", "gap"]
+
+
+def test_return_sums_numbers_only() -> None:
+    with pytest.raises(QueryError, match=r"sum\(\) takes a number, and A.label is a string"):
+        load_query("FROM S DEFINE A AS flag, B AS flag PATTERN A meets B WITHIN 5 s RETURN sum(A.label) AS s",
+                   stream=stream("label STRING", "flag BOOLEAN"))

@@ -1,0 +1,155 @@
+"""Type families of query expressions, checked against the stream's column types before anything runs.
+
+Spark compares, adds and calls functions on values of one kind; given two kinds it casts one of them, or with
+ANSI SQL (Spark 4's default) fails the job at the first value that does not cast, deep inside a stage. So a query
+over a stream whose types are known is checked here first, and a mix is an error naming its place:
+
+- families: number (integers, floating, DECIMAL), string, boolean, time (TIMESTAMP, DATE); NULL fits any;
+- a comparison, BETWEEN, IN, `least`, `greatest` and `coalesce` take one family (a time also takes text, which
+  Spark reads as a time);
+- arithmetic and `abs` take numbers, `lower` and `upper` text, AND, OR and NOT conditions;
+- a predicate is a condition; in RETURN, `avg` and `sum` take numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+
+from pielake.query import ast
+from pielake.query.printer import expr_text
+from pielake.query.tokens import Span
+from pielake.query.visitor import ExprVisitor
+
+NUMBER, STRING, BOOLEAN, TIME, NULL = "number", "string", "boolean", "time", "NULL"
+UNKNOWN = "unknown"  # a column the stream does not have: reported on its own, not again as a mix
+_NUMBER_TYPES = ("BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "REAL", "DECIMAL")
+_ARITHMETIC = frozenset({"+", "-", "*", "/", "%"})
+_LOGIC = frozenset({"AND", "OR"})
+_ONE_FAMILY = frozenset({"least", "greatest", "coalesce"})
+
+Report = Callable[[str, Span, str], None]  # message, place, suggestion
+
+
+def family(spark_type: str) -> str:
+    """The family of a Spark SQL type name."""
+    base = spark_type.upper().split("(", 1)[0]
+    if base in _NUMBER_TYPES:
+        return NUMBER
+    if base in ("TIMESTAMP", "DATE"):
+        return TIME
+    return {"STRING": STRING, "BOOLEAN": BOOLEAN}.get(base, UNKNOWN)
+
+
+def _fits(families: list[str]) -> bool:
+    known = {f for f in families if f not in (NULL, UNKNOWN)}
+    return len(known) <= 1 or known == {TIME, STRING}
+
+
+class TypeChecker(ExprVisitor):
+    """The family of an expression; every mix it meets goes to `report`. `column` gives a column's family
+    (UNKNOWN where it has none) and `call` that of a situation call in RETURN."""
+
+    prefix = "family_of"
+
+    def __init__(self, column: Callable[[ast.Column], str], report: Report,
+                 call: Callable[[ast.Call], str] | None = None):
+        self.column = column
+        self.report = report
+        self.call = call
+
+    def expect(self, expr: ast.Expr, wanted: str, role: str) -> None:
+        found = self(expr)
+        if found not in (wanted, NULL, UNKNOWN):
+            self.report(f"{role} takes a {wanted}, and {expr_text(expr)} is a {found}", expr.span,
+                        f"Give it a {wanted}, or declare the column's type in the stream's schema.")
+
+    def same(self, exprs: tuple[ast.Expr, ...], node: ast.Expr, role: str) -> str:
+        families = [self(e) for e in exprs]
+        if not _fits(families):
+            shown = " and ".join(f"{expr_text(e)} ({f})" for e, f in zip(exprs, families, strict=True)
+                                 if f not in (NULL, UNKNOWN))
+            self.report(f"{role} mixes {shown}", node.span,
+                        "Compare values of one kind: a number with numbers, text with text ('x').")
+            return UNKNOWN
+        return next((f for f in families if f not in (NULL, UNKNOWN)), NULL)
+
+    def family_of_column(self, expr: ast.Column) -> str:
+        return self.column(expr)
+
+    def family_of_literal(self, expr: ast.Literal) -> str:
+        value = expr.value
+        if value is None:
+            return NULL
+        if isinstance(value, bool):
+            return BOOLEAN
+        return NUMBER if isinstance(value, Decimal) else STRING
+
+    def family_of_unary(self, expr: ast.Unary) -> str:
+        if expr.op == "NOT":
+            self.expect(expr.operand, BOOLEAN, "NOT")
+            return BOOLEAN
+        self.expect(expr.operand, NUMBER, "'-'")
+        return NUMBER
+
+    def family_of_binary(self, expr: ast.Binary) -> str:
+        if expr.op in _LOGIC:
+            self.expect(expr.left, BOOLEAN, expr.op)
+            self.expect(expr.right, BOOLEAN, expr.op)
+            return BOOLEAN
+        if expr.op in _ARITHMETIC:
+            self.expect(expr.left, NUMBER, f"'{expr.op}'")
+            self.expect(expr.right, NUMBER, f"'{expr.op}'")
+            return NUMBER
+        self.same((expr.left, expr.right), expr, "the comparison")
+        return BOOLEAN
+
+    def family_of_between(self, expr: ast.Between) -> str:
+        self.same((expr.operand, expr.low, expr.high), expr, "BETWEEN")
+        return BOOLEAN
+
+    def family_of_inlist(self, expr: ast.InList) -> str:
+        self.same((expr.operand, *expr.items), expr, "IN")
+        return BOOLEAN
+
+    def family_of_isnull(self, expr: ast.IsNull) -> str:
+        self(expr.operand)
+        return BOOLEAN
+
+    def family_of_call(self, expr: ast.Call) -> str:
+        if expr.name == "abs":
+            self.expect(expr.args[0], NUMBER, "abs()")
+            return NUMBER
+        if expr.name in ("lower", "upper"):
+            self.expect(expr.args[0], STRING, f"{expr.name}()")
+            return STRING
+        if expr.name in _ONE_FAMILY:
+            return self.same(expr.args, expr, f"{expr.name}()")
+        return self.call(expr) if self.call is not None else UNKNOWN
+
+
+def check_predicate(predicate: ast.Expr, columns: Mapping[str, str], report: Report) -> None:
+    """A predicate over columns of the given Spark types (lower-case names) is a condition of one family each."""
+    checker = TypeChecker(lambda c: family(columns.get(c.name.lower(), "?")), report)
+    checker.expect(predicate, BOOLEAN, "a predicate")
+
+
+def check_return(expr: ast.Expr, columns: Mapping[str, str], time: str, symbols: Mapping[str, str],
+                 report: Report) -> None:
+    """A RETURN expression: `S.ts`, `S.te` are times of the stream's family `time`; `first`, `last`, `min` and
+    `max` have their column's family, `avg` and `sum` take numbers, `count` and `duration` are numbers.
+    `symbols`: the lower-case symbol names."""
+    def column(ref: ast.Column) -> str:
+        endpoint = ref.qualifier is not None and ref.qualifier.lower() in symbols and ref.name.lower() in ("ts", "te")
+        return time if endpoint else family(columns.get(ref.name.lower(), "?"))
+
+    def call(ref: ast.Call) -> str:
+        if ref.name in ("count", "duration"):
+            return NUMBER
+        if ref.name in ("avg", "sum"):
+            checker.expect(ref.args[0], NUMBER, f"{ref.name}()")
+            return NUMBER
+        return checker(ref.args[0])
+
+    checker = TypeChecker(column, report, call)
+    checker(expr)
