@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from pielake import vocabulary as V
 from pielake.bench import TPSTREAM_QUERIES, plot, run_grid, summary, write_csv
 from pielake.errors import PielakeError, QueryError
 from pielake.exitcodes import EXIT_USAGE
@@ -336,7 +337,7 @@ def demo_command(*, lake_dir: str, master: str | None) -> None:
     """Generate a sample car stream, run the aggressive-driving query on it and show the first matches."""
 
     root = Path(lake_dir)
-    events = root / "_incoming" / "car_sensors.csv"
+    events = root / V.INCOMING_DIR / "car_sensors.csv"
     rows = write_car_sensors(events)
     click.echo(f"wrote {rows} sample events of 6 cars to {events}", err=True)
     plan = load_query_file(str(EXAMPLES / "aggressive_driving.tpq"))
@@ -350,7 +351,7 @@ def demo_command(*, lake_dir: str, master: str | None) -> None:
     click.echo(f"\npielake sql --lake {lake_dir} \"{sql}\"")
     click.echo(query_lake(lake, sql, "table"), nl=False)
     picture = timeline(lake, plan)
-    written = draw(picture, root / "_plots" / "aggressive_driving.png")
+    written = draw(picture, root / V.PLOTS_DIR / "aggressive_driving.png")
     click.echo(f"\npielake plot drew {picture.title} to {written}")
 
 

@@ -19,10 +19,10 @@ from typing import Any
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
 
+from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake, table_name
 from pielake.query.analyzer import QueryPlan
-from pielake.spark import columns as C
 
 STATUS_COLOURS = {"complete": "tab:green", "provisional": "tab:orange"}
 
@@ -94,23 +94,23 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
     """The lanes, bars and brackets of one key (default: `busiest_key`) between `since` and `until` (stream
     time, inclusive)."""
     name = plan.name
-    for kind in ("situations", "matches"):
+    for kind in (V.SITUATIONS, V.MATCHES):
         if not lake.exists(table_name(kind, name)):
             raise PielakeError(f"no {kind} of query {name} in {lake.root}; run the query first")
-    every_match = lake.read(table_name("matches", name))
+    every_match = lake.read(table_name(V.MATCHES, name))
     key = busiest_key(every_match, plan) if key is None else key
-    situations = _for_key(lake.read(table_name("situations", name)), plan, key)
-    low, high = (_bound(lake, t, situations, C.TS, o) for t, o in ((since, "--from"), (until, "--to")))
+    situations = _for_key(lake.read(table_name(V.SITUATIONS, name)), plan, key)
+    low, high = (_bound(lake, t, situations, V.TS, o) for t, o in ((since, "--from"), (until, "--to")))
     lanes = tuple(s.name for s in plan.symbols)
-    bars = tuple(sorted((Bar(lanes.index(r[C.SYMBOL]), r[C.TS], r[C.TE]) for r in situations.filter(
-        _in_range(F.col(C.TS), F.col(C.TE), low, high)).collect()), key=lambda b: (b.lane, b.start)))
+    bars = tuple(sorted((Bar(lanes.index(r[V.SYMBOL]), r[V.TS], r[V.TE]) for r in situations.filter(
+        _in_range(F.col(V.TS), F.col(V.TE), low, high)).collect()), key=lambda b: (b.lane, b.start)))
     matches = _for_key(every_match, plan, key)
-    first = F.least(*(F.col(C.symbol_ts(s)) for s in lanes))
-    ends = [F.col(C.symbol_te(s)) for s in lanes]
+    first = F.least(*(F.col(V.symbol_ts(s)) for s in lanes))
+    ends = [F.col(V.symbol_te(s)) for s in lanes]
     last = F.when(reduce(lambda a, b: a | b, (e.isNull() for e in ends)), None).otherwise(F.greatest(*ends))
-    rows = matches.select(first.alias("start"), last.alias("end"), C.DETECTED_AT, C.STATUS).filter(
+    rows = matches.select(first.alias("start"), last.alias("end"), V.DETECTED_AT, V.STATUS).filter(
         _in_range(F.col("start"), F.col("end"), low, high)).collect()
-    brackets = tuple(sorted((Bracket(r["start"], r["end"], r[C.DETECTED_AT], r[C.STATUS]) for r in rows),
+    brackets = tuple(sorted((Bracket(r["start"], r["end"], r[V.DETECTED_AT], r[V.STATUS]) for r in rows),
                             key=lambda b: (b.start, b.detected_at)))
     shown = ", ".join(f"{k} = {v}" for k, v in zip(plan.keys, key, strict=True)) or "all events"
     return Timeline(f"{name}: {shown}  ({len(brackets)} matches)", lanes, bars, brackets)

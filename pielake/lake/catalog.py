@@ -17,9 +17,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from pielake import vocabulary as V
 from pielake.lake.delta import Lake
 
-CATALOG_DIR = "_catalog"
 DATABASE = "default"
 PASSWORD_VARIABLE = "PIELAKE_METASTORE_PASSWORD"  # never an argument: arguments show in `ps`
 
@@ -42,7 +42,7 @@ class Metastore:
 
     def spark_conf(self, lake_root: Path) -> dict[str, str]:
         """The Spark settings of a session whose catalog is this metastore."""
-        folder = lake_root / CATALOG_DIR
+        folder = lake_root / V.CATALOG_DIR
         derby = f"jdbc:derby:;databaseName={folder / 'metastore_db'};create=true"
         conf = {
             "spark.sql.catalogImplementation": "hive",

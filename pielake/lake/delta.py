@@ -25,6 +25,7 @@ import pyspark.sql.functions as F
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 
+from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.spark.session import settings_within
 
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,127}$")
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,99}$")
 COMMIT_FILE = re.compile(r"^\d{20}\.json$")
-STAGING = "_staging"
 DELETE = "__delete"
 
 
@@ -88,7 +88,7 @@ class Lake:
     def staging(self) -> Staging:
         """Where a run's outputs wait for their gates: a lake inside this one, invisible to `tables()`, unless
         this lake was given another place (`staged_in`)."""
-        return self._staging or Lake(self.spark, self.root / STAGING, statistics=False)
+        return self._staging or Lake(self.spark, self.root / V.STAGING_DIR, statistics=False)
 
     def staged_in(self, staging: Staging) -> Lake:
         """This lake, with its stage outputs waiting in `staging` instead of `_staging/`."""

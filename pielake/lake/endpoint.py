@@ -22,8 +22,9 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
+from pielake import vocabulary as V
 from pielake.errors import PielakeError
-from pielake.lake.catalog import CATALOG_DIR, DATABASE, Metastore, register_tables
+from pielake.lake.catalog import DATABASE, Metastore, register_tables
 from pielake.lake.delta import Lake
 from pielake.spark.session import build_session, delta_package, resolve_jars
 
@@ -59,7 +60,7 @@ def sole_server(root: Path, endpoint: Endpoint) -> Iterator[None]:
     traces. An OS lock on `<lake>/_catalog/endpoint.lock` says it before anything starts, and the kernel releases
     it when the process ends, however it ends, so it never goes stale.
     """
-    folder = root / CATALOG_DIR
+    folder = root / V.CATALOG_DIR
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / "endpoint.lock").open("a+", encoding="utf-8") as handle:
         try:

@@ -20,10 +20,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.exitcodes import EXIT_BUSY
 
-LOCKS = "_locks"
 STALE_AFTER_SECONDS = float(os.environ.get("PIELAKE_LOCK_STALE_AFTER", "3600"))
 
 
@@ -43,7 +43,7 @@ class RunLock:
 
     @property
     def path(self) -> Path:
-        return self.root / LOCKS / f"{self.query}.lock"
+        return self.root / V.LOCKS_DIR / f"{self.query}.lock"
 
     def holder(self) -> dict[str, object] | None:
         try:

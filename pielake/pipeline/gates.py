@@ -30,20 +30,18 @@ from typing import Any
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame, Window
 
+from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.exitcodes import EXIT_FINDINGS
 from pielake.pipeline.ingest import events_table
 from pielake.pipeline.scope import derived_tables
 from pielake.pipeline.stages import QueryJob
-from pielake.semantics.reference import COMPLETE
 from pielake.semantics.relations import RELATIONS
-from pielake.spark import columns as C
 from pielake.spark.query import SparkQuery
 from pielake.streams import TIMESTAMP_UNIT
 
 EXPECTATIONS_DIR = Path(__file__).resolve().parents[2] / "expectations"
 
-CHECKS = "_checks"
 
 
 class GateError(PielakeError):
@@ -147,7 +145,7 @@ def run_gate(job: QueryJob, gate: str) -> GateResult:
             result = validate(frame, suite, DETAIL)
     finally:
         frame.unpersist()
-    report = job.lake.root / CHECKS / job.plan.name / job.run_id / f"{gate}.json"
+    report = job.lake.root / V.CHECKS_DIR / job.plan.name / job.run_id / f"{gate}.json"
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
     failed = tuple(_describe(r) for r in result["results"] if not r["success"])
@@ -191,22 +189,22 @@ def _events(job: QueryJob) -> tuple[DataFrame, dict[str, Any]]:
 
 
 def _situations(job: QueryJob, q: SparkQuery, staged: DataFrame) -> DataFrame:
-    following = F.lead(C.TS).over(Window.partitionBy(*q.keys, C.SYMBOL).orderBy(C.TS))
+    following = F.lead(V.TS).over(Window.partitionBy(*q.keys, V.SYMBOL).orderBy(V.TS))
     fits = F.lit(True)
     for s in job.plan.symbols:
-        fits = F.when(F.col(C.SYMBOL) == s.name, q.takes_part(s.name)).otherwise(fits)
+        fits = F.when(F.col(V.SYMBOL) == s.name, q.takes_part(s.name)).otherwise(fits)
     return staged.select(
         *staged.columns,
-        (F.col(C.TE).isNull() | (F.col(C.TS) < F.col(C.TE))).alias("__ordered"),
-        F.coalesce(following.isNull() | (F.col(C.TE) < following), F.lit(False)).alias("__apart"),
-        (~F.col(C.TAKES_PART) | fits).alias("__fits"))
+        (F.col(V.TE).isNull() | (F.col(V.TS) < F.col(V.TE))).alias("__ordered"),
+        F.coalesce(following.isNull() | (F.col(V.TE) < following), F.lit(False)).alias("__apart"),
+        (~F.col(V.TAKES_PART) | fits).alias("__fits"))
 
 
 def _by_constraint(job: QueryJob, value: Any) -> Column:
     """A column whose value depends on the row's constraint: `value(constraint)` per constraint id."""
     out = F.lit(None)
     for c in job.plan.constraints:
-        out = F.when(F.col(C.CONSTRAINT_ID) == c.id, value(c)).otherwise(out)
+        out = F.when(F.col(V.CONSTRAINT_ID) == c.id, value(c)).otherwise(out)
     return out
 
 
@@ -215,18 +213,18 @@ def _pairs(job: QueryJob, q: SparkQuery, staged: DataFrame) -> DataFrame:
     b = SimpleNamespace(ts=F.col("b_ts"), te=F.col("b_te"))
     holds = F.lit(False)
     for name, relation in RELATIONS.items():  # followed-by: its endpoint part; the gap is the automaton's
-        holds = F.when(F.col(C.RELATION) == name, relation.condition(a, b)).otherwise(holds)
-    open_or_undecided = F.col(C.RELATION).isNull() | F.col("a_te").isNull() | F.col("b_te").isNull()
+        holds = F.when(F.col(V.RELATION) == name, relation.condition(a, b)).otherwise(holds)
+    open_or_undecided = F.col(V.RELATION).isNull() | F.col("a_te").isNull() | F.col("b_te").isNull()
     checked = staged.select(
         *staged.columns,
-        F.coalesce(F.col(C.RELATION).isNull() | _by_constraint(
-            job, lambda c: F.col(C.RELATION).isin(*sorted(c.relations))), F.lit(False)).alias("__allowed"),
+        F.coalesce(F.col(V.RELATION).isNull() | _by_constraint(
+            job, lambda c: F.col(V.RELATION).isin(*sorted(c.relations))), F.lit(False)).alias("__allowed"),
         (open_or_undecided | F.coalesce(holds, F.lit(False))).alias("__holds"),
         _by_constraint(job, lambda c: F.lit(c.left)).alias("__left"),
         _by_constraint(job, lambda c: F.lit(c.right)).alias("__right"))
-    situations = job.staged("situations").select(*q.keys, C.SYMBOL, C.TS, F.lit(True).alias("__there"))
+    situations = job.staged(V.SITUATIONS).select(*q.keys, V.SYMBOL, V.TS, F.lit(True).alias("__there"))
     for side in ("a", "b"):
-        named = situations.select(*q.keys, F.col(C.SYMBOL).alias(f"__{side}_sym"), F.col(C.TS).alias(f"{side}_ts"),
+        named = situations.select(*q.keys, F.col(V.SYMBOL).alias(f"__{side}_sym"), F.col(V.TS).alias(f"{side}_ts"),
                                   F.col("__there").alias(f"__{side}_exists"))
         checked = (checked.withColumn(f"__{side}_sym", F.col("__left" if side == "a" else "__right"))
                    .join(named, [*q.keys, f"__{side}_sym", f"{side}_ts"], "left")
@@ -236,8 +234,8 @@ def _pairs(job: QueryJob, q: SparkQuery, staged: DataFrame) -> DataFrame:
 
 def _matches(job: QueryJob, q: SparkQuery, staged: DataFrame) -> DataFrame:
     def interval(symbol: str) -> SimpleNamespace:
-        return SimpleNamespace(ts=q.kernel_time(F.col(C.symbol_ts(symbol))),
-                               te=q.kernel_time(F.col(C.symbol_te(symbol))))
+        return SimpleNamespace(ts=q.kernel_time(F.col(V.symbol_ts(symbol))),
+                               te=q.kernel_time(F.col(V.symbol_te(symbol))))
 
     spans = [interval(s.name) for s in job.plan.symbols]
     first, last = F.least(*(s.ts for s in spans)), F.greatest(*(s.te for s in spans))  # a plan has >= 2 symbols
@@ -245,7 +243,7 @@ def _matches(job: QueryJob, q: SparkQuery, staged: DataFrame) -> DataFrame:
         reduce(lambda x, y: x | y, (RELATIONS[r].condition(interval(c.left), interval(c.right))
                                     for r in sorted(c.relations)))
         for c in job.plan.constraints))
-    complete = F.col(C.STATUS) == COMPLETE
+    complete = F.col(V.STATUS) == V.COMPLETE
     return staged.select(*staged.columns,
                          F.coalesce(~complete | q.within_window(last, first), F.lit(False)).alias("__window"),
                          F.coalesce(~complete | every, F.lit(False)).alias("__constraints"))

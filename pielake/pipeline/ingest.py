@@ -32,13 +32,12 @@ from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 
+from pielake import vocabulary as V
 from pielake.lake.delta import Lake, LakeError, check_run_id, table_name
 from pielake.spark.checkpoints import hold, release
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
 FORMATS = ("csv", "parquet", "json")
-RAW = "raw"
-REASON = "reason"
 PAYLOAD = "__payload"
 ADMITTED = "__admitted"
 FLOATING = ("DOUBLE", "FLOAT", "REAL")
@@ -63,11 +62,11 @@ class IngestReport:
 
 
 def events_table(stream: StreamSchema) -> str:
-    return table_name("events", stream.name)
+    return table_name(V.EVENTS, stream.name)
 
 
 def quarantine_table(stream: StreamSchema) -> str:
-    return table_name("quarantine", stream.name)
+    return table_name(V.QUARANTINE, stream.name)
 
 
 def read_raw(spark: SparkSession, path: str, fmt: str) -> DataFrame:
@@ -110,7 +109,7 @@ def _cast(raw: DataFrame, stream: StreamSchema) -> DataFrame:
         source = F.col(present[name.lower()])
         target = "TIMESTAMP" if name == stream.time_column and stream.time_unit == TIMESTAMP_UNIT else kind
         typed.append(source.try_cast(target).alias(name))
-    return raw.select(*typed, F.to_json(F.struct(*(F.col(c) for c in raw.columns))).alias(RAW),
+    return raw.select(*typed, F.to_json(F.struct(*(F.col(c) for c in raw.columns))).alias(V.RAW),
                       *(F.col(present[n.lower()]).cast("string").alias(f"__raw_{n}") for n in stream.column_names))
 
 
@@ -138,16 +137,16 @@ def ingest(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id: str,
     if not raws:
         raws = [lake.spark.createDataFrame([], _as_text(stream))]
     casts = [_cast(raw, stream) for raw in raws]
-    checked, rows_in = hold(reduce(DataFrame.unionByName, casts).withColumn(REASON, _reason(stream)))
+    checked, rows_in = hold(reduce(DataFrame.unionByName, casts).withColumn(V.REASON, _reason(stream)))
     natural_key = [*stream.keys, stream.time_column]
     attributes = [n for n in stream.column_names if n not in natural_key]
-    good = checked.filter(F.col(REASON).isNull()).withColumn(
+    good = checked.filter(F.col(V.REASON).isNull()).withColumn(
         PAYLOAD, F.to_json(F.struct(*(F.col(a) for a in attributes))))
     # 1. Within the file: one payload per (key, time) keeps its first copy; several payloads conflict.
     same_key = Window.partitionBy(*natural_key)
     judged = (good.withColumn("__payloads", F.size(F.collect_set(PAYLOAD).over(same_key)))
               .withColumn("__copy", F.row_number().over(same_key.orderBy(PAYLOAD))))
-    in_file_conflicts = judged.filter(F.col("__payloads") > 1).withColumn(REASON, F.lit("conflicting_duplicate"))
+    in_file_conflicts = judged.filter(F.col("__payloads") > 1).withColumn(V.REASON, F.lit("conflicting_duplicate"))
     candidates = judged.filter((F.col("__payloads") == 1) & (F.col("__copy") == 1))
     # 2. Against what is ingested already: identical -> dropped, different -> conflict.
     old = _ingested_payloads(lake, stream, natural_key, attributes, candidates)
@@ -160,17 +159,17 @@ def ingest(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id: str,
     if admission is not None:
         judged_fresh = admission.judge(fresh)
         fresh = judged_fresh.filter(F.col(ADMITTED))
-        refused = [judged_fresh.filter(~F.col(ADMITTED)).withColumn(REASON, F.lit(admission.reason))
+        refused = [judged_fresh.filter(~F.col(ADMITTED)).withColumn(V.REASON, F.lit(admission.reason))
                    .select(*checked.columns)]
     ingested_conflicts = candidates.filter(F.col("__old").isNotNull() & (F.col("__old") != F.col(PAYLOAD))) \
-        .withColumn(REASON, F.lit("conflicting_duplicate: differs from an ingested event"))
-    bad = reduce(DataFrame.unionByName, [checked.filter(F.col(REASON).isNotNull()),
+        .withColumn(V.REASON, F.lit("conflicting_duplicate: differs from an ingested event"))
+    bad = reduce(DataFrame.unionByName, [checked.filter(F.col(V.REASON).isNotNull()),
                                          in_file_conflicts.select(*checked.columns),
                                          ingested_conflicts.select(*checked.columns), *refused])
-    bad = bad.select(REASON, RAW, F.lit(run_id).alias("run_id"), F.current_timestamp().alias("quarantined_at"))
+    bad = bad.select(V.REASON, V.RAW, F.lit(run_id).alias(V.RUN_ID), F.current_timestamp().alias("quarantined_at"))
     try:
         # Both writes count what they wrote: counting the rows before would compute them once more.
-        events = lake.staging.overwrite(fresh.select(*stream.column_names, F.lit(run_id).alias("run_id")),
+        events = lake.staging.overwrite(fresh.select(*stream.column_names, F.lit(run_id).alias(V.RUN_ID)),
                                         events_table(stream))
         # Re-running a run replaces its own quarantine rows instead of adding them again.
         quarantined = lake.overwrite(bad, quarantine_table(stream),
@@ -240,10 +239,10 @@ def _late_rows(lake: Lake, stream: StreamSchema, event_time: Callable[[Column], 
     table = quarantine_table(stream)
     if not lake.exists(table):
         return None
-    parsed = F.from_json(F.col(RAW), _as_text(stream))
+    parsed = F.from_json(F.col(V.RAW), _as_text(stream))
     time = stream.time_column
     typed = parsed[time].try_cast("TIMESTAMP" if stream.time_unit == TIMESTAMP_UNIT else "BIGINT")
-    return lake.read(table), (F.col(REASON) == "late") & event_time(typed).between(low, high)
+    return lake.read(table), (F.col(V.REASON) == "late") & event_time(typed).between(low, high)
 
 
 def replay_quarantined(lake: Lake, stream: StreamSchema, event_time: Callable[[Column], Column], low: int,
@@ -253,7 +252,7 @@ def replay_quarantined(lake: Lake, stream: StreamSchema, event_time: Callable[[C
     if found is None:
         return lake.spark.createDataFrame([], _as_text(stream))
     table, late = found
-    return table.filter(late).select(F.from_json(F.col(RAW), _as_text(stream)).alias("__row")).select("__row.*")
+    return table.filter(late).select(F.from_json(F.col(V.RAW), _as_text(stream)).alias("__row")).select("__row.*")
 
 
 def forget_replayed(lake: Lake, stream: StreamSchema, event_time: Callable[[Column], Column], low: int,

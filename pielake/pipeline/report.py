@@ -19,13 +19,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pielake import vocabulary as V
 from pielake.lake.delta import Lake
 from pielake.spark.local_rows import local_rows
 
-RUNS_TABLE = "runs"
-RUNS_DIR = "_runs"
-PUBLISHED = "published"
-STOPPED = "stopped"
 RUNS_DDL = ("query STRING, run_id STRING, mode STRING, status STRING, started_at TIMESTAMP, "
             "finished_at TIMESTAMP, seconds DOUBLE, steps ARRAY<STRUCT<step: STRING, started_at: TIMESTAMP, "
             "seconds: DOUBLE, rows: MAP<STRING, BIGINT>, passed: BOOLEAN, failed: ARRAY<STRING>, "
@@ -55,7 +52,7 @@ class StepRecord:
 
 
 def _folder(lake: Lake, query: str, run_id: str) -> Path:
-    return lake.root / RUNS_DIR / query / run_id
+    return lake.root / V.RUNS_DIR / query / run_id
 
 
 def record_step(lake: Lake, query: str, run_id: str, record: StepRecord) -> None:
@@ -80,5 +77,5 @@ def publish_report(lake: Lake, query: str, run_id: str, *, mode: str, status: st
            [(s.step, s.started_at, round(s.seconds, 3), s.rows, s.passed, list(s.failed), s.report) for s in steps],
            matches)
     frame = local_rows(lake.spark, [row], RUNS_DDL)
-    lake.overwrite(frame, RUNS_TABLE, partition_by=("query",),
+    lake.overwrite(frame, V.RUNS, partition_by=("query",),
                    replace_where=f"query = '{query}' AND run_id = '{run_id}'")

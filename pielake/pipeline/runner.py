@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pyspark.sql.functions as F
 
+from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake, check_run_id
 from pielake.lake.lock import RunLock
@@ -36,7 +37,7 @@ from pielake.pipeline.ingest import (
     read_raw,
     replay_quarantined,
 )
-from pielake.pipeline.report import PUBLISHED, STOPPED, StepRecord, publish_report, record_step
+from pielake.pipeline.report import StepRecord, publish_report, record_step
 from pielake.pipeline.scope import MODES, mark_unprocessed
 from pielake.pipeline.stages import (
     QueryJob,
@@ -88,7 +89,7 @@ def guess_format(path: str) -> str:
 
 def lake_streams(lake: Lake) -> Path:
     """Where a lake keeps the schemas of the streams ingested into it."""
-    return lake.root / "_streams"
+    return lake.root / V.STREAMS_DIR
 
 
 def stream_of(lake: Lake, plan: QueryPlan) -> StreamSchema:
@@ -172,11 +173,11 @@ class Run:
                 outcome = self._step(name)
         except GateError as stop:
             self._record(name, started, time.perf_counter() - clock, stop.result)
-            self._finish(STOPPED)
+            self._finish(V.STOPPED)
             raise
         self._record(name, started, time.perf_counter() - clock, outcome)
         if name == "publish":
-            self._finish(PUBLISHED)
+            self._finish(V.PUBLISHED)
         return outcome
 
     def _watched(self, name: str) -> AbstractContextManager[object]:
@@ -193,7 +194,7 @@ class Run:
 
     def _finish(self, status: str) -> None:
         """The run is over: its row in the `runs` table, then the lock goes."""
-        self.matches = match_counts(self.job, just_published=status == PUBLISHED)
+        self.matches = match_counts(self.job, just_published=status == V.PUBLISHED)
         publish_report(self.job.lake, self.job.plan.name, self.job.run_id, mode=self.request.mode, status=status,
                        matches=self.matches)
         self.lock.release(self.job.run_id)

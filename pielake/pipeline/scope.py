@@ -27,7 +27,7 @@ from functools import cached_property, reduce
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
 
-from pielake.semantics.reference import PROVISIONAL
+from pielake import vocabulary as V
 from pielake.spark import columns as C
 from pielake.spark.matches import LAST_TIME
 from pielake.spark.query import SparkQuery
@@ -69,13 +69,13 @@ class Derived:
 
 def derived_tables(q: SparkQuery) -> dict[str, Derived]:
     """The tables a run publishes, by kind, with their natural keys and start columns."""
-    starts = tuple(C.symbol_ts(s.name) for s in q.plan.symbols)
-    ends = tuple(C.symbol_te(s.name) for s in q.plan.symbols)
+    starts = tuple(V.symbol_ts(s.name) for s in q.plan.symbols)
+    ends = tuple(V.symbol_te(s.name) for s in q.plan.symbols)
     return {
-        "situations": Derived(q, (*q.keys, C.SYMBOL, C.TS), (C.TS,), (C.TS, C.TE)),
-        "pairs": Derived(q, (*q.keys, C.CONSTRAINT_ID, "a_ts", "b_ts"), ("a_ts", "b_ts"),
-                         ("a_ts", "a_te", "b_ts", "b_te", C.DECIDED_AT)),
-        "matches": Derived(q, (*q.keys, *starts), starts, (*starts, *ends, C.DETECTED_AT, C.COMPLETED_AT),
+        V.SITUATIONS: Derived(q, (*q.keys, V.SYMBOL, V.TS), (V.TS,), (V.TS, V.TE)),
+        V.PAIRS: Derived(q, (*q.keys, V.CONSTRAINT_ID, "a_ts", "b_ts"), ("a_ts", "b_ts"),
+                         ("a_ts", "a_te", "b_ts", "b_te", V.DECIDED_AT)),
+        V.MATCHES: Derived(q, (*q.keys, *starts), starts, (*starts, *ends, V.DETECTED_AT, V.COMPLETED_AT),
                            in_stream_time=True),
     }
 
@@ -172,13 +172,13 @@ def unsettled(q: SparkQuery, *, situations: DataFrame, pairs: DataFrame, matches
     (`matches` None: a caller whose bound already lies before every provisional match, `next_progress`)."""
     anchors = derived_tables(q)
     parts = [
-        situations.filter(F.col(C.TE).isNull()).select(*q.keys, anchors["situations"].anchor.alias(BOUND)),
+        situations.filter(F.col(V.TE).isNull()).select(*q.keys, anchors[V.SITUATIONS].anchor.alias(BOUND)),
         pairs.filter(F.col("a_te").isNull() | F.col("b_te").isNull())
-        .select(*q.keys, anchors["pairs"].anchor.alias(BOUND)),
+        .select(*q.keys, anchors[V.PAIRS].anchor.alias(BOUND)),
     ]
     if matches is not None:
-        parts.append(matches.filter(F.col(C.STATUS) == PROVISIONAL)
-                     .select(*q.keys, anchors["matches"].anchor.alias(BOUND)))
+        parts.append(matches.filter(F.col(V.STATUS) == V.PROVISIONAL)
+                     .select(*q.keys, anchors[V.MATCHES].anchor.alias(BOUND)))
     return reduce(DataFrame.unionByName, parts)
 
 
@@ -220,7 +220,7 @@ def backfill_cut(q: SparkQuery, since: int, *, events: DataFrame, situations: Da
     reach = since - q.window_ceiling + 1
     timed = events.select(*q.keys, q.event_time().alias(C.T))
     touched = timed.filter(F.col(C.T) >= since).select(*q.keys).distinct()
-    alive = situations.filter(F.col(C.TE).isNull() | (F.col(C.TE) >= reach)).select(*q.keys, F.col(C.TS).alias(BOUND))
+    alive = situations.filter(F.col(V.TE).isNull() | (F.col(V.TE) >= reach)).select(*q.keys, F.col(V.TS).alias(BOUND))
     bounds = reduce(DataFrame.unionByName, [touched.withColumn(BOUND, F.lit(reach).cast("bigint")), alive,
                                             unsettled_rows])
     return touched.join(cut_before(bounds.join(touched, list(q.keys)), timed, q.keys), list(q.keys), "left")

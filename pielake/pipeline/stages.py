@@ -24,6 +24,7 @@ from functools import cached_property
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
 
+from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake, LakeError, table_name
 from pielake.lake.staging import Staging
@@ -117,8 +118,8 @@ class QueryJob:
         """The run's scope; whether it is a batch's is the note its staged write was given (for a Delta table,
         its commit's user metadata, read from the log file for free where a column would cost a Spark job in
         every stage that asks)."""
-        full = self.staging.commit_note(self.table("scope")) == FULL
-        return Scope(self.staged("scope"), self.query.keys, full)
+        full = self.staging.commit_note(self.table(V.SCOPE)) == FULL
+        return Scope(self.staged(V.SCOPE), self.query.keys, full)
 
 
 def timed(stage: str, work: Callable[[], dict[str, int]], details: dict[str, object] | None = None) -> StageResult:
@@ -165,11 +166,11 @@ def derive_situations(job: QueryJob, *, mode: str = "batch", since: int | None =
         events = q.keyed(job.lake.read(table, version))
 
         def stage_scope(key_bounds: DataFrame | None = None) -> int:
-            progress = job.published("progress") if mode == "incremental" else None  # only a micro-batch reads it
+            progress = job.published(V.PROGRESS) if mode == "incremental" else None  # only a micro-batch reads it
             scope_rows = plan_scope(events, q, mode=mode, progress=progress, new_events=_new_events(job, progress),
                                     backfill_cuts=_backfill_cuts(job, q, since) if mode == "backfill" else None,
                                     key_bounds=key_bounds)
-            return job.staging.overwrite(scope_rows.withColumn(EVENTS_VERSION, F.lit(version)), job.table("scope"),
+            return job.staging.overwrite(scope_rows.withColumn(EVENTS_VERSION, F.lit(version)), job.table(V.SCOPE),
                                          commit_note=FULL if mode == "batch" else None)
 
         if mode == "batch":  # every key, every event: the kernel's bounds then tell each key's latest time
@@ -180,10 +181,10 @@ def derive_situations(job: QueryJob, *, mode: str = "batch", since: int | None =
             keys = stage_scope()
             encoded = q.runs(job.scope().slice(events, q), 2 * job.lake.spark.sparkContext.defaultParallelism)
         details["events read"] = encoded.reading
-        job.staging.overwrite(encoded.runs, job.table("segments"), partition_by=(C.SERIES,))
-        situations = job.scope().owned(q.situations(job.staged("segments")), derived_tables(q)["situations"])
-        written = job.staging.overwrite(situations, job.table("situations"))
-        return {"keys in scope": keys, job.table("situations"): written}
+        job.staging.overwrite(encoded.runs, job.table(V.SEGMENTS), partition_by=(C.SERIES,))
+        situations = job.scope().owned(q.situations(job.staged(V.SEGMENTS)), derived_tables(q)[V.SITUATIONS])
+        written = job.staging.overwrite(situations, job.table(V.SITUATIONS))
+        return {"keys in scope": keys, job.table(V.SITUATIONS): written}
 
     return timed("situations", work, details)
 
@@ -202,7 +203,7 @@ def _new_events(job: QueryJob, progress: DataFrame | None) -> DataFrame | None:
 def _backfill_cuts(job: QueryJob, q: SparkQuery, since: int | None) -> DataFrame:
     if since is None:
         raise ValueError("a backfill needs the time it starts from")
-    situations, pairs, matches = (job.published(k) for k in ("situations", "pairs", "matches"))
+    situations, pairs, matches = (job.published(k) for k in (V.SITUATIONS, V.PAIRS, V.MATCHES))
     if situations is None or pairs is None or matches is None:
         raise LakeError(f"query {job.plan.name} has no published results to backfill; run it once first")
     return backfill_cut(q, since, events=job.events, situations=situations,
@@ -215,11 +216,11 @@ def detect_constraints(job: QueryJob, constraint_ids: Sequence[str]) -> StageRes
     def work() -> dict[str, int]:
         constraints = [job.constraint(c) for c in constraint_ids]
         q = job.query
-        pairs = job.scope().owned(detect_pairs(job.staged("segments"), job.staged("situations"), constraints, q),
-                                  derived_tables(q)["pairs"])  # the rows of the situations it owns
+        pairs = job.scope().owned(detect_pairs(job.staged(V.SEGMENTS), job.staged(V.SITUATIONS), constraints, q),
+                                  derived_tables(q)[V.PAIRS])  # the rows of the situations it owns
         chosen = ", ".join(f"'{c.id}'" for c in constraints)  # analyzer-made ids: c1, c2, ...
-        written = job.staging.overwrite(pairs, job.table("pairs"), partition_by=(C.CONSTRAINT_ID,),
-                                        replace_where=f"{C.CONSTRAINT_ID} IN ({chosen})")
+        written = job.staging.overwrite(pairs, job.table(V.PAIRS), partition_by=(V.CONSTRAINT_ID,),
+                                        replace_where=f"{V.CONSTRAINT_ID} IN ({chosen})")
         return {f"{job.table('pairs')}[{', '.join(constraint_ids)}]": written}
 
     return timed(f"pairs {', '.join(constraint_ids)}", work)
@@ -229,10 +230,10 @@ def join_matches(job: QueryJob) -> StageResult:
     """Natural joins of the staged pair tables into staged `matches_<q>`."""
     def work() -> dict[str, int]:
         q = job.query
-        matches = find_matches(job.staged("pairs"), job.staged("situations"), job.scope().last_times(), q,
+        matches = find_matches(job.staged(V.PAIRS), job.staged(V.SITUATIONS), job.scope().last_times(), q,
                                job.run_id)
         with settings_within(job.lake.spark, MATCHES_SETTINGS):
-            return {job.table("matches"): job.staging.overwrite(matches, job.table("matches"))}
+            return {job.table(V.MATCHES): job.staging.overwrite(matches, job.table(V.MATCHES))}
 
     return timed("matches", work)
 
@@ -257,7 +258,7 @@ def publish(job: QueryJob) -> StageResult:
         _ = scope.floor  # every thread reads it: one Spark job here, not one in each
 
         def publish_table(kind: str, derived: Derived) -> tuple[str, int]:
-            partitions = (C.CONSTRAINT_ID,) if kind == "pairs" else ()
+            partitions = (V.CONSTRAINT_ID,) if kind == V.PAIRS else ()
             written = _publish_rows(job, kind, job.staged(kind), natural_key=derived.natural_key, derived=derived,
                                     scope=scope, partitions=partitions)
             return job.table(kind), written
@@ -269,7 +270,7 @@ def publish(job: QueryJob) -> StageResult:
             rows = dict(pool.map(publish_table, tables, tables.values()))
             state = progress.result()
         try:
-            rows[job.table("progress")] = _publish_rows(job, "progress", state, natural_key=q.keys, derived=None,
+            rows[job.table(V.PROGRESS)] = _publish_rows(job, V.PROGRESS, state, natural_key=q.keys, derived=None,
                                                         scope=scope, partitions=())
         finally:
             release(state)
@@ -282,8 +283,8 @@ def _progress_rows(job: QueryJob, scope: Scope) -> DataFrame:
     """The state the next micro-batch starts from (`next_progress`), computed from the staged tables and held in
     memory (a local checkpoint) until the result tables are published and it can be written."""
     q = job.query
-    state = next_progress(scope, q, situations=job.staged("situations"), pairs=job.staged("pairs"),
-                          run_starts=job.staged("segments").select(*q.keys, F.col(C.START).alias(C.T)))
+    state = next_progress(scope, q, situations=job.staged(V.SITUATIONS), pairs=job.staged(V.PAIRS),
+                          run_starts=job.staged(V.SEGMENTS).select(*q.keys, F.col(C.START).alias(C.T)))
     return state.localCheckpoint(eager=True)
 
 
@@ -304,7 +305,7 @@ def _publish_rows(job: QueryJob, kind: str, staged: DataFrame, *, natural_key: t
                                                                       list(natural_key), "left_anti")
     recent = None if derived is None or scope.floor is None else derived.after(scope.floor, alias="t")
     counts = job.lake.replace_rows(q.unkeyed(staged.select(*published.columns)), table,
-                                   natural_key=q.stored(natural_key), stale=q.unkeyed(stale), ignore=(C.RUN_ID,),
+                                   natural_key=q.stored(natural_key), stale=q.unkeyed(stale), ignore=(V.RUN_ID,),
                                    target_only=recent, rows_per_file=ROWS_PER_FILE)
     return sum(counts.values())
 
@@ -327,8 +328,8 @@ def match_counts(job: QueryJob, *, just_published: bool = False) -> dict[str, in
     Just after a batch run's publish the published table holds exactly the staged rows (`publish` replaced it with
     them), so those are counted: a run in one process holds them in memory, where the table would be read back
     from its files (2 s at 10^7 events)."""
-    published = job.staged("matches") if just_published and job.scope().full else job.published("matches")
+    published = job.staged(V.MATCHES) if just_published and job.scope().full else job.published(V.MATCHES)
     if published is None:
         return {}
-    rows = published.groupBy(C.STATUS).count().collect()
-    return {r[C.STATUS]: int(r["count"]) for r in rows}
+    rows = published.groupBy(V.STATUS).count().collect()
+    return {r[V.STATUS]: int(r["count"]) for r in rows}

@@ -22,9 +22,9 @@ from pielake.query import ast
 from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.query.evaluate import Evaluator, holds
 from pielake.semantics.detection import Endpoints, decision_time
+from pielake.vocabulary import COMPLETE, PROVISIONAL, RETRACTED
 
 Row = Mapping[str, Any]
-PROVISIONAL, COMPLETE, RETRACTED = "provisional", "complete", "retracted"
 
 
 @dataclass(frozen=True)

@@ -28,34 +28,12 @@ LEFT_UNTIL_PENDING = "__left_until_pending"
 RIGHT_UNTIL_PENDING = "__right_until_pending"
 PENDING = "__pending"  # the four flags above as bits of one column, as the runs kernel writes them
 
-# Public column names of the result tables (SEMANTICS §6).
-SYMBOL = "symbol"
-TS = "ts"
-TE = "te"
-STATUS = "status"
-CONSTRAINT_ID = "constraint_id"
-RELATION = "relation"
-DECIDED_AT = "decided_at"
-DETECTED_AT = "detected_at"
-COMPLETED_AT = "completed_at"
-RUN_ID = "run_id"
-TAKES_PART = "takes_part"
-
-
 FLAGS_PER_WORD = 62  # predicate bits per BIGINT word: clear of the sign bit on both the JVM and numpy sides
 
 
 def flags_word(symbol: int) -> str:
     """The BIGINT column whose bit `symbol % FLAGS_PER_WORD` holds symbol number `symbol`'s predicate."""
     return f"__flags{symbol // FLAGS_PER_WORD}"
-
-
-def symbol_ts(symbol: str) -> str:
-    return f"{symbol.lower()}_ts"
-
-
-def symbol_te(symbol: str) -> str:
-    return f"{symbol.lower()}_te"
 
 
 _ARROW_TYPES = {"BIGINT": pa.int64(), "LONG": pa.int64(), "INT": pa.int32(), "INTEGER": pa.int32(),

@@ -16,10 +16,10 @@ from itertools import pairwise
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
 
+from pielake import vocabulary as V
 from pielake.query import ast
 from pielake.query.analyzer import PairConstraint
 from pielake.query.join_order import join_order
-from pielake.semantics.reference import COMPLETE, PROVISIONAL, RETRACTED
 from pielake.spark import columns as C
 from pielake.spark.compile import Compiler
 from pielake.spark.query import SparkQuery
@@ -42,7 +42,7 @@ MATCHES_SETTINGS = {"spark.sql.constraintPropagation.enabled": "false"}
 
 def pair_rows(pairs: DataFrame) -> dict[str, int]:
     """Rows per constraint id of a pair table: what `join_pairs` plans its joins by."""
-    return {r[C.CONSTRAINT_ID]: int(r["count"]) for r in pairs.groupBy(C.CONSTRAINT_ID).count().collect()}
+    return {r[V.CONSTRAINT_ID]: int(r["count"]) for r in pairs.groupBy(V.CONSTRAINT_ID).count().collect()}
 
 
 PAIR = "__pair_"  # the pair table's columns while it is joined: both sides' columns are named unqualified
@@ -59,8 +59,8 @@ def _prefixed(pairs: DataFrame, q: SparkQuery, order: tuple[PairConstraint, ...]
     """
     follows = F.lit(None).cast("string")
     for c, after in pairwise(order):
-        follows = F.when(F.col(C.CONSTRAINT_ID) == c.id, F.lit(after.id)).otherwise(follows)
-    columns = (*q.keys, C.CONSTRAINT_ID, "a_ts", "a_te", "b_ts", "b_te", C.DECIDED_AT)
+        follows = F.when(F.col(V.CONSTRAINT_ID) == c.id, F.lit(after.id)).otherwise(follows)
+    columns = (*q.keys, V.CONSTRAINT_ID, "a_ts", "a_te", "b_ts", "b_te", V.DECIDED_AT)
     return pairs.select(*(F.col(c).alias(PAIR + c) for c in columns), follows.alias(PAIR + NEXT))
 
 
@@ -78,12 +78,12 @@ def _endpoints(c: PairConstraint, symbols: list[str]) -> list[Column]:
 def _extend(bound: DataFrame, new_symbols: list[str]) -> DataFrame:
     """Fold the symbols a join added (none where it joined on both of its symbols) and the constraint's decision
     time into the running bounds."""
-    folded = {DECIDED: F.greatest(F.col(DECIDED), F.col(PAIR + C.DECIDED_AT))}
+    folded = {DECIDED: F.greatest(F.col(DECIDED), F.col(PAIR + V.DECIDED_AT))}
     if new_symbols:
-        starts = [F.col(C.symbol_ts(s)) for s in new_symbols]
+        starts = [F.col(V.symbol_ts(s)) for s in new_symbols]
         folded |= {FIRST_START: F.least(F.col(FIRST_START), *starts),
                    LAST_START: F.greatest(F.col(LAST_START), *starts)}
-    return bound.withColumns(folded).drop(PAIR + C.DECIDED_AT)
+    return bound.withColumns(folded).drop(PAIR + V.DECIDED_AT)
 
 
 def join_pairs(pairs: DataFrame, q: SparkQuery, rows: Mapping[str, int]) -> DataFrame:
@@ -108,26 +108,26 @@ def join_pairs(pairs: DataFrame, q: SparkQuery, rows: Mapping[str, int]) -> Data
     cores = pairs.sparkSession.sparkContext.defaultParallelism
     tasks = max(4 * cores, math.ceil(rows.get(first.id, 0) / PAIRS_PER_CHAIN_TASK))  # that every later join runs in
     prefixed = _prefixed(pairs, q, order)
-    table = prefixed.filter(F.col(PAIR + C.CONSTRAINT_ID) == first.id)
+    table = prefixed.filter(F.col(PAIR + V.CONSTRAINT_ID) == first.id)
     if broadcast:
         table = table.repartition(tasks, *(PAIR + k for k in q.keys), PAIR + "a_ts")
-    starts = [F.col(C.symbol_ts(first.left)), F.col(C.symbol_ts(first.right))]
+    starts = [F.col(V.symbol_ts(first.left)), F.col(V.symbol_ts(first.right))]
     bound = (table.select(*(F.col(PAIR + k).alias(k) for k in q.keys), *_endpoints(first, [first.left, first.right]),
-                          F.col(PAIR + C.DECIDED_AT).alias(DECIDED), F.col(PAIR + NEXT).alias(NEXT))
+                          F.col(PAIR + V.DECIDED_AT).alias(DECIDED), F.col(PAIR + NEXT).alias(NEXT))
              .withColumns({FIRST_START: F.least(*starts), LAST_START: F.greatest(*starts)}))
-    common = prefixed.filter(F.col(PAIR + C.CONSTRAINT_ID).isin(*(c.id for c in rest[:-1])))  # all but the last's
+    common = prefixed.filter(F.col(PAIR + V.CONSTRAINT_ID).isin(*(c.id for c in rest[:-1])))  # all but the last's
     symbols = [first.left, first.right]
     for joined, c in enumerate(rest, start=1):
-        side = common if broadcast and c is not rest[-1] else prefixed.filter(F.col(PAIR + C.CONSTRAINT_ID) == c.id)
+        side = common if broadcast and c is not rest[-1] else prefixed.filter(F.col(PAIR + V.CONSTRAINT_ID) == c.id)
         side = F.broadcast(side) if broadcast else side
         if broadcast and joined % JOINS_PER_CODE_STAGE == 0:  # a boundary that moves no row (`JOINS_PER_CODE_STAGE`)
             bound = bound.coalesce(tasks)
         shared = [s for s in (c.left, c.right) if s in symbols]
         added = [s for s in (c.left, c.right) if s not in symbols]
-        on = [F.col(k) == F.col(PAIR + k) for k in q.keys] + [F.col(NEXT) == F.col(PAIR + C.CONSTRAINT_ID)] + [
-            F.col(C.symbol_ts(s)) == F.col(f"{PAIR}{_side(c, s)}_ts") for s in shared]
+        on = [F.col(k) == F.col(PAIR + k) for k in q.keys] + [F.col(NEXT) == F.col(PAIR + V.CONSTRAINT_ID)] + [
+            F.col(V.symbol_ts(s)) == F.col(f"{PAIR}{_side(c, s)}_ts") for s in shared]
         bound = _extend(bound.join(side, reduce(Column.__and__, on), "inner").select(
-            *(b for b in bound.columns if b != NEXT), *_endpoints(c, added), F.col(PAIR + C.DECIDED_AT),
+            *(b for b in bound.columns if b != NEXT), *_endpoints(c, added), F.col(PAIR + V.DECIDED_AT),
             F.col(PAIR + NEXT).alias(NEXT)), added)
         symbols += added
         if added:  # in a reported match every start lies within the window of the earliest
@@ -136,13 +136,13 @@ def join_pairs(pairs: DataFrame, q: SparkQuery, rows: Mapping[str, int]) -> Data
 
 
 def _status(q: SparkQuery, first_start: Column) -> tuple[Column, Column]:
-    ends = [F.col(C.symbol_te(s.name)) for s in q.plan.symbols]
+    ends = [F.col(V.symbol_te(s.name)) for s in q.plan.symbols]
     any_open = reduce(lambda a, b: a | b, (e.isNull() for e in ends))
     last_end = F.greatest(*ends)
-    status = (F.when(any_open, F.when(q.within_window(F.col(LAST_TIME), first_start), PROVISIONAL)
-                     .otherwise(RETRACTED))
-              .when(q.within_window(last_end, first_start), COMPLETE).otherwise(RETRACTED))
-    completed = F.when(status == COMPLETE, last_end)
+    status = (F.when(any_open, F.when(q.within_window(F.col(LAST_TIME), first_start), V.PROVISIONAL)
+                     .otherwise(V.RETRACTED))
+              .when(q.within_window(last_end, first_start), V.COMPLETE).otherwise(V.RETRACTED))
+    completed = F.when(status == V.COMPLETE, last_end)
     return status, completed
 
 
@@ -150,10 +150,10 @@ def _with_aggregates(bound: DataFrame, situations: DataFrame, q: SparkQuery) -> 
     """Attach each symbol's aggregate columns that RETURN reads, as `__<symbol>__<func>_<attr>`."""
     for symbol in dict.fromkeys(a.symbol for a in q.aggregates):
         wanted = list(dict.fromkeys(a.column for a in q.aggregates if a.symbol == symbol))
-        table = situations.filter(F.col(C.SYMBOL) == symbol).select(
-            *q.keys, F.col(C.TS).alias(C.symbol_ts(symbol)),
+        table = situations.filter(F.col(V.SYMBOL) == symbol).select(
+            *q.keys, F.col(V.TS).alias(V.symbol_ts(symbol)),
             *(F.col(w).alias(f"__{symbol.lower()}__{w}") for w in wanted))
-        bound = bound.join(table, [*q.keys, C.symbol_ts(symbol)], "left")
+        bound = bound.join(table, [*q.keys, V.symbol_ts(symbol)], "left")
     return bound
 
 
@@ -164,14 +164,14 @@ def _return_compiler(q: SparkQuery) -> Compiler:
         if ref.qualifier is None:
             return F.col(q.names[ref.name.lower()])
         symbol = symbols[ref.qualifier.lower()]
-        return q.time_out(F.col(C.symbol_ts(symbol) if ref.name.lower() == "ts" else C.symbol_te(symbol)))
+        return q.time_out(F.col(V.symbol_ts(symbol) if ref.name.lower() == "ts" else V.symbol_te(symbol)))
 
     def call(c: ast.Call) -> Column:
         arg = c.args[0]
         assert isinstance(arg, ast.Column)
         if c.name == "duration":
             symbol = symbols[arg.name.lower()]
-            return F.col(C.symbol_te(symbol)) - F.col(C.symbol_ts(symbol))
+            return F.col(V.symbol_te(symbol)) - F.col(V.symbol_ts(symbol))
         symbol = symbols[arg.qualifier.lower()] if arg.qualifier else ""
         return F.col(f"__{symbol.lower()}__{c.name}_{arg.name.lower()}")
 
@@ -188,18 +188,18 @@ def find_matches(pairs: DataFrame, situations: DataFrame, last_times: DataFrame,
     """
     bound = join_pairs(pairs, q, pair_rows(pairs))
     first_start = F.col(FIRST_START)
-    constrained_ends = [F.col(C.symbol_te(s.name)) for s in q.plan.symbols if s.has_duration]
+    constrained_ends = [F.col(V.symbol_te(s.name)) for s in q.plan.symbols if s.has_duration]
     detected = F.greatest(F.col(DECIDED), F.col(LAST_START), *constrained_ends)
-    bound = (bound.withColumn(C.DETECTED_AT, detected)
-             .filter(q.within_window(F.col(C.DETECTED_AT), first_start))
+    bound = (bound.withColumn(V.DETECTED_AT, detected)
+             .filter(q.within_window(F.col(V.DETECTED_AT), first_start))
              .join(F.broadcast(last_times), list(q.keys), "inner"))
     status, completed = _status(q, first_start)
-    bound = _with_aggregates(bound.withColumn(C.STATUS, status).withColumn(C.COMPLETED_AT, completed),
+    bound = _with_aggregates(bound.withColumn(V.STATUS, status).withColumn(V.COMPLETED_AT, completed),
                              situations, q)
     compiler = _return_compiler(q)
     endpoints = [q.time_out(F.col(c)).alias(c) for s in q.plan.symbols
-                 for c in (C.symbol_ts(s.name), C.symbol_te(s.name))]
+                 for c in (V.symbol_ts(s.name), V.symbol_te(s.name))]
     return bound.select(
-        *q.keys, *endpoints, q.time_out(F.col(C.DETECTED_AT)).alias(C.DETECTED_AT),
-        q.time_out(F.col(C.COMPLETED_AT)).alias(C.COMPLETED_AT), C.STATUS,
-        *(compiler(out.expr).alias(out.name) for out in q.plan.returns), F.lit(run_id).alias(C.RUN_ID))
+        *q.keys, *endpoints, q.time_out(F.col(V.DETECTED_AT)).alias(V.DETECTED_AT),
+        q.time_out(F.col(V.COMPLETED_AT)).alias(V.COMPLETED_AT), V.STATUS,
+        *(compiler(out.expr).alias(out.name) for out in q.plan.returns), F.lit(run_id).alias(V.RUN_ID))

@@ -1,144 +1,31 @@
 """PiePair detection on Spark, over the constraints' minterm runs: any number of constraints in one plan.
 
-Every PiePair automaton (`pielake.semantics.automata`) reads at most three consecutive minterm *runs*: the run
-before the pattern, an optional middle run (E+ shared by both situations, or the O+ gap of followed-by), and the
-run that triggers the decision. The runs kernel hands every run the values of the runs before and after it
-(`pielake.spark.runs`: found inside its time range, or across an edge when stitching), so each pattern is a set
-of (previous, current, next) values of one row, read from the automaton's own transitions. The patterns of every
-constraint are one small table joined to the runs on those values. Both situations of every candidate are on
-the run's row too: the kernel names, for each predicate, the situation holding in the run, or the one ending at
-its start or beginning at its end where the predicate does not hold (`pielake.spark.runs.Side`).
-
-Where a constraint holds a whole prefix group (`overlaps; finished-by; contains`, `starts; equals; started-by`,
-`overlapped-by; finishes; during`) the pair is decided at the later start (SEMANTICS §5), which a two-run pattern
-(previous, E) finds. `before`/`after` have no automaton: they are a range join of the two situation tables,
-bucketed by the window (a pair further apart than the window can never be in a reported match).
+Every constraint's run patterns (`pielake.spark.patterns`: the (previous, current, next) minterm values its
+automata read) are one small table joined to the runs on those values; the runs kernel hands every run the values
+of the runs before and after it (`pielake.spark.runs`: found inside its time range, or across an edge when
+stitching). Both situations of every candidate are on the run's row too: the kernel names, for each predicate,
+the situation holding in the run, or the one ending at its start or beginning at its end where the predicate does
+not hold (`pielake.spark.runs.Side`). `before`/`after` have no automaton: they are a range join of the two
+situation tables, bucketed by the window (a pair further apart than the window can never be in a reported match).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import reduce
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
 
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
 
+from pielake import vocabulary as V
 from pielake.query.analyzer import PairConstraint
-from pielake.semantics.automata import AUTOMATA, BOUNDARY, Action, PairAutomaton
 from pielake.semantics.relations import RELATIONS
 from pielake.spark import columns as C
 from pielake.spark.local_rows import local_rows
+from pielake.spark.patterns import CUR_START, PREFIX_GROUPS, TRIG, Locator, RunPattern, patterns_for, run_values
+from pielake.spark.query import SparkQuery
 from pielake.spark.runs import NO_RUN, SIDES, Side
-
-if TYPE_CHECKING:  # the query binds the runs kernel to `read_runs`: a runtime import would be a cycle
-    from pielake.spark.query import SparkQuery
-
-MINTERM_CODE = {"O": 0, "I": 1, "Z": 2, "E": 3}  # 2 * left + right, as the runs kernel encodes them
-PREFIX_GROUPS = {  # the relations sharing a start order, and what precedes their common E run
-    frozenset({"overlaps", "finished-by", "contains"}): frozenset({"Z"}),
-    frozenset({"starts", "equals", "started-by"}): frozenset({"O", BOUNDARY}),
-    frozenset({"overlapped-by", "finishes", "during"}): frozenset({"I"}),
-}
-
-
-@dataclass(frozen=True)
-class Locator:
-    """Which situation: the one whose `kind` (ts or te) equals `source` (a run boundary or a since column)."""
-
-    kind: str  # "ts" | "te"
-    source: str  # "trigger" | "cur_start" | LEFT_SINCE | RIGHT_SINCE
-
-
-def _l(kind: str, source: str) -> Locator:
-    return Locator(kind, source)
-
-
-TRIG, CUR_START = "trigger", "cur_start"
-# Where A (left) and B (right) sit relative to the pattern's runs; cur = the middle run, or the trigger run.
-LOCATE: dict[str, tuple[Locator, Locator]] = {
-    "meets": (_l("te", TRIG), _l("ts", TRIG)), "met-by": (_l("ts", TRIG), _l("te", TRIG)),
-    "overlaps": (_l("te", TRIG), _l("ts", CUR_START)), "overlapped-by": (_l("ts", CUR_START), _l("te", TRIG)),
-    "starts": (_l("te", TRIG), _l("ts", CUR_START)), "started-by": (_l("ts", CUR_START), _l("te", TRIG)),
-    "during": (_l("te", TRIG), _l("ts", C.RIGHT_SINCE)), "contains": (_l("ts", C.LEFT_SINCE), _l("te", TRIG)),
-    "finishes": (_l("te", TRIG), _l("te", TRIG)), "finished-by": (_l("te", TRIG), _l("te", TRIG)),
-    "equals": (_l("te", TRIG), _l("te", TRIG)),
-    "followed-by": (_l("te", CUR_START), _l("ts", TRIG)), "follows": (_l("ts", TRIG), _l("te", CUR_START)),
-}
-GROUP_LOCATE = {
-    frozenset({"overlaps", "finished-by", "contains"}): (_l("ts", C.LEFT_SINCE), _l("ts", TRIG)),
-    frozenset({"starts", "equals", "started-by"}): (_l("ts", TRIG), _l("ts", TRIG)),
-    frozenset({"overlapped-by", "finishes", "during"}): (_l("ts", TRIG), _l("ts", C.RIGHT_SINCE)),
-}
-
-
-@dataclass(frozen=True)
-class RunPattern:
-    """Consecutive runs (previous, current[, next]) that decide `relations` for one pair."""
-
-    relations: frozenset[str]
-    previous: frozenset[str]  # may hold BOUNDARY: the current run is its key's first
-    current: frozenset[str]
-    following: frozenset[str] | None  # None: decided at the current run's start
-    a: Locator
-    b: Locator
-
-    @property
-    def relation(self) -> str | None:
-        """The relation a match means, or None for a prefix group (known only once an end is seen)."""
-        return next(iter(self.relations)) if len(self.relations) == 1 else None
-
-
-def _symbols(automaton: PairAutomaton, source: str, action: Action | None = None) -> frozenset[str]:
-    return frozenset().union(*(t.symbols for t in automaton.transitions
-                               if t.source == source and t.target != source and (action is None or t.action is action)))
-
-
-def single_pattern(relation: str) -> RunPattern:
-    """The run pattern of one relation, read off its automaton: start->armed, armed->middle, ->trigger."""
-    automaton = AUTOMATA[relation]
-    previous = _symbols(automaton, "start")
-    trigger = next(t for t in automaton.transitions if t.action is Action.TRIGGER)
-    middle = _symbols(automaton, "armed", Action.TAKE)
-    a, b = LOCATE[relation]
-    if trigger.source == "armed":
-        return RunPattern(frozenset({relation}), previous, trigger.symbols, None, a, b)
-    return RunPattern(frozenset({relation}), previous, middle, trigger.symbols, a, b)
-
-
-def patterns_for(constraint: PairConstraint) -> list[RunPattern]:
-    """Run patterns that together find every pair satisfying the constraint, each at its decision time."""
-    remaining = set(constraint.relations) - {"before", "after"}
-    patterns = []
-    for group, previous in PREFIX_GROUPS.items():
-        if group <= constraint.relations:
-            a, b = GROUP_LOCATE[group]
-            patterns.append(RunPattern(group, previous, frozenset({"E"}), None, a, b))
-            remaining -= group
-    patterns += [single_pattern(r) for r in sorted(remaining)]
-    return patterns
-
-
-def _codes(symbols: frozenset[str]) -> list[int]:
-    return [NO_RUN if s == BOUNDARY else MINTERM_CODE[s] for s in symbols]
-
-
-def read_runs(constraint: PairConstraint) -> frozenset[tuple[int, int, int | None]]:
-    """The (previous, current, next) values of the runs the constraint's patterns join as their current run
-    (next None: any; `NO_RUN` for a missing neighbour): the only runs of its series detection reads as rows (the
-    others only as a neighbour's `prev`/`next`), so the only ones the runs kernel needs to emit. Empty for a
-    `before`/`after`-only constraint, which reads situations instead."""
-    return frozenset(values for pattern in patterns_for(constraint) for values in _run_values(pattern))
-
-
-def _run_values(pattern: RunPattern) -> list[tuple[int, int, int | None]]:
-    """Every (previous, current, next) value a pattern accepts (next None: any, it is decided at the current
-    run's start)."""
-    following = [None] if pattern.following is None else _codes(pattern.following)
-    return [(prev, value, nxt) for prev in _codes(pattern.previous) for value in _codes(pattern.current)
-            for nxt in following]
 
 
 def _source(name: str, pattern: RunPattern) -> str:
@@ -175,7 +62,7 @@ def _pattern_rows(series: int, constraint: PairConstraint, pattern: RunPattern) 
     group = GROUPS.index(pattern.relations) if pattern.relation is None else None
     said = (constraint.id, _slot(pattern.a, pattern), _slot(pattern.b, pattern), _source(TRIG, pattern),
             pattern.relation, group)
-    return [(series, value, prev, nxt, *said) for prev, value, nxt in _run_values(pattern)]
+    return [(series, value, prev, nxt, *said) for prev, value, nxt in run_values(pattern)]
 
 
 def _read(source: Column) -> Column:
@@ -212,9 +99,9 @@ def _candidates(runs: DataFrame, found_by: dict[int, tuple[PairConstraint, list[
           pat("next").isNull() | (neighbour(C.NEXT) == pat("next"))]
     left, right = SIDES
     return series.join(table, on).select(
-        *q.keys, pat("constraint_id").alias(C.CONSTRAINT_ID),
+        *q.keys, pat("constraint_id").alias(V.CONSTRAINT_ID),
         *_situation(left, pat("a_slot"), "a"), *_situation(right, pat("b_slot"), "b"),
-        _read(pat("trigger")).alias(C.DECIDED_AT), pat("relation").alias(C.RELATION), pat("grp").alias("_group"))
+        _read(pat("trigger")).alias(V.DECIDED_AT), pat("relation").alias(V.RELATION), pat("grp").alias("_group"))
 
 
 def _taking_part(constraints: Sequence[PairConstraint], q: SparkQuery) -> Column | None:
@@ -226,7 +113,7 @@ def _taking_part(constraints: Sequence[PairConstraint], q: SparkQuery) -> Column
     for c in constraints:
         both = (q.takes_part(c.left, ts=F.col("a_ts"), te=F.col("a_te"))
                 & q.takes_part(c.right, ts=F.col("b_ts"), te=F.col("b_te")))
-        taking = F.when(F.col(C.CONSTRAINT_ID) == c.id, both).otherwise(taking)
+        taking = F.when(F.col(V.CONSTRAINT_ID) == c.id, both).otherwise(taking)
     return taking
 
 
@@ -244,7 +131,7 @@ def _range_join(a: DataFrame, b: DataFrame, q: SparkQuery, relation: str) -> Dat
     return joined.select(*(F.col(f"f.{k}").alias(k) for k in q.keys),
                          F.col(f"{named[0]}.ts").alias("a_ts"), F.col(f"{named[0]}.te").alias("a_te"),
                          F.col(f"{named[1]}.ts").alias("b_ts"), F.col(f"{named[1]}.te").alias("b_te"),
-                         F.col("s.ts").alias(C.DECIDED_AT), F.lit(relation).alias(C.RELATION))
+                         F.col("s.ts").alias(V.DECIDED_AT), F.lit(relation).alias(V.RELATION))
 
 
 def _group_relation() -> Column:
@@ -270,15 +157,15 @@ def _automaton_pairs(runs: DataFrame, constraints: Sequence[PairConstraint], q: 
     taking = _taking_part([c for c, _ in found_by.values()], q)
     if taking is not None:
         candidates = candidates.filter(taking)
-    return candidates.select(*q.keys, C.CONSTRAINT_ID, "a_ts", "a_te", "b_ts", "b_te", C.DECIDED_AT,
-                             F.coalesce(F.col(C.RELATION), _group_relation()).alias(C.RELATION))
+    return candidates.select(*q.keys, V.CONSTRAINT_ID, "a_ts", "a_te", "b_ts", "b_te", V.DECIDED_AT,
+                             F.coalesce(F.col(V.RELATION), _group_relation()).alias(V.RELATION))
 
 
 def _windowed_pairs(situations: DataFrame, constraint: PairConstraint, q: SparkQuery) -> list[DataFrame]:
     """The constraint's `before`/`after` pairs (no automaton: a range join of its two situation tables)."""
-    a_sits = situations.filter(F.col(C.SYMBOL) == constraint.left).select(*q.keys, C.TS, C.TE)
-    b_sits = situations.filter(F.col(C.SYMBOL) == constraint.right).select(*q.keys, C.TS, C.TE)
-    return [_range_join(a_sits, b_sits, q, r).withColumn(C.CONSTRAINT_ID, F.lit(constraint.id))
+    a_sits = situations.filter(F.col(V.SYMBOL) == constraint.left).select(*q.keys, V.TS, V.TE)
+    b_sits = situations.filter(F.col(V.SYMBOL) == constraint.right).select(*q.keys, V.TS, V.TE)
+    return [_range_join(a_sits, b_sits, q, r).withColumn(V.CONSTRAINT_ID, F.lit(constraint.id))
             for r in ("before", "after") if r in constraint.relations]
 
 
@@ -292,21 +179,21 @@ def detect_pairs(runs: DataFrame, situations: DataFrame, constraints: Sequence[P
     Columns: keys, constraint_id, a_ts, a_te, b_ts, b_te, relation (NULL while a prefix group is undecided
     among its members), decided_at.
     """
-    takes_part = situations.filter(F.col(C.TAKES_PART))
+    takes_part = situations.filter(F.col(V.TAKES_PART))
     automaton = _automaton_pairs(runs, constraints, q)
     found = [automaton] if automaton is not None else []
     found += [pairs for c in constraints for pairs in _windowed_pairs(takes_part, c, q)]
     pairs = reduce(DataFrame.unionByName, found)
-    pairs = pairs.filter(q.within_window(F.col(C.DECIDED_AT), F.least("a_ts", "b_ts")))
-    columns = (*q.keys, C.CONSTRAINT_ID, "a_ts", "a_te", "b_ts", "b_te", C.RELATION, C.DECIDED_AT)
+    pairs = pairs.filter(q.within_window(F.col(V.DECIDED_AT), F.least("a_ts", "b_ts")))
+    columns = (*q.keys, V.CONSTRAINT_ID, "a_ts", "a_te", "b_ts", "b_te", V.RELATION, V.DECIDED_AT)
     if not any(found_twice(c) for c in constraints):
         return pairs.select(*columns)
     # A followed-by pair is also before: keep one row, naming the more specific relation.
-    specific = F.when(F.col(C.RELATION).isin("followed-by", "follows"), 0).otherwise(1)
-    return (pairs.groupBy(*q.keys, C.CONSTRAINT_ID, "a_ts", "b_ts")
+    specific = F.when(F.col(V.RELATION).isin("followed-by", "follows"), 0).otherwise(1)
+    return (pairs.groupBy(*q.keys, V.CONSTRAINT_ID, "a_ts", "b_ts")
             .agg(F.first("a_te").alias("a_te"), F.first("b_te").alias("b_te"),
-                 F.min(C.DECIDED_AT).alias(C.DECIDED_AT),
-                 F.min_by(C.RELATION, specific).alias(C.RELATION))
+                 F.min(V.DECIDED_AT).alias(V.DECIDED_AT),
+                 F.min_by(V.RELATION, specific).alias(V.RELATION))
             .select(*columns))
 
 

@@ -14,13 +14,14 @@ from functools import cached_property, reduce
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
 
+from pielake import vocabulary as V
 from pielake.errors import CompileError
 from pielake.query import ast
 from pielake.query.analyzer import AGGREGATES, PairConstraint, QueryPlan, walk
 from pielake.spark import columns as C
 from pielake.spark.arrow_predicates import ArrowDeclinedError, ArrowInput
 from pielake.spark.compile import predicate
-from pielake.spark.pairs import read_runs
+from pielake.spark.patterns import read_runs
 from pielake.spark.runs import EncodedRuns, EventFiles, Partial, RunSpec, encode_runs
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
@@ -224,8 +225,8 @@ class SparkQuery:
         sym = self.plan.symbol(symbol)
         if not sym.has_duration:
             return F.lit(True)
-        ts = F.col(C.TS) if ts is None else ts
-        te = F.col(C.TE) if te is None else te
+        ts = F.col(V.TS) if ts is None else ts
+        te = F.col(V.TE) if te is None else te
         fits = te.isNotNull()
         diff = te - ts
         if sym.min_seconds is not None:
@@ -238,15 +239,15 @@ class SparkQuery:
         """One row per situation per key (kernel time): keys, symbol, ts, te, status, takes_part, aggregates."""
         names = F.array(*(F.lit(s.name) for s in self.plan.symbols))
         rows = (runs.filter((F.col(C.SERIES) < len(self.plan.symbols)) & (F.col(C.VALUE) == 1))
-                .withColumn(C.SYMBOL, F.element_at(names, F.col(C.SERIES) + 1))
-                .withColumn(C.TS, F.col(C.START)).withColumn(C.TE, F.col(C.END)))
+                .withColumn(V.SYMBOL, F.element_at(names, F.col(C.SERIES) + 1))
+                .withColumn(V.TS, F.col(C.START)).withColumn(V.TE, F.col(C.END)))
         takes_part = F.lit(False)
         for s in self.plan.symbols:
-            takes_part = F.when(F.col(C.SYMBOL) == s.name, self.takes_part(s.name)).otherwise(takes_part)
+            takes_part = F.when(F.col(V.SYMBOL) == s.name, self.takes_part(s.name)).otherwise(takes_part)
         aggregates = [self.aggregate_column(name) for name in dict.fromkeys(a.column for a in self.aggregates)]
-        return rows.select(*self.keys, C.SYMBOL, C.TS, C.TE,
-                           F.when(F.col(C.TE).isNull(), "open").otherwise("closed").alias(C.STATUS),
-                           takes_part.alias(C.TAKES_PART), *aggregates)
+        return rows.select(*self.keys, V.SYMBOL, V.TS, V.TE,
+                           F.when(F.col(V.TE).isNull(), V.OPEN).otherwise(V.CLOSED).alias(V.STATUS),
+                           takes_part.alias(V.TAKES_PART), *aggregates)
 
     def aggregate_column(self, name: str) -> Column:
         """`func_attr` over whichever symbols RETURN reads it from; each row holds its own symbol's value."""

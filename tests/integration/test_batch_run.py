@@ -18,8 +18,8 @@ import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
+from pielake import vocabulary as V
 from pielake.cli import main
-from pielake.lake.catalog import CATALOG_DIR
 from pielake.lake.delta import Lake
 from pielake.pipeline.steps import step_names
 from pielake.plot import Bar, Bracket, timeline
@@ -229,7 +229,7 @@ def test_every_lake_table_is_registered_in_the_lake_s_own_catalog(served: tuple[
                                                                   spark: SparkSession) -> None:
     header, *rows = beeline(served, "SHOW TABLES")
     assert {r[header.index("tableName")] for r in rows} >= set(Lake(spark, served[0]).tables()) > set()
-    assert (served[0] / CATALOG_DIR / "metastore_db").is_dir()  # persistent: Derby under the lake folder
+    assert (served[0] / V.CATALOG_DIR / "metastore_db").is_dir()  # persistent: Derby under the lake folder
 
 
 def test_a_table_written_after_the_start_is_served_without_a_restart(served: tuple[Path, dict[str, str]],

@@ -14,7 +14,7 @@ from pielake.semantics.reference import derive_situations, find_matches
 from pielake.semantics.relations import RELATIONS
 from pielake.spark import columns as C
 from pielake.spark import matches
-from pielake.spark.pairs import MINTERM_CODE, read_runs
+from pielake.spark.patterns import MINTERM_CODE, read_runs
 from pielake.spark.session import settings_within
 from pielake.streams import StreamSchema
 from tests.helpers import drawn

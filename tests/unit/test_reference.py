@@ -7,8 +7,9 @@ from fractions import Fraction
 import pytest
 
 from pielake.query.analyzer import load_query
-from pielake.semantics.reference import COMPLETE, PROVISIONAL, RETRACTED, derive_situations, find_matches
+from pielake.semantics.reference import derive_situations, find_matches
 from pielake.semantics.relations import inverse
+from pielake.vocabulary import COMPLETE, PROVISIONAL, RETRACTED
 from tests.helpers import drawn
 
 

@@ -1,0 +1,59 @@
+"""The words pielake's tables and lake are made of, declared once: status words, table kinds, the public column
+names of the result tables (docs/semantics.md §6) and the lake's own folders. The reference, the kernels and the
+pipeline all read them from here.
+
+Kernel-internal column names (double underscores, never published but in `progress_<query>`) live with the
+kernels, in `pielake.spark.columns`.
+"""
+
+from __future__ import annotations
+
+# ------------------------------------------------------------------ status words
+
+PROVISIONAL, COMPLETE, RETRACTED = "provisional", "complete", "retracted"  # a match (§5)
+OPEN, CLOSED = "open", "closed"  # a situation (§2)
+PUBLISHED, STOPPED = "published", "stopped"  # a run: published, or stopped by a gate
+
+# ------------------------------------------------------------------ table kinds: `<kind>_<query or stream>`
+
+EVENTS, QUARANTINE = "events", "quarantine"  # per stream
+SITUATIONS, PAIRS, MATCHES, PROGRESS = "situations", "pairs", "matches", "progress"  # per query, published
+SCOPE, SEGMENTS = "scope", "segments"  # per query, staged only: a run's keys and cuts, its minterm runs
+RUNS = "runs"  # one table for every query's runs
+
+# ------------------------------------------------------------------ public columns of the result tables
+
+SYMBOL = "symbol"
+TS = "ts"
+TE = "te"
+STATUS = "status"
+TAKES_PART = "takes_part"
+CONSTRAINT_ID = "constraint_id"
+RELATION = "relation"
+DECIDED_AT = "decided_at"
+DETECTED_AT = "detected_at"
+COMPLETED_AT = "completed_at"
+RUN_ID = "run_id"
+REASON = "reason"
+RAW = "raw"
+
+
+def symbol_ts(symbol: str) -> str:
+    """A match's column of `symbol`'s start: `B` -> `b_ts`."""
+    return f"{symbol.lower()}_ts"
+
+
+def symbol_te(symbol: str) -> str:
+    return f"{symbol.lower()}_te"
+
+
+# ------------------------------------------------------------------ the lake's own folders (never tables)
+
+STAGING_DIR = "_staging"  # stage outputs waiting for their gates, between Airflow's tasks
+CHECKS_DIR = "_checks"  # the gates' validation results
+RUNS_DIR = "_runs"  # each step's record until its run's `runs` row is written
+STREAMS_DIR = "_streams"  # the stream schemas a lake was ingested with
+CATALOG_DIR = "_catalog"  # the SQL endpoint's metastore, log and pid file
+LOCKS_DIR = "_locks"  # one run of a query at a time
+PLOTS_DIR = "_plots"  # the demo's timeline
+INCOMING_DIR = "_incoming"  # the demo's generated events
