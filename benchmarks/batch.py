@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 
 from pielake.bench import chain_query
+from pielake.engine.session import build_session
 from pielake.lake.delta import Lake
 from pielake.pipeline.runner import RunRequest, run_query
 from pielake.pipeline.synthetic import generate
 from pielake.query.analyzer import load_query
-from pielake.spark.session import build_session
 
 
 def bench(events: int, symbols: int, workdir: Path, master: str | None) -> None:

@@ -20,11 +20,11 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from pielake.bench import chain_query
+from pielake.engine.session import build_session
 from pielake.lake.delta import Lake
 from pielake.pipeline.runner import RunRequest, RunSummary, run_query
 from pielake.pipeline.synthetic import generate
 from pielake.query.analyzer import load_query
-from pielake.spark.session import build_session
 
 
 def split(events: int, workdir: Path) -> tuple[Path, Path]:

@@ -20,5 +20,5 @@ export PATH="$ROOT/.venv/bin:$PATH"   # spark-submit and airflow from the projec
 mkdir -p "$AIRFLOW_HOME"
 # Fetch Delta's jars into the Ivy cache now, alone: the PiePair tasks start their spark-submits at once, and two
 # JVMs downloading into an empty cache at the same time break each other's download.
-python -c "from pielake.spark.session import delta_package, resolve_jars; resolve_jars([delta_package()])"
+python -c "from pielake.engine.session import delta_package, resolve_jars; resolve_jars([delta_package()])"
 exec airflow standalone

@@ -36,6 +36,7 @@ import psutil
 import pyspark.sql.functions as F
 from pyspark.sql import SparkSession
 
+from pielake.engine.checkpoints import hold, release
 from pielake.lake.delta import Lake
 from pielake.pipeline.ingest import events_table
 from pielake.pipeline.runner import Run, RunRequest, one_process_run
@@ -45,7 +46,6 @@ from pielake.pipeline.steps import step_names
 from pielake.pipeline.synthetic import generate
 from pielake.plot import pyplot
 from pielake.query.analyzer import load_query
-from pielake.spark.checkpoints import hold, release
 
 CHAIN_RELATIONS = "meets;overlaps;overlapped-by;starts;started-by;contains"  # PieStream Figure 4
 WINDOW = 10_000

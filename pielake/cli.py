@@ -18,6 +18,7 @@ import click
 
 from pielake import vocabulary as V
 from pielake.bench import TPSTREAM_QUERIES, plot, run_grid, summary, write_csv
+from pielake.engine.session import build_session
 from pielake.errors import PielakeError, QueryError
 from pielake.exitcodes import EXIT_USAGE
 from pielake.explain import explain, explain_dot, relation_pictures
@@ -37,7 +38,6 @@ from pielake.query.join_order import join_order
 from pielake.query.parser import parse
 from pielake.query.printer import expr_text, query_text
 from pielake.query.tokens import tokenize
-from pielake.spark.session import build_session
 from pielake.streams import load_schema
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "queries"

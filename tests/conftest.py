@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pielake.spark.session import build_session
+from pielake.engine.session import build_session
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MARKERS = {"unit": pytest.mark.unit, "spark": pytest.mark.spark, "dags": pytest.mark.dags,

@@ -26,8 +26,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 
 from pielake import vocabulary as V
+from pielake.engine.session import settings_within
 from pielake.errors import PielakeError
-from pielake.spark.session import settings_within
 
 if TYPE_CHECKING:
     from pielake.lake.staging import Staging

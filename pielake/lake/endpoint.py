@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pielake import vocabulary as V
+from pielake.engine.session import build_session, delta_package, resolve_jars
 from pielake.errors import PielakeError
 from pielake.lake.catalog import DATABASE, Metastore, register_tables
 from pielake.lake.delta import Lake
-from pielake.spark.session import build_session, delta_package, resolve_jars
 
 
 @dataclass(frozen=True)

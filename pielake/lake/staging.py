@@ -19,8 +19,8 @@ from typing import Protocol
 import pyspark.sql.functions as F
 from pyspark.sql import DataFrame
 
+from pielake.engine.checkpoints import checkpoint_rdd, hold, release
 from pielake.errors import PielakeError
-from pielake.spark.checkpoints import checkpoint_rdd, hold, release
 
 ROWS_PER_PARTITION = 250_000
 

@@ -33,10 +33,10 @@ import yaml
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Param
 
+from pielake.engine.session import submit_settings
 from pielake.errors import PielakeError
 from pielake.pipeline.steps import job_of, step_names
 from pielake.query.analyzer import QueryPlan, load_query_file
-from pielake.spark.session import submit_settings
 
 PROJECT = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT / "jobs"
@@ -73,7 +73,7 @@ def registrations(folder: Path) -> list[Registration]:
 
 
 def operator_arguments() -> dict[str, object]:
-    """The `SparkSubmitOperator` arguments every step shares (`pielake.spark.session.submit_settings`), and the
+    """The `SparkSubmitOperator` arguments every step shares (`pielake.engine.session.submit_settings`), and the
     environment its Python finds pielake's jobs in."""
     settings = submit_settings()
     return {"packages": settings.packages, "driver_memory": settings.driver_memory, "conf": settings.conf,

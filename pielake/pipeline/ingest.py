@@ -33,8 +33,8 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 
 from pielake import vocabulary as V
+from pielake.engine.checkpoints import hold, release
 from pielake.lake.delta import Lake, LakeError, check_run_id, table_name
-from pielake.spark.checkpoints import hold, release
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
 FORMATS = ("csv", "parquet", "json")

@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 
+from pielake.engine.session import build_session
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 from pielake.pipeline.gates import import_gx_meanwhile
@@ -19,7 +20,6 @@ from pielake.pipeline.scope import MODES
 from pielake.pipeline.stages import StageResult
 from pielake.pipeline.steps import GATED, step_of
 from pielake.query.analyzer import load_query_file
-from pielake.spark.session import build_session
 
 
 def parser(job: str) -> argparse.ArgumentParser:

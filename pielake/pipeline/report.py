@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pielake import vocabulary as V
+from pielake.engine.local_rows import local_rows
 from pielake.lake.delta import Lake
-from pielake.spark.local_rows import local_rows
 
 RUNS_DDL = ("query STRING, run_id STRING, mode STRING, status STRING, started_at TIMESTAMP, "
             "finished_at TIMESTAMP, seconds DOUBLE, steps ARRAY<STRUCT<step: STRING, started_at: TIMESTAMP, "

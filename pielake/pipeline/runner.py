@@ -20,6 +20,7 @@ from pathlib import Path
 import pyspark.sql.functions as F
 
 from pielake import vocabulary as V
+from pielake.engine.progress import StageProgress
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake, check_run_id
 from pielake.lake.lock import RunLock
@@ -51,7 +52,6 @@ from pielake.pipeline.stages import (
 )
 from pielake.pipeline.steps import split_step, step_names
 from pielake.query.analyzer import QueryPlan, bind
-from pielake.spark.progress import StageProgress
 from pielake.spark.query import SparkQuery
 from pielake.streams import SCHEMAS_DIR, StreamSchema, load_schema, save_schema
 

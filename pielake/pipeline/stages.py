@@ -25,6 +25,8 @@ import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
 
 from pielake import vocabulary as V
+from pielake.engine.checkpoints import release
+from pielake.engine.session import settings_within
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake, LakeError, table_name
 from pielake.lake.staging import Staging
@@ -42,11 +44,9 @@ from pielake.pipeline.scope import (
 )
 from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark import columns as C
-from pielake.spark.checkpoints import release
 from pielake.spark.matches import MATCHES_SETTINGS, find_matches
 from pielake.spark.pairs import detect_pairs
 from pielake.spark.query import SparkQuery
-from pielake.spark.session import settings_within
 from pielake.streams import StreamSchema
 
 BYTES_PER_PARTITION = 32 * 1024 * 1024

@@ -19,10 +19,10 @@ import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
 
 from pielake import vocabulary as V
+from pielake.engine.local_rows import local_rows
 from pielake.query.analyzer import PairConstraint
 from pielake.semantics.relations import RELATIONS
 from pielake.spark import columns as C
-from pielake.spark.local_rows import local_rows
 from pielake.spark.patterns import CUR_START, PREFIX_GROUPS, TRIG, Locator, RunPattern, patterns_for, run_values
 from pielake.spark.query import SparkQuery
 from pielake.spark.runs import NO_RUN, SIDES, Side

@@ -56,10 +56,10 @@ import pyarrow.compute as pc
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame, Window
 
+from pielake.engine.checkpoints import hold, release
+from pielake.engine.session import settings_within
 from pielake.spark import columns as C
 from pielake.spark.arrow_predicates import ArrowInput
-from pielake.spark.checkpoints import hold, release
-from pielake.spark.session import settings_within
 
 PARTIAL_FUNCTIONS = ("first", "last", "min", "max", "sum", "count")
 BOUNDS = -1  # the series of the rows reporting a task's first and last time of each key (events read in place)

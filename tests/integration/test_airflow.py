@@ -21,9 +21,9 @@ import psutil
 import pytest
 from pyspark.sql import SparkSession
 
+from pielake.engine.session import JAVA_OPTIONS, driver_heap
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
-from pielake.spark.session import JAVA_OPTIONS, driver_heap
 from tests.helpers import drawn, process_env
 
 pytestmark = pytest.mark.heavy(seconds=510)  # about this long in CI: scheduled first

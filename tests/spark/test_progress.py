@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pandas as pd
 from pyspark.sql import SparkSession
 
-from pielake.spark.progress import StageProgress
+from pielake.engine.progress import StageProgress
 
 
 def slowly(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:

@@ -9,13 +9,13 @@ import pyspark.sql.functions as F
 import pytest
 from pyspark.sql import SparkSession
 
+from pielake.engine.session import settings_within
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from pielake.semantics.relations import RELATIONS
 from pielake.spark import columns as C
 from pielake.spark import matches
 from pielake.spark.patterns import MINTERM_CODE, read_runs
-from pielake.spark.session import settings_within
 from pielake.streams import StreamSchema
 from tests.helpers import drawn
 from tests.spark.kernels import AN_EVENT_A_TASK, Kernels, reference_rows, spark_rows

@@ -1,4 +1,4 @@
-"""What a pielake session is started with: its JVM's options (`pielake.spark.session.JAVA_OPTIONS`), PySpark's
+"""What a pielake session is started with: its JVM's options (`pielake.engine.session.JAVA_OPTIONS`), PySpark's
 settings and Spark's (`build_session`)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from py4j.clientserver import ClientServerConnection
 from pyspark.sql import SparkSession
 
 from pielake.bench import measure
-from pielake.spark.session import JAVA_OPTIONS
+from pielake.engine.session import JAVA_OPTIONS
 
 pytestmark = pytest.mark.heavy(seconds=40)  # about this long in CI, two runs of a query: scheduled first
 

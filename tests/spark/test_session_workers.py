@@ -1,6 +1,6 @@
 """What a pielake session saves its Python tasks: workers forked with the kernel imported, whose zip importers do
-not read their archives again at every task (`pielake.spark.worker_daemon`), and small driver-made tables read
-without Python tasks at all (`pielake.spark.local_rows`)."""
+not read their archives again at every task (`pielake.engine.worker_daemon`), and small driver-made tables read
+without Python tasks at all (`pielake.engine.local_rows`)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
+from pielake.engine.local_rows import local_rows
+from pielake.engine.worker_daemon import ArchiveImporter
 from pielake.pipeline.report import RUNS_DDL
-from pielake.spark.local_rows import local_rows
-from pielake.spark.worker_daemon import ArchiveImporter
 
 
 def test_python_workers_are_forked_by_the_daemon_that_imported_the_kernel(spark: SparkSession) -> None:
@@ -31,7 +31,7 @@ def test_python_workers_are_forked_by_the_daemon_that_imported_the_kernel(spark:
 
     seen = spark.range(2, numPartitions=2).mapInArrow(seen_by_worker, "daemon STRING, kernel BOOLEAN").collect()
     assert {r.kernel for r in seen} == {True}
-    assert all("-m pielake.spark.worker_daemon" in r.daemon for r in seen), seen[0].daemon
+    assert all("-m pielake.engine.worker_daemon" in r.daemon for r in seen), seen[0].daemon
 
 
 def test_python_workers_cache_only_zip_importers_that_read_an_archive_again_when_it_changes(

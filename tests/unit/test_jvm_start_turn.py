@@ -6,10 +6,10 @@ import subprocess
 import sys
 import time
 
-from pielake.spark.session import _jvm_start_turn
+from pielake.engine.session import _jvm_start_turn
 
 WAITER = """
-from pielake.spark.session import _jvm_start_turn
+from pielake.engine.session import _jvm_start_turn
 print("asking", flush=True)
 with _jvm_start_turn():
     print("started")

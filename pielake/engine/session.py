@@ -192,7 +192,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         .config("spark.pyspark.python", python)
-        .config("spark.python.daemon.module", "pielake.spark.worker_daemon")  # workers forked with numpy & co.
+        .config("spark.python.daemon.module", "pielake.engine.worker_daemon")  # workers forked with numpy & co.
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         # The runs kernel concatenates a task's batches: 10^5 rows a batch, not 10^4, saved 0.7 s of 5 at 10^7
