@@ -18,7 +18,8 @@ from pathlib import Path
 from pielake.bench import chain_query
 from pielake.engine.session import build_session
 from pielake.lake.delta import Lake
-from pielake.pipeline.runner import RunRequest, run_query
+from pielake.pipeline.job import RunRequest
+from pielake.pipeline.runner import run_query
 from pielake.pipeline.synthetic import generate
 from pielake.query.analyzer import load_query
 

@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 from pielake.bench import chain_query
 from pielake.engine.session import build_session
 from pielake.lake.delta import Lake
-from pielake.pipeline.runner import RunRequest, RunSummary, run_query
+from pielake.pipeline.job import RunRequest
+from pielake.pipeline.runner import RunSummary, run_query
 from pielake.pipeline.synthetic import generate
 from pielake.query.analyzer import load_query
 

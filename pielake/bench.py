@@ -38,11 +38,9 @@ from pyspark.sql import SparkSession
 
 from pielake.engine.checkpoints import hold, release
 from pielake.lake.delta import Lake
-from pielake.pipeline.ingest import events_table
-from pielake.pipeline.runner import Run, RunRequest, one_process_run
+from pielake.pipeline.job import RunRequest, StageResult, events_table
+from pielake.pipeline.runner import Run, one_process_run
 from pielake.pipeline.scope import derived_tables
-from pielake.pipeline.stages import StageResult
-from pielake.pipeline.steps import step_names
 from pielake.pipeline.synthetic import generate
 from pielake.plot import pyplot
 from pielake.query.analyzer import load_query
@@ -221,11 +219,12 @@ def measure(spark: SparkSession, shape: str, symbols: int, events: int, *, workd
     with one_process_run(lake, plan, f"bench-{repeat}", request) as run:
         load, _ = _timed_steps(run, list(LOADING))
         with MemoryPeak().watching() as memory:
-            total, stages = _timed_steps(run, [s for s in step_names(plan, parallel=False) if s not in LOADING])
+            steps = [s.name for s in run.registry.steps(run.job.plan, parallel=False)]
+            total, stages = _timed_steps(run, [s for s in steps if s not in LOADING])
     scan = scan_seconds(lake, events_table(run.job.stream))
     floor = workdir / "write-floor"
     shutil.rmtree(floor, ignore_errors=True)
-    write = write_seconds(lake, [run.job.table(kind) for kind in derived_tables(run.q)], floor)
+    write = write_seconds(lake, [run.job.table(kind) for kind in derived_tables(run.job.query)], floor)
     matches = sum(run.matches.values())  # counted by the run's own report at publish
     return Measurement(shape, symbols, events, repeat, round(load, 3),
                        *(round(stages.get(k, 0.0), 3) for k in STAGES),

@@ -29,7 +29,8 @@ from pielake.lake.lock import RunLock
 from pielake.lake.sql import query_lake
 from pielake.pipeline.gates import import_gx_meanwhile
 from pielake.pipeline.ingest import FORMATS
-from pielake.pipeline.runner import RunRequest, run_query
+from pielake.pipeline.job import RunRequest
+from pielake.pipeline.runner import run_query
 from pielake.pipeline.sample import write_car_sensors
 from pielake.pipeline.synthetic import generate, write_query_events
 from pielake.plot import draw, timeline

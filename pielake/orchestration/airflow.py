@@ -9,16 +9,20 @@ A *registered query* is a `<name>.tpq` file in the registry folder (`PIELAKE_QUE
     time_column: ts                  # for streams without a schema in schemas/
     time_unit: s
 
-Every step of a run (`pielake.pipeline.steps`) is one `SparkSubmitOperator` task on the `spark_default`
-connection, running `jobs/<job>.py`; the constraints' PiePair tasks run in parallel between two gates:
+Every step of a run (`pielake.pipeline.registry`) is one `SparkSubmitOperator` task on the `spark_default`
+connection, running `jobs/step.py --step <step>`; the steps of a stage that runs per constraint (the PiePairs) run
+in parallel between two gates:
 
     ingest >> check_events >> situations >> check_situations >> [pairs_c1, pairs_c2, ...] >> check_pairs
            >> matches >> check_matches >> publish
 
+A registered query that does not parse hides no other query's DAGs: it becomes a DAG of its own, unscheduled,
+tagged `broken`, whose documentation and only task say its file, line, column and error.
+
 `pielake_<name>` runs every micro-batch (incremental mode, one run at a time, in order). Airflow's own backfill of
 it (`airflow backfill create --dag-id pielake_<name> ...`) replays missed schedule intervals as micro-batches.
-`pielake_<name>_backfill` (no schedule, params `from`, `to`, `events`) is the repair of SEMANTICS §7: it re-admits
-late and historical events in a range and recomputes from before it.
+`pielake_<name>_backfill` (no schedule, params `from`, `to`, `events`) is the repair of docs/semantics.md §7: it
+re-admits late and historical events in a range and recomputes from before it.
 """
 
 from __future__ import annotations
@@ -31,11 +35,13 @@ from pathlib import Path
 
 import yaml
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG, Param
+from airflow.sdk.exceptions import AirflowFailException
 
 from pielake.engine.session import submit_settings
 from pielake.errors import PielakeError
-from pielake.pipeline.steps import job_of, step_names
+from pielake.pipeline.registry import STAGES, Registry, Step
 from pielake.query.analyzer import QueryPlan, load_query_file
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -57,18 +63,33 @@ class Registration:
     time_unit: str = "s"
 
 
-def registrations(folder: Path) -> list[Registration]:
-    """Every `*.tpq` in `folder` with its settings; a query that does not parse stops the DAG file with its error."""
-    found = []
+@dataclass(frozen=True)
+class Broken:
+    """A registered query that cannot be scheduled: its file and why."""
+
+    path: Path
+    error: PielakeError
+
+
+def register(path: Path) -> Registration:
+    """A query file with its settings from `<name>.yaml` beside it."""
+    plan = load_query_file(path)
+    sidecar = path.with_suffix(".yaml")
+    settings = (yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}) if sidecar.is_file() else {}
+    unknown = set(settings) - set(SETTINGS)
+    if unknown:
+        raise PielakeError(f"{sidecar}: unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(SETTINGS)}")
+    return Registration(path, plan, **{k: str(v) for k, v in settings.items()})
+
+
+def registrations(folder: Path) -> list[Registration | Broken]:
+    """Every `*.tpq` in `folder`, registered, or broken with its error: one query's error hides no other's."""
+    found: list[Registration | Broken] = []
     for path in sorted(folder.glob("*.tpq")):
-        plan = load_query_file(path)
-        sidecar = path.with_suffix(".yaml")
-        settings = (yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}) if sidecar.is_file() else {}
-        unknown = set(settings) - set(SETTINGS)
-        if unknown:
-            raise PielakeError(f"{sidecar}: unknown setting(s) {', '.join(sorted(unknown))}; "
-                               f"known: {', '.join(SETTINGS)}")
-        found.append(Registration(path, plan, **{k: str(v) for k, v in settings.items()}))
+        try:
+            found.append(register(path))
+        except PielakeError as error:
+            found.append(Broken(path, error))
     return found
 
 
@@ -80,24 +101,27 @@ def operator_arguments() -> dict[str, object]:
             "env_vars": {"PYSPARK_PYTHON": settings.python, "PYTHONPATH": str(PROJECT)}}
 
 
-def _task(dag: DAG, registration: Registration, step: str, run_args: list[str]) -> SparkSubmitOperator:
-    job, picked = job_of(step)
-    args = ["--query", str(registration.path), "--lake", os.environ.get("PIELAKE_LAKE", str(PROJECT / "lake")),
-            "--run-id", "{{ run_id }}", *run_args, *picked]
-    return SparkSubmitOperator(task_id=step, dag=dag, application=str(JOBS_DIR / f"{job}.py"),
-                               application_args=args, conn_id="spark_default",
-                               name=f"pielake-{registration.plan.name}-{step}", **operator_arguments())
+def _task(dag: DAG, registration: Registration, step: Step, run_args: list[str]) -> SparkSubmitOperator:
+    args = ["--step", step.name, "--query", str(registration.path),
+            "--lake", os.environ.get("PIELAKE_LAKE", str(PROJECT / "lake")), "--run-id", "{{ run_id }}", *run_args]
+    return SparkSubmitOperator(task_id=step.name, dag=dag, application=str(JOBS_DIR / "step.py"),
+                               application_args=args, conn_id="spark_default", doc_md=_step_doc(step),
+                               name=f"pielake-{registration.plan.name}-{step.name}", **operator_arguments())
 
 
-def _wire(dag: DAG, registration: Registration, run_args: list[str]) -> None:
-    tasks = {step: _task(dag, registration, step, run_args) for step in step_names(registration.plan)}
-    pairs = [t for step, t in tasks.items() if step.startswith("pairs_")]
-    chain = [t for step, t in tasks.items() if not step.startswith("pairs_")]
-    for upstream, downstream in pairwise(chain):
-        if downstream.task_id == "check_pairs":
-            upstream >> pairs >> downstream  # the PiePairs run in parallel between the two gates
-        else:
-            upstream >> downstream
+def _step_doc(step: Step) -> str:
+    if step.check:
+        return f"Runs the Great Expectations suite `expectations/{step.name.removeprefix('check_')}.json`."
+    return f"{step.stage.doc} Reads {', '.join(step.stage.reads)}; stages {', '.join(step.stage.stages) or 'nothing'}."
+
+
+def _wire(dag: DAG, registration: Registration, run_args: list[str], registry: Registry) -> None:
+    """A task per step; each layer of steps (a per-constraint stage's, side by side) after the one before."""
+    layers = [[_task(dag, registration, step, run_args) for step in layer]
+              for layer in registry.layers(registration.plan)]
+    for upstream, downstream in pairwise(layers):
+        for task in upstream:
+            task >> downstream
 
 
 # A killed or failed step is retried: every step is idempotent and holds the run's lock by run id.
@@ -111,18 +135,18 @@ def _input_args(registration: Registration, events: str) -> list[str]:
             "--time-unit", registration.time_unit]
 
 
-def scheduled_dag(registration: Registration) -> DAG:
+def scheduled_dag(registration: Registration, registry: Registry = STAGES) -> DAG:
     """Micro-batches on the query's schedule; runs never overlap (max_active_runs=1) and run in order."""
     name = registration.plan.name
     dag = DAG(f"pielake_{name}", schedule=registration.schedule, start_date=datetime(2026, 1, 1),
               catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS, tags=["pielake"],
               doc_md=f"Micro-batch detection of `{registration.path.name}` into `matches_{name.lower()}`.")
-    _wire(dag, registration, ["--mode", "incremental", *_input_args(registration, registration.events)])
+    _wire(dag, registration, ["--mode", "incremental", *_input_args(registration, registration.events)], registry)
     return dag
 
 
-def backfill_dag(registration: Registration) -> DAG:
-    """Manual repair of a time range (SEMANTICS §7). Pause the scheduled DAG while it runs: both write the
+def backfill_dag(registration: Registration, registry: Registry = STAGES) -> DAG:
+    """Manual repair of a time range (docs/semantics.md §7). Pause the scheduled DAG while it runs: both write the
     query's tables, and max_active_runs only keeps runs of one DAG apart."""
     name = registration.plan.name
     params = {"from": Param(type="string", description="start of the range, in the stream's time"),
@@ -132,14 +156,32 @@ def backfill_dag(registration: Registration) -> DAG:
               max_active_runs=1, default_args=DEFAULT_ARGS, params=params, tags=["pielake", "backfill"],
               doc_md=f"Recompute `{registration.path.name}` from before `from`, re-admitting late events.")
     _wire(dag, registration, ["--mode", "backfill", "--from", "{{ params['from'] }}", "--to", "{{ params.to }}",
-                              *_input_args(registration, "{{ params.events }}")])
+                              *_input_args(registration, "{{ params.events }}")], registry)
     return dag
 
 
-def build_dags(folder: Path) -> dict[str, DAG]:
-    """Both DAGs of every registered query, by dag id."""
+def _refuse(message: str) -> None:
+    raise AirflowFailException(message)
+
+
+def broken_dag(broken: Broken) -> DAG:
+    """What an Airflow user sees of a query that does not parse: a DAG of its name, never scheduled, tagged
+    `broken`, whose documentation shows the error with its line, column and caret, and whose only task fails
+    with it."""
+    message = f"{broken.path}: {broken.error}"
+    dag = DAG(f"pielake_{broken.path.stem}", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
+              tags=["pielake", "broken"], default_args={"owner": "pielake", "retries": 0},
+              doc_md=f"**The query file `{broken.path.name}` cannot be scheduled.**\n\n```\n{message}\n```")
+    PythonOperator(task_id="parse_query", dag=dag, python_callable=_refuse, op_args=[message],
+                   doc_md=f"```\n{message}\n```")
+    return dag
+
+
+def build_dags(folder: Path, registry: Registry = STAGES) -> dict[str, DAG]:
+    """Both DAGs of every registered query, and one for each that does not parse, by dag id."""
     dags = {}
-    for registration in registrations(folder):
-        for dag in (scheduled_dag(registration), backfill_dag(registration)):
-            dags[dag.dag_id] = dag
+    for found in registrations(folder):
+        made = [broken_dag(found)] if isinstance(found, Broken) else \
+            [scheduled_dag(found, registry), backfill_dag(found, registry)]
+        dags |= {dag.dag_id: dag for dag in made}
     return dags

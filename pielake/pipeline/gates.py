@@ -1,8 +1,8 @@
 """Data-quality gates: the Great Expectations suites of `expectations/`, run on a stage's staged output.
 
-Write, audit, publish: a stage writes to `_staging/`, its gate validates that DataFrame, and only a run whose gates
-all passed is published. A failed gate raises `GateError`; the published tables stay as they were, and the full
-validation result is kept at `<lake>/_checks/<query>/<run_id>/<table>.json` for the user to read.
+Write, audit, publish: a stage writes to `_staging/`, its gate validates that DataFrame (and only reads), and only
+a run whose gates all passed is published. A failed gate raises `GateError`; the published tables stay as they
+were, and the full validation result is kept at `<lake>/_checks/<query>/<run_id>/<table>.json` for the user.
 
 A gate asks GX for the verdict alone first (`BOOLEAN_ONLY`: no example values collected, 12-13 Spark jobs a suite
 instead of 27-32), which is all a passing gate needs; only a gate that fails is validated again in `SUMMARY`
@@ -21,6 +21,7 @@ import importlib
 import json
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
@@ -33,11 +34,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.exitcodes import EXIT_FINDINGS
-from pielake.pipeline.ingest import events_table
+from pielake.pipeline.job import QueryJob, events_table
 from pielake.pipeline.scope import derived_tables
-from pielake.pipeline.stages import QueryJob
 from pielake.semantics.relations import RELATIONS
-from pielake.spark.query import SparkQuery
 from pielake.streams import TIMESTAMP_UNIT
 
 EXPECTATIONS_DIR = Path(__file__).resolve().parents[2] / "expectations"
@@ -134,9 +133,13 @@ def validate(df: DataFrame, suite_spec: dict[str, Any], result_format: str) -> d
     return batch.validate(context.suites.add(suite), result_format=result_format).to_json_dict()
 
 
-def run_gate(job: QueryJob, gate: str) -> GateResult:
-    """Validate the staged output of `gate`'s stage; raise GateError (after saving the report) if it fails."""
-    frame, fill = _check_frame(job, gate)
+Frame = tuple[DataFrame, dict[str, Any]]  # what a suite checks, and the values its placeholders take
+
+
+def run_gate(job: QueryJob, gate: str, checked: Callable[[QueryJob], Frame]) -> GateResult:
+    """Validate what `checked` gives of a stage's staged output with the suite `expectations/<gate>.json`; raise
+    GateError (after saving the report) if it fails. A gate only reads."""
+    frame, fill = checked(job)
     suite = load_suite(gate, fill)
     frame = frame.cache()
     try:
@@ -162,20 +165,15 @@ def _describe(result: dict[str, Any]) -> str:
     return f"{config['type']}({target})" + (f": {unexpected} rows" if unexpected else "")
 
 
-def _check_frame(job: QueryJob, gate: str) -> tuple[DataFrame, dict[str, Any]]:
-    if gate == "events":
-        return _events(job)
+def _derived_fill(job: QueryJob, kind: str) -> dict[str, Any]:
+    """The placeholders of a derived table's suite: its keys, natural key, the query's symbols and constraints."""
     q = job.query
-    natural_key = list(derived_tables(q)[gate].natural_key)
-    fill: dict[str, Any] = {"each_key": list(q.keys), "natural_key": natural_key,
-                            "symbols": [s.name for s in job.plan.symbols],
-                            "constraints": [c.id for c in job.plan.constraints]}
-    staged = job.staged(gate)
-    frame = {"situations": _situations, "pairs": _pairs, "matches": _matches}[gate](job, q, staged)
-    return frame, fill
+    return {"each_key": list(q.keys), "natural_key": list(derived_tables(q)[kind].natural_key),
+            "symbols": [s.name for s in job.plan.symbols], "constraints": [c.id for c in job.plan.constraints]}
 
 
-def _events(job: QueryJob) -> tuple[DataFrame, dict[str, Any]]:
+def events_frame(job: QueryJob) -> Frame:
+    """The staged events, and the stream's keys, time, columns and types."""
     stream = job.stream
     staged = job.staging.read(events_table(stream))
     declared = job.lake.spark.createDataFrame([], stream.ddl).schema
@@ -188,16 +186,19 @@ def _events(job: QueryJob) -> tuple[DataFrame, dict[str, Any]]:
     return staged, fill
 
 
-def _situations(job: QueryJob, q: SparkQuery, staged: DataFrame) -> DataFrame:
+def situations_frame(job: QueryJob) -> Frame:
+    """The staged situations, with `__ordered`, `__apart` and `__fits` (`expectations/situations.json`)."""
+    q, staged = job.query, job.staged(V.SITUATIONS)
     following = F.lead(V.TS).over(Window.partitionBy(*q.keys, V.SYMBOL).orderBy(V.TS))
     fits = F.lit(True)
     for s in job.plan.symbols:
         fits = F.when(F.col(V.SYMBOL) == s.name, q.takes_part(s.name)).otherwise(fits)
-    return staged.select(
+    checked = staged.select(
         *staged.columns,
         (F.col(V.TE).isNull() | (F.col(V.TS) < F.col(V.TE))).alias("__ordered"),
         F.coalesce(following.isNull() | (F.col(V.TE) < following), F.lit(False)).alias("__apart"),
         (~F.col(V.TAKES_PART) | fits).alias("__fits"))
+    return checked, _derived_fill(job, V.SITUATIONS)
 
 
 def _by_constraint(job: QueryJob, value: Any) -> Column:
@@ -208,7 +209,9 @@ def _by_constraint(job: QueryJob, value: Any) -> Column:
     return out
 
 
-def _pairs(job: QueryJob, q: SparkQuery, staged: DataFrame) -> DataFrame:
+def pairs_frame(job: QueryJob) -> Frame:
+    """The staged pairs, with `__allowed`, `__holds`, `__a_exists` and `__b_exists` (`expectations/pairs.json`)."""
+    q, staged = job.query, job.staged(V.PAIRS)
     a = SimpleNamespace(ts=F.col("a_ts"), te=F.col("a_te"))
     b = SimpleNamespace(ts=F.col("b_ts"), te=F.col("b_te"))
     holds = F.lit(False)
@@ -229,10 +232,13 @@ def _pairs(job: QueryJob, q: SparkQuery, staged: DataFrame) -> DataFrame:
         checked = (checked.withColumn(f"__{side}_sym", F.col("__left" if side == "a" else "__right"))
                    .join(named, [*q.keys, f"__{side}_sym", f"{side}_ts"], "left")
                    .withColumn(f"__{side}_exists", F.coalesce(F.col(f"__{side}_exists"), F.lit(False))))
-    return checked
+    return checked, _derived_fill(job, V.PAIRS)
 
 
-def _matches(job: QueryJob, q: SparkQuery, staged: DataFrame) -> DataFrame:
+def matches_frame(job: QueryJob) -> Frame:
+    """The staged matches, with `__window` and `__constraints` (`expectations/matches.json`)."""
+    q, staged = job.query, job.staged(V.MATCHES)
+
     def interval(symbol: str) -> SimpleNamespace:
         return SimpleNamespace(ts=q.kernel_time(F.col(V.symbol_ts(symbol))),
                                te=q.kernel_time(F.col(V.symbol_te(symbol))))
@@ -244,6 +250,7 @@ def _matches(job: QueryJob, q: SparkQuery, staged: DataFrame) -> DataFrame:
                                     for r in sorted(c.relations)))
         for c in job.plan.constraints))
     complete = F.col(V.STATUS) == V.COMPLETE
-    return staged.select(*staged.columns,
-                         F.coalesce(~complete | q.within_window(last, first), F.lit(False)).alias("__window"),
-                         F.coalesce(~complete | every, F.lit(False)).alias("__constraints"))
+    checked = staged.select(*staged.columns,
+                            F.coalesce(~complete | q.within_window(last, first), F.lit(False)).alias("__window"),
+                            F.coalesce(~complete | every, F.lit(False)).alias("__constraints"))
+    return checked, _derived_fill(job, V.MATCHES)

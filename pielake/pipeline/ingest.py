@@ -17,7 +17,8 @@ Every quarantined row keeps the raw row as JSON. The report's counts satisfy
 or one the schema does not declare) is refused whole with an error naming them, as Delta's schema enforcement
 refuses such a write; an empty file, or one with only a header, is an empty micro-batch.
 
-The admitted events are staged (`_staging/events_<stream>`); the events gate publishes them (`publish_events`).
+The admitted events are staged (`_staging/events_<stream>`) for the events gate; the stage after it appends them to
+the stream's table (`admit_events`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
+from pathlib import Path
 
 import pyspark.sql.functions as F
 from delta.tables import DeltaTable
@@ -34,8 +36,12 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 
 from pielake import vocabulary as V
 from pielake.engine.checkpoints import hold, release
-from pielake.lake.delta import Lake, LakeError, check_run_id, table_name
-from pielake.streams import TIMESTAMP_UNIT, StreamSchema
+from pielake.errors import PielakeError
+from pielake.lake.delta import Lake, LakeError, check_run_id
+from pielake.pipeline.job import RunRequest, StageResult, StepContext, events_table, quarantine_table, timed
+from pielake.pipeline.scope import mark_unprocessed
+from pielake.query.analyzer import QueryPlan
+from pielake.streams import SCHEMAS_DIR, TIMESTAMP_UNIT, StreamSchema, load_schema, save_schema
 
 FORMATS = ("csv", "parquet", "json")
 PAYLOAD = "__payload"
@@ -55,18 +61,29 @@ class Admission:
 
 @dataclass(frozen=True)
 class IngestReport:
+    """Where every row of the input went: `rows_in = events + quarantined + duplicates_dropped`."""
+
     rows_in: int
     events: int
     quarantined: int
     duplicates_dropped: int
 
+    def rows(self) -> dict[str, int]:
+        """As the ingest stage reports its rows."""
+        return {ROWS_IN: self.rows_in, STAGED_EVENTS: self.events, QUARANTINED: self.quarantined,
+                DUPLICATES_DROPPED: self.duplicates_dropped}
 
-def events_table(stream: StreamSchema) -> str:
-    return table_name(V.EVENTS, stream.name)
+    @classmethod
+    def of(cls, rows: dict[str, int]) -> IngestReport:
+        return cls(rows[ROWS_IN], rows[STAGED_EVENTS], rows[QUARANTINED], rows[DUPLICATES_DROPPED])
+
+    def text(self) -> str:
+        return (f"{self.rows_in} rows in = {self.events} events + {self.quarantined} quarantined + "
+                f"{self.duplicates_dropped} exact duplicates dropped")
 
 
-def quarantine_table(stream: StreamSchema) -> str:
-    return table_name(V.QUARANTINE, stream.name)
+ROWS_IN, STAGED_EVENTS, QUARANTINED, DUPLICATES_DROPPED = (
+    "rows in", "staged events", "quarantined", "exact duplicates dropped")
 
 
 def read_raw(spark: SparkSession, path: str, fmt: str) -> DataFrame:
@@ -130,8 +147,8 @@ def _reason(stream: StreamSchema) -> Column:
                   F.lit(None).cast("string"))
 
 
-def ingest(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id: str,
-           admission: Admission | None = None) -> IngestReport:
+def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id: str,
+                admission: Admission | None = None) -> IngestReport:
     """Stage the good events of `raws` (files as `read_raw` reads them) for `events_<stream>`; write the bad rows
     to `quarantine_<stream>`."""
     if not raws:
@@ -262,3 +279,89 @@ def forget_replayed(lake: Lake, stream: StreamSchema, event_time: Callable[[Colu
     found = _late_rows(lake, stream, event_time, low, high)
     if found is not None:
         DeltaTable.forPath(lake.spark, lake.path(quarantine_table(stream))).delete(found[1])
+
+
+# ---------------------------------------------------------------- the stream and the ingest stage
+
+
+def guess_format(path: str) -> str:
+    suffix = Path(path).suffix.lower().lstrip(".")
+    fmt = {"csv": "csv", "parquet": "parquet", "json": "json", "jsonl": "json", "ndjson": "json"}.get(suffix)
+    if fmt is None:
+        raise PielakeError(f"cannot tell the format of '{path}'; pass --format ({', '.join(FORMATS)})")
+    return fmt
+
+
+def lake_streams(lake: Lake) -> Path:
+    """Where a lake keeps the schemas of the streams ingested into it."""
+    return lake.root / V.STREAMS_DIR
+
+
+def stream_for(lake: Lake, plan: QueryPlan, request: RunRequest, schemas_dir: Path = SCHEMAS_DIR) -> StreamSchema:
+    """The schema of the query's stream: the one the lake was ingested with, else the project's `schemas/`, else,
+    for a run that reads an events file, inferred from it; saved in the lake for the steps after this one."""
+    known = load_schema(plan.stream, lake_streams(lake)) or load_schema(plan.stream, schemas_dir)
+    if known is None and request.events_path is None:
+        raise PielakeError(f"stream {plan.stream} has not been ingested into {lake.root}; run the ingest stage first")
+    if known is None:
+        known = _infer_stream(lake, plan, request)
+    save_schema(known, lake_streams(lake))
+    return known
+
+
+def _infer_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamSchema:
+    """An unknown stream's schema, from the events file's columns and types."""
+    assert request.events_path is not None
+    fmt = request.fmt or guess_format(request.events_path)
+    if fmt == "csv":  # typed by inference here; ingest itself reads CSV as strings to see every cast failure
+        sample = lake.spark.read.option("header", "true").option("inferSchema", "true").csv(request.events_path)
+    else:
+        sample = read_raw(lake.spark, request.events_path, fmt)
+    columns = tuple((f.name, f.dataType.simpleString().upper()) for f in sample.schema.fields)
+    names = {n.lower() for n, _ in columns}
+    for needed in [*plan.keys, request.time_column]:
+        if needed.lower() not in names:
+            raise PielakeError(f"stream {plan.stream} has no schema and its file has no column "
+                               f"'{needed}'; pass --time-column or add schemas/{plan.stream}.yaml")
+    return StreamSchema(plan.stream, plan.keys, request.time_column, request.time_unit, columns)
+
+
+def ingest(ctx: StepContext) -> StageResult:
+    """The ingest stage: the events file (and, for a backfill, the quarantined late events in its range) into
+    staging, the bad rows into the quarantine."""
+    job, request = ctx.job, ctx.request
+
+    def work() -> dict[str, int]:
+        raws = [read_raw(job.lake.spark, request.events_path, request.fmt or guess_format(request.events_path))] \
+            if request.events_path else []
+        if ctx.backfill_range is not None:
+            raws.append(replay_quarantined(job.lake, job.stream, job.declared_query.kernel_time, *ctx.backfill_range))
+        report = ingest_rows(job.lake, raws, job.stream, job.run_id, _admission(ctx))
+        return report.rows()
+
+    return timed("ingest", work)
+
+
+def _admission(ctx: StepContext) -> Admission | None:
+    """A micro-batch: an event at or before its key's processed time is late. A backfill: it must lie in the
+    range."""
+    job, q = ctx.job, ctx.job.declared_query
+    if ctx.backfill_range is not None:
+        low, high = ctx.backfill_range
+        return Admission("outside_backfill_range", lambda rows: rows.withColumn(
+            ADMITTED, q.event_time().between(low, high)))
+    processed = job.published(V.PROGRESS) if ctx.request.mode == "incremental" else None
+    if processed is None:
+        return None
+    return Admission("late", lambda rows: mark_unprocessed(q.keyed(rows), processed, q, time=q.event_time(),
+                                                           mark=ADMITTED))
+
+
+def admit_events(ctx: StepContext) -> None:
+    """The events the events gate audited become the stream's: appended to `events_<stream>`, once (the stage
+    after the gate starts so); a backfill also clears the late rows it re-admitted from the quarantine."""
+    job = ctx.job
+    publish_events(job.lake, job.stream)
+    job.staging.done_with(events_table(job.stream))
+    if ctx.backfill_range is not None:
+        forget_replayed(job.lake, job.stream, job.declared_query.kernel_time, *ctx.backfill_range)

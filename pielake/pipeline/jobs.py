@@ -1,8 +1,8 @@
-"""Command-line entry points of the run's steps, as `spark-submit jobs/<step>.py` runs them.
+"""The command-line entry point of a run's steps, as `spark-submit jobs/step.py --step <step>` runs them.
 
-Each job builds (or, under spark-submit, joins) the SparkSession, loads the query, and calls the same
-`Run.step` the terminal's `pielake run` calls, so a step behaves the same from the terminal, from spark-submit and
-from an Airflow task. Every job gets the whole run request (mode, events, range), whichever part it needs.
+It builds (or, under spark-submit, joins) the SparkSession, loads the query, and calls the same `Run.step` the
+terminal's `pielake run` calls, so a step behaves the same from the terminal, from spark-submit and from an Airflow
+task. Every step gets the whole run request (mode, events, range), whichever part it needs.
 """
 
 from __future__ import annotations
@@ -15,15 +15,16 @@ from pielake.engine.session import build_session
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 from pielake.pipeline.gates import import_gx_meanwhile
-from pielake.pipeline.runner import Run, RunRequest
+from pielake.pipeline.job import RunRequest, StageResult
+from pielake.pipeline.registry import CHECK
+from pielake.pipeline.runner import Run
 from pielake.pipeline.scope import MODES
-from pielake.pipeline.stages import StageResult
-from pielake.pipeline.steps import GATED, step_of
 from pielake.query.analyzer import load_query_file
 
 
-def parser(job: str) -> argparse.ArgumentParser:
-    args = argparse.ArgumentParser(prog=f"jobs/{job}.py", description=f"pielake step: {job}")
+def parser() -> argparse.ArgumentParser:
+    args = argparse.ArgumentParser(prog="jobs/step.py", description="One step of a pielake run.")
+    args.add_argument("--step", required=True, help="the step: ingest, check_events, situations, pairs_c1, ...")
     args.add_argument("--query", required=True, help="query file (.tpq); its stem names the tables")
     args.add_argument("--lake", required=True, help="lake folder or URI")
     args.add_argument("--run-id", required=True)
@@ -35,11 +36,7 @@ def parser(job: str) -> argparse.ArgumentParser:
     args.add_argument("--from", dest="since", default=None, help="backfill range start (stream time)")
     args.add_argument("--to", dest="until", default=None, help="backfill range end (stream time)")
     args.add_argument("--format", default=None)
-    args.add_argument("--no-checks", action="store_true", help="skip the gates (events are still published)")
-    if job == "pairs":
-        args.add_argument("--constraint", required=True, help="constraint id, e.g. c1")
-    if job == "check":
-        args.add_argument("--gate", required=True, choices=GATED)
+    args.add_argument("--no-checks", action="store_true", help="skip the gates")
     return args
 
 
@@ -48,23 +45,22 @@ def _to_log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def main(job: str, argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Run one step; prints its result as one JSON line. Returns the process exit code."""
-    options = parser(job).parse_args(argv)
-    step = step_of(job, gate=getattr(options, "gate", None), constraint=getattr(options, "constraint", None))
-    if job == "check" and not options.no_checks:
+    options = parser().parse_args(argv)
+    if options.step.startswith(CHECK) and not options.no_checks:
         import_gx_meanwhile()
     try:
         plan = load_query_file(options.query)
-        lake = Lake(build_session(options.master, app_name=f"pielake-{step}-{plan.name}"), options.lake)
-        request = RunRequest(mode=options.mode, events_path=options.events or None, fmt=options.format,
+        lake = Lake(build_session(options.master, app_name=f"pielake-{options.step}-{plan.name}"), options.lake)
+        request = RunRequest(mode=options.mode, events_path=options.events or None, fmt=options.format or None,
                              time_column=options.time_column, time_unit=options.time_unit, since=options.since,
                              until=options.until, checks=not options.no_checks)
-        outcome = Run(lake, plan, options.run_id, request, progress=_to_log).step(step)
+        outcome = Run(lake, plan, options.run_id, request, progress=_to_log).step(options.step)
         if isinstance(outcome, StageResult):
-            print(json.dumps({"step": step, "rows": outcome.rows, "seconds": round(outcome.seconds, 3)}))
+            print(json.dumps({"step": options.step, "rows": outcome.rows, "seconds": round(outcome.seconds, 3)}))
         else:
-            print(json.dumps({"step": step, "gate": outcome.text() if outcome else "skipped"}))
+            print(json.dumps({"step": options.step, "gate": outcome.text() if outcome else "skipped"}))
         return 0
     except PielakeError as error:
         print(f"error: {error}", file=sys.stderr)

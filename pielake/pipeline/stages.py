@@ -15,11 +15,8 @@ of its own under Airflow) and keeps Spark's query plans small.
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
@@ -27,10 +24,9 @@ from pyspark.sql import Column, DataFrame
 from pielake import vocabulary as V
 from pielake.engine.checkpoints import release
 from pielake.engine.session import settings_within
-from pielake.errors import PielakeError
-from pielake.lake.delta import Lake, LakeError, table_name
-from pielake.lake.staging import Staging
-from pielake.pipeline.ingest import events_table
+from pielake.lake.delta import Lake, LakeError
+from pielake.pipeline.ingest import admit_events
+from pielake.pipeline.job import QueryJob, StageResult, StepContext, events_table, timed
 from pielake.pipeline.scope import (
     EVENTS_VERSION,
     FULL,
@@ -42,91 +38,14 @@ from pielake.pipeline.scope import (
     plan_scope,
     unsettled,
 )
-from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark import columns as C
 from pielake.spark.matches import MATCHES_SETTINGS, find_matches
 from pielake.spark.pairs import detect_pairs
 from pielake.spark.query import SparkQuery
-from pielake.streams import StreamSchema
 
 BYTES_PER_PARTITION = 32 * 1024 * 1024
 FILES_PER_TIME_RANGE = 4  # at most this many events files per time range a shuffle would make: read in place
 ROWS_PER_FILE = 50_000  # published tables: small enough that a micro-batch rewrites little of them
-
-
-@dataclass(frozen=True)
-class StageResult:
-    """What a stage did: rows written per table and the time it took."""
-
-    stage: str
-    rows: dict[str, int]
-    seconds: float
-    details: dict[str, object] = field(default_factory=dict)
-
-    def rows_text(self) -> str:
-        return ", ".join(f"{table}: {n}" for table, n in self.rows.items())
-
-    def details_text(self) -> str:
-        return ", ".join(f"{name}: {value}" for name, value in self.details.items())
-
-
-@dataclass(frozen=True)
-class QueryJob:
-    """One query over one stream in one lake, for one run."""
-
-    lake: Lake
-    plan: QueryPlan
-    stream: StreamSchema
-    run_id: str
-
-    def table(self, kind: str) -> str:
-        return table_name(kind, self.plan.name)
-
-    @property
-    def events(self) -> DataFrame:
-        """The stream's events with the run's key columns (`SparkQuery.keyed`)."""
-        return self.query.keyed(self.lake.read(events_table(self.stream)))
-
-    @cached_property
-    def query(self) -> SparkQuery:
-        """The query bound to the events table's columns: read once per job."""
-        return self.spark_query(self.lake.read(events_table(self.stream)))
-
-    def spark_query(self, events: DataFrame) -> SparkQuery:
-        types = {f.name: f.dataType.simpleString().upper() for f in events.schema.fields}
-        return SparkQuery(self.plan, self.stream, types)
-
-    def constraint(self, constraint_id: str) -> PairConstraint:
-        found = next((c for c in self.plan.constraints if c.id == constraint_id), None)
-        if found is None:
-            known = ", ".join(c.id for c in self.plan.constraints)
-            raise PielakeError(f"query {self.plan.name} has no constraint '{constraint_id}'; it has {known}")
-        return found
-
-    @property
-    def staging(self) -> Staging:
-        return self.lake.staging
-
-    def staged(self, kind: str) -> DataFrame:
-        return self.staging.read(self.table(kind))
-
-    def published(self, kind: str) -> DataFrame | None:
-        """A published table with the run's key columns, or None before the first publish."""
-        return self.query.keyed(self.lake.read(self.table(kind))) if self.lake.exists(self.table(kind)) else None
-
-    def scope(self) -> Scope:
-        """The run's scope; whether it is a batch's is the note its staged write was given (for a Delta table,
-        its commit's user metadata, read from the log file for free where a column would cost a Spark job in
-        every stage that asks)."""
-        full = self.staging.commit_note(self.table(V.SCOPE)) == FULL
-        return Scope(self.staged(V.SCOPE), self.query.keys, full)
-
-
-def timed(stage: str, work: Callable[[], dict[str, int]], details: dict[str, object] | None = None) -> StageResult:
-    """Run `work`; `details` is the stage's own record of how it went, which `work` may add to."""
-    started = time.perf_counter()
-    rows = work()
-    return StageResult(stage, rows, time.perf_counter() - started, details if details is not None else {})
 
 
 @dataclass(frozen=True)
@@ -152,14 +71,15 @@ def kernel_reading(lake: Lake, table: str, version: int, q: SparkQuery) -> Kerne
     return KernelReading(partitions, in_place, plain)
 
 
-def derive_situations(job: QueryJob, *, mode: str = "batch", since: int | None = None) -> StageResult:
-    """Fix the run's scope, then all symbols in one pass over its slice: staged `segments_<q>`, `situations_<q>`.
-
-    `mode` is batch, incremental or backfill (`since`: the backfill's start, in kernel time).
-    """
+def derive_situations(ctx: StepContext) -> StageResult:
+    """Admit the audited events (`admit_events`), fix the run's scope, then derive all symbols in one pass over
+    its slice: staged `segments_<q>`, `situations_<q>`."""
+    job, mode = ctx.job, ctx.request.mode
+    since = ctx.backfill_range[0] if ctx.backfill_range is not None else None
     details: dict[str, object] = {"mode": mode}
 
     def work() -> dict[str, int]:
+        admit_events(ctx)
         table = events_table(job.stream)
         version = job.lake.version(table)
         q = job.query
@@ -210,9 +130,11 @@ def _backfill_cuts(job: QueryJob, q: SparkQuery, since: int | None) -> DataFrame
                         unsettled_rows=unsettled(q, situations=situations, pairs=pairs, matches=matches))
 
 
-def detect_constraints(job: QueryJob, constraint_ids: Sequence[str]) -> StageResult:
-    """PiePair detection of some constraints (Airflow: one task each, in parallel; a run in one process: all in
-    one plan and one write) over the run's slice, into their partitions of staged `pairs_<q>`."""
+def detect_constraints(ctx: StepContext) -> StageResult:
+    """PiePair detection of the step's constraints (Airflow: one task each, in parallel; a run in one process: all
+    in one plan and one write) over the run's slice, into their partitions of staged `pairs_<q>`."""
+    job, constraint_ids = ctx.job, ctx.constraints
+
     def work() -> dict[str, int]:
         constraints = [job.constraint(c) for c in constraint_ids]
         q = job.query
@@ -226,8 +148,10 @@ def detect_constraints(job: QueryJob, constraint_ids: Sequence[str]) -> StageRes
     return timed(f"pairs {', '.join(constraint_ids)}", work)
 
 
-def join_matches(job: QueryJob) -> StageResult:
+def join_matches(ctx: StepContext) -> StageResult:
     """Natural joins of the staged pair tables into staged `matches_<q>`."""
+    job = ctx.job
+
     def work() -> dict[str, int]:
         q = job.query
         matches = find_matches(job.staged(V.PAIRS), job.staged(V.SITUATIONS), job.scope().last_times(), q,
@@ -238,7 +162,7 @@ def join_matches(job: QueryJob) -> StageResult:
     return timed("matches", work)
 
 
-def publish(job: QueryJob) -> StageResult:
+def publish(ctx: StepContext) -> StageResult:
     """Merge the staged rows into the published tables (a batch run replaces them), then record the state.
 
     Each table is one Delta commit; `progress_<q>` is written last, so until it is, the next run has the same
@@ -252,6 +176,8 @@ def publish(job: QueryJob) -> StageResult:
     tables, are computed beside them (`_progress_rows`): the writes leave a core idle while the largest of them
     finishes.
     """
+    job = ctx.job
+
     def work() -> dict[str, int]:
         q = job.query
         scope = job.scope()

@@ -20,7 +20,6 @@ from pielake import vocabulary as V
 from pielake.query import ast
 from pielake.query.analyzer import PairConstraint
 from pielake.query.join_order import join_order
-from pielake.spark import columns as C
 from pielake.spark.compile import Compiler
 from pielake.spark.query import SparkQuery
 
@@ -72,7 +71,7 @@ def _side(c: PairConstraint, symbol: str) -> str:
 def _endpoints(c: PairConstraint, symbols: list[str]) -> list[Column]:
     """A joined pair's endpoints of `symbols` under the symbols' own names."""
     return [F.col(f"{PAIR}{_side(c, s)}_{end}").alias(name(s)) for s in symbols
-            for end, name in (("ts", C.symbol_ts), ("te", C.symbol_te))]
+            for end, name in (("ts", V.symbol_ts), ("te", V.symbol_te))]
 
 
 def _extend(bound: DataFrame, new_symbols: list[str]) -> DataFrame:

@@ -1,6 +1,6 @@
-"""The generated Airflow DAGs: they load without errors with the expected task graph, and a whole scheduled run
-(`airflow dags test`, every step a real spark-submit) writes the same matches the reference computes, although
-the `situations` task's driver is killed (SIGKILL) in the middle of its writes and Airflow retries the task.
+"""A whole scheduled run of a generated DAG (`airflow dags test`, every step a real spark-submit) writes the same
+matches the reference computes, although the `situations` task's driver is killed (SIGKILL) in the middle of its
+writes and Airflow retries the task. (The DAG folder's integrity: tests/dags.)
 
 Airflow runs in subprocesses with a metadata DB of its own under the test's folder, as `infra/` sets it up.
 """
@@ -24,6 +24,7 @@ from pyspark.sql import SparkSession
 from pielake.engine.session import JAVA_OPTIONS, driver_heap
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
+from tests.dags.test_dag_integrity import EXPECTED_GRAPH
 from tests.helpers import drawn, process_env
 
 pytestmark = pytest.mark.heavy(seconds=510)  # about this long in CI: scheduled first
@@ -31,18 +32,6 @@ pytestmark = pytest.mark.heavy(seconds=510)  # about this long in CI: scheduled 
 ROOT = Path(__file__).parents[2]
 BIN = Path(sys.executable).parent
 QUERY = "FROM Flags F PARTITION BY key DEFINE A AS a, B AS b PATTERN A overlaps; meets B WITHIN 1 min\n"
-GRAPH = """
-import json
-from airflow.dag_processing.dagbag import DagBag
-bag = DagBag(dag_folder="{dags}")
-print(json.dumps({{"errors": {{str(k): str(v) for k, v in bag.import_errors.items()}},
-                  "dags": {{d.dag_id: {{t.task_id: sorted(t.downstream_task_ids) for t in d.tasks}}
-                           for d in bag.dags.values()}}}}))
-"""
-
-EXPECTED_GRAPH = {"ingest": ["check_events"], "check_events": ["situations"], "situations": ["check_situations"],
-                  "check_situations": ["pairs_c1"], "pairs_c1": ["check_pairs"], "check_pairs": ["matches"],
-                  "matches": ["check_matches"], "check_matches": ["publish"], "publish": []}
 
 
 @pytest.fixture(scope="module")
@@ -61,16 +50,6 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
                       PYSPARK_PYTHON=sys.executable, PIELAKE_RETRY_DELAY="1")
     subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
     return env
-
-
-def test_dag_folder_loads_one_scheduled_and_one_backfill_dag_per_query(airflow: dict[str, str]) -> None:
-    done = subprocess.run([sys.executable, "-c", GRAPH.format(dags=ROOT / "dags")], env=airflow, text=True,
-                          capture_output=True, check=True, timeout=300)
-    found = json.loads(done.stdout.strip().splitlines()[-1])
-    assert found["errors"] == {}
-    assert set(found["dags"]) == {"pielake_flag_pairs", "pielake_flag_pairs_backfill"}
-    for graph in found["dags"].values():
-        assert graph == EXPECTED_GRAPH
 
 
 def kill_mid_write(lake: Path, app_name: str, table: str, killed: list[list[str]], done: threading.Event) -> None:

@@ -16,8 +16,9 @@ from pyspark.sql import SparkSession
 
 from pielake.cli import main
 from pielake.lake.delta import Lake, LakeError
-from pielake.pipeline.ingest import IngestReport
-from pielake.pipeline.runner import Run, RunRequest, run_query
+from pielake.pipeline.ingest import IngestReport, admit_events
+from pielake.pipeline.job import RunRequest, StepContext
+from pielake.pipeline.runner import Run, run_query
 from pielake.query.analyzer import load_query
 from pielake.streams import StreamSchema, save_schema
 
@@ -82,15 +83,17 @@ def new_lake(root: Path, spark: SparkSession, schema: StreamSchema = SCHEMA) -> 
 
 
 def ingest_file(lake: Lake, content: bytes, run_id: str, mode: str = "batch", query: str = QUERY) -> IngestReport:
-    """The run's ingest step and events gate (which publishes the events), as `pielake run` calls them."""
+    """The run's ingest step and events gate, as `pielake run` calls them, then the events appended as the stage
+    after the gate appends them (`admit_events`)."""
     path = lake.root / f"{run_id}.csv"
     path.write_bytes(content)
     run = Run(lake, load_query(query, "dirty"), run_id, RunRequest(mode=mode, events_path=str(path), fmt="csv",
                                                                    checks=False))
-    run.step("ingest")
+    ingested = run.step("ingest")
     run.step("check_events")
+    admit_events(StepContext(run.job, run.request))  # as the stage after the gate starts: the events are in
     run.lock.release(run_id)  # the run stops here on purpose: let the case's next run start
-    return run.report
+    return IngestReport.of(ingested.rows)
 
 
 def reasons(lake: Lake, run_id: str) -> tuple[str, ...]:

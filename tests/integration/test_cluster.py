@@ -13,7 +13,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pielake.lake.delta import Lake
-from pielake.pipeline.runner import RunRequest, run_query
+from pielake.pipeline.job import RunRequest
+from pielake.pipeline.runner import run_query
 from pielake.query.analyzer import load_query
 from tests.helpers import free_port, process_env
 from tests.integration.cli_runs import assert_one_clean_run, run_command

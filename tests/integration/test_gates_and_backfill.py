@@ -17,7 +17,8 @@ from pyspark.sql import SparkSession
 
 from pielake.lake.delta import Lake
 from pielake.pipeline.gates import GateError
-from pielake.pipeline.runner import Run, RunRequest, run_query
+from pielake.pipeline.job import RunRequest
+from pielake.pipeline.runner import Run, run_query
 from pielake.pipeline.stages import kernel_reading
 from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import derive_situations, find_matches

@@ -1,6 +1,6 @@
 """A query without PARTITION BY reads its stream as one global key (docs/semantics.md §1), on every path: a batch
 run from the command line with its gates, a micro-batch after it, a backfill of late events, each step as an
-Airflow task runs it (`jobs/<job>.py`), then SQL and the timeline. Each time the published tables equal what the
+Airflow task runs it (`jobs/step.py`), then SQL and the timeline. Each time the published tables equal what the
 brute-force reference computes, and none of them has a key column."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from pielake.cli import main
 from pielake.lake.delta import Lake
 from pielake.pipeline.jobs import main as job_main
-from pielake.pipeline.steps import job_of, step_names
+from pielake.pipeline.registry import STAGES
 from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from pielake.spark import columns as C
@@ -101,19 +101,19 @@ def test_a_backfill_of_late_events_equals_the_reference(tmp_path: Path, spark: S
 
 
 def test_each_step_as_an_airflow_task_runs_it_equals_the_reference(tmp_path: Path, spark: SparkSession) -> None:
-    """Every step of the scheduled DAG through its spark-submit entry point (`jobs/<job>.py`), stage outputs
+    """Every step of the scheduled DAG through its spark-submit entry point (`jobs/step.py`), stage outputs
     handed over in `_staging/` as between Airflow's tasks; then SQL and a timeline without --key."""
     lake = new_lake(tmp_path, spark)
     plan = load_query(QUERY, "plant")
     events = write(tmp_path / "events.json", EVENTS)
-    for step in step_names(plan):
-        job, picked = job_of(step)
-        argv = ["--query", str(tmp_path / "plant.tpq"), "--lake", str(tmp_path), "--run-id", "scheduled",
-                "--mode", "incremental", "--events", events, *picked]
-        assert job_main(job, argv) == 0, step
+    steps = [step.name for step in STAGES.steps(plan)]
+    for step in steps:
+        argv = ["--step", step, "--query", str(tmp_path / "plant.tpq"), "--lake", str(tmp_path),
+                "--run-id", "scheduled", "--mode", "incremental", "--events", events]
+        assert job_main(argv) == 0, step
     assert_published_equal_the_reference(lake, plan, EVENTS)
     [run] = lake.read("runs").collect()
-    assert run.status == "published" and [s.step for s in run.steps] == step_names(plan)
+    assert run.status == "published" and [s.step for s in run.steps] == steps
     rows = list(csv.DictReader(io.StringIO(cli(
         "sql", "--lake", str(tmp_path), "--format", "csv",
         "SELECT count(*) AS n, min(hot_ts) AS first FROM matches_plant WHERE status = 'complete'"))))

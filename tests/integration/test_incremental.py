@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from pielake.lake.delta import Lake
-from pielake.pipeline.runner import RunRequest, run_query
+from pielake.pipeline.job import RunRequest
+from pielake.pipeline.runner import run_query
 from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from pielake.streams import save_schema

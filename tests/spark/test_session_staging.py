@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 from pielake.lake.staging import SessionStaging, Staging
-from pielake.pipeline.ingest import ingest, read_raw
+from pielake.pipeline.ingest import ingest_rows, read_raw
 from pielake.streams import StreamSchema
 from tests.helpers import held_rdds
 
@@ -92,7 +92,7 @@ def test_ingest_frees_the_rows_it_checked_once_they_are_written(spark: SparkSess
     staging = SessionStaging()
     before = held_rdds(spark)
     try:
-        report = ingest(Lake(spark, tmp_path / "lake").staged_in(staging), [read_raw(spark, str(events), "json")],
+        report = ingest_rows(Lake(spark, tmp_path / "lake").staged_in(staging), [read_raw(spark, str(events), "json")],
                         stream, "r1")
         assert (report.rows_in, report.events, report.quarantined) == (3, 2, 1)
         assert held_rdds(spark) == before + 1

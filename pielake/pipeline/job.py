@@ -1,0 +1,158 @@
+"""What every step of a run works with: the request, the job (a query over a stream in a lake, for one run), the
+step's context, and what a stage reports back.
+
+A run's steps may each be a process of its own (Airflow's tasks), so none of this holds state a later step needs:
+a step rebuilds it from the request and reads what earlier steps staged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from pyspark.sql import DataFrame
+
+from pielake import vocabulary as V
+from pielake.errors import PielakeError
+from pielake.lake.delta import Lake, table_name
+from pielake.lake.staging import Staging
+from pielake.pipeline.scope import FULL, MODES, Scope
+from pielake.query.analyzer import PairConstraint, QueryPlan
+from pielake.spark.query import SparkQuery
+from pielake.streams import StreamSchema
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What a run is asked to do; every step of the run, in any process, gets the same request."""
+
+    mode: str = "batch"  # batch | incremental | backfill
+    events_path: str | None = None
+    fmt: str | None = None
+    time_column: str = "ts"
+    time_unit: str = "s"
+    since: str | None = None  # a backfill's range, in the stream's own time
+    until: str | None = None
+    checks: bool = True
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise PielakeError(f"unknown mode '{self.mode}'; use one of {', '.join(MODES)}")
+
+
+def events_table(stream: StreamSchema) -> str:
+    return table_name(V.EVENTS, stream.name)
+
+
+def quarantine_table(stream: StreamSchema) -> str:
+    return table_name(V.QUARANTINE, stream.name)
+
+
+@dataclass(frozen=True)
+class QueryJob:
+    """One query over one stream in one lake, for one run."""
+
+    lake: Lake
+    plan: QueryPlan
+    stream: StreamSchema
+    run_id: str
+
+    def table(self, kind: str) -> str:
+        return table_name(kind, self.plan.name)
+
+    @property
+    def events(self) -> DataFrame:
+        """The stream's events with the run's key columns (`SparkQuery.keyed`)."""
+        return self.query.keyed(self.lake.read(events_table(self.stream)))
+
+    @cached_property
+    def query(self) -> SparkQuery:
+        """The query bound to the events table's columns: read once per job."""
+        events = self.lake.read(events_table(self.stream))
+        return SparkQuery(self.plan, self.stream, {f.name: f.dataType.simpleString().upper()
+                                                   for f in events.schema.fields})
+
+    @cached_property
+    def declared_query(self) -> SparkQuery:
+        """The query bound to the stream's declared columns, for the step that ingests before there is an events
+        table to read them from."""
+        return SparkQuery(self.plan, self.stream, dict(self.stream.columns))
+
+    def constraint(self, constraint_id: str) -> PairConstraint:
+        found = next((c for c in self.plan.constraints if c.id == constraint_id), None)
+        if found is None:
+            known = ", ".join(c.id for c in self.plan.constraints)
+            raise PielakeError(f"query {self.plan.name} has no constraint '{constraint_id}'; it has {known}")
+        return found
+
+    @property
+    def staging(self) -> Staging:
+        return self.lake.staging
+
+    def staged(self, kind: str) -> DataFrame:
+        return self.staging.read(self.table(kind))
+
+    def published(self, kind: str) -> DataFrame | None:
+        """A published table with the run's key columns, or None before the first publish."""
+        return self.query.keyed(self.lake.read(self.table(kind))) if self.lake.exists(self.table(kind)) else None
+
+    def scope(self) -> Scope:
+        """The run's scope; whether it is a batch's is the note its staged write was given (for a Delta table,
+        its commit's user metadata, read from the log file for free where a column would cost a Spark job in
+        every stage that asks)."""
+        full = self.staging.commit_note(self.table(V.SCOPE)) == FULL
+        return Scope(self.staged(V.SCOPE), self.query.keys, full)
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """One step of a run: its job and request, and for a step of a stage that runs per constraint, the
+    constraints it runs for."""
+
+    job: QueryJob
+    request: RunRequest
+    constraints: tuple[str, ...] = ()
+
+    @cached_property
+    def backfill_range(self) -> tuple[int, int] | None:
+        """A backfill's bounds in kernel time, read in the stream's own time type; None for other modes."""
+        if self.request.mode != "backfill":
+            return None
+        since, until = self.request.since, self.request.until
+        if since is None or until is None:
+            raise PielakeError("a backfill needs --from and --to")
+        bounds = []
+        for text in (since, until):
+            try:
+                bounds.append(self.job.declared_query.parse_time(text))
+            except ValueError as error:
+                raise PielakeError(f"cannot read '{text}' as a time of stream {self.job.stream.name}: "
+                                   f"{error}") from None
+        if bounds[0] > bounds[1]:
+            raise PielakeError(f"--from {since} is after --to {until}")
+        return bounds[0], bounds[1]
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """What a stage did: rows written per table and the time it took."""
+
+    stage: str
+    rows: dict[str, int]
+    seconds: float
+    details: dict[str, object] = field(default_factory=dict)
+
+    def rows_text(self) -> str:
+        return ", ".join(f"{table}: {n}" for table, n in self.rows.items())
+
+    def details_text(self) -> str:
+        return ", ".join(f"{name}: {value}" for name, value in self.details.items())
+
+
+def timed(stage: str, work: Callable[[], dict[str, int]], details: dict[str, object] | None = None) -> StageResult:
+    """Run `work`; `details` is the stage's own record of how it went, which `work` may add to."""
+    started = time.perf_counter()
+    rows = work()
+    return StageResult(stage, rows, time.perf_counter() - started, details if details is not None else {})

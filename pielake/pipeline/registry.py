@@ -1,0 +1,133 @@
+"""The stages of a run, each declared once: its name, the function that runs it, what it reads and stages, the
+gate that checks its output, and whether it runs once per constraint.
+
+Everything that knows a run's steps derives them from here: the runner's loop (`pielake.pipeline.runner`), the
+spark-submit entry point (`jobs/step.py`), Airflow's task graph (`pielake.orchestration.airflow`) and `pielake
+explain`. A new stage is one declaration in `STAGES` and its function.
+
+The registry names its functions by import path and imports them only when a step runs: Airflow parses DAG files
+often, and building a DAG must not import Spark.
+
+A run's steps, in order (`Registry.steps`):
+
+    ingest -> check_events -> situations -> check_situations -> pairs_c1 ... pairs_cN -> check_pairs
+           -> matches -> check_matches -> publish
+
+A stage that runs per constraint is one step per constraint where an orchestrator can run them side by side
+(`pairs_c1`, `pairs_c2`, ...), and one step for all of them in one process (`pairs`: one Spark plan, one write).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pielake import vocabulary as V
+from pielake.errors import PielakeError
+from pielake.query.analyzer import QueryPlan
+
+CHECK = "check_"  # a gate's step is its suite's name after this
+
+
+def _resolve(path: str) -> Callable[..., Any]:
+    """`package.module:function` -> the function."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A data-quality gate: the suite `expectations/<suite>.json`, run on what `frame` (an import path) gives of
+    its stage's staged output (`pielake.pipeline.gates`)."""
+
+    suite: str
+    frame: str
+
+    def frame_function(self) -> Callable[..., Any]:
+        return _resolve(self.frame)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a run. `run` is the import path of its function, `(StepContext) -> StageResult`; `reads` and
+    `stages` name the tables it reads and the staged tables it writes (`<kind>` for `<kind>_<query>`);
+    `per_constraint`: one step per constraint of the query."""
+
+    name: str
+    run: str
+    reads: tuple[str, ...]
+    stages: tuple[str, ...]
+    gate: Gate | None = None
+    per_constraint: bool = False
+    doc: str = ""
+
+    def function(self) -> Callable[..., Any]:
+        return _resolve(self.run)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a run: a stage, or its gate (`check`); `constraints`, those a per-constraint stage's step
+    runs for."""
+
+    name: str
+    stage: Stage
+    check: bool = False
+    constraints: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Registry:
+    """The stages of a run, in order."""
+
+    stages: tuple[Stage, ...]
+
+    def layers(self, plan: QueryPlan, *, parallel: bool = True) -> list[list[Step]]:
+        """The steps in order, those that may run side by side (a per-constraint stage's, with `parallel`) in
+        one layer."""
+        out: list[list[Step]] = []
+        for stage in self.stages:
+            ids = tuple(c.id for c in plan.constraints)
+            if stage.per_constraint and parallel:
+                out.append([Step(f"{stage.name}_{c}", stage, constraints=(c,)) for c in ids])
+            else:
+                out.append([Step(stage.name, stage, constraints=ids if stage.per_constraint else ())])
+            if stage.gate is not None:
+                out.append([Step(CHECK + stage.gate.suite, stage, check=True)])
+        return out
+
+    def steps(self, plan: QueryPlan, *, parallel: bool = True) -> list[Step]:
+        return [step for layer in self.layers(plan, parallel=parallel) for step in layer]
+
+    def step(self, plan: QueryPlan, name: str) -> Step:
+        """The step called `name`, in either form of a per-constraint stage (`pairs_c1` or `pairs`)."""
+        for step in [*self.steps(plan), *self.steps(plan, parallel=False)]:
+            if step.name == name:
+                return step
+        names = ", ".join(s.name for s in self.steps(plan))
+        raise PielakeError(f"no step '{name}' in a run of {plan.name}; the steps are {names}")
+
+    def last(self, plan: QueryPlan) -> Step:
+        """The step that ends a run: after it the run is published."""
+        return self.steps(plan)[-1]
+
+
+STAGES = Registry((
+    Stage("ingest", "pielake.pipeline.ingest:ingest", reads=("the events file", V.QUARANTINE), stages=(V.EVENTS,),
+          gate=Gate("events", "pielake.pipeline.gates:events_frame"),
+          doc="Reads the events file into staging; bad rows go to the quarantine with their reason."),
+    Stage("situations", "pielake.pipeline.stages:derive_situations", reads=(V.EVENTS, V.PROGRESS),
+          stages=(V.SCOPE, V.SEGMENTS, V.SITUATIONS),
+          gate=Gate("situations", "pielake.pipeline.gates:situations_frame"),
+          doc="Appends the audited events, fixes the run's scope and derives every symbol's situations."),
+    Stage("pairs", "pielake.pipeline.stages:detect_constraints", reads=(V.SEGMENTS, V.SITUATIONS, V.SCOPE),
+          stages=(V.PAIRS,), gate=Gate("pairs", "pielake.pipeline.gates:pairs_frame"), per_constraint=True,
+          doc="Detects a constraint's PiePairs: its automata over the minterm runs, or a range join."),
+    Stage("matches", "pielake.pipeline.stages:join_matches", reads=(V.PAIRS, V.SITUATIONS, V.SCOPE),
+          stages=(V.MATCHES,), gate=Gate("matches", "pielake.pipeline.gates:matches_frame"),
+          doc="Joins the PiePairs into matches, with detection time, status and RETURN columns."),
+    Stage("publish", "pielake.pipeline.stages:publish", reads=(V.SITUATIONS, V.PAIRS, V.MATCHES, V.SCOPE),
+          stages=(), doc="Merges the staged rows into the published tables, then records the progress."),
+))

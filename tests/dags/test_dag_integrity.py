@@ -1,0 +1,75 @@
+"""DAG integrity: the DAG folder loads in a fresh Airflow process, each registered query as its scheduled and its
+backfill DAG with the run's task graph, and a query that does not parse as a DAG of its own that names the error,
+hiding no other query's DAGs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import process_env
+
+ROOT = Path(__file__).parents[2]
+QUERY = "FROM Flags F PARTITION BY key DEFINE A AS a, B AS b PATTERN A overlaps; meets B WITHIN 1 min\n"
+BROKEN = "FROM S DEFINE A AS x, B AS y PATTERN A overlap B WITHIN 5 s\n"
+LOAD = """
+import json, time
+started = time.perf_counter()
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder={dags!r})
+print(json.dumps({{"seconds": time.perf_counter() - started,
+                  "errors": {{str(k): str(v) for k, v in bag.import_errors.items()}},
+                  "dags": {{d.dag_id: {{"tags": sorted(d.tags), "doc": d.doc_md, "schedule": str(d.schedule),
+                                       "retries": d.default_args.get("retries"),
+                                       "tasks": {{t.task_id: sorted(t.downstream_task_ids) for t in d.tasks}}}}
+                           for d in bag.dags.values()}}}}))
+"""
+EXPECTED_GRAPH = {"ingest": ["check_events"], "check_events": ["situations"], "situations": ["check_situations"],
+                  "check_situations": ["pairs_c1"], "pairs_c1": ["check_pairs"], "check_pairs": ["matches"],
+                  "matches": ["check_matches"], "check_matches": ["publish"], "publish": []}
+
+
+def load_dags(home: Path, queries: Path, dags: Path = ROOT / "dags", script: str = LOAD) -> dict:
+    """What a fresh Airflow process finds in `dags` with `queries` registered (the last line it prints)."""
+    env = process_env(AIRFLOW_HOME=str(home), AIRFLOW__CORE__LOAD_EXAMPLES="False", PIELAKE_QUERIES=str(queries),
+                      PIELAKE_LAKE=str(home / "lake"))
+    done = subprocess.run([sys.executable, "-c", script.format(dags=str(dags))], env=env, text=True,
+                          capture_output=True, check=True, timeout=300, cwd=ROOT)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    home = tmp_path_factory.mktemp("airflow")
+    queries = home / "queries"
+    queries.mkdir()
+    (queries / "flag_pairs.tpq").write_text(QUERY)
+    (queries / "flag_pairs.yaml").write_text('schedule: "*/5 * * * *"\nevents: /landing/flags.json\n')
+    (queries / "broken.tpq").write_text(BROKEN)
+    return load_dags(home, queries)
+
+
+def test_the_dag_folder_loads_without_import_errors_in_under_a_minute(loaded: dict) -> None:
+    assert loaded["errors"] == {}
+    assert loaded["seconds"] < 60
+
+
+def test_each_valid_query_is_a_scheduled_and_a_backfill_dag_of_the_run_s_steps(loaded: dict) -> None:
+    scheduled, backfill = loaded["dags"]["pielake_flag_pairs"], loaded["dags"]["pielake_flag_pairs_backfill"]
+    assert scheduled["tasks"] == backfill["tasks"] == EXPECTED_GRAPH
+    assert scheduled["schedule"] == "*/5 * * * *" and backfill["schedule"] == "None"
+    assert scheduled["tags"] == ["pielake"] and backfill["tags"] == ["backfill", "pielake"]
+    assert scheduled["retries"] == backfill["retries"] == 2
+
+
+def test_a_query_that_does_not_parse_is_a_dag_that_names_its_file_line_and_column(loaded: dict) -> None:
+    broken = loaded["dags"]["pielake_broken"]
+    assert set(loaded["dags"]) == {"pielake_flag_pairs", "pielake_flag_pairs_backfill", "pielake_broken"}
+    assert broken["tags"] == ["broken", "pielake"] and broken["schedule"] == "None"
+    assert broken["tasks"] == {"parse_query": []}
+    assert "broken.tpq: unknown relation 'overlap'. Line 1, Col 40. Did you mean 'overlaps'?" in broken["doc"]
+    assert "^^^^^^^" in broken["doc"]  # the caret under the offending text
