@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from pielake import vocabulary as V
-from pielake.bench import TPSTREAM_QUERIES, plot, run_grid, summary, write_csv
+from pielake.bench.shapes import TPSTREAM_QUERIES, plot, run_grid, summary, write_csv, write_docs
 from pielake.engine.session import build_session
 from pielake.errors import PielakeError, QueryError
 from pielake.exitcodes import EXIT_USAGE
@@ -296,12 +296,14 @@ def generate_command(out: str, *, events: int, query_file: str | None, columns: 
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True, help="Runs per case (median).")
 @click.option("--workdir", type=click.Path(file_okay=False), default="bench", show_default=True,
               help="Generated events (kept) and the lake (replaced per run).")
+@click.option("--docs", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Also write the figures into this page, between its bench markers (docs/performance.md).")
 @master_option
 def bench_command(*, shapes: tuple[str, ...], symbols: tuple[int, ...], events: tuple[int, ...], repeat: int,
-                  workdir: str, master: str | None) -> None:
+                  workdir: str, docs: str | None, master: str | None) -> None:
     """PieStream Figure 4 / TPStream shapes on the synthetic law: end-to-end and per-stage times, events/s,
     peak memory and two floors (a bare scan of the events, a bare write of the results), into WORKDIR/bench.csv
-    and WORKDIR/bench.png."""
+    and WORKDIR/bench.png (and, with --docs, a page's figures)."""
     folder = Path(workdir)
     folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -314,6 +316,10 @@ def bench_command(*, shapes: tuple[str, ...], symbols: tuple[int, ...], events: 
                        say=lambda line: click.echo(line, err=True))
     click.echo(summary(results))
     click.echo(f"wrote {write_csv(results, folder / 'bench.csv')} and {plot(results, folder / 'bench.png')}")
+    if docs is not None:
+        command = " ".join(["pielake bench", *(f"--shape {x}" for x in shapes), *(f"--symbols {n}" for n in symbols),
+                            *(f"--events {n}" for n in events), f"--repeat {repeat}"])
+        click.echo(f"wrote the figures into {write_docs(results, Path(docs), command)}")
 
 
 @main.command("unlock")

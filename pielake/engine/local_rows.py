@@ -1,7 +1,7 @@
 """Small tables the driver builds (a query's PiePair patterns, a run's report row), held in the plan itself.
 
 PySpark turns a Python list given to `createDataFrame` into a Python RDD: every read of it runs a Spark job whose
-tasks need Python workers (forked, importing), ~0.5-1.5 s for a table of a few rows. Handed over as Arrow, the
+tasks need Python workers (forked, importing), a second or so for a table of a few rows. Handed over as Arrow, the
 same rows become a local relation inside the query plan, which Spark reads without a job.
 """
 

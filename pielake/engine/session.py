@@ -22,30 +22,24 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
-# The chain benchmarks at 10^7 events (4 and 18 symbols) ran as fast in a 2.5 GB heap as in 3 GB (n=18: 104.7 s
-# against 108.8 s, same hour), and the JVM peaked at 3.2 GB instead of 3.8 GB (benchmarks/results/2026-11-24); a
-# 4 GB heap made the 4-symbol one no faster. Raise it (PIELAKE_DRIVER_MEMORY) for larger inputs.
+# The heap of a run's Spark (in local mode all of it): enough for the chain benchmarks at 10^7 events and 18
+# symbols, no faster when larger (docs/performance.md). Raise it (PIELAKE_DRIVER_MEMORY) for larger inputs.
 DEFAULT_DRIVER_MEMORY = "2500m"
 # The JDK copies a heap buffer written to (or read from) a file channel through a direct buffer, and keeps that
 # buffer for its thread for good, as large as the largest copy so far. Spark's task threads live as long as the
-# session and move blocks to and from disk in large slices: after an n=18 ingest of 10^7 events, 16 such buffers
-# held 340 MB outside the heap (benchmarks/results/2026-11-25). Capped, a larger copy gets a buffer of its own that
-# is freed at once.
+# session and move blocks to and from disk in large slices, so without a cap each keeps a buffer as large as the
+# largest block outside the heap; capped, a larger copy gets a buffer of its own that is freed at once.
 # G1 sizes its young generation to meet a pause-time goal, 200 ms by default. A batch job wants throughput, not
-# short pauses: with a goal of 1000 ms G1 collects less often, and warm n=18 rounds took 47.0 s on average
-# instead of 49.7 s (six each, alternated sessions; the situations stage 13.0 s instead of 14.5 s); n=4 rounds
-# took the same (15.1 s with it, 15.0 s without, twelve each). A goal of 500 ms was no faster than the default.
+# short pauses: with a goal of 1000 ms G1 collects less often.
 JAVA_OPTIONS = "-Djdk.nio.maxCachedBufferSize=262144 -XX:MaxGCPauseMillis=1000"
 # A local session's shuffle blocks never leave the machine: the JVM that writes them reads them back, mostly from
-# the page cache, so compressing them (LZ4) spends CPU to save disk space only. Without it the n=18 pairs stage,
-# three shuffles of millions of rows, took 9.5 s instead of 10.1 s (four warm rounds each, alternated sessions).
-# A cluster's shuffles cross the network, where compression pays: they keep Spark's default.
+# the page cache, so compressing them (LZ4) spends CPU to save disk space only. A cluster's shuffles cross the
+# network, where compression pays: they keep Spark's default.
 LOCAL_SHUFFLES = {"spark.shuffle.compress": "false", "spark.shuffle.spill.compress": "false"}
 # Spark compiles the code it generates for a query's stages (Janino) and keeps the classes in a cache keyed by their
-# source, 100 by default. One run of a chain query plans ~220 of them, so the next run of the same query found every
-# one evicted: it compiled them again (1.6 s of driver time at n=4), and HotSpot compiled the new classes' hot loops
-# again (7-9 s of CPU on a 2-core machine). With room for a few queries' classes a warm run compiles ~4-20: n=4 warm
-# rounds took 8.4-10.0 s instead of 10.2-12.2 s, n=18 31.8-34.9 s instead of 40.5-42.9 s (alternated sessions).
+# source, 100 by default. One run of a chain query plans about twice that many, so with the default the next run of
+# the same query finds every class evicted, compiles them again, and HotSpot compiles their hot loops again. Room
+# for a few queries' classes lets a session that runs queries again (the engine, the bench, the tests) reuse them.
 CODEGEN_CACHE_ENTRIES = 1000
 SCALA_VERSION = "2.13"  # Spark 4 is built for Scala 2.13 only
 IVY_CACHE = Path.home() / ".ivy2.5.2"  # Spark 4's default `spark.jars.ivy`
@@ -56,8 +50,8 @@ def _jvm_start_turn() -> Iterator[None]:
     """Hold the machine's turn to start a JVM that resolves jars.
 
     Two JVMs resolving into an empty Ivy cache at once corrupt each other's download ("Downloaded file size (0)
-    doesn't match expected Content Length", then the gateway exits): the first test run on a fresh machine, with
-    two pytest workers, failed so. A start takes ~5 s, so taking turns costs little.
+    doesn't match expected Content Length", then the gateway exits), as two test workers on a fresh machine do.
+    A start takes seconds, so taking turns costs little.
     """
     IVY_CACHE.mkdir(parents=True, exist_ok=True)
     with (IVY_CACHE / ".pielake-start.lock").open("a") as lock:
@@ -155,7 +149,7 @@ def resolve_jars(packages: Sequence[str]) -> list[str]:
 
     A class the JVM must find on its system class path (Hive's sessions in the Thrift server look only there) can
     only be put there before the JVM starts, and only the resolution says which files that is. So a JVM of its own
-    resolves them (~4 s; offline once the Ivy cache has them) and is shut down again.
+    resolves them (offline once the Ivy cache has them) and is shut down again.
     """
     with _jvm_start_turn():
         gateway = launch_gateway(SparkConf().set("spark.jars.packages", ",".join(packages)))
@@ -195,16 +189,16 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         .config("spark.python.daemon.module", "pielake.engine.worker_daemon")  # workers forked with numpy & co.
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        # The runs kernel concatenates a task's batches: 10^5 rows a batch, not 10^4, saved 0.7 s of 5 at 10^7
+        # The runs kernel concatenates a task's batches: fewer, larger batches cost it fewer concatenations
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
         .config("spark.ui.enabled", str(ui).lower())
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", driver_memory or driver_heap())
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
-        # PySpark records the Python call site of every Column function for error messages (4-5 JVM round trips
-        # each, and a failed IPython import): 0.3 s of the 1.4 s it took to build the n=18 matches plan. The
-        # call sites would be pielake's own lines, which the error's stack trace shows anyway.
+        # PySpark records the Python call site of every Column function for error messages, several JVM round
+        # trips each, a large share of building a plan of many symbols. The call sites would be pielake's own
+        # lines, which the error's stack trace shows anyway.
         .config("spark.python.sql.dataFrameDebugging.enabled", "false")
     )
     for key, value in {**engine_settings(), **master_settings(master), **(conf or {})}.items():

@@ -2,7 +2,7 @@
 
 Spark runs Python tasks in workers that one daemon process forks, and stops a worker that has been idle for a
 minute. A freshly forked worker imports what its task's function needs: for the runs kernel (`mapInArrow`) that is
-pielake's kernel module with numpy, pyarrow and pandas, 2-5 s on this machine, paid by the first wave of the
+pielake's kernel module with numpy, pyarrow and pandas, seconds of CPU, paid by the first wave of the
 kernel's tasks of every run that comes a minute or more after the previous one (every scheduled micro-batch, every
 run of a benchmark). Imported here, before the daemon forks, every worker starts with them loaded.
 
@@ -10,8 +10,8 @@ A worker also paid at the start of every task. pyspark calls `importlib.invalida
 3.11's zip importer answers it by reading its archive's directory again, whether the archive changed or not.
 Spark puts zip archives first on the workers' path (pyspark.zip, py4j's zip, the spark-core jar, the jars of
 `spark.jars.packages`: Delta's hold thousands of entries), every module lookup leaves an importer for each of them
-cached, and one archive may have several (one per package imported from it). That was 0.16 s of CPU a task: 1.6 s
-of the 3.4 s the workers spent on the ten kernel tasks of 10^7 events. Here zip importers read a directory again
+cached, and one archive may have several (one per package imported from it), so every task paid for reading them
+all again, a large share of a kernel task's CPU. Here zip importers read a directory again
 only when the archive's size or modification time has changed (`ArchiveImporter`).
 
 The daemon writes its port to standard output, so nothing imported here may print.

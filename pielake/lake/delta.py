@@ -73,7 +73,7 @@ class Lake:
 
     `statistics`: whether writes record Delta's per-file column statistics. Published tables need them (a
     micro-batch's MERGE and a user's filters skip files by them); staged tables are read whole or by partition,
-    so computing them there would only cost time (~40% of writing the 10^7-event runs table).
+    so computing them there would only cost time (a large share of writing a staged table).
     `staging`: where stage outputs wait for their gates; by default the lake `_staging/` inside this one.
     """
 
@@ -151,7 +151,7 @@ class Lake:
         file count and size, protocol and metadata, and (for a table of few files) every file it holds.
 
         Read as a file, it costs nothing; asked of Delta, the same facts cost a snapshot's state reconstruction,
-        a Spark job in every run (0.6-0.8 s for the 10 files of 10^7 events, however warm the session).
+        a Spark job in every run, however warm the session.
         """
         path = Path(self.path(table)) / "_delta_log" / f"{version:020d}.crc"
         try:
@@ -212,7 +212,7 @@ class Lake:
 
         The columns named `plain` are written without Parquet's dictionary encoding: meant for times, nearly
         all distinct in a file, whose dictionary costs a hash lookup per value and ends up no smaller than the
-        values (the n = 18 matches: 7.5 s and 131 MB with it, 5.7 s and 114 MB without). Parquet reads
+        values. Parquet reads
         per-column settings from the write's Hadoop configuration, which Spark builds from the session's.
         """
         settings = {f"parquet.enable.dictionary#{column}": "false" for column in plain}

@@ -49,10 +49,9 @@ class SessionStaging:
     A staged table is a local checkpoint, not a cached DataFrame: reading it back gives a plan of one leaf, as
     reading a Delta table does. A cached DataFrame keeps its whole lineage in every plan built on it, and the
     later stages' plans (pairs over situations over runs over events) then cost more to analyse and optimise
-    than the staged Delta commit saved: measured, a tiny run took 26 s with cached stage outputs, 18 s with
-    checkpoints. It is read back in about one partition per `ROWS_PER_PARTITION` rows, as a Delta table of small
-    files would be: a stage's output keeps its compute partitions (a dozen for a few rows), and every later read
-    would pay a task for each.
+    than the staged Delta commit saved. It is read back in about one partition per `ROWS_PER_PARTITION` rows, as
+    a Delta table of small files would be: a stage's output keeps its compute partitions (a dozen for a few rows),
+    and every later read would pay a task for each.
     """
 
     def __init__(self) -> None:

@@ -4,8 +4,8 @@ Write, audit, publish: a stage writes to `_staging/`, its gate validates that Da
 a run whose gates all passed is published. A failed gate raises `GateError`; the published tables stay as they
 were, and the full validation result is kept at `<lake>/_checks/<query>/<run_id>/<table>.json` for the user.
 
-A gate asks GX for the verdict alone first (`BOOLEAN_ONLY`: no example values collected, 12-13 Spark jobs a suite
-instead of 27-32), which is all a passing gate needs; only a gate that fails is validated again in `SUMMARY`
+A gate asks GX for the verdict alone first (`BOOLEAN_ONLY`: no example values collected, so less than half the
+Spark jobs), which is all a passing gate needs; only a gate that fails is validated again in `SUMMARY`
 detail, so its report names the unexpected counts and values.
 
 The suites are JSON files a user can read and extend. Their `$placeholders` are filled in from the stream and the
@@ -107,8 +107,8 @@ DETAIL = "SUMMARY"
 def import_gx_meanwhile() -> None:
     """Start importing Great Expectations in a background thread, for a process that will run a gate.
 
-    Importing GX takes 9-15 s here (it loads pandas, scipy, SQLAlchemy, Altair and pyspark.ml), about as long as
-    the Spark JVM takes to start, and the two can overlap: the JVM is another process, and this thread waits on it
+    Importing GX takes seconds (it loads pandas, scipy, SQLAlchemy, Altair and pyspark.ml), about as long as the
+    Spark JVM takes to start, and the two can overlap: the JVM is another process, and this thread waits on it
     for little else than a socket. `validate`'s own import then finds GX loaded, or waits on Python's import
     lock until it is.
     """

@@ -1,10 +1,10 @@
 """Ingest: a file of raw events -> the stream's `events_<stream>` table, bad rows -> `quarantine_<stream>`.
 
-SEMANTICS §1, row by row, nothing dropped silently:
+docs/semantics.md §1, row by row, nothing dropped silently:
 - a NULL key or event time is quarantined (`null_key`, `null_time`);
 - a value that does not cast to its declared type is quarantined with the column and the raw value
   (`cast_failed`); so is a NaN or an infinity in a floating column (`not_finite`: predicates and aggregates
-  over them have no meaning SEMANTICS can give), and text that was not valid UTF-8 (`invalid_utf8`: the reader
+  over them have no meaning docs/semantics.md can give), and text that was not valid UTF-8 (`invalid_utf8`: the reader
   has replaced the bad bytes, so the value is no longer what was sent);
 - an exact duplicate (same key, time and payload) of a row of this file or of an ingested event is dropped once
   and counted;

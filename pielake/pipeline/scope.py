@@ -1,4 +1,4 @@
-"""What a run recomputes, so that batch, micro-batch and backfill give the same tables (SEMANTICS §7).
+"""What a run recomputes, so that batch, micro-batch and backfill give the same tables (docs/semantics.md §7).
 
 Every derived row has an *anchor*: the earliest start among its situations (a situation's `ts`, a pair's
 `least(a_ts, b_ts)`, a match's least `S_ts`). Recomputing a key from one of its events, its *cut*, yields every row
@@ -43,7 +43,7 @@ MODES = ("batch", "incremental", "backfill")
 
 @dataclass(frozen=True)
 class Derived:
-    """A derived table's natural key (SEMANTICS §6) and its start columns: a row's anchor is their least.
+    """A derived table's natural key (docs/semantics.md §6) and its start columns: a row's anchor is their least.
     `times`: all its time columns (starts, ends, decision times).
 
     Matches keep their starts in the stream's own time type, situations and pairs in kernel time.
@@ -147,8 +147,8 @@ def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFra
     a backfill passes its cuts (keys, __cut) from `backfill_cut`; a micro-batch may pass `new_events`, the events
     appended since the previous run (else every event is compared with its key's processed time). A batch run
     whose runs kernel read every event in place may pass the kernel's `key_bounds` (keys and the `END` of each
-    stretch of time it read): each key's latest time is then read from those few rows, not from the events
-    (at 10^7 events, a scan of 0.3-0.4 s).
+    stretch of time it read): each key's latest time is then read from those few rows, not from a scan of the
+    events.
     """
     timed = events.select(*q.keys, q.event_time().alias(C.T))
     times = key_bounds.select(*q.keys, F.col(C.END).alias(C.T)) if key_bounds is not None and mode == "batch" \
@@ -203,9 +203,9 @@ def next_progress(scope: Scope, q: SparkQuery, *, situations: DataFrame, pairs: 
     of them before both the unsettled rows and the window's reach back from the latest event.
 
     The reach is one time unit longer than a new match needs (its situations end after the latest event, so it
-    starts after `latest - window`): a provisional match starts at `latest - window` or later (SEMANTICS §5,
-    `t - min(ts) <= d`), so the reach covers every one of them, and the matches, the widest staged table (1.8 M
-    rows x 41 columns at n = 18), are not read for them.
+    starts after `latest - window`): a provisional match starts at `latest - window` or later
+    (docs/semantics.md §5, `t - min(ts) <= d`), so the reach covers every one of them, and the matches, the widest
+    staged table, are not read for them.
     """
     reach = scope.frame.select(*q.keys, (F.col(LAST_TIME) - q.window_ceiling).alias(BOUND))
     open_rows = unsettled(q, situations=situations, pairs=pairs, matches=None)

@@ -243,8 +243,7 @@ def in_time_order(rows: DataFrame, anchor: Column, partitions: tuple[str, ...] =
     cost every batch run more.
 
     A table partitioned on disk (`partitions`) is sorted on those columns first: a partitioned write needs its
-    rows grouped by them, and Spark adds a sort of its own when the order it is given does not group them (the
-    n = 18 pairs: 3.6-3.9 s written so, 2.8-3.4 s sorted once)."""
+    rows grouped by them, and Spark adds a sort of its own when the order it is given does not group them."""
     return rows.sortWithinPartitions(*partitions, anchor)
 
 
@@ -253,7 +252,7 @@ def match_counts(job: QueryJob, *, just_published: bool = False) -> dict[str, in
 
     Just after a batch run's publish the published table holds exactly the staged rows (`publish` replaced it with
     them), so those are counted: a run in one process holds them in memory, where the table would be read back
-    from its files (2 s at 10^7 events)."""
+    from its files."""
     published = job.staged(V.MATCHES) if just_published and job.scope().full else job.published(V.MATCHES)
     if published is None:
         return {}

@@ -1,6 +1,6 @@
 """Semantic analysis: an AST becomes a `QueryPlan` every later stage can trust.
 
-Checks follow SEMANTICS.md §2-§4: every symbol defined once and used in a constraint, relation names real,
+Checks follow docs/semantics.md §2-§4: every symbol defined once and used in a constraint, relation names real,
 no constraint between a symbol and itself, constraints normalised to one orientation (definition order) and
 intersected when they name the same pair, functions on the allow-list, columns known when a schema is given.
 All problems are collected and reported together, sorted by position.
@@ -213,7 +213,7 @@ class _Analyzer:
         if qualifier is not None and qualifier.lower() not in self.qualifiers:
             if qualifier.lower() in self.symbols:
                 self.error(f"a predicate cannot refer to symbol '{qualifier}'", column.span,
-                           "Predicates test a single event; compare its columns directly (SEMANTICS §2).")
+                           "Predicates test a single event; compare its columns directly (docs/semantics.md §2).")
             else:
                 self.error(f"unknown stream alias '{qualifier}'", column.span, self._qualifier_hint())
             return
@@ -283,7 +283,7 @@ class _Analyzer:
                 continue
             if left == right:
                 self.error(f"a constraint between '{left}' and itself", alt.span,
-                           "Define a second symbol with the same predicate for a self pair (SEMANTICS §4).")
+                           "Define a second symbol with the same predicate for a self pair (docs/semantics.md §4).")
                 continue
             flip = order[left.lower()] > order[right.lower()]
             this_pair = (right, left) if flip else (left, right)

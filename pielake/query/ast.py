@@ -117,7 +117,7 @@ class Duration:
 
 @dataclass(frozen=True)
 class DurationConstraint:
-    """`AT LEAST d`, `AT MOST d` or `BETWEEN d1 AND d2`; bounds inclusive (SEMANTICS §2)."""
+    """`AT LEAST d`, `AT MOST d` or `BETWEEN d1 AND d2`; bounds inclusive (docs/semantics.md §2)."""
 
     low: Duration | None
     high: Duration | None

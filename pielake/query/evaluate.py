@@ -140,5 +140,5 @@ def row_evaluator(row: Mapping[str, Any]) -> Evaluator:
 
 
 def holds(predicate: ast.Expr, row: Mapping[str, Any]) -> bool:
-    """Whether an event satisfies a predicate; NULL counts as false (SEMANTICS §1)."""
+    """Whether an event satisfies a predicate; NULL counts as false (docs/semantics.md §1)."""
     return row_evaluator(row)(predicate) is True

@@ -1,6 +1,6 @@
 """The order in which PiePair results are joined into matches.
 
-Greedy on estimated selectivity, as TPStream's cost model suggests (seeds/002, Table 3 priors): start with the
+Greedy on estimated selectivity, as TPStream's cost model suggests (the TPStream paper, Table 3 priors): start with the
 most selective constraint, then keep adding the most selective constraint that shares a symbol with what is
 joined so far, so every join has a key to join on; a disconnected pattern falls back to a cross product
 (bounded by the window) only when nothing connected is left.

@@ -1,6 +1,6 @@
 """PiePair automata: each relation between two predicates as a recogniser over the minterm alphabet.
 
-PieStream (seeds/000, Table 1) maps every event to one of four minterms of the pair's predicates φ (left
+The PieStream paper (Table 1) maps every event to one of four minterms of the pair's predicates φ (left
 symbol A) and ψ (right symbol B):
 
     O = ¬φ∧¬ψ    I = ¬φ∧ψ    Z = φ∧¬ψ    E = φ∧ψ

@@ -1,4 +1,4 @@
-"""When is a constraint decided? SEMANTICS.md §5, computed by brute force over what is still possible.
+"""When is a constraint decided? docs/semantics.md §5, computed by brute force over what is still possible.
 
 Knowledge at time t is every event with time <= t. A situation's `te` is known once it is <= t; otherwise it
 is only known to be later than t. A constraint on a pair is decided at the earliest t (no earlier than both

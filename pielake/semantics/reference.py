@@ -1,4 +1,4 @@
-"""The brute-force reference: SEMANTICS.md followed literally, on plain Python lists of events.
+"""The brute-force reference: docs/semantics.md followed literally, on plain Python lists of events.
 
 It is slow on purpose and obviously correct: situations are maximal runs found by a linear scan; matches are
 found by trying every combination of situations per key; decision times come from `detection.decision_time`,
@@ -29,7 +29,7 @@ Row = Mapping[str, Any]
 
 @dataclass(frozen=True)
 class Situation:
-    """A maximal run of one key's events satisfying a symbol's predicate (SEMANTICS §2).
+    """A maximal run of one key's events satisfying a symbol's predicate (docs/semantics.md §2).
 
     `te` is the time of the first event after the run, or None while the situation is open. `rows` are the
     run's own events (not the closing one): the aggregates read them.
@@ -52,7 +52,7 @@ class Situation:
 
 @dataclass(frozen=True)
 class Match:
-    """One binding of every symbol to a situation of the same key (SEMANTICS §4-§6)."""
+    """One binding of every symbol to a situation of the same key (docs/semantics.md §4-§6)."""
 
     key: tuple[Any, ...]
     bindings: tuple[tuple[str, Situation], ...]
@@ -118,7 +118,7 @@ def _group_by_key(events: Iterable[Row], plan: QueryPlan, time_column: str) -> d
         rows.sort(key=lambda r: _field(r, time_column))
         times = [_field(r, time_column) for r in rows]
         if any(a >= b for a, b in itertools.pairwise(times)):
-            raise PielakeError(f"key {key}: event times must be strictly increasing (SEMANTICS §1)")
+            raise PielakeError(f"key {key}: event times must be strictly increasing (docs/semantics.md §1)")
     return dict(groups)
 
 

@@ -1,4 +1,4 @@
-"""The 15 interval relations of SEMANTICS.md §3, each copied literally from its table row.
+"""The 15 interval relations of docs/semantics.md §3, each copied literally from its table row.
 
 Every condition is written with `&` and comparison operators only, so the same function evaluates on plain
 numbers (the brute-force reference) and on Spark Columns (the kernels): one definition serves both.

@@ -1,8 +1,8 @@
 """Checked predicates -> Arrow arrays, for the runs kernel when it reads the events' Parquet files itself.
 
 A batch run's kernel reads each events file as a task of its own (`pielake.spark.runs`). Read by Spark, every
-event then crosses from the JVM to the kernel's Python worker through Spark's row-by-row Arrow writer, half of
-the JVM's CPU in that stage at n = 4 (benchmarks/results/2026-11-24). Read by pyarrow in the worker, the same
+event then crosses from the JVM to the kernel's Python worker through Spark's row-by-row Arrow writer, which is
+most of the JVM's work in that stage. Read by pyarrow in the worker, the same
 file costs a vectorised Parquet read, and the predicates are evaluated here, on its columns.
 
 This is a second backend beside `pielake.spark.compile`, so it takes only what it computes exactly as Spark
@@ -13,7 +13,7 @@ does, and declines the rest (`ArrowDeclinedError`: the run then reads through Sp
   double; NULL for a zero divisor), comparisons within numbers, strings or booleans, Kleene `AND`/`OR`/`NOT`,
   `BETWEEN`, `IN`, `IS NULL`, and `abs`, `least`, `greatest` over numbers, `coalesce`.
 
-NULL propagates as in SQL and a NULL predicate counts as false (SEMANTICS §1). Events hold no NaN (ingest
+NULL propagates as in SQL and a NULL predicate counts as false (docs/semantics.md §1). Events hold no NaN (ingest
 quarantines them, `not_finite`), which is where Spark's ordering of floating values departs from IEEE's.
 Declined: `%`, `lower`/`upper` (Java's and utf8proc's case mappings differ past ASCII), NULL literals, integers
 beyond 64 bits (Spark's decimals), mixed types.

@@ -88,5 +88,5 @@ class Compiler(ExprVisitor):
 
 
 def predicate(expr: ast.Expr, column: ColumnResolver | None = None) -> Column:
-    """A boolean Column that is never NULL: a NULL predicate counts as false (SEMANTICS §1)."""
+    """A boolean Column that is never NULL: a NULL predicate counts as false (docs/semantics.md §1)."""
     return F.coalesce(Compiler(column)(expr), F.lit(False))

@@ -2,7 +2,7 @@
 
 Joins follow `join_order` (most selective first, always joining on a shared symbol when one exists). After each
 join the partial bindings are pruned by the window: in a reported match every start lies within the window of the
-earliest start. Then detection time, status and RETURN columns are computed exactly as SEMANTICS §5-§6 define
+earliest start. Then detection time, status and RETURN columns are computed exactly as docs/semantics.md §5-§6 define
 them; `pielake.semantics.reference` is the oracle these are tested against.
 """
 
@@ -28,9 +28,8 @@ FIRST_START, LAST_START, DECIDED = "__first_start", "__last_start", "__decided" 
 BROADCAST_PAIR_ROWS = 4_000_000  # pair rows the joins may hold in broadcast hash tables at once (~0.3 GB)
 PAIRS_PER_CHAIN_TASK = 100_000  # rows of the first joined pair table per task of the joins
 # Broadcast joins in a row are compiled into one Java method per stage, about 1,000 bytes of bytecode each. HotSpot
-# compiles no method over 8,000 bytes (and, allowed to, gave up on the 16,951 bytes of 17 joins), so the n=18
-# chain ran interpreted: 24 s of CPU over its 8 tasks. A narrow boundary every few joins keeps each stage's
-# method compilable: four stages, 8.2 s.
+# compiles no method over 8,000 bytes, so a long chain of joins in one stage runs interpreted. A narrow boundary
+# every few joins keeps each stage's method compilable.
 JOINS_PER_CODE_STAGE = 5
 # Spark infers `IS NOT NULL` filters from a join's keys and pushes them into its sides. Which ones a join's side
 # gets depends on what later joins read of its columns, so the joins' shared broadcast (`_prefixed`) would be
@@ -53,8 +52,8 @@ def _prefixed(pairs: DataFrame, q: SparkQuery, order: tuple[PairConstraint, ...]
 
     A binding carries the constraint it joins next, so a join matches pairs by their constraint with an equality
     between two columns. A literal constraint id would be a filter of the pair table alone, pushed below each
-    join: every join would then broadcast a table of its own and read the held pairs once more (17 times at n=18,
-    6 of the matches stage's 12 s). Joined on the column, the joins share one broadcast of their pairs.
+    join: every join would then broadcast a table of its own and read the held pairs once more. Joined on the
+    column, the joins share one broadcast of their pairs.
     """
     follows = F.lit(None).cast("string")
     for c, after in pairwise(order):
@@ -90,13 +89,13 @@ def join_pairs(pairs: DataFrame, q: SparkQuery, rows: Mapping[str, int]) -> Data
     latest decision time. `rows`: the pair table's rows per constraint id (`pair_rows`).
 
     The bounds are kept as running columns, each join folding in only what it adds: re-reading every start at
-    every join made the plan's expressions grow with the square of the symbols (at n = 18, 17 window filters
-    over up to 18 starts each, and 17 decision columns carried to the end).
+    every join made the plan's expressions grow with the square of the symbols (a window filter over every start
+    so far after each join, and every decision column carried to the end).
 
     Where the pair tables after the first fit in broadcast hash tables together (`BROADCAST_PAIR_ROWS`), they
     are broadcast and the bindings never move: every join runs in the tasks the first table was spread over, by
-    key and start, several per core. Left to itself, Spark shuffled each pair table only to broadcast it after
-    all, and ran the whole chain in the first table's two partitions: at n = 18 one task took 18 s, the other 7.
+    key and start, several per core. Left to itself, Spark shuffles each pair table only to broadcast it after
+    all, and runs the whole chain in the first table's few partitions, one task taking most of the time.
     The joins share one broadcast (`_prefixed`), which Spark builds once if it is planned once for all of them
     (`MATCHES_SETTINGS` say why). The last join is the exception: it reads no next constraint, so its side is
     planned apart whatever it holds, and it holds only the last constraint's pairs.
@@ -179,7 +178,8 @@ def _return_compiler(q: SparkQuery) -> Compiler:
 
 def find_matches(pairs: DataFrame, situations: DataFrame, last_times: DataFrame, q: SparkQuery,
                  run_id: str) -> DataFrame:
-    """The matches table (SEMANTICS §6): keys, <symbol>_ts/_te, detected_at, completed_at, status, RETURN, run_id.
+    """The matches table (docs/semantics.md §6): keys, <symbol>_ts/_te, detected_at, completed_at, status, RETURN,
+    run_id.
 
     `last_times` holds each key's latest event time (`__last_t`), one row per key: what is known when this run
     ends. It is broadcast: a join on the keys alone would shuffle every match of a key into one task. The pair

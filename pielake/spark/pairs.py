@@ -82,8 +82,8 @@ def _candidates(runs: DataFrame, found_by: dict[int, tuple[PairConstraint, list[
     (keys, constraint_id, a_ts, a_te, b_ts, b_te, decided_at, relation, _group).
 
     The patterns are data: a small broadcast table of the (previous, current, next) values each accepts, joined
-    on them. The expression per run stays the same size however many constraints a query has (one CASE over
-    every pattern grew with them: at n = 18 its stage took 22.7 s of the pairs stage's 42.7 s)."""
+    on them. The expression per run stays the same size however many constraints a query has, where one CASE over
+    every pattern would grow with them."""
     rows = [row for number, (constraint, patterns) in found_by.items() for p in patterns
             for row in _pattern_rows(number, constraint, p)]
     table = F.broadcast(local_rows(runs.sparkSession, rows, PATTERN_ROWS))
@@ -205,5 +205,5 @@ def found_twice(constraint: PairConstraint) -> bool:
     two different detectors find (a followed-by pair is also before). Every other pair satisfies exactly one
     relation (Allen's are exclusive), and one pattern finds it once (its runs occur once, and carry its two
     situations). Without such a pair of relations no constraint needs the grouping that removes repeats, a
-    shuffle of every pair (1.8 s of the pairs stage at n=4, 10^7)."""
+    shuffle of every pair."""
     return any(both <= constraint.relations for both in SPECIALISED)

@@ -192,7 +192,7 @@ class SparkQuery:
     def prepare(self, events: DataFrame) -> DataFrame:
         """Kernel input: keys, `__t`, the symbols' predicates as bits of BIGINT words (NULL counts as false) and
         aggregate inputs. Packed, n predicates cost one column instead of n in the shuffle and in the Arrow
-        hand-over to the kernel, which is where the time of the runs stage goes (n=18: 20 columns -> 3)."""
+        hand-over to the kernel, which is where the time of the runs stage goes."""
         words = []
         for name, bits in self.flag_bits:
             flags = [F.when(predicate(p, self.column), F.lit(1 << bit)).otherwise(0) for bit, p in bits]

@@ -1,10 +1,10 @@
 """Run-length encoding of every series of a query, in parallel over time ranges, stitched at range edges.
 
 A *series* is a per-event value whose maximal runs matter: each symbol's predicate (runs of true are the
-situations, SEMANTICS §2) and each constraint's minterm O/I/Z/E (PieStream's alphabet; runs of minterms are what
+situations, docs/semantics.md §2) and each constraint's minterm O/I/Z/E (PieStream's alphabet; runs of minterms are what
 the PiePair patterns read). One pass over the events computes all of them.
 
-Why not window functions: a window partitioned by key puts a whole key in one task, so a single key with 10^7
+Why not window functions: a window partitioned by key puts a whole key in one task, so a single key with many
 events would use one core. Instead each partition of events is sorted on (key, time) and encoded with numpy
 (`mapInArrow`), and stitching needs only that, per key, the partitions hold disjoint stretches of time. Events are
 either range-partitioned on (key, time), which a shuffle of every event buys, or read *in place*, one task per
@@ -15,7 +15,7 @@ backfill, a table written otherwise) the fragments are dropped and the events ra
 
 Read in place, the files are read by the kernel's tasks themselves where they can be (`EventFiles`: plain Parquet
 files, and predicates that `pielake.spark.arrow_predicates` computes in Arrow): Spark then hands the kernel no
-event row by row, which was half of the JVM's CPU in this stage at n = 4 (10^7 events: 1.5 s instead of 3.1-3.6 s).
+event row by row, which is most of the JVM's work in this stage.
 
 A run that touches a partition edge is emitted as a *fragment*: a key's first or last run in a partition, of
 the first and last key of a range partition, of every key of events read in place (an events file is a range of
@@ -33,13 +33,13 @@ them): a symbol's true runs (its situations; no PiePair reads a symbol series) a
 series, the runs its PiePair patterns read as their current run: those whose value, and whose neighbours' values,
 a pattern accepts (`RunSpec.pair_reads`). The other runs reach detection only as a neighbour's `prev`/`next`, so
 writing them would be writing rows nobody reads back (of the chain query: a symbol's false runs, a pair's O and Z
-runs, and its I runs that do not follow a Z run; at n=18 writing the runs table took 13-14 s, now 9 s).
+runs, and its I runs that do not follow a Z run).
 
 Each constraint run also names, for each of its two predicates (`Side`), the situation its PiePair patterns
 locate, by its start (`since`) and end (`until`): where the predicate holds in the run, the situation holding
 there; where it does not, `since` is the start of the one that ended at the run's start and `until` the end of the
 one that begins at the run's end (NULL where there is none). Detection then reads both situations of a pair off
-the run's row, instead of looking them up in the situations table (two joins: 4.3 s of the pairs stage at n=18).
+the run's row, instead of looking them up in the situations table (two joins of every candidate).
 Where such a situation reaches past the partition, the kernel marks the value pending, with the situation's start
 in the partition as its value: the stitch fills in the stitched start or end from the edge table.
 """
@@ -253,8 +253,7 @@ class _Partition:
     def encode(self, series: int, values: np.ndarray, starts: np.ndarray | None = None) -> pa.RecordBatch:
         """The runs of one series that have a reader (`RunSpec.read`) and the fragments at the edges;
         `starts`: the runs' first events, where they are known already. Columns are made for those runs only.
-        Reading a run's neighbours too halves the chain query's constraint runs against reading its value alone
-        (10^6 events of the synthetic law, n=18: 222,856 instead of 454,996; encoded in 0.19 s instead of 0.23)."""
+        Reading a run's neighbours too halves the chain query's constraint runs against reading its value alone."""
         starts = _run_starts(values, self.key_starts) if starts is None else starts
         ends = np.append(starts[1:], self.n) - 1
         run_values = values[starts].astype(np.int32)
@@ -423,8 +422,7 @@ def _unpacked(rows: DataFrame) -> DataFrame:
 def _set_aside(fragments: DataFrame) -> DataFrame:
     """The few rows of the held kernel output that the stitch reads more than once, held apart in one pass: the
     `BOUNDS` rows, the fragments at an edge and the runs with a pending value. Read from the whole output, the
-    check of the bounds, the merge and the two lookups of `_resolve_pending` scanned every run four times (at
-    n=18, 6.7 M runs: 1.2 s of the situations stage)."""
+    check of the bounds, the merge and the two lookups of `_resolve_pending` would scan every run four times."""
     return hold(fragments.filter((F.col(C.SERIES) == BOUNDS) | _at_edge() | _pending()))[0]
 
 
@@ -450,9 +448,8 @@ def stitch(fragments: DataFrame, aside: DataFrame, spec: RunSpec) -> DataFrame:
     """Merge fragments that continue across partition edges; fill the ends and the pending situation values.
 
     Only the edge fragments and the runs with a pending value (`aside`: `_set_aside` of `fragments`) go through
-    the merge and the lookup joins; every other run, nearly all of them, is passed through as it is. Joining every
-    run to the lookup made the stitch 2.0-3.0 s instead of 1.9-2.1 s at n=4, 10^7 events (1.27 M runs, 50
-    pending), 4.7-5.8 s instead of 4.2-5.3 s at n=18.
+    the merge and the lookup joins; every other run, nearly all of them, is passed through as it is, where joining
+    every run to the lookup would cost a join of millions of rows for a few dozen pending values.
     """
     runs, at_edge, pending = F.col(C.SERIES) != BOUNDS, _at_edge(), _pending()
     by_series = Window.partitionBy(C.SERIES, *spec.keys).orderBy(C.START)

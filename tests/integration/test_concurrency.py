@@ -1,4 +1,4 @@
-"""Two runs of one query started at once (issue 6): one runs, the other stops at once with exit code 3 and one
+"""Two runs of one query started at once: one runs, the other stops at once with exit code 3 and one
 clear line, and the tables are exactly what one run gives."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Crash safety (issue 6): `pielake run` killed with SIGKILL while it writes, then run again with the same run id.
+"""Crash safety: `pielake run` killed with SIGKILL while it writes, then run again with the same run id.
 
 One run is killed once in each of its lake writes, as soon as a data file of the watched table is on disk and
 before Delta commits it, in the order a run writes them: the quarantine (ingest), the events append (the one write

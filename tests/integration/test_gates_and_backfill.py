@@ -3,7 +3,7 @@
 - A corrupted stage output fails its Great Expectations gate: the run stops before publish, every published
   table keeps its Delta version, and the validation report stays readable in the lake.
 - Late events are quarantined by a micro-batch; a backfill of their range re-admits them, and the tables then
-  equal what the brute-force reference computes over all events (SEMANTICS §7).
+  equal what the brute-force reference computes over all events (docs/semantics.md §7).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Micro-batches equal batch (SEMANTICS §7): after every micro-batch the published tables hold exactly what the
+"""Micro-batches equal batch (docs/semantics.md §7): after every micro-batch the published tables hold exactly what the
 brute-force reference computes from the events so far, provisional matches included; re-running changes nothing."""
 
 from __future__ import annotations

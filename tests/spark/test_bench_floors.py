@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from pielake.bench import write_seconds
+from pielake.bench.shapes import write_seconds
 from pielake.lake.delta import Lake
 from tests.helpers import held_rdds
 

@@ -10,7 +10,7 @@ import pytest
 from py4j.clientserver import ClientServerConnection
 from pyspark.sql import SparkSession
 
-from pielake.bench import measure
+from pielake.bench.shapes import measure
 from pielake.engine.session import JAVA_OPTIONS
 
 pytestmark = pytest.mark.heavy(seconds=40)  # about this long in CI, two runs of a query: scheduled first

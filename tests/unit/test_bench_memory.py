@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from pielake.bench import MemoryPeak, resident_sums
+from pielake.bench.shapes import MemoryPeak, resident_sums
 
 GB = 2**30
 

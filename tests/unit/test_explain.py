@@ -76,6 +76,6 @@ def test_every_relation_example_satisfies_its_relation_and_no_other() -> None:
     assert set(RELATION_EXAMPLES) == set(RELATIONS)
 
 
-def test_the_readme_shows_the_relation_pictures_pielake_prints() -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    assert f"```\n{relation_pictures()}```\n" in readme
+def test_the_query_language_page_shows_the_relation_pictures_pielake_prints() -> None:
+    page = (Path(__file__).parents[2] / "docs" / "query-language.md").read_text(encoding="utf-8")
+    assert f"```\n{relation_pictures()}```\n" in page

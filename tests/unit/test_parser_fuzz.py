@@ -1,4 +1,4 @@
-"""Fuzzing the query language (issue 6): whatever the text, parsing and analysis end in a tree or in our own
+"""Fuzzing the query language: whatever the text, parsing and analysis end in a tree or in our own
 `QueryError` (with a position inside the text), never in another exception.
 
 Three kinds of input: arbitrary unicode, sequences of the language's own tokens (which get much deeper into the

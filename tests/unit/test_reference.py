@@ -1,4 +1,4 @@
-"""The brute-force reference on hand-built event lists (SEMANTICS.md §2-§5)."""
+"""The brute-force reference on hand-built event lists (docs/semantics.md §2-§5)."""
 
 from __future__ import annotations
 

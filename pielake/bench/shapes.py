@@ -1,4 +1,4 @@
-"""`pielake bench`: PieStream's Figure 4 and TPStream's query shapes on this machine, with the bare scan as floor.
+"""`pielake bench`: PieStream's Figure 4 and TPStream's query shapes on this machine, with two floors.
 
 Every measurement runs one query over TPStream's synthetic law (`pielake.pipeline.synthetic`) in a fresh lake:
 
@@ -37,6 +37,7 @@ import pyspark.sql.functions as F
 from pyspark.sql import SparkSession
 
 from pielake.engine.checkpoints import hold, release
+from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 from pielake.pipeline.job import RunRequest, StageResult, events_table
 from pielake.pipeline.runner import Run, one_process_run
@@ -49,7 +50,7 @@ CHAIN_RELATIONS = "meets;overlaps;overlapped-by;starts;started-by;contains"  # P
 WINDOW = 10_000
 LOADING = ("ingest", "check_events")
 STAGES = ("situations", "pairs", "matches", "publish")  # the steps of the end-to-end time, each timed on its own
-TPSTREAM_QUERIES = {  # seeds/002 §6.4.1, over a_1, a_2, a_3
+TPSTREAM_QUERIES = {  # the TPStream paper, section 6.4.1, over a_1, a_2, a_3
     "q1": "A overlaps B AND A overlaps C AND B starts C",
     "q2": "A overlaps B AND A before C AND B overlaps C",
     "q3": "A before B AND A before C AND B before C",
@@ -112,10 +113,9 @@ class MemoryPeak:
 
     A JVM's child that is a JVM too is not counted: it is a process the JVM is starting, between its fork and its
     exec, and shares all of its parent's pages (Hadoop's local file system, without its native library, runs
-    `chmod` for every file it writes). Counted, one n=18 run showed 7.61 GB in all for a moment, twice the JVM,
-    where the processes' proportional set size was 4.1 GB. Such a child is told by the binary it runs (`exe`), not
-    by its name: Linux names a forked process after the thread that forked it, a Java thread's name ("Executor
-    task ..."), and so counted, two of five n=18 runs showed 6.6 GB in all while the JVM held 3.0 GB.
+    `chmod` for every file it writes): counted, a run would show twice its memory for a moment. Such a child is
+    told by the binary it runs (`exe`), not by its name: Linux names a forked process after the thread that forked
+    it, a Java thread's name ("Executor task ...").
     """
 
     def __init__(self, every: float = 0.1):
@@ -176,7 +176,7 @@ def _timed_steps(run: Run, steps: list[str]) -> tuple[float, dict[str, float]]:
 def scan_seconds(lake: Lake, table: str) -> float:
     """The floor: one Spark pass that reads every value of the events (a hash of each row; counts alone could be
     answered from Delta's file statistics). The table's files are listed before the clock starts: the floor is
-    the scan, not Delta's reconstruction of the snapshot (0.6-0.8 s), which the runs no longer pay either
+    the scan, not Delta's reconstruction of the snapshot, which the runs do not pay either
     (`Lake.plain_files`) and which a scan after them used to find done."""
     frame = lake.read(table)
     frame.inputFiles()
@@ -189,10 +189,10 @@ def write_seconds(lake: Lake, tables: list[str], floor: Path) -> float:
     """The write floor: the rows of `tables`, held in memory first, written as new Delta tables in the lake at
     `floor`, side by side from threads as `publish` writes them, with Delta's and Spark's default settings.
 
-    It is what delivering SEMANTICS §6's result tables costs on this machine once they are computed, however they
-    are computed: the part of "events Delta in -> matches Delta out" that faster detection cannot take away, and
-    beside which the scan floor's ratio is to be read. (`publish` writes the same rows sorted, in files of at most
-    `ROWS_PER_FILE` rows and without dictionaries on its times: it can take a little more or less than this.)"""
+    It is what delivering the result tables of docs/semantics.md §6 costs on this machine once they are computed,
+    however they are computed: the part of "events Delta in -> matches Delta out" that faster detection cannot take
+    away, and beside which the scan floor's ratio is to be read. (`publish` writes the same rows sorted, in files
+    of at most `ROWS_PER_FILE` rows and without dictionaries on its times: it can take a little more or less.)"""
     held = [hold(lake.read(table))[0] for table in tables]
     target = Lake(lake.spark, floor)
     try:
@@ -281,6 +281,23 @@ def summary(results: list[Measurement]) -> str:
              for r in medians(results)]
     spread = max(statistics.pstdev([m.end_to_end_s for m in case]) for case in by_case(results))
     return "\n".join(rows) + f"\n(median of each case; largest spread between repeats {spread:.2f} s)\n"
+
+
+BENCH_START, BENCH_END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def write_docs(results: list[Measurement], page: Path, command: str) -> Path:
+    """Replace the figures between `page`'s bench markers with these: the command, the summary, the plot (drawn
+    beside the page as `bench.png`). The page's other text, which says what the figures mean, stays."""
+    text = page.read_text(encoding="utf-8")
+    if BENCH_START not in text or BENCH_END not in text:
+        raise PielakeError(f"{page} has no {BENCH_START} ... {BENCH_END} block to write the figures into")
+    picture = plot(results, page.parent / "bench.png")
+    block = (f"{BENCH_START}\n`{command}`\n\n{summary(results)}\n"
+             f"![end to end against events and symbols, and where the time goes]({picture.name})\n")
+    head, rest = text.split(BENCH_START, 1)
+    page.write_text(head + block + BENCH_END + rest.split(BENCH_END, 1)[1], encoding="utf-8")
+    return page
 
 
 def plot(results: list[Measurement], path: Path) -> Path:

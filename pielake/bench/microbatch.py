@@ -1,9 +1,9 @@
-"""Micro-batch benchmark (issue 4): 1% new events on top of N processed ones, against a full batch run over N.
+"""Micro-batch benchmark: 1% new events on top of N processed ones, against a full batch run over N.
 
-    .venv/bin/python -m benchmarks.microbatch --events 10000000
+    .venv/bin/python -m pielake.bench.microbatch --events 10000000
 
 One key (the hardest case: its whole history is one timeline), TPStream's synthetic law, the 4-symbol chain query
-of benchmarks/batch.py, W = 10,000. Times the batch run over the first N events, then the incremental run over the
+of `pielake bench`, W = 10,000. Times the batch run over the first N events, then the incremental run over the
 next N/100, both with gates off (what the gates cost is measured on its own), Spark start-up excluded.
 Prints both, their ratio and the micro-batch's stages. Not part of the default tests.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from pielake.bench import chain_query
+from pielake.bench.shapes import chain_query
 from pielake.engine.session import build_session
 from pielake.lake.delta import Lake
 from pielake.pipeline.job import RunRequest
