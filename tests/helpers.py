@@ -12,9 +12,9 @@ from pyspark.sql import SparkSession
 DELTA_STATE = "Delta Table State"  # how Delta names the snapshot states it caches of the tables it reads
 
 # A JVM a test starts in a process of its own (a `pielake run`, an Airflow step's spark-submit, a cluster's driver)
-# lives for one small run, over before HotSpot's optimising compiler (C2) pays back: C1 alone cut a check step's
-# CPU time by a third here (50 -> 34 s; 2 cores, two test workers). The shared session of the test run, which
-# lives for all of it, keeps C2: with C1 alone its eighth micro-batch took 28 s instead of 17.
+# lives for one small run, over before HotSpot's optimising compiler (C2) pays back, so HotSpot's quick compiler
+# (C1) alone spends less CPU on it. The shared session of the test run, which lives for all of it, keeps C2: its
+# later runs gain from it.
 SHORT_LIVED_JVM = {"SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1"}
 
 

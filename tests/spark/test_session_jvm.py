@@ -39,8 +39,7 @@ def test_a_large_heap_buffer_written_to_a_file_leaves_no_direct_buffer_behind(sp
 
 def test_building_columns_skips_pysparks_call_site_capture(spark: SparkSession,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """These seven functions take 36 JVM calls; capturing each one's call site made them 63 (in all, 0.3 s of
-    building the n=18 matches plan)."""
+    """These seven functions take 36 JVM calls; capturing each one's call site would make them 63."""
     calls = []
     send = ClientServerConnection.send_command
     monkeypatch.setattr(ClientServerConnection, "send_command", lambda self, command: calls.append(command) or
