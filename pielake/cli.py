@@ -1,4 +1,9 @@
-"""The `pielake` command line. User errors are caught at one boundary and printed without a traceback."""
+"""The `pielake` command line. User errors are caught at one boundary and printed without a traceback.
+
+Commands import Spark and the pipeline where they run them, not here: a run sent to an engine (`--remote`) is a
+thin client, whose start-up is part of every scheduled micro-batch, and `check`, `explain` or `engine status`
+need none of it either.
+"""
 
 from __future__ import annotations
 
@@ -12,34 +17,28 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import wraps
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from pielake import vocabulary as V
-from pielake.bench.shapes import TPSTREAM_QUERIES, plot, run_grid, summary, write_csv, write_docs
-from pielake.engine.session import build_session
+from pielake.bench.queries import TPSTREAM_QUERIES
+from pielake.engine import control
+from pielake.engine.client import DEFAULT_PORT, RunOrder, engine_for, run_on_engine
 from pielake.errors import PielakeError, QueryError
 from pielake.exitcodes import EXIT_USAGE
 from pielake.explain import explain, explain_dot, relation_pictures
-from pielake.lake.catalog import PASSWORD_VARIABLE, Metastore
-from pielake.lake.delta import Lake
-from pielake.lake.endpoint import Endpoint, serve
+from pielake.lake.catalog import PASSWORD_VARIABLE
 from pielake.lake.lock import RunLock
-from pielake.lake.sql import query_lake
-from pielake.pipeline.gates import import_gx_meanwhile
-from pielake.pipeline.ingest import FORMATS
-from pielake.pipeline.job import RunRequest
-from pielake.pipeline.runner import run_query
-from pielake.pipeline.sample import write_car_sensors
-from pielake.pipeline.synthetic import generate, write_query_events
-from pielake.plot import draw, timeline
 from pielake.query.analyzer import QueryPlan, analyze, load_query_file, read_query_file
 from pielake.query.join_order import join_order
 from pielake.query.parser import parse
 from pielake.query.printer import expr_text, query_text
 from pielake.query.tokens import tokenize
-from pielake.streams import load_schema
+from pielake.streams import FORMATS, load_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "queries"
 
@@ -138,9 +137,20 @@ def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
 
 
-def master_option(command: Callable[..., Any]) -> Callable[..., Any]:
+def spark_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Where a command's Spark work runs: in this process (on `--master`), or on an engine (`--remote`)."""
+    command = click.option("--remote", default=None, metavar="[sc://HOST:PORT]", is_flag=False, flag_value="lake",
+                           help="Run on an engine: its address, or alone for the engine running on the lake.")(command)
     return click.option("--master", default=None,
-                        help="Spark master URL (default: local[*], or PIELAKE_SPARK_MASTER).")(command)
+                        help="Spark master URL of an in-process run (default: local[*], or PIELAKE_SPARK_MASTER)."
+                        )(command)
+
+
+def session(master: str | None, remote: str | None, lake_dir: str) -> SparkSession:
+    """This command's Spark session: in this process, or a Spark Connect session of the engine."""
+    from pielake.engine.session import build_session, connect_session  # noqa: PLC0415 (module docstring)
+
+    return build_session(master) if remote is None else connect_session(engine_for(remote, lake_dir))
 
 
 def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -157,17 +167,34 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Run the data-quality gates (expectations/) before publishing."),
     ]):
         command = option(command)
-    return master_option(command)
+    return spark_options(command)
 
 
-def _run(query_file: str, events_path: str | None, lake_dir: str, master: str | None, run_id: str | None,
-         **options: Any) -> None:
+def _say(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def _run(query_file: str, events_path: str | None, lake_dir: str, *, master: str | None, remote: str | None,
+         run_id: str | None, **options: Any) -> None:
+    """A whole run: on the engine (the query's text and the request travel, an absolute events path), or here."""
+    source, name = read_query_file(query_file)
+    run_id = run_id or new_run_id()
+    if remote is not None:
+        request = {"events_path": str(Path(events_path).resolve()) if events_path else None, **options}
+        order = RunOrder(source, name, str(Path(lake_dir).resolve()), run_id, request)
+        click.echo(run_on_engine(engine_for(remote, lake_dir), order, _say)["summary"])
+        return
+    from pielake.engine.session import build_session  # noqa: PLC0415 (module docstring)
+    from pielake.lake.delta import Lake  # noqa: PLC0415
+    from pielake.pipeline.gates import import_gx_meanwhile  # noqa: PLC0415
+    from pielake.pipeline.job import RunRequest  # noqa: PLC0415
+    from pielake.pipeline.runner import run_query  # noqa: PLC0415
+
     plan = load_query_file(query_file)
     if options["checks"]:
         import_gx_meanwhile()
     lake = Lake(build_session(master), lake_dir)
-    summary = run_query(lake, plan, run_id or new_run_id(), RunRequest(events_path=events_path, **options),
-                        progress=lambda line: click.echo(line, err=True))
+    summary = run_query(lake, plan, run_id, RunRequest(events_path=events_path, **options), progress=_say)
     click.echo(summary.render())
 
 
@@ -179,10 +206,10 @@ def _run(query_file: str, events_path: str | None, lake_dir: str, master: str | 
 @run_options
 @user_errors
 def run_command(query_file: str, *, events_path: str, incremental: bool, lake_dir: str, master: str | None,
-                run_id: str | None, **options: Any) -> None:
+                remote: str | None, run_id: str | None, **options: Any) -> None:
     """Run QUERY_FILE over the events: ingest, situations, pairs, matches, each gated, then publish."""
-    _run(query_file, events_path, lake_dir, master, run_id, mode="incremental" if incremental else "batch",
-         **options)
+    _run(query_file, events_path, lake_dir, master=master, remote=remote, run_id=run_id,
+         mode="incremental" if incremental else "batch", **options)
 
 
 @main.command("backfill")
@@ -194,51 +221,93 @@ def run_command(query_file: str, *, events_path: str, incremental: bool, lake_di
 @run_options
 @user_errors
 def backfill_command(query_file: str, *, since: str, until: str, events_path: str | None, lake_dir: str,
-                     master: str | None, run_id: str | None, **options: Any) -> None:
+                     master: str | None, remote: str | None, run_id: str | None, **options: Any) -> None:
     """Recompute QUERY_FILE from before --from: re-admits the quarantined late events in the range and the
     --events file's, and replaces every derived row from there on with what a batch run over all events gives."""
-    _run(query_file, events_path, lake_dir, master, run_id, mode="backfill", since=since, until=until, **options)
+    _run(query_file, events_path, lake_dir, master=master, remote=remote, run_id=run_id, mode="backfill", since=since,
+         until=until, **options)
 
 
 @main.command("sql")
 @click.argument("statement")
 @click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
-@master_option
+@spark_options
 @user_errors
-def sql_command(statement: str, *, lake_dir: str, fmt: str, master: str | None) -> None:
-    """Answer a read-only SQL query over every table of the lake, by table name."""
+def sql_command(statement: str, *, lake_dir: str, fmt: str, master: str | None, remote: str | None) -> None:
+    """Answer a read-only SQL query over every table of the lake, by name."""
+    from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
+    from pielake.lake.sql import query_lake  # noqa: PLC0415
 
-    click.echo(query_lake(Lake(build_session(master), lake_dir), statement, fmt), nl=False)
+    click.echo(query_lake(Lake(session(master, remote, lake_dir), lake_dir), statement, fmt), nl=False)
 
 
-@main.command("serve")
-@click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every one).")
-@click.option("--port", type=click.IntRange(1, 65535), default=10000, show_default=True)
-@click.option("--refresh", type=click.FloatRange(min=0.5), default=30.0, show_default=True,
-              help="Seconds between looks for new lake tables to register.")
-@click.option("--metastore-url", default=None,
-              help="JDBC URL of an external metastore (default: embedded Derby under LAKE/_catalog).")
-@click.option("--metastore-driver", default=None, help="Its JDBC driver class, e.g. org.postgresql.Driver.")
-@click.option("--metastore-user", default=None, help=f"Its user; the password comes from {PASSWORD_VARIABLE}.")
-@click.option("--packages", "packages", multiple=True,
-              help="Maven coordinates to load, e.g. the driver org.postgresql:postgresql:42.7.4 (repeatable).")
-@master_option
+@main.group("engine")
+def engine_group() -> None:
+    """The lake's engine: one long-lived Spark application that serves Spark Connect, JDBC and pielake's runs."""
+
+
+def engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options `engine start` and `engine serve` share."""
+    for option in reversed([
+        click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False)),
+        click.option("--host", default="127.0.0.1", show_default=True,
+                     help="Address to listen on (0.0.0.0: every one; see SECURITY.md first)."),
+        click.option("--port", type=click.IntRange(1, 65534), default=DEFAULT_PORT, show_default=True,
+                     help="Spark Connect's port; runs are served on the next one."),
+        click.option("--jdbc-port", type=click.IntRange(1, 65535), default=10000, show_default=True,
+                     help="The JDBC/ODBC (Thrift) endpoint's port."),
+        click.option("--refresh", type=click.FloatRange(min=0.5), default=30.0, show_default=True,
+                     help="Seconds between looks for new lake tables to register."),
+        click.option("--metastore-url", default=None,
+                     help="JDBC URL of an external metastore (default: embedded Derby under LAKE/_catalog)."),
+        click.option("--metastore-driver", default=None, help="Its JDBC driver class, e.g. org.postgresql.Driver."),
+        click.option("--metastore-user", default=None, help=f"Its user; the password comes from {PASSWORD_VARIABLE}."),
+        click.option("--packages", "packages", multiple=True,
+                     help="Maven coordinates to load, e.g. the driver org.postgresql:postgresql:42.7.4 (repeatable)."),
+        click.option("--master", default=None,
+                     help="Spark master the engine runs on (default: local[*], or PIELAKE_SPARK_MASTER)."),
+    ]):
+        command = option(command)
+    return command
+
+
+@engine_group.command("serve")
+@engine_options
 @user_errors
-def serve_command(*, lake_dir: str, host: str, port: int, refresh: float, metastore_url: str | None,
-                  metastore_driver: str | None, metastore_user: str | None, packages: tuple[str, ...],
-                  master: str | None) -> None:
-    """Serve the lake's tables over JDBC/ODBC (the Spark Thrift Server) until stopped: beeline -u
-    jdbc:hive2://HOST:PORT/default. Every lake table is registered in a persistent catalog, new ones as they come."""
+def engine_serve_command(**options: Any) -> None:
+    """Run the engine in this process until stopped (TERM or Ctrl-C); `engine start` runs it in the background."""
     stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())  # TERM: close the server and its catalog
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())  # TERM: close the servers and the catalog
     try:
-        serve(lake_dir, Endpoint(host, port, refresh), master=master, packages=packages, stop=stop, say=click.echo,
-              metastore=Metastore(metastore_url, metastore_driver, metastore_user))
+        control.serve_here(stop=stop, say=click.echo, **options)
     finally:
         signal.signal(signal.SIGTERM, previous)
     click.echo("stopped")
+
+
+@engine_group.command("start")
+@engine_options
+@user_errors
+def engine_start_command(lake_dir: str, **options: Any) -> None:
+    """Start the lake's engine in the background; prints its addresses once it serves."""
+    click.echo(control.start(lake_dir, options))
+
+
+@engine_group.command("status")
+@click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
+@user_errors
+def engine_status_command(lake_dir: str) -> None:
+    """Say whether an engine runs on the lake, where, and what it is running (exit 2 if none)."""
+    click.echo(control.status(lake_dir))
+
+
+@engine_group.command("stop")
+@click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
+@user_errors
+def engine_stop_command(lake_dir: str) -> None:
+    """Stop the lake's engine: TERM (it closes its servers and catalog), then KILL after 30 s."""
+    click.echo(control.stop(lake_dir))
 
 
 @main.command("plot")
@@ -249,12 +318,16 @@ def serve_command(*, lake_dir: str, host: str, port: int, refresh: float, metast
 @click.option("--from", "since", default=None, help="Draw from this time on (stream time).")
 @click.option("--to", "until", default=None, help="Draw up to this time (inclusive).")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Image file (.png, .svg, .pdf).")
-@master_option
+@spark_options
 @user_errors
 def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since: str | None, until: str | None,
-                 out: str, master: str | None) -> None:
+                 out: str, master: str | None, remote: str | None) -> None:
     """Draw one key's situations (a lane per symbol) and matches (brackets, detected_at marked) as a timeline."""
-    picture = timeline(Lake(build_session(master), lake_dir), load_query_file(query_file), key or None, since, until)
+    from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
+    from pielake.plot import draw, timeline  # noqa: PLC0415
+
+    lake = Lake(session(master, remote, lake_dir), lake_dir)
+    picture = timeline(lake, load_query_file(query_file), key or None, since, until)
     written = draw(picture, Path(out))
     click.echo(f"wrote {written}: {len(picture.bars)} situations, {len(picture.brackets)} matches")
 
@@ -276,6 +349,8 @@ def generate_command(out: str, *, events: int, query_file: str | None, columns: 
     """Write TPStream's synthetic law into OUT: per key one event per time unit, each a_i alternating gaps of
     10-50 and true runs of 10-100 events (starting with a gap); seeded, so the same options give the same files.
     With --query, a sample stream for that query instead, to try it before there is data."""
+    from pielake.pipeline.synthetic import generate, write_query_events  # noqa: PLC0415 (module docstring)
+
     if query_file is not None:
         plan = load_query_file(query_file)
         path = write_query_events(plan, Path(out), events, keys=keys, seed=seed, stream=load_schema(plan.stream))
@@ -298,22 +373,24 @@ def generate_command(out: str, *, events: int, query_file: str | None, columns: 
               help="Generated events (kept) and the lake (replaced per run).")
 @click.option("--docs", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Also write the figures into this page, between its bench markers (docs/performance.md).")
-@master_option
+@click.option("--master", default=None, help="Spark master URL (default: local[*], or PIELAKE_SPARK_MASTER).")
 def bench_command(*, shapes: tuple[str, ...], symbols: tuple[int, ...], events: tuple[int, ...], repeat: int,
                   workdir: str, docs: str | None, master: str | None) -> None:
     """PieStream Figure 4 / TPStream shapes on the synthetic law: end-to-end and per-stage times, events/s,
     peak memory and two floors (a bare scan of the events, a bare write of the results), into WORKDIR/bench.csv
     and WORKDIR/bench.png (and, with --docs, a page's figures)."""
+    from pielake.bench.shapes import plot, run_grid, summary, write_csv, write_docs  # noqa: PLC0415
+    from pielake.engine.session import build_session  # noqa: PLC0415 (module docstring)
+
     folder = Path(workdir)
     folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     spark = build_session(master, app_name="pielake-bench")
     spark.range(1).count()
     # The JVM's peak memory follows its heap (it collects lazily), so the heap is part of every memory figure.
-    click.echo(f"Spark start-up {time.perf_counter() - started:.1f} s (not counted); driver heap "
-               f"{spark.conf.get('spark.driver.memory')} (PIELAKE_DRIVER_MEMORY)", err=True)
-    results = run_grid(spark, list(shapes), sorted(symbols), sorted(events), workdir=folder, repeats=repeat,
-                       say=lambda line: click.echo(line, err=True))
+    _say(f"Spark start-up {time.perf_counter() - started:.1f} s (not counted); driver heap "
+         f"{spark.conf.get('spark.driver.memory')} (PIELAKE_DRIVER_MEMORY)")
+    results = run_grid(spark, list(shapes), sorted(symbols), sorted(events), workdir=folder, repeats=repeat, say=_say)
     click.echo(summary(results))
     click.echo(f"wrote {write_csv(results, folder / 'bench.csv')} and {plot(results, folder / 'bench.png')}")
     if docs is not None:
@@ -338,26 +415,28 @@ def unlock_command(query_file: str, *, lake_dir: str) -> None:
 
 @main.command("demo")
 @click.option("--lake", "lake_dir", default="lake", show_default=True, type=click.Path(file_okay=False))
-@master_option
+@spark_options
 @user_errors
-def demo_command(*, lake_dir: str, master: str | None) -> None:
+def demo_command(*, lake_dir: str, master: str | None, remote: str | None) -> None:
     """Generate a sample car stream, run the aggressive-driving query on it and show the first matches."""
+    from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
+    from pielake.lake.sql import query_lake  # noqa: PLC0415
+    from pielake.pipeline.sample import write_car_sensors  # noqa: PLC0415
+    from pielake.plot import draw, timeline  # noqa: PLC0415
 
     root = Path(lake_dir)
     events = root / V.INCOMING_DIR / "car_sensors.csv"
     rows = write_car_sensors(events)
-    click.echo(f"wrote {rows} sample events of 6 cars to {events}", err=True)
-    plan = load_query_file(str(EXAMPLES / "aggressive_driving.tpq"))
-    import_gx_meanwhile()
-    lake = Lake(build_session(master), root)
-    summary = run_query(lake, plan, new_run_id(), RunRequest(events_path=str(events), fmt="csv"),
-                        progress=lambda line: click.echo(line, err=True))
-    click.echo(summary.render())
+    _say(f"wrote {rows} sample events of 6 cars to {events}")
+    query = EXAMPLES / "aggressive_driving.tpq"
+    _run(str(query), str(events), lake_dir, master=master, remote=remote, run_id=None, fmt="csv", mode="batch",
+         time_column="ts", time_unit="s", checks=True)
+    lake = Lake(session(master, remote, lake_dir), root)
     sql = ("SELECT car_id, a_ts, b_ts, c_ts, detected_at, status, round(avg_speed, 1) AS avg_speed "
            "FROM matches_aggressive_driving ORDER BY car_id, detected_at LIMIT 10")
     click.echo(f"\npielake sql --lake {lake_dir} \"{sql}\"")
     click.echo(query_lake(lake, sql, "table"), nl=False)
-    picture = timeline(lake, plan)
+    picture = timeline(lake, load_query_file(query))
     written = draw(picture, root / V.PLOTS_DIR / "aggressive_driving.png")
     click.echo(f"\npielake plot drew {picture.title} to {written}")
 
@@ -375,3 +454,7 @@ def plan_json(plan: QueryPlan) -> dict[str, Any]:
         "returns": [{"name": r.name, "expr": expr_text(r.expr)} for r in plan.returns],
         "warnings": [w.render() for w in plan.warnings],
     }
+
+
+if __name__ == "__main__":
+    main()

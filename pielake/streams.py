@@ -19,6 +19,7 @@ from pielake.query.ast import TIME_UNIT_SECONDS
 
 SCHEMAS_DIR = Path(__file__).resolve().parents[1] / "schemas"
 TIMESTAMP_UNIT = "timestamp"
+FORMATS = ("csv", "parquet", "json")  # the files a stream's events come in
 PRIMITIVE_TYPES = {"STRING", "BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "REAL",
                    "BOOLEAN", "TIMESTAMP", "DATE"}
 _DDL_COLUMN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z]+(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?)\s*$")

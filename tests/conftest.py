@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
+from pielake.engine.client import EngineAddress, lake_engine
 from pielake.engine.session import build_session
+from tests.helpers import SHORT_LIVED_JVM, free_port, free_ports
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MARKERS = {"unit": pytest.mark.unit, "spark": pytest.mark.spark, "dags": pytest.mark.dags,
@@ -41,3 +47,35 @@ def spark() -> Iterator[SparkSession]:
     session = build_session("local[2]", app_name="pielake-tests", shuffle_partitions=2, driver_memory="4g")
     yield session
     session.stop()
+
+
+@dataclass(frozen=True)
+class EngineForTests:
+    """An engine started for the tests: its lake and its address."""
+
+    lake: Path
+    address: EngineAddress
+    environment: dict[str, str]
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`pielake engine ARGS --lake LAKE` as a user runs it."""
+        return subprocess.run([str(Path(sys.executable).parent / "pielake"), "engine", *args, "--lake", str(self.lake)],
+                              env=self.environment, capture_output=True, text=True, timeout=600, check=False)
+
+
+def start_engine(lake: Path) -> EngineForTests:
+    """An engine on `lake`, on free ports, with the long-lived JVM an engine is (not the tests' short-lived one)."""
+    environment = {k: v for k, v in os.environ.items() if k not in SHORT_LIVED_JVM}
+    environment["PIELAKE_SPARK_MASTER"] = "local[2]"
+    engine = EngineForTests(lake, EngineAddress("127.0.0.1"), environment)
+    started = engine.cli("start", "--port", str(free_ports(2)), "--jdbc-port", str(free_port()), "--refresh", "1")
+    assert started.returncode == 0, started.stdout + started.stderr
+    return EngineForTests(lake, lake_engine(lake), environment)
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineForTests]:
+    """One engine for the test run (started only if a test asks), on a lake of its own; runs name their lakes."""
+    started = start_engine(tmp_path_factory.mktemp("engine-lake"))
+    yield started
+    started.cli("stop")

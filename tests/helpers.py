@@ -46,3 +46,20 @@ def held_rdds(spark: SparkSession) -> int:
     of the tables it has read: those come and go with Delta's own cache, not with a run."""
     held = spark.sparkContext._jsc.getPersistentRDDs()
     return sum(1 for rdd in held.values() if not str(rdd.name()).startswith(DELTA_STATE))
+
+
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive TCP ports on 127.0.0.1 that nothing listens on (an engine takes two)."""
+    for _ in range(100):
+        first = free_port()
+        probes = [socket.socket() for _ in range(count)]
+        try:
+            for offset, probe in enumerate(probes):
+                probe.bind(("127.0.0.1", first + offset))
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+        return first
+    raise RuntimeError(f"no {count} free ports in a row")

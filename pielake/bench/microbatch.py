@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from pielake.bench.shapes import chain_query
+from pielake.bench.queries import chain_query
 from pielake.engine.session import build_session
 from pielake.lake.delta import Lake
 from pielake.pipeline.job import RunRequest

@@ -16,9 +16,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pielake import vocabulary as V
-from pielake.lake.delta import Lake
+
+if TYPE_CHECKING:
+    from pielake.lake.delta import Lake
 
 DATABASE = "default"
 PASSWORD_VARIABLE = "PIELAKE_METASTORE_PASSWORD"  # never an argument: arguments show in `ps`

@@ -8,10 +8,14 @@ A *registered query* is a `<name>.tpq` file in the registry folder (`PIELAKE_QUE
     format: csv                      # default: by suffix
     time_column: ts                  # for streams without a schema in schemas/
     time_unit: s
+    runner: engine                   # or spark-submit; default PIELAKE_RUNNER, else engine
 
-Every step of a run (`pielake.pipeline.registry`) is one `SparkSubmitOperator` task on the `spark_default`
-connection, running `jobs/step.py --step <step>`; the steps of a stage that runs per constraint (the PiePairs) run
-in parallel between two gates:
+Every step of a run (`pielake.pipeline.registry`) is one task. On the engine (`pielake.engine`), a task is a thin
+client that sends its step to the engine found through the `spark_connect` connection `pielake_engine`
+(`PIELAKE_ENGINE_CONN`): it runs warm there, in seconds. Where no engine runs, each step is a
+`SparkSubmitOperator` task on the `spark_default` connection, running `jobs/step.py --step <step>` in a Spark
+application of its own. Either way the steps of a stage that runs per constraint (the PiePairs) run in parallel
+between two gates:
 
     ingest >> check_events >> situations >> check_situations >> [pairs_c1, pairs_c2, ...] >> check_pairs
            >> matches >> check_matches >> publish
@@ -32,22 +36,26 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import yaml
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.python import PythonOperator
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, BaseOperator, Param
 from airflow.sdk.exceptions import AirflowFailException
 
-from pielake.engine.session import submit_settings
+from pielake.engine.settings import submit_settings
 from pielake.errors import PielakeError
+from pielake.orchestration.tasks import run_step_on_engine
 from pielake.pipeline.registry import STAGES, Registry, Step
 from pielake.query.analyzer import QueryPlan, load_query_file
 
 PROJECT = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT / "jobs"
 DEFAULT_SCHEDULE = "@hourly"
-SETTINGS = ("schedule", "events", "format", "time_column", "time_unit")
+SETTINGS = ("schedule", "events", "format", "time_column", "time_unit", "runner")
+RUNNERS = ("engine", "spark-submit")
+ENGINE_CONNECTION = os.environ.get("PIELAKE_ENGINE_CONN", "pielake_engine")
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,12 @@ class Registration:
     format: str = ""
     time_column: str = "ts"
     time_unit: str = "s"
+    runner: str = os.environ.get("PIELAKE_RUNNER", "engine")  # where the steps run: RUNNERS
+
+    def __post_init__(self) -> None:
+        if self.runner not in RUNNERS:
+            raise PielakeError(f"{self.path.with_suffix('.yaml')}: runner '{self.runner}' is not one of "
+                               f"{', '.join(RUNNERS)}")
 
 
 @dataclass(frozen=True)
@@ -101,12 +115,29 @@ def operator_arguments() -> dict[str, object]:
             "env_vars": {"PYSPARK_PYTHON": settings.python, "PYTHONPATH": str(PROJECT)}}
 
 
-def _task(dag: DAG, registration: Registration, step: Step, run_args: list[str]) -> SparkSubmitOperator:
-    args = ["--step", step.name, "--query", str(registration.path),
-            "--lake", os.environ.get("PIELAKE_LAKE", str(PROJECT / "lake")), "--run-id", "{{ run_id }}", *run_args]
+def _lake() -> str:
+    return os.environ.get("PIELAKE_LAKE", str(PROJECT / "lake"))
+
+
+def _task(dag: DAG, registration: Registration, step: Step, request: dict[str, Any]) -> BaseOperator:
+    """The task of one step: sent to the engine (a thin client), or a spark-submit of `jobs/step.py`."""
+    if registration.runner == "engine":
+        return PythonOperator(task_id=step.name, dag=dag, python_callable=run_step_on_engine, doc_md=_step_doc(step),
+                              op_kwargs={"conn_id": ENGINE_CONNECTION, "query": str(registration.path),
+                                         "lake": _lake(), "run_id": "{{ run_id }}", "step": step.name,
+                                         "request": request})
+    args = ["--step", step.name, "--query", str(registration.path), "--lake", _lake(), "--run-id", "{{ run_id }}",
+            *_job_args(request)]
     return SparkSubmitOperator(task_id=step.name, dag=dag, application=str(JOBS_DIR / "step.py"),
                                application_args=args, conn_id="spark_default", doc_md=_step_doc(step),
                                name=f"pielake-{registration.plan.name}-{step.name}", **operator_arguments())
+
+
+def _job_args(request: dict[str, Any]) -> list[str]:
+    """The run's request as `jobs/step.py`'s options (`pielake.pipeline.jobs`)."""
+    flags = {"mode": "--mode", "events_path": "--events", "fmt": "--format", "time_column": "--time-column",
+             "time_unit": "--time-unit", "since": "--from", "until": "--to"}
+    return [part for key, flag in flags.items() if request.get(key) is not None for part in (flag, request[key])]
 
 
 def _step_doc(step: Step) -> str:
@@ -115,9 +146,9 @@ def _step_doc(step: Step) -> str:
     return f"{step.stage.doc} Reads {', '.join(step.stage.reads)}; stages {', '.join(step.stage.stages) or 'nothing'}."
 
 
-def _wire(dag: DAG, registration: Registration, run_args: list[str], registry: Registry) -> None:
+def _wire(dag: DAG, registration: Registration, request: dict[str, Any], registry: Registry) -> None:
     """A task per step; each layer of steps (a per-constraint stage's, side by side) after the one before."""
-    layers = [[_task(dag, registration, step, run_args) for step in layer]
+    layers = [[_task(dag, registration, step, request) for step in layer]
               for layer in registry.layers(registration.plan)]
     for upstream, downstream in pairwise(layers):
         for task in upstream:
@@ -130,9 +161,10 @@ DEFAULT_ARGS = {"owner": "pielake", "retries": 2,
                 "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=10)}
 
 
-def _input_args(registration: Registration, events: str) -> list[str]:
-    return ["--events", events, "--format", registration.format, "--time-column", registration.time_column,
-            "--time-unit", registration.time_unit]
+def _request(registration: Registration, mode: str, events: str, **more: str) -> dict[str, Any]:
+    """The run's request (`pielake.pipeline.job.RunRequest`'s fields), its values Airflow templates."""
+    return {"mode": mode, "events_path": events, "fmt": registration.format or None,
+            "time_column": registration.time_column, "time_unit": registration.time_unit, **more}
 
 
 def scheduled_dag(registration: Registration, registry: Registry = STAGES) -> DAG:
@@ -141,7 +173,7 @@ def scheduled_dag(registration: Registration, registry: Registry = STAGES) -> DA
     dag = DAG(f"pielake_{name}", schedule=registration.schedule, start_date=datetime(2026, 1, 1),
               catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS, tags=["pielake"],
               doc_md=f"Micro-batch detection of `{registration.path.name}` into `matches_{name.lower()}`.")
-    _wire(dag, registration, ["--mode", "incremental", *_input_args(registration, registration.events)], registry)
+    _wire(dag, registration, _request(registration, "incremental", registration.events), registry)
     return dag
 
 
@@ -155,8 +187,8 @@ def backfill_dag(registration: Registration, registry: Registry = STAGES) -> DAG
     dag = DAG(f"pielake_{name}_backfill", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
               max_active_runs=1, default_args=DEFAULT_ARGS, params=params, tags=["pielake", "backfill"],
               doc_md=f"Recompute `{registration.path.name}` from before `from`, re-admitting late events.")
-    _wire(dag, registration, ["--mode", "backfill", "--from", "{{ params['from'] }}", "--to", "{{ params.to }}",
-                              *_input_args(registration, "{{ params.events }}")], registry)
+    _wire(dag, registration, _request(registration, "backfill", "{{ params.events }}", since="{{ params['from'] }}",
+                                      until="{{ params.to }}"), registry)
     return dag
 
 

@@ -41,9 +41,8 @@ from pielake.lake.delta import Lake, LakeError, check_run_id
 from pielake.pipeline.job import RunRequest, StageResult, StepContext, events_table, quarantine_table, timed
 from pielake.pipeline.scope import mark_unprocessed
 from pielake.query.analyzer import QueryPlan
-from pielake.streams import SCHEMAS_DIR, TIMESTAMP_UNIT, StreamSchema, load_schema, save_schema
+from pielake.streams import FORMATS, SCHEMAS_DIR, TIMESTAMP_UNIT, StreamSchema, load_schema, save_schema
 
-FORMATS = ("csv", "parquet", "json")
 PAYLOAD = "__payload"
 ADMITTED = "__admitted"
 FLOATING = ("DOUBLE", "FLOAT", "REAL")

@@ -1,6 +1,7 @@
-"""A whole scheduled run of a generated DAG (`airflow dags test`, every step a real spark-submit) writes the same
-matches the reference computes, although the `situations` task's driver is killed (SIGKILL) in the middle of its
-writes and Airflow retries the task. (The DAG folder's integrity: tests/dags.)
+"""A whole scheduled run of a generated DAG (`airflow dags test`) writes the same tables the reference computes:
+on the engine, every task a thin client on the `spark_connect` connection; and where no engine runs, every step a
+real spark-submit, although the `situations` task's driver is killed (SIGKILL) in the middle of its writes and
+Airflow retries the task. (The DAG folder's integrity: tests/dags.)
 
 Airflow runs in subprocesses with a metadata DB of its own under the test's folder, as `infra/` sets it up.
 """
@@ -21,9 +22,10 @@ import psutil
 import pytest
 from pyspark.sql import SparkSession
 
-from pielake.engine.session import JAVA_OPTIONS, driver_heap
+from pielake.engine.settings import JAVA_OPTIONS, driver_heap
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
+from tests.conftest import EngineForTests
 from tests.dags.test_dag_integrity import EXPECTED_GRAPH
 from tests.helpers import drawn, process_env
 
@@ -35,8 +37,9 @@ QUERY = "FROM Flags F PARTITION BY key DEFINE A AS a, B AS b PATTERN A overlaps;
 
 
 @pytest.fixture(scope="module")
-def airflow(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """An Airflow home with a migrated SQLite metadata DB, a query registry of one query, a lake."""
+def airflow(tmp_path_factory: pytest.TempPathFactory, engine: EngineForTests) -> dict[str, str]:
+    """An Airflow home with a migrated SQLite metadata DB, a query registry of one query, a lake, and the
+    connection to the tests' engine."""
     home = tmp_path_factory.mktemp("airflow")
     (home / "queries").mkdir()
     (home / "queries" / "flag_pairs.tpq").write_text(QUERY)
@@ -47,6 +50,9 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
                       AIRFLOW__CORE__DAGS_FOLDER=str(ROOT / "dags"), PIELAKE_QUERIES=str(home / "queries"),
                       PIELAKE_LAKE=str(home / "lake"), PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
                       AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}),
+                      AIRFLOW_CONN_PIELAKE_ENGINE=json.dumps({"conn_type": "spark_connect", "host": "localhost",
+                                                              "port": engine.address.port,
+                                                              "password": engine.address.token}),
                       PYSPARK_PYTHON=sys.executable, PIELAKE_RETRY_DELAY="1")
     subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
     return env
@@ -67,26 +73,9 @@ def kill_mid_write(lake: Path, app_name: str, table: str, killed: list[list[str]
         time.sleep(0.005)
 
 
-def test_a_scheduled_run_killed_mid_task_and_retried_writes_the_reference_matches(airflow: dict[str, str],
-                                                                                   spark: SparkSession) -> None:
-    lake = Path(airflow["PIELAKE_LAKE"])
-    killed: list[list[str]] = []
-    done = threading.Event()
-    watcher = threading.Thread(target=kill_mid_write, args=(lake, "pielake-flag_pairs-situations",
-                                                           "segments_flag_pairs", killed, done))
-    watcher.start()
-    try:
-        run = subprocess.run([str(BIN / "airflow"), "dags", "test", "pielake_flag_pairs"], env=airflow, text=True,
-                             capture_output=True, timeout=1200, check=False)
-    finally:
-        done.set()
-        watcher.join()
-    assert killed, "the situations task was not killed while writing"
-    assert f"-Xmx{driver_heap()}" in killed[0], "spark-submit gives the step's JVM pielake's driver heap"
-    assert set(JAVA_OPTIONS.split()) <= set(killed[0]), "and pielake's JVM options"
-    log = run.stdout + run.stderr
-    assert run.returncode == 0 and "state=success" in log, log[-4000:]
-    assert "up_for_retry" in log.lower()
+def assert_published_the_reference(spark: SparkSession, airflow: dict[str, str], lake: Path) -> None:
+    """The matches and situations the reference computes over the events file, every gate's report, and the run's
+    row in `runs` with every step."""
     got = sorted((r.key, r.a_ts, r.b_ts, r.detected_at, r.status)
                  for r in spark.read.format("delta").load(str(lake / "matches_flag_pairs")).collect())
     rows = [json.loads(line) for line in (Path(airflow["AIRFLOW_HOME"]) / "flags.json").read_text().splitlines()]
@@ -101,3 +90,42 @@ def test_a_scheduled_run_killed_mid_task_and_retried_writes_the_reference_matche
     assert reports == ["events.json", "matches.json", "pairs.json", "situations.json"]
     [report] = spark.read.format("delta").load(str(lake / "runs")).collect()
     assert report.status == "published" and [s.step for s in report.steps] == list(EXPECTED_GRAPH)
+
+
+def test_a_scheduled_run_on_the_engine_writes_the_reference_tables(airflow: dict[str, str], tmp_path: Path,
+                                                                   spark: SparkSession) -> None:
+    lake = tmp_path / "lake"
+    started = time.perf_counter()
+    run = subprocess.run([str(BIN / "airflow"), "dags", "test", "pielake_flag_pairs"], text=True,
+                         env={**airflow, "PIELAKE_LAKE": str(lake)}, capture_output=True, timeout=600, check=False)
+    log = run.stdout + run.stderr
+    assert run.returncode == 0 and "state=success" in log, log[-4000:]
+    assert "spark-submit" not in log  # every task a thin client of the engine
+    print(f"a scheduled run on the engine: {time.perf_counter() - started:.1f} s")
+    assert_published_the_reference(spark, airflow, lake)
+
+
+def test_a_spark_submit_run_killed_mid_task_and_retried_writes_the_reference_tables(airflow: dict[str, str],
+                                                                                     tmp_path: Path,
+                                                                                     spark: SparkSession) -> None:
+    """Where no engine runs (`PIELAKE_RUNNER=spark-submit`), each step is a spark-submit of `jobs/step.py`."""
+    lake = tmp_path / "lake"
+    killed: list[list[str]] = []
+    done = threading.Event()
+    watcher = threading.Thread(target=kill_mid_write, args=(lake, "pielake-flag_pairs-situations",
+                                                           "segments_flag_pairs", killed, done))
+    watcher.start()
+    try:
+        run = subprocess.run([str(BIN / "airflow"), "dags", "test", "pielake_flag_pairs"], text=True,
+                             env={**airflow, "PIELAKE_LAKE": str(lake), "PIELAKE_RUNNER": "spark-submit"},
+                             capture_output=True, timeout=1200, check=False)
+    finally:
+        done.set()
+        watcher.join()
+    assert killed, "the situations task was not killed while writing"
+    assert f"-Xmx{driver_heap()}" in killed[0], "spark-submit gives the step's JVM pielake's driver heap"
+    assert set(JAVA_OPTIONS.split()) <= set(killed[0]), "and pielake's JVM options"
+    log = run.stdout + run.stderr
+    assert run.returncode == 0 and "state=success" in log, log[-4000:]
+    assert "up_for_retry" in log.lower()
+    assert_published_the_reference(spark, airflow, lake)

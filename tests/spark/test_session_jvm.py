@@ -11,7 +11,7 @@ from py4j.clientserver import ClientServerConnection
 from pyspark.sql import SparkSession
 
 from pielake.bench.shapes import measure
-from pielake.engine.session import JAVA_OPTIONS
+from pielake.engine.settings import JAVA_OPTIONS
 
 pytestmark = pytest.mark.heavy(seconds=40)  # about this long in CI, two runs of a query: scheduled first
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pielake.engine.session import (
+from pielake.engine.settings import (
     CODEGEN_CACHE_ENTRIES,
     DEFAULT_DRIVER_MEMORY,
     JAVA_OPTIONS,

@@ -11,7 +11,7 @@ import pyarrow.dataset as ds
 import pytest
 from click.testing import CliRunner
 
-from pielake.bench.shapes import TPSTREAM_QUERIES, shape_query
+from pielake.bench.queries import TPSTREAM_QUERIES, shape_query
 from pielake.cli import main
 from pielake.pipeline.synthetic import GAP, RUN
 from pielake.query.analyzer import load_query

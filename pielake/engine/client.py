@@ -1,0 +1,139 @@
+"""A thin client of the engine (`pielake.engine.server`): the engine's address, and a run sent to it.
+
+A client imports nothing but the standard library: a scheduled micro-batch is seconds of work on a warm engine,
+and a client that imported Spark, pandas or Great Expectations would spend longer starting than the engine spends
+on the run. So the client sends the query's text and the run's request; the engine parses, runs and reports.
+
+An engine listens on two ports of one host: Spark Connect on `port` (SQL clients, notebooks, `pielake sql
+--remote`) and pielake's runs on `port + 1`, both behind the same token.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from pielake import vocabulary as V
+from pielake.errors import PielakeError
+from pielake.exitcodes import EXIT_UNAVAILABLE, EXIT_USAGE
+
+DEFAULT_PORT = 15002  # Spark Connect's own default port
+ENGINE_FILE = "engine.json"  # `<lake>/_engine/engine.json`: the address of the lake's running engine
+
+
+class EngineError(PielakeError):
+    """A run the engine refused or could not finish; `exit_code` is the one the run would exit with."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class EngineAddress:
+    """Where an engine listens, and the token it asks of every client (None: none)."""
+
+    host: str
+    port: int = DEFAULT_PORT
+    token: str | None = None
+
+    @property
+    def connect_url(self) -> str:
+        """The Spark Connect URL (`SparkSession.builder.remote`). With a token, Spark's client sends it over TLS
+        unless the host is `localhost`, so a loopback engine is named so."""
+        host = "localhost" if self.host in ("127.0.0.1", "localhost") else self.host
+        return f"sc://{host}:{self.port}/" + (f";token={self.token}" if self.token else "")
+
+    @property
+    def runs_url(self) -> str:
+        return f"http://{self.host}:{self.port + 1}"
+
+    @classmethod
+    def parse(cls, url: str) -> EngineAddress:
+        """`sc://host:port/;token=...` (the form Spark Connect and Airflow's `spark_connect` connections use)."""
+        address, _, settings = url.partition(";")  # Spark Connect's parameters: `;name=value` after the path
+        parsed = urlparse(address)
+        if parsed.scheme != "sc" or not parsed.hostname:
+            raise PielakeError(f"'{url}' is not an engine address; write sc://HOST:PORT (e.g. sc://localhost:15002)")
+        params = dict(part.split("=", 1) for part in settings.split(";") if "=" in part)
+        token = unquote(params["token"]) if "token" in params else None
+        return cls(parsed.hostname, parsed.port or DEFAULT_PORT, token)
+
+
+def engine_file(lake_dir: str | Path) -> Path:
+    return Path(lake_dir).resolve() / V.ENGINE_DIR / ENGINE_FILE
+
+
+def lake_engine(lake_dir: str | Path) -> EngineAddress:
+    """The address of the engine running on the lake, from the file it keeps there while it runs."""
+    found = engine_file(lake_dir)
+    try:
+        held = json.loads(found.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PielakeError(f"no engine runs on {Path(lake_dir).resolve()}; start one with `pielake engine start "
+                           f"--lake {lake_dir}`, or leave out --remote to run in this process") from None
+    return EngineAddress.parse(held["connect_url"])
+
+
+def engine_for(remote: str, lake_dir: str | Path) -> EngineAddress:
+    """`--remote`'s engine: the address given, or (`--remote` alone) the one running on the lake."""
+    return lake_engine(lake_dir) if remote in ("", "lake") else EngineAddress.parse(remote)
+
+
+@dataclass(frozen=True)
+class RunOrder:
+    """A run (or one step of it, `step`) as the engine is asked for it. The query travels as its text: the engine
+    parses it, as a run in this process would."""
+
+    query: str
+    name: str
+    lake: str
+    run_id: str
+    request: dict[str, Any]
+    step: str | None = None
+
+
+def _post(address: EngineAddress, path: str, body: dict[str, Any], timeout: float | None) -> Iterator[dict]:
+    """The engine's answer, one JSON object a line, as it comes."""
+    request = urllib.request.Request(f"{address.runs_url}{path}", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json",
+                                              **({"Authorization": f"Bearer {address.token}"} if address.token
+                                                 else {})})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            for line in answer:
+                if line.strip():
+                    yield json.loads(line)
+    except urllib.error.HTTPError as refused:
+        raise EngineError(f"the engine at {address.runs_url} refused: {refused.read().decode().strip()}") from None
+    except (TimeoutError, urllib.error.URLError, ConnectionError) as lost:
+        reason = getattr(lost, "reason", lost)
+        raise EngineError(f"no answer from the engine at {address.runs_url} ({reason}); is it running? "
+                          "`pielake engine status --lake LAKE`", EXIT_UNAVAILABLE) from None
+
+
+def run_on_engine(address: EngineAddress, order: RunOrder, say: Callable[[str], None],
+                  timeout: float | None = None) -> dict[str, Any]:
+    """Send `order` to the engine; its progress lines go to `say` as they come. Returns the engine's result, or
+    raises `EngineError` with the run's message and exit code. A connection lost mid-run (the engine stopped)
+    is an error: the run is redone, as any stopped run, by running it again."""
+    for message in _post(address, "/run", asdict(order), timeout):
+        if "progress" in message:
+            say(message["progress"])
+        elif "error" in message:
+            raise EngineError(message["error"], int(message.get("exit_code", EXIT_USAGE)))
+        elif "result" in message:
+            return message["result"]
+    raise EngineError(f"the engine at {address.runs_url} ended the run without a result; it may have stopped: "
+                      "run it again", EXIT_UNAVAILABLE)
+
+
+def engine_status(address: EngineAddress, timeout: float = 5.0) -> dict[str, Any]:
+    """What the engine says of itself (its lake, process, ports, runs in progress)."""
+    return next(_post(address, "/status", {}, timeout))

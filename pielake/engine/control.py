@@ -1,0 +1,115 @@
+"""Starting, checking and stopping the lake's engine (`pielake engine start|status|stop`), and running it here.
+
+`start` runs `pielake engine serve` as a process of its own, in a session of its own (a terminal closing does not
+stop it), its output in `<lake>/_engine/engine.log`, and waits until it says `ready:`. Whether an engine runs, and
+which process it is, is told by the lock it holds (`pielake.engine.server.engine_lock`). `status` asks the engine
+itself; `stop` sends TERM, on which the engine closes its servers and its catalog, then KILL if it has not ended
+in 30 s.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pielake import vocabulary as V
+from pielake.engine.client import EngineError, engine_file, engine_status, lake_engine
+from pielake.errors import PielakeError
+from pielake.lake.catalog import Metastore
+
+STARTING_SECONDS = 300  # a first start resolves Delta's jars from Maven Central
+STOPPING_SECONDS = 30
+
+
+def _folder(lake_dir: str | Path) -> Path:
+    folder = Path(lake_dir).resolve() / V.ENGINE_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _pid(lake_dir: str | Path) -> int | None:
+    """The running engine's process, if one runs: it holds the lake's engine lock (`engine_lock`) while it lives,
+    and a process that died has let go of it, whatever is left of it."""
+    folder = _folder(lake_dir)
+    with (folder / "engine.lock").open("a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            return int(handle.read().split()[1])  # "pid N", as the engine wrote it
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
+
+
+def serve_here(*, lake_dir: str, host: str, port: int, jdbc_port: int, refresh: float, metastore_url: str | None,
+               metastore_driver: str | None, metastore_user: str | None, packages: tuple[str, ...],
+               master: str | None, stop: threading.Event, say: Callable[[str], None]) -> None:
+    """Run the engine in this process (`pielake engine serve`) until `stop` is set."""
+    from pielake.engine.server import EnginePorts, serve  # noqa: PLC0415 (Spark, only where the engine runs)
+
+    serve(lake_dir, EnginePorts(host, port, jdbc_port, refresh), token=os.environ.get("PIELAKE_ENGINE_TOKEN"),
+          metastore=Metastore(metastore_url, metastore_driver, metastore_user), master=master, packages=packages,
+          stop=stop, say=say)
+
+
+def start(lake_dir: str, options: dict[str, Any]) -> str:
+    """Start the engine in the background and wait until it serves; returns what it said when ready."""
+    if _pid(lake_dir) is not None:
+        raise PielakeError(f"an engine already runs on {Path(lake_dir).resolve()}: "
+                           f"{status(lake_dir).splitlines()[0]}")
+    folder = _folder(lake_dir)
+    log = folder / "engine.log"
+    argv = [sys.executable, "-m", "pielake.cli", "engine", "serve", "--lake", str(Path(lake_dir).resolve())]
+    for name, value in options.items():
+        flag = "--" + name.replace("_", "-")
+        values = value if isinstance(value, tuple) else (value,)
+        argv += [part for v in values if v is not None for part in (flag, str(v))]
+    with log.open("w", encoding="utf-8") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + STARTING_SECONDS
+    while time.monotonic() < deadline:
+        ready = [line for line in log.read_text(encoding="utf-8").splitlines() if line.startswith("ready: ")]
+        if ready:
+            return ready[0]
+        if process.poll() is not None:
+            said = [line for line in log.read_text(encoding="utf-8").splitlines() if line.startswith("error: ")]
+            raise PielakeError(f"the engine stopped while starting: {said[0] if said else f'see {log}'}")
+        time.sleep(0.5)
+    stop(lake_dir)
+    raise PielakeError(f"the engine did not come up in {STARTING_SECONDS} s; its log: {log}")
+
+
+def status(lake_dir: str) -> str:
+    """Where the lake's engine listens and what it runs, said by the engine itself."""
+    address = lake_engine(lake_dir)
+    try:
+        said = engine_status(address)
+    except EngineError as error:
+        raise PielakeError(f"the engine of {Path(lake_dir).resolve()} does not answer: {error}") from None
+    running = ", ".join(said["running"]) or "nothing"
+    return (f"engine of {Path(lake_dir).resolve()}: pid {said['pid']}, Spark {said['spark']} on {said['master']}, "
+            f"since {said['started_at']}\n  {address.connect_url.split(';')[0]} (Spark Connect), {address.runs_url} "
+            f"(runs); running: {running}")
+
+
+def stop(lake_dir: str) -> str:
+    """TERM, then KILL after `STOPPING_SECONDS`."""
+    pid = _pid(lake_dir)
+    if pid is None:
+        return f"no engine runs on {Path(lake_dir).resolve()}"
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOPPING_SECONDS
+    while time.monotonic() < deadline and _pid(lake_dir) is not None:
+        time.sleep(0.5)
+    if _pid(lake_dir) is not None:
+        os.killpg(pid, signal.SIGKILL)
+    engine_file(lake_dir).unlink(missing_ok=True)
+    return f"stopped the engine of {Path(lake_dir).resolve()} (pid {pid})"

@@ -1,0 +1,285 @@
+"""The engine: one long-lived Spark application per lake, on which every step of every run runs warm.
+
+Every Spark process pays fixed costs before it does any work: a JVM and its jars, Python modules (PySpark,
+pandas, Great Expectations), and Spark planning and compiling each plan's code for the first time. A scheduled
+micro-batch of a few hundred events is about a second of work behind a minute of those. The engine pays them
+once: one process, one Spark application with Delta and the lake's catalog, serving
+
+- Spark Connect, for SQL clients, notebooks and `pielake sql --remote` (`spark.plugins`: Spark's own server);
+- the Thrift/JDBC endpoint, for BI tools: the lake's tables are registered in its catalog (`pielake.lake.catalog`)
+  before it serves, and new ones every `refresh` seconds;
+- pielake's runs, for `pielake run --remote` and Airflow's tasks: a client (`pielake.engine.client`) sends the
+  query's text and the run's request; the engine runs it, or one step of it, in a Spark session of its own
+  (its own settings and views, the application's warm JVM and workers), and streams its progress back.
+
+A run on the engine is the same code as a run in a process of its own (`pielake.pipeline.runner`): a whole run
+keeps its stage outputs in the engine's memory, a step of an Airflow run hands them on in `_staging/`, so a step
+the engine was killed in is redone by running it again, as any stopped step.
+
+One engine per lake: it holds `<lake>/_engine/engine.lock` while it runs (the kernel releases it when the process
+ends, however it ends), and a second is refused with the first one's address. The engine listens on loopback
+unless told otherwise, and asks every client for its token (Spark Connect's `spark.connect.authenticate.token`,
+and the same bearer token for runs): SECURITY.md says what that exposes.
+
+Hive opens each Thrift client session with a class loader of its own that sees only the JVM's system class path,
+not the jars Spark loads from `spark.jars.packages`; a session that cannot load Delta's catalog fails at connect
+(delta-io/delta#1332). So Delta's jars are resolved first and put on the driver's class path as well.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import queue
+import secrets
+import socket
+import threading
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from pielake import vocabulary as V
+from pielake.engine.client import ENGINE_FILE, EngineAddress, RunOrder
+from pielake.engine.session import build_session, resolve_jars
+from pielake.engine.settings import delta_package
+from pielake.errors import PielakeError
+from pielake.exitcodes import EXIT_INTERNAL
+from pielake.lake.catalog import DATABASE, Metastore, register_tables
+from pielake.lake.delta import Lake
+from pielake.pipeline.gates import import_gx_meanwhile
+from pielake.pipeline.job import RunRequest, StageResult
+from pielake.pipeline.runner import Run, run_query
+from pielake.query.analyzer import load_query
+
+CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
+log = logging.getLogger("pielake.engine")
+
+
+@dataclass(frozen=True)
+class EnginePorts:
+    """Where an engine listens: `host`, Spark Connect on `port`, runs on `port + 1`, JDBC on `jdbc_port`; and how
+    often it looks for new lake tables to register."""
+
+    host: str = "127.0.0.1"
+    port: int = 15002
+    jdbc_port: int = 10000
+    refresh: float = 30.0
+
+    @property
+    def jdbc_url(self) -> str:
+        return f"jdbc:hive2://{self.host}:{self.jdbc_port}/{DATABASE}"
+
+    def check_free(self) -> None:
+        """Fail with one line if a port is taken: the servers would fail later, deep in their logs."""
+        for port in (self.port, self.port + 1, self.jdbc_port):
+            with socket.socket() as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    probe.bind((self.host, port))
+                except OSError as error:
+                    raise PielakeError(f"cannot listen on {self.host}:{port} ({error.strerror}); pass other "
+                                       "ports (--port, --jdbc-port) or stop what uses them") from None
+
+
+@contextmanager
+def engine_lock(root: Path) -> Iterator[Path]:
+    """Hold the lake's engine lock for this process, or say which engine holds it. Yields the engine folder."""
+    folder = root / V.ENGINE_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "engine.lock").open("a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            raise PielakeError(f"an engine already runs on {root} ({handle.read().strip() or 'starting'}): use it "
+                               "(--remote), or stop it first (pielake engine stop)") from None
+        handle.truncate(0)
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        try:
+            yield folder
+        finally:
+            (folder / ENGINE_FILE).unlink(missing_ok=True)
+
+
+def _publish_address(folder: Path, address: EngineAddress, ports: EnginePorts, root: Path) -> None:
+    """Where clients find the engine (`pielake.engine.client.lake_engine`): readable by the lake's owner only, as
+    it holds the token."""
+    held = {"lake": str(root), "pid": os.getpid(), "connect_url": address.connect_url, "runs_url": address.runs_url,
+            "jdbc_url": ports.jdbc_url, "started_at": datetime.now(UTC).isoformat()}
+    draft = folder / f".{ENGINE_FILE}.tmp"
+    draft.touch(mode=0o600)
+    draft.write_text(json.dumps(held, indent=2), encoding="utf-8")
+    os.replace(draft, folder / ENGINE_FILE)
+
+
+def serve(lake_dir: str | Path, ports: EnginePorts, *, token: str | None = None, metastore: Metastore | None = None,
+          master: str | None = None, packages: Sequence[str] = (), stop: threading.Event | None = None,
+          say: Callable[[str], None] = print) -> None:
+    """Run the engine on the lake until `stop` is set (or the process is interrupted).
+
+    Args:
+        lake_dir: the lake whose catalog the engine serves (runs may name any lake its file system reaches).
+        ports: host, ports and the refresh interval of the table registration.
+        token: what every client must present; None: a new random one, kept in `<lake>/_engine/engine.json`.
+        metastore: the catalog; None: embedded Derby under `<lake>/_catalog/`.
+        master: the Spark master the engine runs on (`local[*]` by default, or a cluster's URL).
+        packages: Maven coordinates to load besides Delta's, e.g. the metastore's JDBC driver.
+        stop: set it to shut the engine down (the CLI sets it on SIGTERM).
+        say: where the `ready:` line and the registrations are reported.
+    """
+    root = Path(lake_dir).resolve()
+    ports.check_free()
+    import_gx_meanwhile()  # the first gate a client asks for finds Great Expectations imported
+    address = EngineAddress(ports.host, ports.port, token or secrets.token_urlsafe(24))
+    with engine_lock(root) as folder:
+        spark = _engine_session(root, ports, address, metastore=metastore or Metastore(), master=master,
+                                packages=packages)
+        try:
+            _serve(spark, root, ports, address, folder=folder, stop=stop or threading.Event(), say=say)
+        finally:
+            spark.stop()
+
+
+def _engine_session(root: Path, ports: EnginePorts, address: EngineAddress, *, metastore: Metastore,
+                    master: str | None, packages: Sequence[str]) -> SparkSession:
+    classpath = resolve_jars([delta_package(), *packages])
+    return build_session(master, app_name="pielake-engine", packages=packages, conf={
+        **metastore.spark_conf(root),
+        "spark.driver.extraClassPath": os.pathsep.join(classpath),
+        "spark.hadoop.hive.server2.thrift.bind.host": ports.host,
+        "spark.hadoop.hive.server2.thrift.port": str(ports.jdbc_port),
+        "spark.plugins": CONNECT_PLUGIN,
+        "spark.connect.grpc.binding.address": ports.host,
+        "spark.connect.grpc.binding.port": str(ports.port),
+        "spark.connect.authenticate.token": address.token or "",
+    })
+
+
+def _serve(spark: SparkSession, root: Path, ports: EnginePorts, address: EngineAddress, *, folder: Path,
+           stop: threading.Event, say: Callable[[str], None]) -> None:
+    lake = Lake(spark, root)
+    registered = register_tables(lake)
+    thrift = spark._jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
+        spark._jsparkSession.sqlContext())
+    runs = RunService(spark, address)
+    try:
+        runs.start()
+        _publish_address(folder, address, ports, root)
+        say(f"ready: {address.connect_url.split(';')[0]} (Spark Connect), {address.runs_url} (runs), "
+            f"{ports.jdbc_url} (JDBC); {len(lake.tables())} tables of {root} ({len(registered)} newly registered)")
+        while not stop.wait(ports.refresh):
+            for name in register_tables(lake):
+                say(f"registered {name}")
+    finally:
+        runs.stop()
+        thrift.stop()
+
+
+class RunService:
+    """pielake's runs over HTTP on the engine's `port + 1`: `POST /run` runs an order (`RunOrder`), answering one
+    JSON object a line (`progress`, then `result` or `error`); `POST /status` says what the engine is doing."""
+
+    def __init__(self, spark: SparkSession, address: EngineAddress):
+        self.spark = spark
+        self.address = address
+        self.started = datetime.now(UTC)
+        self.running: dict[str, str] = {}  # thread name -> what it runs
+        self.server = ThreadingHTTPServer((address.host, address.port + 1), self._handler())
+        self.server.daemon_threads = True
+
+    def start(self) -> None:
+        threading.Thread(target=self.server.serve_forever, name="engine-runs", daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def status(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "started_at": self.started.isoformat(), "spark": self.spark.version,
+                "master": self.spark.sparkContext.master, "running": sorted(self.running.values())}
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        service = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"  # the answer streams until the connection closes
+
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug(format, *args)
+
+            def do_POST(self) -> None:
+                if service.address.token and self.headers.get("Authorization") != f"Bearer {service.address.token}":
+                    self._refuse(HTTPStatus.UNAUTHORIZED, "a token is needed: --remote sc://HOST:PORT/;token=...")
+                    return
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+                if self.path == "/status":
+                    self._answer([service.status()])
+                elif self.path == "/run":
+                    self._answer(service.execute(RunOrder(**body)))
+                else:
+                    self._refuse(HTTPStatus.NOT_FOUND, f"no {self.path}: POST /run or /status")
+
+            def _refuse(self, status: HTTPStatus, message: str) -> None:
+                self.send_response(status)
+                self.end_headers()
+                self.wfile.write(message.encode())
+
+            def _answer(self, messages: Iterator[dict[str, Any]] | list[dict[str, Any]]) -> None:
+                self.send_response(HTTPStatus.OK)
+                self.send_header("Content-Type", "application/x-ndjson")
+                self.end_headers()
+                for message in messages:
+                    self.wfile.write(json.dumps(message, default=str).encode() + b"\n")
+                    self.wfile.flush()
+
+        return Handler
+
+    def execute(self, order: RunOrder) -> Iterator[dict[str, Any]]:
+        """Run the order in a Spark session of its own, yielding its progress lines as they come and then its
+        result; a run's own errors (a bad query, a failed gate, a busy lock) are its answer, not the engine's."""
+        messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        doing = f"{order.name} {order.run_id} {order.step or 'run'}"
+
+        def work() -> None:
+            self.running[threading.current_thread().name] = doing
+            try:
+                result = run_order(self.spark.newSession(), order, lambda line: messages.put({"progress": line}))
+                messages.put({"result": result})
+            except PielakeError as error:
+                messages.put({"error": str(error), "exit_code": error.exit_code})
+            except Exception as error:  # the engine goes on; the client hears what broke, the log has the trace
+                log.error("run %s failed:\n%s", doing, traceback.format_exc())
+                messages.put({"error": f"internal error in the engine: {type(error).__name__}: {error}",
+                              "exit_code": EXIT_INTERNAL})
+            finally:
+                self.running.pop(threading.current_thread().name, None)
+                messages.put(None)
+
+        threading.Thread(target=work, name=f"run-{order.run_id}", daemon=True).start()
+        while (message := messages.get()) is not None:
+            yield message
+
+
+def run_order(spark: SparkSession, order: RunOrder, say: Callable[[str], None]) -> dict[str, Any]:
+    """Run an order on `spark` as `pielake run` or an Airflow task runs it in a process of its own."""
+    plan = load_query(order.query, order.name)
+    lake = Lake(spark, order.lake)
+    request = RunRequest(**order.request)
+    if order.step is None:
+        summary = run_query(lake, plan, order.run_id, request, progress=say)
+        return {"summary": summary.render(), "matches": summary.matches}
+    outcome = Run(lake, plan, order.run_id, request, progress=say).step(order.step)
+    if isinstance(outcome, StageResult):
+        return {"step": order.step, "rows": outcome.rows, "seconds": round(outcome.seconds, 3)}
+    return {"step": order.step, "gate": outcome.text() if outcome else "skipped"}

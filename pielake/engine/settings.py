@@ -1,0 +1,97 @@
+"""What every pielake Spark session has, whether built here or by spark-submit: the settings, the heap, Delta's
+package and the Python its workers run. Nothing here imports Spark, so Airflow's DAG files read it cheaply."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+
+DEFAULT_MASTER = "local[*]"
+# The heap of a run's Spark (in local mode all of it): enough for the chain benchmarks at 10^7 events and 18
+# symbols, no faster when larger (docs/performance.md). Raise it (PIELAKE_DRIVER_MEMORY) for larger inputs.
+DEFAULT_DRIVER_MEMORY = "2500m"
+# The JDK copies a heap buffer written to (or read from) a file channel through a direct buffer, and keeps that
+# buffer for its thread for good, as large as the largest copy so far. Spark's task threads live as long as the
+# session and move blocks to and from disk in large slices, so without a cap each keeps a buffer as large as the
+# largest block outside the heap; capped, a larger copy gets a buffer of its own that is freed at once.
+# G1 sizes its young generation to meet a pause-time goal, 200 ms by default. A batch job wants throughput, not
+# short pauses: with a goal of 1000 ms G1 collects less often.
+JAVA_OPTIONS = "-Djdk.nio.maxCachedBufferSize=262144 -XX:MaxGCPauseMillis=1000"
+# A local session's shuffle blocks never leave the machine: the JVM that writes them reads them back, mostly from
+# the page cache, so compressing them (LZ4) spends CPU to save disk space only. A cluster's shuffles cross the
+# network, where compression pays: they keep Spark's default.
+LOCAL_SHUFFLES = {"spark.shuffle.compress": "false", "spark.shuffle.spill.compress": "false"}
+# Spark compiles the code it generates for a query's stages (Janino) and keeps the classes in a cache keyed by their
+# source, 100 by default. One run of a chain query plans about twice that many, so with the default the next run of
+# the same query finds every class evicted, compiles them again, and HotSpot compiles their hot loops again. Room
+# for a few queries' classes lets a session that runs queries again (the engine, the bench, the tests) reuse them.
+CODEGEN_CACHE_ENTRIES = 1000
+SCALA_VERSION = "2.13"  # Spark 4 is built for Scala 2.13 only
+IVY_CACHE = Path.home() / ".ivy2.5.2"  # Spark 4's default `spark.jars.ivy`
+
+
+def driver_heap() -> str:
+    """The driver's heap (in local mode all of Spark's): `PIELAKE_DRIVER_MEMORY` or `DEFAULT_DRIVER_MEMORY`."""
+    return os.environ.get("PIELAKE_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY)
+
+
+def delta_package() -> str:
+    """The Maven coordinate of Delta matching the installed delta-spark, for `spark-submit --packages`."""
+    return f"io.delta:delta-spark_{SCALA_VERSION}:{version('delta-spark')}"
+
+
+def workers_python() -> str:
+    """The interpreter PySpark's workers run: `PYSPARK_PYTHON`, else this one. It must be one that has pielake's
+    dependencies, not whatever python3 is on PATH."""
+    return os.environ.get("PYSPARK_PYTHON", sys.executable)
+
+
+@dataclass(frozen=True)
+class SubmitSettings:
+    """What every spark-submit of a pielake job needs besides its master: Delta's package, the driver's heap
+    (spark-submit starts the driver's JVM, so the job cannot size it) and the interpreter with pielake's
+    dependencies for PySpark's driver and workers. `submit_arguments` spells them for the command line; Airflow's
+    `SparkSubmitOperator` takes them as they are (`pielake.orchestration.airflow`)."""
+
+    packages: str
+    driver_memory: str
+    python: str
+
+    @property
+    def conf(self) -> dict[str, str]:
+        return {"spark.pyspark.python": self.python, "spark.pyspark.driver.python": sys.executable,
+                **engine_settings()}
+
+
+def engine_settings() -> dict[str, str]:
+    """What every pielake session has, built here or by spark-submit: UTC, room for the generated code of a few
+    queries (`CODEGEN_CACHE_ENTRIES`), the JVM options."""
+    return {"spark.sql.session.timeZone": "UTC", "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
+            **java_options()}
+
+
+def java_options() -> dict[str, str]:
+    """`JAVA_OPTIONS` for the driver and the executors, as their default options: Spark puts them before any
+    `extraJavaOptions`, so a user's own (in spark-defaults.conf, or the lake metastore's) still apply."""
+    return {"spark.driver.defaultJavaOptions": JAVA_OPTIONS, "spark.executor.defaultJavaOptions": JAVA_OPTIONS}
+
+
+def master_settings(master: str) -> dict[str, str]:
+    """The settings that depend on where the session runs: uncompressed shuffles in local mode. An Airflow step
+    takes its master from the `spark_default` connection, unknown when the DAG is built: it keeps Spark's."""
+    return dict(LOCAL_SHUFFLES) if master.startswith("local") else {}
+
+
+def submit_settings() -> SubmitSettings:
+    return SubmitSettings(delta_package(), driver_heap(), workers_python())
+
+
+def submit_arguments(master: str = DEFAULT_MASTER) -> list[str]:
+    """spark-submit arguments that give a job the same Delta-enabled session `build_session` gives."""
+    settings = submit_settings()
+    conf = [part for key, value in {**settings.conf, **master_settings(master)}.items()
+            for part in ("--conf", f"{key}={value}")]
+    return ["--master", master, "--packages", settings.packages, "--driver-memory", settings.driver_memory, *conf]

@@ -1,0 +1,37 @@
+"""What an Airflow task of a pielake DAG runs when its steps run on the engine: one step, sent to the engine.
+
+The task is a thin client (`pielake.engine.client`): it reads the query file, finds the engine through an Airflow
+connection of Spark Connect's type (`spark_connect`: host, port and the token as its password), sends the step and
+writes the engine's progress lines to the task's log. The engine runs the step warm, as `Run.step` runs it in a
+process of its own. So a task imports neither Spark nor Great Expectations, and takes the seconds its step takes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from pielake.engine.client import EngineAddress, EngineError, RunOrder, run_on_engine
+from pielake.exitcodes import EXIT_FINDINGS, EXIT_USAGE
+from pielake.query.analyzer import read_query_file
+
+
+def run_step_on_engine(*, conn_id: str, query: str, lake: str, run_id: str, step: str,
+                       request: dict[str, Any]) -> dict[str, Any]:
+    """Run one step of a run on the engine of `conn_id`. A failed gate or a query that is wrong fails the task for
+    good (running it again gives the same answer); anything else (the engine not up, a busy lock, the engine
+    stopped mid-step) is left to the task's retries, which redo the step from what earlier steps staged."""
+    address = EngineAddress.parse(SparkConnectHook(conn_id).get_connection_url())
+    source, name = read_query_file(query)
+    order = RunOrder(source, name, lake, run_id, {**request, "events_path": request.get("events_path") or None},
+                     step)
+    try:
+        result = run_on_engine(address, order, lambda line: print(line, flush=True))
+    except EngineError as error:
+        final = error.exit_code in (EXIT_FINDINGS, EXIT_USAGE)
+        raise (AirflowFailException if final else AirflowException)(str(error)) from None
+    print(json.dumps(result), flush=True)
+    return result

@@ -1,0 +1,130 @@
+"""The engine: runs sent to it (`pielake run --remote`) publish exactly the tables a run in process publishes (the
+brute-force reference decides), a batch and then a micro-batch; SQL reads them through Spark Connect; a second
+engine on a lake is refused in one line, a client without the token too; and an engine killed (SIGKILL) in the
+middle of a step fails that step cleanly, and after a restart the step run again publishes what a clean run does."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from pyspark.sql import SparkSession
+
+from pielake.cli import main
+from pielake.engine.client import EngineAddress, EngineError, RunOrder, run_on_engine
+from pielake.exitcodes import EXIT_UNAVAILABLE
+from pielake.lake.delta import Lake
+from pielake.pipeline.registry import STAGES
+from pielake.query.analyzer import load_query
+from pielake.semantics.reference import derive_situations, find_matches
+from pielake.streams import save_schema
+from tests.conftest import EngineForTests, start_engine
+from tests.integration.test_gates_and_backfill import EVENTS, QUERY, STREAM, write
+from tests.spark.kernels import reference_rows, spark_rows
+
+pytestmark = pytest.mark.heavy(seconds=240)  # about this long in CI: scheduled first
+
+
+def cli(*args: str, code: int = 0) -> str:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == code, result.output + repr(result.exception)
+    return result.output
+
+
+def new_lake(root: Path) -> Path:
+    save_schema(STREAM, root / "_streams")
+    (root / "mid.tpq").write_text(QUERY)
+    return root
+
+
+def assert_tables_equal_the_reference(spark: SparkSession, root: Path, events: list[dict]) -> None:
+    lake, plan = Lake(spark, root), load_query(QUERY, "mid")
+    assert spark_rows(lake.read("matches_mid"), plan) == reference_rows(find_matches(events, plan), plan)
+    assert sorted((r.m, r.symbol, r.ts, r.te) for r in lake.read("situations_mid").collect()) == sorted(
+        (s.key[0], s.symbol, s.ts, s.te) for s in derive_situations(events, plan))
+
+
+def test_runs_sent_to_the_engine_publish_the_reference_tables(engine: EngineForTests, tmp_path: Path,
+                                                              spark: SparkSession) -> None:
+    root = new_lake(tmp_path / "lake")
+    remote = engine.address.connect_url
+    first, rest = EVENTS[:20], EVENTS[20:]
+    said = cli("run", str(root / "mid.tpq"), "--events", write(tmp_path / "1.json", first), "--lake", str(root),
+               "--remote", remote, "--run-id", "b1")
+    assert "gate matches: 5 expectations passed" in said and "\nrun b1\n" in said
+    cli("run", str(root / "mid.tpq"), "--events", write(tmp_path / "2.json", rest), "--lake", str(root),
+        "--remote", remote, "--incremental", "--run-id", "m1")
+    assert_tables_equal_the_reference(spark, root, EVENTS)
+    # A process of its own: Spark Connect's client and the tests' classic session cannot share one process.
+    read = subprocess.run([str(Path(sys.executable).parent / "pielake"), "sql", "--lake", str(root), "--remote",
+                           remote, "--format", "csv", "SELECT status, count(*) AS n FROM matches_mid GROUP BY status"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert read.returncode == 0, read.stderr[-2000:]
+    rows = list(csv.DictReader(io.StringIO(read.stdout)))
+    expected = {}
+    for match in find_matches(EVENTS, load_query(QUERY, "mid")):
+        expected[match.status] = expected.get(match.status, 0) + 1
+    assert {r["status"]: int(r["n"]) for r in rows} == expected
+
+
+def test_a_second_engine_on_the_lake_and_a_client_without_the_token_are_refused(engine: EngineForTests,
+                                                                               tmp_path: Path) -> None:
+    again = engine.cli("start", "--port", "1", "--jdbc-port", "2")
+    assert again.returncode == 2 and again.stderr.startswith("error: an engine already runs on"), again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+    root = new_lake(tmp_path / "lake")
+    tokenless = EngineAddress(engine.address.host, engine.address.port).connect_url
+    said = cli("run", str(root / "mid.tpq"), "--events", write(tmp_path / "1.json", EVENTS), "--lake", str(root),
+               "--remote", tokenless, code=2)
+    assert said.startswith("error: ") and "a token is needed" in said and len(said.strip().splitlines()) == 1
+
+
+def kill_while_staging(engine: EngineForTests, table: Path) -> None:
+    """SIGKILL the engine's whole process (its JVM too) once a data file of staged `table` is on disk."""
+    pid = int((engine.lake / "_engine" / "engine.lock").read_text().split()[1])
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and not (table.is_dir() and any(table.rglob("*.parquet"))):
+        time.sleep(0.005)
+    os.killpg(pid, signal.SIGKILL)
+
+
+def test_an_engine_killed_mid_step_fails_the_step_and_the_step_run_again_publishes_a_clean_run(
+        tmp_path: Path, spark: SparkSession) -> None:
+    """The steps as Airflow's tasks send them, one order each, staged in `_staging/`. The situations step's engine
+    is killed as it writes; the order fails with the engine unavailable; after a restart the same step, and the
+    rest, publish the reference's tables."""
+    engine = start_engine(tmp_path / "engine")
+    root = new_lake(tmp_path / "lake")
+    events = write(tmp_path / "events.json", EVENTS)
+    plan = load_query(QUERY, "mid")
+
+    def order(step: str) -> RunOrder:
+        return RunOrder(QUERY, "mid", str(root), "scheduled", {"mode": "incremental", "events_path": events}, step)
+
+    try:
+        steps = [s.name for s in STAGES.steps(plan)]
+        for step in steps[:steps.index("situations")]:
+            run_on_engine(engine.address, order(step), print)
+        with ThreadPoolExecutor(1) as pool:
+            killed = pool.submit(kill_while_staging, engine, root / "_staging" / "segments_mid")
+            with pytest.raises(EngineError) as stopped:
+                run_on_engine(engine.address, order("situations"), print)
+            killed.result()
+        assert stopped.value.exit_code == EXIT_UNAVAILABLE
+        engine = start_engine(engine.lake)
+        for step in steps[steps.index("situations"):]:
+            run_on_engine(engine.address, order(step), print)
+    finally:
+        engine.cli("stop")
+    assert_tables_equal_the_reference(spark, root, EVENTS)
+    [run] = Lake(spark, root).read("runs").collect()
+    assert run.status == "published" and [s.step for s in run.steps] == steps
