@@ -212,8 +212,8 @@ class Lake:
 
         The columns named `plain` are written without Parquet's dictionary encoding: meant for times, nearly
         all distinct in a file, whose dictionary costs a hash lookup per value and ends up no smaller than the
-        values. Parquet reads
-        per-column settings from the write's Hadoop configuration, which Spark builds from the session's.
+        values. Parquet reads per-column settings from the write's Hadoop configuration, which Spark builds from
+        the session's.
         """
         settings = {f"parquet.enable.dictionary#{column}": "false" for column in plain}
         if rows_per_file is not None:

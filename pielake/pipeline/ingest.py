@@ -184,15 +184,28 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
                                          ingested_conflicts.select(*checked.columns), *refused])
     bad = bad.select(V.REASON, V.RAW, F.lit(run_id).alias(V.RUN_ID), F.current_timestamp().alias("quarantined_at"))
     try:
-        # Both writes count what they wrote: counting the rows before would compute them once more.
+        # The staged events count what they wrote: counting the rows before would compute them once more.
         events = lake.staging.overwrite(fresh.select(*stream.column_names, F.lit(run_id).alias(V.RUN_ID)),
                                         events_table(stream))
-        # Re-running a run replaces its own quarantine rows instead of adding them again.
-        quarantined = lake.overwrite(bad, quarantine_table(stream),
-                                     replace_where=f"run_id = '{check_run_id(run_id)}'")
+        quarantined = _quarantine(lake, bad, stream, run_id)
     finally:
         release(checked)  # read by nothing after the writes; held, it would crowd the staged tables out of memory
     return IngestReport(rows_in, events, quarantined, rows_in - events - quarantined)
+
+
+def _quarantine(lake: Lake, bad: DataFrame, stream: StreamSchema, run_id: str) -> int:
+    """Write the run's bad rows to the quarantine, replacing its own (a run run again writes them once). A run
+    with none leaves an existing quarantine as it is, a commit fewer, since the same input run again has none
+    either; the first run creates the table even so, for SQL to find it. Held first, the rows are computed
+    once."""
+    table = quarantine_table(stream)
+    held, rows = hold(bad)
+    try:
+        if not rows and lake.exists(table):
+            return 0
+        return lake.overwrite(held, table, replace_where=f"run_id = '{check_run_id(run_id)}'")
+    finally:
+        release(held)
 
 
 def _ingested_payloads(lake: Lake, stream: StreamSchema, natural_key: list[str], attributes: list[str],
