@@ -140,9 +140,9 @@ def serve(lake_dir: str | Path, ports: EnginePorts, *, token: str | None = None,
     """
     root = Path(lake_dir).resolve()
     ports.check_free()
-    import_gx_meanwhile()  # the first gate a client asks for finds Great Expectations imported
     address = EngineAddress(ports.host, ports.port, token or secrets.token_urlsafe(24))
     with engine_lock(root) as folder:
+        import_gx_meanwhile()  # the first gate a client asks for finds Great Expectations imported
         spark = _engine_session(root, ports, address, metastore=metastore or Metastore(), master=master,
                                 packages=packages)
         try:

@@ -1,6 +1,7 @@
 """`pielake run` end to end on real Delta tables: dirty input, quarantine, matches, idempotent re-runs, and the
-lake it leaves read back through `pielake sql`, `pielake plot` and the SQL endpoint (`infra/sql-endpoint.sh`
--> `pielake serve`, the Spark Thrift Server) with the JDBC client pyspark ships, beeline."""
+lake it leaves read back through `pielake sql`, `pielake plot` and the lake's engine (`infra/engine.sh` ->
+`pielake engine start`), whose JDBC endpoint (the Spark Thrift Server) the JDBC client pyspark ships, beeline,
+reads."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from pielake.plot import Bar, Bracket, timeline
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import Match, derive_situations, find_matches
 from pielake.streams import StreamSchema, save_schema
-from tests.helpers import free_port, process_env
+from tests.helpers import free_port, free_ports, process_env
 
 pytestmark = pytest.mark.heavy(seconds=200)  # about this long in CI: scheduled first
 
@@ -51,7 +52,7 @@ BAD = [
     ("u3", "1", "11", "0.1", "conflicting_duplicate"),
 ]
 DUPLICATE = ("u2", 8, 54, 0.8)
-ENDPOINT = Path(__file__).parents[2] / "infra" / "sql-endpoint.sh"
+ENGINE = Path(__file__).parents[2] / "infra" / "engine.sh"
 PROMPT = re.compile(r"^\d+: jdbc:hive2://\S+> ")  # beeline echoes its prompt before the output when not on a tty
 
 
@@ -190,23 +191,24 @@ def test_plot_writes_an_image_and_says_what_it_drew(lake: Path, tmp_path: Path) 
 
 @pytest.fixture(scope="module")
 def served(lake: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    """The batch run's lake served by the SQL endpoint; stopped afterwards."""
-    env = process_env(PIELAKE_SQL_PORT=str(free_port()), PIELAKE_SQL_REFRESH="1", PIELAKE_SPARK_MASTER="local[1]")
-    started = subprocess.run(["bash", str(ENDPOINT), "start", str(lake)], env=env, capture_output=True, text=True,
+    """The batch run's lake served by its engine, started as the infra script starts it; stopped afterwards."""
+    env = process_env(PIELAKE_ENGINE_PORT=str(free_ports(2)), PIELAKE_JDBC_PORT=str(free_port()),
+                      PIELAKE_ENGINE_REFRESH="1", PIELAKE_SPARK_MASTER="local[1]")
+    started = subprocess.run(["bash", str(ENGINE), "start", str(lake)], env=env, capture_output=True, text=True,
                              timeout=300, check=False)
     try:
-        assert started.returncode == 0, started.stderr
-        assert started.stdout.strip() == f"jdbc:hive2://127.0.0.1:{env['PIELAKE_SQL_PORT']}/default"
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert f"jdbc:hive2://127.0.0.1:{env['PIELAKE_JDBC_PORT']}/default (JDBC)" in started.stdout
         yield lake, env
     finally:
-        subprocess.run(["bash", str(ENDPOINT), "stop", str(lake)], env=env, check=False, timeout=120)
+        subprocess.run(["bash", str(ENGINE), "stop", str(lake)], env=env, check=False, timeout=120)
 
 
 def beeline(served: tuple[Path, dict[str, str]], statement: str) -> list[list[str]]:
     """The statement's rows over JDBC, as beeline prints them in CSV (header first). With quoting off, its
     default, beeline encloses a field that holds a comma in NUL characters instead of double quotes."""
     root, env = served
-    done = subprocess.run(["bash", str(ENDPOINT), "beeline", str(root), "--silent=true", "--outputformat=csv2",
+    done = subprocess.run(["bash", str(ENGINE), "beeline", str(root), "--silent=true", "--outputformat=csv2",
                            "-e", statement], env=env, capture_output=True, text=True, timeout=120, check=False,
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -236,7 +238,7 @@ def test_a_table_written_after_the_start_is_served_without_a_restart(served: tup
                                                                      spark: SparkSession) -> None:
     # arrange: a new table, as the first run of another query would leave it
     Lake(spark, served[0]).overwrite(spark.createDataFrame([(1, "a"), (2, "b")], "n INT, s STRING"), "late_arrival")
-    # act: the endpoint looks for new tables every second
+    # act: the engine looks for new tables every second
     deadline = time.monotonic() + 60
     while "late_arrival" not in {r[1] for r in beeline(served, "SHOW TABLES")[1:]} and time.monotonic() < deadline:
         time.sleep(2)

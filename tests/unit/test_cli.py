@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 
 from pielake.cli import main
 from pielake.exitcodes import EXIT_OK, EXIT_USAGE
-from tests.helpers import free_port
+from tests.helpers import free_port, free_ports
 
 EXAMPLE = str(Path(__file__).parents[2] / "examples" / "queries" / "aggressive_driving.tpq")
 
@@ -72,22 +72,22 @@ def test_check_reports_every_file_as_json(tmp_path: Path) -> None:
     assert report[1]["errors"][0]["line"] == 1
 
 
-def test_serve_on_a_taken_port_says_so_in_one_line_before_starting_spark(tmp_path: Path) -> None:
+def test_an_engine_on_a_taken_port_says_so_in_one_line_before_starting_spark(tmp_path: Path) -> None:
     handler = signal.getsignal(signal.SIGTERM)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        invoke(["serve", "--lake", str(tmp_path), "--port", str(port)], EXIT_USAGE,
-               f"cannot listen on 127.0.0.1:{port}")
-    assert signal.getsignal(signal.SIGTERM) is handler  # the server's TERM handler went with it
+        invoke(["engine", "serve", "--lake", str(tmp_path), "--port", str(free_ports(2)), "--jdbc-port", str(port)],
+               EXIT_USAGE, f"cannot listen on 127.0.0.1:{port}")
+    assert signal.getsignal(signal.SIGTERM) is handler  # the engine's TERM handler went with it
 
 
-def test_serve_on_a_lake_another_endpoint_serves_names_it_in_one_line_before_starting_spark(tmp_path: Path) -> None:
-    (tmp_path / "_catalog").mkdir()
-    with (tmp_path / "_catalog" / "endpoint.lock").open("w") as held:
+def test_an_engine_on_a_lake_another_engine_serves_names_it_in_one_line_before_starting_spark(tmp_path: Path) -> None:
+    (tmp_path / "_engine").mkdir()
+    with (tmp_path / "_engine" / "engine.lock").open("w") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        held.write("pid 4242, jdbc:hive2://127.0.0.1:10000/default")
+        held.write("pid 4242")
         held.flush()
-        invoke(["serve", "--lake", str(tmp_path), "--port", str(free_port())], EXIT_USAGE,
-               f"an endpoint already serves {tmp_path.resolve()} (pid 4242, jdbc:hive2://127.0.0.1:10000/default)")
+        invoke(["engine", "serve", "--lake", str(tmp_path), "--port", str(free_ports(2)), "--jdbc-port",
+                str(free_port())], EXIT_USAGE, f"an engine already runs on {tmp_path.resolve()} (pid 4242)")
