@@ -4,8 +4,10 @@
 #
 #   infra/airflow-local.sh [LAKE_DIR]        # default: ./lake; the UI is on http://localhost:8080
 #
-# The registered queries are PIELAKE_QUERIES (default: examples/queries); spark_default runs jobs on local[*]
-# unless AIRFLOW_CONN_SPARK_DEFAULT says otherwise (e.g. '{"conn_type": "spark", "host": "spark://host:7077"}').
+# The registered queries are PIELAKE_QUERIES (default: examples/queries). Their steps run on the lake's engine,
+# which this starts unless one runs already (`pielake engine stop --lake LAKE_DIR` stops it), through the
+# connection pielake_engine; a query registered with `runner: spark-submit` runs its steps on spark_default,
+# local[*] unless AIRFLOW_CONN_SPARK_DEFAULT says otherwise (e.g. '{"conn_type": "spark", "host": "spark://h:7077"}').
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 LAKE="$(mkdir -p "${1:-$ROOT/lake}" && cd "${1:-$ROOT/lake}" && pwd)"
@@ -21,4 +23,8 @@ mkdir -p "$AIRFLOW_HOME"
 # Fetch Delta's jars into the Ivy cache now, alone: the PiePair tasks start their spark-submits at once, and two
 # JVMs downloading into an empty cache at the same time break each other's download.
 python -c "from pielake.engine.session import delta_package, resolve_jars; resolve_jars([delta_package()])"
+pielake engine status --lake "$LAKE" >/dev/null 2>&1 || pielake engine start --lake "$LAKE"
+AIRFLOW_CONN_PIELAKE_ENGINE=$(python -c "import sys; from pielake.engine.client import lake_engine
+print(lake_engine(sys.argv[1]).airflow_connection())" "$LAKE")
+export AIRFLOW_CONN_PIELAKE_ENGINE
 exec airflow standalone

@@ -44,15 +44,25 @@ class EngineAddress:
     token: str | None = None
 
     @property
+    def client_host(self) -> str:
+        """The host as Spark Connect clients name it. With a token, Spark's client sends it over TLS unless the
+        host is `localhost`, so a loopback engine is named so."""
+        return "localhost" if self.host in ("127.0.0.1", "localhost") else self.host
+
+    @property
     def connect_url(self) -> str:
-        """The Spark Connect URL (`SparkSession.builder.remote`). With a token, Spark's client sends it over TLS
-        unless the host is `localhost`, so a loopback engine is named so."""
-        host = "localhost" if self.host in ("127.0.0.1", "localhost") else self.host
-        return f"sc://{host}:{self.port}/" + (f";token={self.token}" if self.token else "")
+        """The Spark Connect URL (`SparkSession.builder.remote`)."""
+        return f"sc://{self.client_host}:{self.port}/" + (f";token={self.token}" if self.token else "")
 
     @property
     def runs_url(self) -> str:
         return f"http://{self.host}:{self.port + 1}"
+
+    def airflow_connection(self) -> str:
+        """The engine as an Airflow connection of Spark Connect's type, in the JSON form `AIRFLOW_CONN_<ID>`
+        takes: the token is the connection's password, which Airflow keeps in its secrets backend."""
+        return json.dumps({"conn_type": "spark_connect", "host": self.client_host, "port": self.port,
+                           "password": self.token})
 
     @classmethod
     def parse(cls, url: str) -> EngineAddress:

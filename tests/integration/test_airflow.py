@@ -50,9 +50,7 @@ def airflow(tmp_path_factory: pytest.TempPathFactory, engine: EngineForTests) ->
                       AIRFLOW__CORE__DAGS_FOLDER=str(ROOT / "dags"), PIELAKE_QUERIES=str(home / "queries"),
                       PIELAKE_LAKE=str(home / "lake"), PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
                       AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}),
-                      AIRFLOW_CONN_PIELAKE_ENGINE=json.dumps({"conn_type": "spark_connect", "host": "localhost",
-                                                              "port": engine.address.port,
-                                                              "password": engine.address.token}),
+                      AIRFLOW_CONN_PIELAKE_ENGINE=engine.address.airflow_connection(),
                       PYSPARK_PYTHON=sys.executable, PIELAKE_RETRY_DELAY="1")
     subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
     return env
