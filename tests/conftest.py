@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,19 +65,44 @@ class EngineForTests:
                               env=self.environment, capture_output=True, text=True, timeout=600, check=False)
 
 
+def long_lived_environment() -> dict[str, str]:
+    """This process's environment for an engine: the long-lived JVM an engine is, on the tests' two cores."""
+    return {**{k: v for k, v in os.environ.items() if k not in SHORT_LIVED_JVM}, "PIELAKE_SPARK_MASTER": "local[2]"}
+
+
 def start_engine(lake: Path) -> EngineForTests:
     """An engine on `lake`, on free ports, with the long-lived JVM an engine is (not the tests' short-lived one)."""
-    environment = {k: v for k, v in os.environ.items() if k not in SHORT_LIVED_JVM}
-    environment["PIELAKE_SPARK_MASTER"] = "local[2]"
-    engine = EngineForTests(lake, EngineAddress("127.0.0.1"), environment)
+    engine = EngineForTests(lake, EngineAddress("127.0.0.1"), long_lived_environment())
     started = engine.cli("start", "--port", str(free_ports(2)), "--jdbc-port", str(free_port()), "--refresh", "1")
     assert started.returncode == 0, started.stdout + started.stderr
-    return EngineForTests(lake, lake_engine(lake), environment)
+    return EngineForTests(lake, lake_engine(lake), engine.environment)
+
+
+@contextmanager
+def _exclusive(path: Path) -> Iterator[Path]:
+    """Hold an exclusive lock on `path` (created if missing) while the block runs."""
+    with path.open("a+", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield path
+
+
+def _users(path: Path, change: int) -> int:
+    count = (int(path.read_text(encoding="utf-8")) if path.exists() else 0) + change
+    path.write_text(str(count), encoding="utf-8")
+    return count
 
 
 @pytest.fixture(scope="session")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineForTests]:
-    """One engine for the test run (started only if a test asks), on a lake of its own; runs name their lakes."""
-    started = start_engine(tmp_path_factory.mktemp("engine-lake"))
+def engine(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[EngineForTests]:
+    """One engine for the test run, on a lake of its own (runs name their lakes), started by the first worker that
+    asks and shared by every worker (pytest-xdist): an engine is a long-lived JVM, and two would split the
+    machine's cores and memory between them. The last worker done with it stops it."""
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    lake, users = shared / "engine-lake", shared / "engine-users"
+    with _exclusive(shared / "engine.lock"):
+        started = (EngineForTests(lake, lake_engine(lake), long_lived_environment()) if _users(users, 1) > 1
+                   else start_engine(lake))
     yield started
-    started.cli("stop")
+    with _exclusive(shared / "engine.lock"):
+        if _users(users, -1) == 0:
+            started.cli("stop")
