@@ -366,24 +366,38 @@ def generate_command(out: str, *, events: int, query_file: str | None, columns: 
               type=click.Choice(["chain", "star", *TPSTREAM_QUERIES]), help="Query shapes (repeat the option).")
 @click.option("--symbols", multiple=True, type=click.IntRange(min=2), default=[4], show_default=True,
               help="Symbol counts n of chain and star (repeat the option).")
-@click.option("--events", multiple=True, type=click.IntRange(min=1000), default=[100_000], show_default=True,
-              help="Event counts N (repeat the option).")
-@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True, help="Runs per case (median).")
+@click.option("--events", multiple=True, type=click.IntRange(min=1000), default=None,
+              help="Event counts N (repeat the option; default 100,000); with --freshness, the history (10^6).")
+@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Runs per case, or rounds of --freshness (median).")
+@click.option("--freshness", is_flag=True,
+              help="Time landed-to-readable micro-batches and whole runs, as processes, on every route "
+                   "(CLI and Airflow, in process and on the engine) instead.")
 @click.option("--workdir", type=click.Path(file_okay=False), default="bench", show_default=True,
-              help="Generated events (kept) and the lake (replaced per run).")
+              help="Generated events (kept) and the lakes (replaced).")
 @click.option("--docs", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="Also write the figures into this page, between its bench markers (docs/performance.md).")
+              help="Also write the figures into this page, between its markers (docs/performance.md).")
 @click.option("--master", default=None, help="Spark master URL (default: local[*], or PIELAKE_SPARK_MASTER).")
+@user_errors
 def bench_command(*, shapes: tuple[str, ...], symbols: tuple[int, ...], events: tuple[int, ...], repeat: int,
-                  workdir: str, docs: str | None, master: str | None) -> None:
+                  freshness: bool, workdir: str, docs: str | None, master: str | None) -> None:
     """PieStream Figure 4 / TPStream shapes on the synthetic law: end-to-end and per-stage times, events/s,
     peak memory and two floors (a bare scan of the events, a bare write of the results), into WORKDIR/bench.csv
-    and WORKDIR/bench.png (and, with --docs, a page's figures)."""
+    and WORKDIR/bench.png (and, with --docs, a page's figures). With --freshness: the time from a file of new
+    events landing to its matches in SQL, into WORKDIR/freshness.csv and .png."""
+    folder = Path(workdir)
+    folder.mkdir(parents=True, exist_ok=True)
+    if freshness:
+        _bench_freshness(folder, events[0] if events else 1_000_000, repeat, docs)
+    else:
+        _bench_shapes(folder, shapes, symbols, events or (100_000,), repeat=repeat, docs=docs, master=master)
+
+
+def _bench_shapes(folder: Path, shapes: tuple[str, ...], symbols: tuple[int, ...], events: tuple[int, ...], *,
+                  repeat: int, docs: str | None, master: str | None) -> None:
     from pielake.bench.shapes import plot, run_grid, summary, write_csv, write_docs  # noqa: PLC0415
     from pielake.engine.session import build_session  # noqa: PLC0415 (module docstring)
 
-    folder = Path(workdir)
-    folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     spark = build_session(master, app_name="pielake-bench")
     spark.range(1).count()
@@ -397,6 +411,18 @@ def bench_command(*, shapes: tuple[str, ...], symbols: tuple[int, ...], events: 
         command = " ".join(["pielake bench", *(f"--shape {x}" for x in shapes), *(f"--symbols {n}" for n in symbols),
                             *(f"--events {n}" for n in events), f"--repeat {repeat}"])
         click.echo(f"wrote the figures into {write_docs(results, Path(docs), command)}")
+
+
+def _bench_freshness(folder: Path, events: int, repeat: int, docs: str | None) -> None:
+    from pielake.bench import freshness  # noqa: PLC0415 (module docstring)
+
+    timings = freshness.run(folder, events=events, rounds=repeat, say=_say)
+    click.echo(freshness.summary(timings, events))
+    click.echo(f"wrote {freshness.write_csv(timings, folder / 'freshness.csv')} and "
+               f"{freshness.plot(timings, folder / 'freshness.png')}")
+    if docs is not None:
+        command = f"pielake bench --freshness --events {events} --repeat {repeat}"
+        click.echo(f"wrote the figures into {freshness.write_docs(timings, events, Path(docs), command)}")
 
 
 @main.command("unlock")

@@ -36,9 +36,9 @@ import psutil
 import pyspark.sql.functions as F
 from pyspark.sql import SparkSession
 
+from pielake.bench.pages import write_block
 from pielake.bench.queries import shape_query
 from pielake.engine.checkpoints import hold, release
-from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 from pielake.pipeline.job import RunRequest, StageResult, events_table
 from pielake.pipeline.runner import Run, one_process_run
@@ -248,21 +248,12 @@ def summary(results: list[Measurement]) -> str:
     return "\n".join(rows) + f"\n(median of each case; largest spread between repeats {spread:.2f} s)\n"
 
 
-BENCH_START, BENCH_END = "<!-- bench:start -->", "<!-- bench:end -->"
-
-
 def write_docs(results: list[Measurement], page: Path, command: str) -> Path:
-    """Replace the figures between `page`'s bench markers with these: the command, the summary, the plot (drawn
-    beside the page as `bench.png`). The page's other text, which says what the figures mean, stays."""
-    text = page.read_text(encoding="utf-8")
-    if BENCH_START not in text or BENCH_END not in text:
-        raise PielakeError(f"{page} has no {BENCH_START} ... {BENCH_END} block to write the figures into")
+    """Write the command, the summary and the plot (drawn beside the page as `bench.png`) between `page`'s bench
+    markers (`pielake.bench.pages`)."""
     picture = plot(results, page.parent / "bench.png")
-    block = (f"{BENCH_START}\n`{command}`\n\n{summary(results)}\n"
-             f"![end to end against events and symbols, and where the time goes]({picture.name})\n")
-    head, rest = text.split(BENCH_START, 1)
-    page.write_text(head + block + BENCH_END + rest.split(BENCH_END, 1)[1], encoding="utf-8")
-    return page
+    return write_block(page, "bench", f"`{command}`\n\n{summary(results)}\n"
+                       f"![end to end against events and symbols, and where the time goes]({picture.name})\n")
 
 
 def plot(results: list[Measurement], path: Path) -> Path:

@@ -1,13 +1,22 @@
-"""`pielake bench --docs` writes its figures into a page between the page's bench markers, and leaves the rest."""
+"""`pielake bench --docs` writes its figures into a page between the page's markers, and leaves the rest; the
+freshness bench lands slices that follow the history."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 import pytest
 
-from pielake.bench.shapes import BENCH_END, BENCH_START, Measurement, write_docs
+from pielake.bench import freshness
+from pielake.bench.freshness import ROUTES, Timing
+from pielake.bench.pages import markers
+from pielake.bench.shapes import Measurement, write_docs
 from pielake.errors import PielakeError
+
+BENCH_START, BENCH_END = markers("bench")
 
 
 def measured(repeat: int, seconds: float) -> Measurement:
@@ -33,3 +42,26 @@ def test_a_page_without_markers_is_refused(tmp_path: Path) -> None:
     with pytest.raises(PielakeError, match="no <!-- bench:start -->"):
         write_docs([measured(1, 1.0)], page, "pielake bench")
     assert page.read_text() == "# no markers\n"
+
+
+def test_the_freshness_figures_name_each_route_its_median_and_whether_it_meets_its_target(tmp_path: Path) -> None:
+    start, end = markers("freshness")
+    page = tmp_path / "performance.md"
+    page.write_text(f"# Performance\n\n{start}\nold\n{end}\n")
+    timings = [Timing(route.name, route.kind, r, seconds, 0.5, seconds + 0.5, 18)
+               for r, seconds in enumerate((4.0, 60.0, 5.0), 1) for route in ROUTES]
+    freshness.write_docs(timings, 1_000_000, page, "pielake bench --freshness")
+    text = page.read_text()
+    assert "| CLI, engine | 1,000 events landed → matches readable in SQL | 5.5 | 4.5, 60.5 | ≤ 10 ✓ |" in text
+    assert "| whole run, in process | `pielake run` of 1,000,000 events, start to exit | 5.5 |" in text
+    assert "(median of 3 rounds" in text and (tmp_path / "freshness.png").stat().st_size > 0
+
+
+def test_the_landed_slices_follow_the_history_without_a_gap_or_an_overlap(tmp_path: Path) -> None:
+    history, slices = freshness.split(tmp_path, 10_000, 2)
+    read = [pacsv.read_csv(path) for path in (history, *slices)]
+    assert [t.num_rows for t in read] == [10_000, 1_000, 1_000]
+    for earlier, later in itertools.pairwise(read):
+        for key in range(freshness.KEYS):
+            times = [t.filter(pc.equal(t["id"], key))["ts"] for t in (earlier, later)]
+            assert pc.max(times[0]).as_py() + 1 == pc.min(times[1]).as_py()
