@@ -1,6 +1,8 @@
 """`pielake plot`: one key's situations and matches as a timeline, like PieStream's Figure 1.
 
-One lane per symbol with its situations as bars (an open situation fades out at the right edge); every match is a
+One lane per symbol with its situations as bars: a closed situation solid, however short (a bar is never narrower
+than `MIN_WIDTH` of the picture, or a second-long situation would anti-alias to a faint line), an open one hatched
+and running to the right edge, where an arrow says it still holds. Every match is a
 bracket across the lanes from its first start to its last end, coloured by status, with a triangle at its
 `detected_at`. Reading the picture is quicker than reading the twenty timestamps of the same rows.
 
@@ -11,6 +13,7 @@ check), and `draw` only renders that with matplotlib.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import reduce
 from pathlib import Path
 from types import ModuleType
@@ -25,6 +28,9 @@ from pielake.lake.delta import Lake, table_name
 from pielake.query.analyzer import QueryPlan
 
 STATUS_COLOURS = {"complete": "tab:green", "provisional": "tab:orange"}
+SITUATION_COLOUR = "tab:blue"
+MIN_WIDTH = 0.004  # of the time span shown: about six pixels of the 12-inch figure
+OPEN_HATCH = "///"
 
 
 @dataclass(frozen=True)
@@ -127,18 +133,33 @@ def pyplot() -> ModuleType:
     return plt
 
 
+def bar_extent(bar: Bar, left: Any, right: Any) -> tuple[Any, Any]:
+    """Where a bar is drawn, as (start, width): from its start to its end, an open one to `right`, the picture's
+    last time, and never narrower than `MIN_WIDTH` of the span from `left` to `right`."""
+    end = bar.end if bar.end is not None else right
+    span = right - left
+    minimum = span * MIN_WIDTH if span else (timedelta(seconds=1) if isinstance(left, datetime) else 1)
+    return bar.start, max(end - bar.start, minimum)
+
+
 def draw(picture: Timeline, out: Path) -> Path:
     """Render the timeline as a PNG (or any format matplotlib knows by `out`'s suffix)."""
     plt = pyplot()
+    from matplotlib.patches import Patch  # noqa: PLC0415
+
     times = [t for b in picture.bars for t in (b.start, b.end) if t is not None]
     times += [t for m in picture.brackets for t in (m.start, m.end, m.detected_at) if t is not None]
-    right = max(times, default=1)
+    left, right = min(times, default=0), max(times, default=1)
     lanes = len(picture.lanes)
     figure, axes = plt.subplots(figsize=(12, 1.2 + 0.7 * lanes + 0.1 * len(picture.brackets)))
     for bar in picture.bars:
-        end = bar.end if bar.end is not None else right
-        axes.plot([bar.start, end], [bar.lane, bar.lane], linewidth=10, solid_capstyle="butt",
-                  color="tab:blue", alpha=0.85 if bar.end is not None else 0.35)
+        start, width = bar_extent(bar, left, right)
+        if bar.end is None:
+            axes.barh(bar.lane, width, left=start, height=0.4, color="white", edgecolor=SITUATION_COLOUR,
+                      hatch=OPEN_HATCH, linewidth=1)
+            axes.plot([right], [bar.lane], marker=">", color=SITUATION_COLOUR, markersize=8)
+        else:
+            axes.barh(bar.lane, width, left=start, height=0.4, color=SITUATION_COLOUR, linewidth=0)
     for index, match in enumerate(picture.brackets):
         colour = STATUS_COLOURS.get(match.status, "tab:gray")
         top = lanes - 0.55 + 0.08 * (index % 4)  # stagger brackets that share a time span
@@ -147,8 +168,8 @@ def draw(picture: Timeline, out: Path) -> Path:
         axes.plot([match.detected_at], [top + 0.1], marker="v", color=colour, markersize=7)
     from matplotlib.lines import Line2D  # noqa: PLC0415
 
-    legend = [Line2D([], [], color="tab:blue", linewidth=6, label="situation"),
-              Line2D([], [], color="tab:blue", alpha=0.35, linewidth=6, label="open situation"),
+    legend = [Patch(color=SITUATION_COLOUR, label="situation"),
+              Patch(facecolor="white", edgecolor=SITUATION_COLOUR, hatch=OPEN_HATCH, label="open situation"),
               *(Line2D([], [], color=c, marker="v", label=f"{s} match") for s, c in STATUS_COLOURS.items())]
     axes.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, fontsize=8, frameon=False)
     axes.set_yticks(range(lanes), picture.lanes)

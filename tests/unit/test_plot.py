@@ -1,0 +1,44 @@
+"""The timeline picture: a closed situation reads as solid however short it is, an open one runs to the right edge
+and looks different by more than its shade."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+from matplotlib.colors import to_rgb
+from matplotlib.image import imread
+
+from pielake.plot import MIN_WIDTH, SITUATION_COLOUR, Bar, Bracket, Timeline, bar_extent, draw
+
+
+def test_a_short_bar_is_widened_to_the_minimum_and_an_open_one_runs_to_the_right_edge() -> None:
+    assert bar_extent(Bar(0, 10, 12), 0, 1000) == (10, 1000 * MIN_WIDTH)
+    assert bar_extent(Bar(0, 10, 500), 0, 1000) == (10, 490)
+    assert bar_extent(Bar(0, 900, None), 0, 1000) == (900, 100)
+    assert bar_extent(Bar(0, 5, 5), 5, 5) == (5, 1)  # one instant shown: a unit wide
+    noon = datetime(2026, 1, 1, 12)
+    start, width = bar_extent(Bar(0, noon, noon + timedelta(seconds=1)), noon, noon + timedelta(hours=1))
+    assert start == noon and width == timedelta(hours=1) * MIN_WIDTH
+
+
+def _solid_pixels(picture: Timeline, out: Path) -> int:
+    """Pixels of the PNG in exactly the closed situations' colour."""
+    image = np.asarray(imread(draw(picture, out)))[..., :3]
+    return int(np.all(np.abs(image - np.array(to_rgb(SITUATION_COLOUR))) < 0.01, axis=-1).sum())
+
+
+def test_a_one_second_situation_among_a_thousand_seconds_is_drawn_solid(tmp_path: Path) -> None:
+    far = Bracket(0, 1000, 1000, "complete")
+    with_bar = _solid_pixels(Timeline("t", ("A",), (Bar(0, 500, 501),), (far,)), tmp_path / "bar.png")
+    without = _solid_pixels(Timeline("t", ("A",), (), (far,)), tmp_path / "none.png")  # the legend's own swatch
+    # solid: a block of pixels in the colour itself, not an anti-aliased sliver of a paler shade
+    assert with_bar - without >= 3 * 20
+
+
+def test_timestamps_draw_too(tmp_path: Path) -> None:
+    noon = datetime(2026, 1, 1, 12)
+    picture = Timeline("t", ("A", "B"), (Bar(0, noon, noon + timedelta(seconds=2)), Bar(1, noon, None)),
+                       (Bracket(noon, None, noon + timedelta(minutes=5), "provisional"),))
+    assert draw(picture, tmp_path / "t.png").stat().st_size > 0
