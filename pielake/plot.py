@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame
 
 from pielake import vocabulary as V
 from pielake.errors import PielakeError
-from pielake.lake.delta import Lake, table_name
+from pielake.lake.delta import Lake
 from pielake.query.analyzer import QueryPlan
 
 STATUS_COLOURS = {"complete": "tab:green", "provisional": "tab:orange"}
@@ -101,11 +101,11 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
     time, inclusive)."""
     name = plan.name
     for kind in (V.SITUATIONS, V.MATCHES):
-        if not lake.exists(table_name(kind, name)):
+        if not lake.exists(V.table_name(kind, name)):
             raise PielakeError(f"no {kind} of query {name} in {lake.root}; run the query first")
-    every_match = lake.read(table_name(V.MATCHES, name))
+    every_match = lake.read(V.table_name(V.MATCHES, name))
     key = busiest_key(every_match, plan) if key is None else key
-    situations = _for_key(lake.read(table_name(V.SITUATIONS, name)), plan, key)
+    situations = _for_key(lake.read(V.table_name(V.SITUATIONS, name)), plan, key)
     low, high = (_bound(lake, t, situations, V.TS, o) for t, o in ((since, "--from"), (until, "--to")))
     lanes = tuple(s.name for s in plan.symbols)
     bars = tuple(sorted((Bar(lanes.index(r[V.SYMBOL]), r[V.TS], r[V.TE]) for r in situations.filter(

@@ -8,6 +8,10 @@ kernels, in `pielake.spark.columns`.
 
 from __future__ import annotations
 
+import re
+
+from pielake.errors import PielakeError
+
 # ------------------------------------------------------------------ status words
 
 PROVISIONAL, COMPLETE, RETRACTED = "provisional", "complete", "retracted"  # a match (§5)
@@ -20,6 +24,17 @@ EVENTS, QUARANTINE = "events", "quarantine"  # per stream
 SITUATIONS, PAIRS, MATCHES, PROGRESS = "situations", "pairs", "matches", "progress"  # per query, published
 SCOPE, SEGMENTS = "scope", "segments"  # per query, staged only: a run's keys and cuts, its minterm runs
 RUNS = "runs"  # one table for every query's runs
+
+TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,127}$")  # a folder name that is also a SQL identifier
+
+
+def table_name(*parts: str) -> str:
+    """`events`, `CarSensors` -> `events_carsensors`, refusing anything that is not a plain identifier: table
+    names become folder names and SQL identifiers."""
+    name = "_".join(p.lower() for p in parts)
+    if not TABLE_NAME.match(name):
+        raise PielakeError(f"'{name}' is not a valid table name (lower-case letters, digits and '_')")
+    return name
 
 # ------------------------------------------------------------------ public columns of the result tables
 

@@ -32,7 +32,6 @@ from pielake.errors import PielakeError
 if TYPE_CHECKING:
     from pielake.lake.staging import Staging
 
-TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,127}$")
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,99}$")
 COMMIT_FILE = re.compile(r"^\d{20}\.json$")
 DELETE = "__delete"
@@ -40,14 +39,6 @@ DELETE = "__delete"
 
 class LakeError(PielakeError):
     """A lake or table that cannot be used as asked."""
-
-
-def table_name(*parts: str) -> str:
-    """`events`, `CarSensors` -> `events_carsensors`, refusing anything that is not a plain identifier."""
-    name = "_".join(p.lower() for p in parts)
-    if not TABLE_NAME.match(name):
-        raise LakeError(f"'{name}' is not a valid table name (lower-case letters, digits and '_')")
-    return name
 
 
 def check_run_id(run_id: str) -> str:
@@ -95,7 +86,7 @@ class Lake:
         return Lake(self.spark, self.root, statistics=self.statistics, staging=staging)
 
     def path(self, table: str) -> str:
-        if not TABLE_NAME.match(table):
+        if not V.TABLE_NAME.match(table):
             raise LakeError(f"'{table}' is not a valid table name")
         return str(self.root / table)
 
@@ -105,7 +96,7 @@ class Lake:
     def tables(self) -> list[str]:
         if not self.root.is_dir():
             return []
-        return sorted(p.name for p in self.root.iterdir() if TABLE_NAME.match(p.name) and _committed(p))
+        return sorted(p.name for p in self.root.iterdir() if V.TABLE_NAME.match(p.name) and _committed(p))
 
     def read(self, table: str, version: int | None = None) -> DataFrame:
         """The table, or its snapshot at `version` (what a run read stays what it reads in every step)."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -41,9 +41,10 @@ from typing import Any
 import yaml
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.python import PythonOperator
-from airflow.sdk import DAG, BaseOperator, Param
+from airflow.sdk import DAG, Asset, BaseOperator, Param
 from airflow.sdk.exceptions import AirflowFailException
 
+from pielake import vocabulary as V
 from pielake.engine.settings import submit_settings
 from pielake.errors import PielakeError
 from pielake.orchestration.tasks import run_step_on_engine
@@ -56,6 +57,7 @@ DEFAULT_SCHEDULE = "@hourly"
 SETTINGS = ("schedule", "events", "format", "time_column", "time_unit", "runner")
 RUNNERS = ("engine", "spark-submit")
 ENGINE_CONNECTION = os.environ.get("PIELAKE_ENGINE_CONN", "pielake_engine")
+START_DATE = datetime(2026, 1, 1, tzinfo=UTC)  # aware: Airflow reads a naive date in its configured zone
 
 
 @dataclass(frozen=True)
@@ -119,18 +121,27 @@ def _lake() -> str:
     return os.environ.get("PIELAKE_LAKE", str(PROJECT / "lake"))
 
 
+def table_asset(name: str, kind: str) -> Asset:
+    """The Asset of a published table: its folder in the lake, as a `file` URI. A DAG scheduled on it runs after
+    each run that published the table (docs/operations.md)."""
+    return Asset((Path(_lake()).resolve() / V.table_name(kind, name)).as_uri())
+
+
 def _task(dag: DAG, registration: Registration, step: Step, request: dict[str, Any]) -> BaseOperator:
-    """The task of one step: sent to the engine (a thin client), or a spark-submit of `jobs/step.py`."""
+    """The task of one step: sent to the engine (a thin client), or a spark-submit of `jobs/step.py`. The step
+    that publishes declares the tables it changes as its outlets."""
+    common = {"task_id": step.name, "dag": dag, "doc_md": _step_doc(step),
+              "outlets": [table_asset(registration.plan.name, kind) for kind in step.stage.publishes]}
     if registration.runner == "engine":
-        return PythonOperator(task_id=step.name, dag=dag, python_callable=run_step_on_engine, doc_md=_step_doc(step),
+        return PythonOperator(python_callable=run_step_on_engine, **common,
                               op_kwargs={"conn_id": ENGINE_CONNECTION, "query": str(registration.path),
                                          "lake": _lake(), "run_id": "{{ run_id }}", "step": step.name,
                                          "request": request})
     args = ["--step", step.name, "--query", str(registration.path), "--lake", _lake(), "--run-id", "{{ run_id }}",
             *_job_args(request)]
-    return SparkSubmitOperator(task_id=step.name, dag=dag, application=str(JOBS_DIR / "step.py"),
-                               application_args=args, conn_id="spark_default", doc_md=_step_doc(step),
-                               name=f"pielake-{registration.plan.name}-{step.name}", **operator_arguments())
+    return SparkSubmitOperator(application=str(JOBS_DIR / "step.py"), application_args=args,
+                               conn_id="spark_default", name=f"pielake-{registration.plan.name}-{step.name}",
+                               **common, **operator_arguments())
 
 
 def _job_args(request: dict[str, Any]) -> list[str]:
@@ -167,12 +178,25 @@ def _request(registration: Registration, mode: str, events: str, **more: str) ->
             "time_column": registration.time_column, "time_unit": registration.time_unit, **more}
 
 
+def _dag_doc(registration: Registration, purpose: str) -> str:
+    """What a DAG's page says: what it does, the query as written, the tables it publishes and the SQL that reads
+    them."""
+    name = registration.plan.name
+    tables = [V.table_name(kind, name) for kind in (V.MATCHES, V.SITUATIONS, V.PAIRS)]
+    matches = tables[0]
+    return (f"{purpose}\n\n**Query** `{registration.path}`:\n\n```\n{registration.plan.source.strip()}\n```\n\n"
+            f"**Tables** in the lake `{_lake()}`: " + ", ".join(f"`{t}`" for t in tables) + "\n\n"
+            f"**Read them** with `pielake sql --lake {_lake()} \"SELECT * FROM {matches} WHERE status = "
+            f"'complete'\"`, or from any JDBC client of the lake's engine (docs/operations.md).\n")
+
+
 def scheduled_dag(registration: Registration, registry: Registry = STAGES) -> DAG:
     """Micro-batches on the query's schedule; runs never overlap (max_active_runs=1) and run in order."""
     name = registration.plan.name
-    dag = DAG(f"pielake_{name}", schedule=registration.schedule, start_date=datetime(2026, 1, 1),
+    dag = DAG(f"pielake_{name}", schedule=registration.schedule, start_date=START_DATE,
               catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS, tags=["pielake"],
-              doc_md=f"Micro-batch detection of `{registration.path.name}` into `matches_{name.lower()}`.")
+              doc_md=_dag_doc(registration, "Micro-batch detection: each run reads the events that landed since "
+                                            "the last one."))
     _wire(dag, registration, _request(registration, "incremental", registration.events), registry)
     return dag
 
@@ -184,9 +208,10 @@ def backfill_dag(registration: Registration, registry: Registry = STAGES) -> DAG
     params = {"from": Param(type="string", description="start of the range, in the stream's time"),
               "to": Param(type="string", description="end of the range, inclusive"),
               "events": Param("", type="string", description="optional history file to add in the range")}
-    dag = DAG(f"pielake_{name}_backfill", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
+    dag = DAG(f"pielake_{name}_backfill", schedule=None, start_date=START_DATE, catchup=False,
               max_active_runs=1, default_args=DEFAULT_ARGS, params=params, tags=["pielake", "backfill"],
-              doc_md=f"Recompute `{registration.path.name}` from before `from`, re-admitting late events.")
+              doc_md=_dag_doc(registration, "Repair of a range: recomputes from before `from`, re-admitting late "
+                                            "and historical events (docs/semantics.md §7)."))
     _wire(dag, registration, _request(registration, "backfill", "{{ params.events }}", since="{{ params['from'] }}",
                                       until="{{ params.to }}"), registry)
     return dag
@@ -201,7 +226,7 @@ def broken_dag(broken: Broken) -> DAG:
     `broken`, whose documentation shows the error with its line, column and caret, and whose only task fails
     with it."""
     message = f"{broken.path}: {broken.error}"
-    dag = DAG(f"pielake_{broken.path.stem}", schedule=None, start_date=datetime(2026, 1, 1), catchup=False,
+    dag = DAG(f"pielake_{broken.path.stem}", schedule=None, start_date=START_DATE, catchup=False,
               tags=["pielake", "broken"], default_args={"owner": "pielake", "retries": 0},
               doc_md=f"**The query file `{broken.path.name}` cannot be scheduled.**\n\n```\n{message}\n```")
     PythonOperator(task_id="parse_query", dag=dag, python_callable=_refuse, op_args=[message],

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame
 
 from pielake import vocabulary as V
 from pielake.errors import PielakeError
-from pielake.lake.delta import Lake, table_name
+from pielake.lake.delta import Lake
 from pielake.lake.staging import Staging
 from pielake.pipeline.scope import FULL, MODES, Scope
 from pielake.query.analyzer import PairConstraint, QueryPlan
@@ -43,11 +43,11 @@ class RunRequest:
 
 
 def events_table(stream: StreamSchema) -> str:
-    return table_name(V.EVENTS, stream.name)
+    return V.table_name(V.EVENTS, stream.name)
 
 
 def quarantine_table(stream: StreamSchema) -> str:
-    return table_name(V.QUARANTINE, stream.name)
+    return V.table_name(V.QUARANTINE, stream.name)
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class QueryJob:
     run_id: str
 
     def table(self, kind: str) -> str:
-        return table_name(kind, self.plan.name)
+        return V.table_name(kind, self.plan.name)
 
     @property
     def events(self) -> DataFrame:

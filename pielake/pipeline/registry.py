@@ -62,6 +62,7 @@ class Stage:
     gate: Gate | None = None
     per_constraint: bool = False
     doc: str = ""
+    publishes: tuple[str, ...] = ()  # the tables users read that it changes (Airflow: the task's Assets)
 
     def function(self) -> Callable[..., Any]:
         return _resolve(self.run)
@@ -129,5 +130,6 @@ STAGES = Registry((
           stages=(V.MATCHES,), gate=Gate("matches", "pielake.pipeline.gates:matches_frame"),
           doc="Joins the PiePairs into matches, with detection time, status and RETURN columns."),
     Stage("publish", "pielake.pipeline.stages:publish", reads=(V.SITUATIONS, V.PAIRS, V.MATCHES, V.SCOPE),
-          stages=(), doc="Merges the staged rows into the published tables, then records the progress."),
+          stages=(), publishes=(V.SITUATIONS, V.PAIRS, V.MATCHES),
+          doc="Merges the staged rows into the published tables, then records the progress."),
 ))

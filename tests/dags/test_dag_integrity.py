@@ -25,6 +25,9 @@ print(json.dumps({{"seconds": time.perf_counter() - started,
                   "errors": {{str(k): str(v) for k, v in bag.import_errors.items()}},
                   "dags": {{d.dag_id: {{"tags": sorted(d.tags), "doc": d.doc_md, "schedule": str(d.schedule),
                                        "retries": d.default_args.get("retries"),
+                                       "start_zone": str(d.start_date.tzinfo),
+                                       "outlets": {{t.task_id: [a.uri for a in t.outlets] for t in d.tasks
+                                                   if t.outlets}},
                                        "tasks": {{t.task_id: sorted(t.downstream_task_ids) for t in d.tasks}}}}
                            for d in bag.dags.values()}}}}))
 """
@@ -50,7 +53,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (queries / "flag_pairs.tpq").write_text(QUERY)
     (queries / "flag_pairs.yaml").write_text('schedule: "*/5 * * * *"\nevents: /landing/flags.json\n')
     (queries / "broken.tpq").write_text(BROKEN)
-    return load_dags(home, queries)
+    return {**load_dags(home, queries), "lake": str(home / "lake")}
 
 
 def test_the_dag_folder_loads_without_import_errors_in_under_a_minute(loaded: dict) -> None:
@@ -64,6 +67,17 @@ def test_each_valid_query_is_a_scheduled_and_a_backfill_dag_of_the_run_s_steps(l
     assert scheduled["schedule"] == "*/5 * * * *" and backfill["schedule"] == "None"
     assert scheduled["tags"] == ["pielake"] and backfill["tags"] == ["backfill", "pielake"]
     assert scheduled["retries"] == backfill["retries"] == 2
+    assert scheduled["start_zone"] == backfill["start_zone"] == "UTC"
+
+
+def test_each_dag_shows_its_query_and_tables_and_publish_declares_them_as_assets(loaded: dict, tmp_path: Path) -> None:
+    scheduled, backfill = loaded["dags"]["pielake_flag_pairs"], loaded["dags"]["pielake_flag_pairs_backfill"]
+    for dag in (scheduled, backfill):
+        assert QUERY.strip() in dag["doc"]
+        assert "SELECT * FROM matches_flag_pairs WHERE status = 'complete'" in dag["doc"]
+        lake = Path(loaded["lake"]).resolve()
+        assert dag["outlets"] == {"publish": [(lake / f"{kind}_flag_pairs").as_uri()
+                                              for kind in ("situations", "pairs", "matches")]}
 
 
 def test_a_query_that_does_not_parse_is_a_dag_that_names_its_file_line_and_column(loaded: dict) -> None:

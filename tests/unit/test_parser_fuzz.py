@@ -16,12 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pielake.cli import main
-from pielake.errors import QueryError
-from pielake.lake.delta import LakeError, table_name
+from pielake.errors import PielakeError, QueryError
 from pielake.query.analyzer import analyze
 from pielake.query.parser import parse
 from pielake.query.printer import query_text
 from pielake.semantics.relations import RELATIONS
+from pielake.vocabulary import table_name
 from tests.conftest import FIXTURES
 
 VALID = [p.read_text(encoding="utf-8") for p in sorted((FIXTURES / "queries" / "valid").glob("*.tpq"))]
@@ -84,7 +84,7 @@ def test_mutated_valid_queries_are_a_tree_or_our_error(text: str) -> None:
                                    ("x", "a/../../etc"), ("matches", "é"), ("events", "a" * 200),
                                    ("matches", "q`"), ("events", "a'--")])
 def test_table_names_refuse_paths_and_sql(parts: tuple[str, str]) -> None:
-    with pytest.raises(LakeError, match="not a valid table name"):
+    with pytest.raises(PielakeError, match="not a valid table name"):
         table_name(*parts)
 
 
