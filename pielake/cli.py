@@ -137,8 +137,24 @@ def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
 
 
+VERBOSE = "pielake.verbose"
+
+
+def _keep_verbose(context: click.Context, _parameter: click.Parameter, value: bool) -> None:
+    context.meta[VERBOSE] = value
+
+
+def spark_console(lake_dir: str, name: str) -> Path | None:
+    """Where the JVM of an in-process session writes its own output: `<lake>/_logs/<name>.log`, so that a run
+    prints pielake's lines only; with `--verbose`, here."""
+    context = click.get_current_context(silent=True)
+    return None if context is not None and context.meta.get(VERBOSE) else Path(lake_dir) / V.LOGS_DIR / f"{name}.log"
+
+
 def spark_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Where a command's Spark work runs: in this process (on `--master`), or on an engine (`--remote`)."""
+    command = click.option("--verbose", is_flag=True, expose_value=False, callback=_keep_verbose,
+                           help="Show Spark's own output here (by default in <lake>/_logs/).")(command)
     command = click.option("--remote", default=None, metavar="[sc://HOST:PORT]", is_flag=False, flag_value="lake",
                            help="Run on an engine: its address, or alone for the engine running on the lake.")(command)
     return click.option("--master", default=None,
@@ -150,7 +166,9 @@ def session(master: str | None, remote: str | None, lake_dir: str) -> SparkSessi
     """This command's Spark session: in this process, or a Spark Connect session of the engine."""
     from pielake.engine.session import build_session, connect_session  # noqa: PLC0415 (module docstring)
 
-    return build_session(master) if remote is None else connect_session(engine_for(remote, lake_dir))
+    if remote is not None:
+        return connect_session(engine_for(remote, lake_dir))
+    return build_session(master, console=spark_console(lake_dir, "spark"))
 
 
 def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -193,9 +211,12 @@ def _run(query_file: str, events_path: str | None, lake_dir: str, *, master: str
     plan = load_query_file(query_file)
     if options["checks"]:
         import_gx_meanwhile()
-    lake = Lake(build_session(master), lake_dir)
+    console = spark_console(lake_dir, run_id)
+    lake = Lake(build_session(master, console=console), lake_dir)
     summary = run_query(lake, plan, run_id, RunRequest(events_path=events_path, **options), progress=_say)
     click.echo(summary.render())
+    if console is not None:
+        click.echo(f"  Spark's own output: {console}")
 
 
 @main.command("run")

@@ -71,5 +71,6 @@ STREAMS_DIR = "_streams"  # the stream schemas a lake was ingested with
 CATALOG_DIR = "_catalog"  # the engine's metastore (the lake's tables for SQL clients)
 ENGINE_DIR = "_engine"  # the running engine's address, lock, log and pid
 LOCKS_DIR = "_locks"  # one run of a query at a time
+LOGS_DIR = "_logs"  # the console of each in-process Spark JVM: launcher, Ivy, log4j
 PLOTS_DIR = "_plots"  # the demo's timeline
 INCOMING_DIR = "_incoming"  # the demo's generated events

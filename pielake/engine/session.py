@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from delta import configure_spark_with_delta_pip
 from pyspark import SparkConf
@@ -63,6 +65,39 @@ def settings_within(spark: SparkSession, settings: Mapping[str, str]) -> Iterato
                 spark.conf.set(key, value)
 
 
+@contextmanager
+def _console_to(path: Path | None) -> Iterator[None]:
+    """While the block runs, this process's standard output and error are the file `path` (truncated), when given.
+
+    A JVM that PySpark starts inherits both: Spark's launcher, Ivy's dependency report and log4j then write to
+    the file for the JVM's whole life, and the terminal keeps pielake's own lines. A start that fails shows the
+    file's last lines here, where the reason (no Java, a jar not found) is.
+    """
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    with path.open("wb") as log:
+        for fd in saved:
+            os.dup2(log.fileno(), fd)
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)
+        if failed:
+            tail = path.read_text(encoding="utf-8", errors="replace").splitlines()[-20:]
+            sys.stderr.write("".join(f"{line}\n" for line in [f"Spark's output ({path}):", *tail]))
+
+
 def resolve_jars(packages: Sequence[str]) -> list[str]:
     """The local jar files of Maven `packages` (and their dependencies), resolved as every session resolves them.
 
@@ -83,7 +118,8 @@ def resolve_jars(packages: Sequence[str]) -> list[str]:
 
 def build_session(master: str | None = None, app_name: str = "pielake", *, ui: bool = False,
                   shuffle_partitions: int | None = None, driver_memory: str | None = None,
-                  conf: Mapping[str, str] | None = None, packages: Sequence[str] = ()) -> SparkSession:
+                  conf: Mapping[str, str] | None = None, packages: Sequence[str] = (),
+                  console: Path | None = None) -> SparkSession:
     """A SparkSession with Delta Lake enabled.
 
     Args:
@@ -96,6 +132,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
             running already, with the heap spark-submit gave it (`submit_settings`).
         conf: further Spark settings (the SQL endpoint's metastore and Thrift port), applied last.
         packages: Maven coordinates to load besides Delta's (a metastore's JDBC driver).
+        console: a file for the output of the JVM this starts (launcher, Ivy, log4j); None: this process's.
     """
     master = master or os.environ.get("PIELAKE_SPARK_MASTER", DEFAULT_MASTER)
     python = os.environ["PYSPARK_PYTHON"] = workers_python()  # PySpark's own launches read the environment too
@@ -122,7 +159,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
     )
     for key, value in {**engine_settings(), **master_settings(master), **(conf or {})}.items():
         builder = builder.config(key, value)
-    with _jvm_start_turn():
+    with _jvm_start_turn(), _console_to(console):
         session = configure_spark_with_delta_pip(builder, extra_packages=list(packages)).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session

@@ -59,6 +59,10 @@ def test_a_run_killed_mid_write_and_run_again_gives_the_clean_tables(tmp_path: P
     last = subprocess.run(command, check=False, capture_output=True, text=True, timeout=600, env=process_env())
     assert last.returncode == 0, last.stderr[-2000:]
     assert_one_clean_run(spark, root)
+    # a run from a shell prints pielake's lines only: Spark's launcher, Ivy and log4j write to the file it names
+    assert not [line for line in (last.stdout + last.stderr).splitlines() if "Ivy" in line or " WARN " in line]
+    [console] = [line.split(": ", 1)[1] for line in last.stdout.splitlines() if "Spark's own output" in line]
+    assert Path(console).parent == root / "_logs" and "Ivy" in Path(console).read_text(encoding="utf-8")
     quarantined = Lake(spark, root).read("quarantine_line").collect()
     assert [r["reason"] for r in quarantined] == ["null_key: m"]
     visible = Lake(spark, root).tables()
