@@ -394,6 +394,9 @@ def generate_command(out: str, *, events: int, query_file: str | None, columns: 
 @click.option("--freshness", is_flag=True,
               help="Time landed-to-readable micro-batches and whole runs, as processes, on every route "
                    "(CLI and Airflow, in process and on the engine) instead.")
+@click.option("--scheduler", "scheduled", type=click.IntRange(min=1), default=None, metavar="RUNS",
+              help="Time RUNS consecutive runs of Airflow's real scheduler (a run a minute, on the engine) instead: "
+                   "each run's minute to its publish.")
 @click.option("--workdir", type=click.Path(file_okay=False), default="bench", show_default=True,
               help="Generated events (kept) and the lakes (replaced).")
 @click.option("--docs", type=click.Path(dir_okay=False, exists=True), default=None,
@@ -401,14 +404,18 @@ def generate_command(out: str, *, events: int, query_file: str | None, columns: 
 @click.option("--master", default=None, help="Spark master URL (default: local[*], or PIELAKE_SPARK_MASTER).")
 @user_errors
 def bench_command(*, shapes: tuple[str, ...], symbols: tuple[int, ...], events: tuple[int, ...], repeat: int,
-                  freshness: bool, workdir: str, docs: str | None, master: str | None) -> None:
+                  freshness: bool, scheduled: int | None, workdir: str, docs: str | None,
+                  master: str | None) -> None:
     """PieStream Figure 4 / TPStream shapes on the synthetic law: end-to-end and per-stage times, events/s,
     peak memory and two floors (a bare scan of the events, a bare write of the results), into WORKDIR/bench.csv
     and WORKDIR/bench.png (and, with --docs, a page's figures). With --freshness: the time from a file of new
-    events landing to its matches in SQL, into WORKDIR/freshness.csv and .png."""
+    events landing to its matches in SQL, into WORKDIR/freshness.csv and .png; with --scheduler, that time for
+    runs of Airflow's scheduler."""
     folder = Path(workdir)
     folder.mkdir(parents=True, exist_ok=True)
-    if freshness:
+    if scheduled is not None:
+        _bench_scheduler(folder, events[0] if events else 1_000_000, scheduled, docs)
+    elif freshness:
         _bench_freshness(folder, events[0] if events else 1_000_000, repeat, docs)
     else:
         _bench_shapes(folder, shapes, symbols, events or (100_000,), repeat=repeat, docs=docs, master=master)
@@ -432,6 +439,16 @@ def _bench_shapes(folder: Path, shapes: tuple[str, ...], symbols: tuple[int, ...
         command = " ".join(["pielake bench", *(f"--shape {x}" for x in shapes), *(f"--symbols {n}" for n in symbols),
                             *(f"--events {n}" for n in events), f"--repeat {repeat}"])
         click.echo(f"wrote the figures into {write_docs(results, Path(docs), command)}")
+
+
+def _bench_scheduler(folder: Path, events: int, runs: int, docs: str | None) -> None:
+    from pielake.bench import scheduler  # noqa: PLC0415 (module docstring)
+
+    published = scheduler.run(folder, events=events, runs=runs, say=_say)
+    click.echo(scheduler.summary(published, runs))
+    if docs is not None:
+        command = f"pielake bench --scheduler {runs} --events {events}"
+        click.echo(f"wrote the figures into {scheduler.write_docs(published, runs, Path(docs), command)}")
 
 
 def _bench_freshness(folder: Path, events: int, repeat: int, docs: str | None) -> None:

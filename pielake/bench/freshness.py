@@ -49,6 +49,7 @@ SLICE = 1_000  # the events of one landed file, SLICE / KEYS a key
 QUERY = "chain4"
 BIN = Path(sys.executable).parent
 DAGS = Path(__file__).resolve().parents[2] / "dags"
+CONNECT_MARKS = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
 
 
 @dataclass(frozen=True)
@@ -132,11 +133,13 @@ def _free_ports() -> tuple[int, int]:
     raise PielakeError("found no two consecutive free ports for the engine")
 
 
-def _process(argv: list[str], log: Path, env: dict[str, str] | None = None) -> float:
+def process(argv: list[str], log: Path, env: dict[str, str] | None = None) -> float:
     """Run a command as a user runs it; its seconds from start to exit. Its output goes to `log`."""
+    # The bench's own Spark Connect client marks its environment as Connect's; a child is what a user starts.
+    clean = {k: v for k, v in (env or os.environ).items() if k not in CONNECT_MARKS}
     started = time.perf_counter()
     with log.open("w", encoding="utf-8") as out:
-        done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=env, check=False)
+        done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=clean, check=False)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         tail = "".join(log.read_text(encoding="utf-8").splitlines(keepends=True)[-30:])
@@ -149,20 +152,25 @@ def start(workdir: Path, say: Callable[[str], None]) -> Bench:
     engine_lake = workdir / "lakes" / "engine"
     port, jdbc = _free_ports()
     say(f"starting the engine on 127.0.0.1:{port}")
-    _process([str(BIN / "pielake"), "engine", "start", "--lake", str(engine_lake), "--port", str(port),
-              "--jdbc-port", str(jdbc)], workdir / "engine-start.log")
+    process([str(BIN / "pielake"), "engine", "start", "--lake", str(engine_lake), "--port", str(port),
+             "--jdbc-port", str(jdbc)], workdir / "engine-start.log")
     return Bench(workdir, engine_lake, lake_engine(engine_lake), say)
 
 
-def _airflow_env(bench: Bench, route: Route) -> dict[str, str]:
-    """An Airflow home of the route's own (its DAG differs from the other route's under the same name)."""
-    home = bench.lake(route).with_name(bench.lake(route).name + "-airflow")
+def airflow_env(bench: Bench, lake: Path, queries: Path, runner: str) -> dict[str, str]:
+    """Airflow's environment for a lake and a registry folder: a home of their own (a route's DAG differs from
+    another route's under the same name), the engine's connection and `runner`."""
+    home = lake.with_name(lake.name + "-airflow")
     return {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS), "PIELAKE_QUERIES": str(bench.query_file(route).parent),
-            "PIELAKE_LAKE": str(bench.lake(route)), "PIELAKE_RUNNER": route.runner or "",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS), "PIELAKE_QUERIES": str(queries),
+            "PIELAKE_LAKE": str(lake), "PIELAKE_RUNNER": runner,
             "AIRFLOW_CONN_PIELAKE_ENGINE": bench.address.airflow_connection(),
             "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "local[*]"}',
             "PYSPARK_PYTHON": sys.executable, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+
+
+def _route_airflow_env(bench: Bench, route: Route) -> dict[str, str]:
+    return airflow_env(bench, bench.lake(route), bench.query_file(route).parent, route.runner or "")
 
 
 def prepare(bench: Bench, history: Path) -> None:
@@ -175,11 +183,11 @@ def prepare(bench: Bench, history: Path) -> None:
         landing = bench.workdir / f"landing-{bench.lake(route).name}.csv"
         query.with_suffix(".yaml").write_text(f"events: {landing}\nformat: csv\n", encoding="utf-8")
         bench.say(f"{route.name}: the history into {bench.lake(route)}")
-        _process([str(BIN / "pielake"), "run", str(query), "--events", str(history), "--lake", str(bench.lake(route)),
-                  "--remote", bench.address.connect_url], bench.workdir / "logs" / f"{bench.lake(route).name}-0.log")
+        process([str(BIN / "pielake"), "run", str(query), "--events", str(history), "--lake", str(bench.lake(route)),
+                 "--remote", bench.address.connect_url], bench.workdir / "logs" / f"{bench.lake(route).name}-0.log")
         if route.runner is not None:
-            _process([str(BIN / "airflow"), "db", "migrate"],
-                     bench.workdir / "logs" / f"{bench.lake(route).name}-migrate.log", _airflow_env(bench, route))
+            process([str(BIN / "airflow"), "db", "migrate"],
+                    bench.workdir / "logs" / f"{bench.lake(route).name}-migrate.log", _route_airflow_env(bench, route))
 
 
 def _command(bench: Bench, route: Route, round_: int, events: Path) -> tuple[list[str], dict[str, str] | None]:
@@ -188,7 +196,7 @@ def _command(bench: Bench, route: Route, round_: int, events: Path) -> tuple[lis
         shutil.copyfile(events, bench.workdir / f"landing-{lake.name}.csv")
         logical = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=round_)
         return [str(BIN / "airflow"), "dags", "test", f"pielake_{QUERY}", logical.isoformat()], \
-            _airflow_env(bench, route)
+            _route_airflow_env(bench, route)
     argv = [str(BIN / "pielake"), "run", str(query), "--events", str(events), "--lake", str(lake)]
     argv += ["--incremental"] if route.kind == "micro-batch" else []
     argv += ["--remote", bench.address.connect_url] if route.remote else []
@@ -203,7 +211,7 @@ def measure(bench: Bench, route: Route, round_: int, events: Path, read: Callabl
         bench.query_file(route).parent.mkdir(parents=True, exist_ok=True)
         bench.query_file(route).write_text(chain_query(4) + "\n", encoding="utf-8")
     argv, env = _command(bench, route, round_, events)
-    process_s = _process(argv, bench.workdir / "logs" / f"{lake.name}-{round_}.log", env)
+    process_s = process(argv, bench.workdir / "logs" / f"{lake.name}-{round_}.log", env)
     started = time.perf_counter()
     matches = read(lake)
     read_s = time.perf_counter() - started
@@ -298,8 +306,8 @@ def run(workdir: Path, *, events: int, rounds: int, say: Callable[[str], None]) 
         return run_rounds(bench, history, slices,
                           lambda lake: spark.read.format("delta").load(str(lake / f"matches_{QUERY}")).count())
     finally:
-        _process([str(BIN / "pielake"), "engine", "stop", "--lake", str(bench.engine_lake)],
-                 workdir / "engine-stop.log")
+        process([str(BIN / "pielake"), "engine", "stop", "--lake", str(bench.engine_lake)],
+                workdir / "engine-stop.log")
 
 
 def write_docs(timings: list[Timing], events: int, page: Path, command: str) -> Path:

@@ -1,18 +1,20 @@
 """`pielake bench --docs` writes its figures into a page between the page's markers, and leaves the rest; the
-freshness bench lands slices that follow the history."""
+freshness bench lands slices that follow the history, the scheduler bench each under its minute's name."""
 
 from __future__ import annotations
 
 import itertools
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pytest
 
-from pielake.bench import freshness
+from pielake.bench import freshness, scheduler
 from pielake.bench.freshness import ROUTES, Timing
 from pielake.bench.pages import markers
+from pielake.bench.scheduler import ScheduledRun
 from pielake.bench.shapes import Measurement, write_docs
 from pielake.errors import PielakeError
 
@@ -65,3 +67,24 @@ def test_the_landed_slices_follow_the_history_without_a_gap_or_an_overlap(tmp_pa
         for key in range(freshness.KEYS):
             times = [t.filter(pc.equal(t["id"], key))["ts"] for t in (earlier, later)]
             assert pc.max(times[0]).as_py() + 1 == pc.min(times[1]).as_py()
+
+
+def test_the_scheduler_figures_say_how_many_runs_were_on_time_and_whether_the_schedule_kept_up() -> None:
+    due = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    runs = [ScheduledRun(f"scheduled__{due + timedelta(minutes=i)}", due + timedelta(minutes=i),
+                         due + timedelta(minutes=i, seconds=lag), "published") for i, lag in enumerate((20, 30, 70))]
+    text = scheduler.summary(runs, 3)
+    assert "| 3 of 3 | 30.0 | 70.0 | 2 of 3 ✗ | ✗ |" in text and "publish: 20, 30, 70)" in text
+    assert "| 2 of 3 | 25.0 | 30.0 | 2 of 3 ✗ | ✗ |" in scheduler.summary(runs[:2], 3)
+    assert "| 2 of 2 | 25.0 | 30.0 | 2 of 2 ✓ | ✓ |" in scheduler.summary(runs[:2], 2)
+
+
+def test_each_minute_s_slice_lands_under_the_name_airflow_renders_for_that_minute(tmp_path: Path) -> None:
+    slices = [tmp_path / f"s{i}.csv" for i in range(2)]
+    for i, path in enumerate(slices):
+        path.write_text(f"id,ts\n0,{i}\n")
+    scheduler.land(slices, datetime(2026, 1, 1, 12, 59, tzinfo=UTC), tmp_path)
+    landed = tmp_path / "landing-scheduled"
+    # `{{ data_interval_end | ts_nodash }}` of a run due at 13:00 UTC renders as 20260101T130000
+    assert (landed / "20260101T130000.csv").read_text() == "id,ts\n0,1\n"
+    assert sorted(p.name for p in landed.iterdir()) == ["20260101T125900.csv", "20260101T130000.csv"]
