@@ -286,7 +286,7 @@ def plot(timings: list[Timing], path: Path) -> Path:
         axes.scatter([route.target_s for route, *_ in rows], names, marker="|", s=400, color="red", zorder=3,
                      label="target")
         axes.set(xlabel="seconds (median; whisker: fastest and slowest round)", title=title)
-        axes.legend(fontsize=8, loc="lower right")
+        axes.legend(fontsize=8, loc="upper right")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
