@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pielake.engine.client import EngineAddress, lake_engine
+from pielake.engine.client import EngineAddress, free_port, free_ports, lake_engine
 from pielake.engine.session import build_session
-from tests.helpers import SHORT_LIVED_JVM, free_port, free_ports
+from tests.helpers import SHORT_LIVED_JVM
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MARKERS = {"unit": pytest.mark.unit, "spark": pytest.mark.spark, "dags": pytest.mark.dags,

@@ -4,7 +4,6 @@ environment of the processes tests start; the rows a Spark session holds."""
 from __future__ import annotations
 
 import os
-import socket
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -34,32 +33,8 @@ def drawn(key: Any = "k", start: int = 0, **columns: str) -> list[dict[str, Any]
             for i in range(length)]
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on, for the servers tests start."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def held_rdds(spark: SparkSession) -> int:
     """RDDs whose blocks the session holds (pielake's local checkpoints), without the snapshot states Delta caches
     of the tables it has read: those come and go with Delta's own cache, not with a run."""
     held = spark.sparkContext._jsc.getPersistentRDDs()
     return sum(1 for rdd in held.values() if not str(rdd.name()).startswith(DELTA_STATE))
-
-
-def free_ports(count: int) -> int:
-    """The first of `count` consecutive TCP ports on 127.0.0.1 that nothing listens on (an engine takes two)."""
-    for _ in range(100):
-        first = free_port()
-        probes = [socket.socket() for _ in range(count)]
-        try:
-            for offset, probe in enumerate(probes):
-                probe.bind(("127.0.0.1", first + offset))
-        except OSError:
-            continue
-        finally:
-            for probe in probes:
-                probe.close()
-        return first
-    raise RuntimeError(f"no {count} free ports in a row")

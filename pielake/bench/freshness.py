@@ -23,7 +23,6 @@ from __future__ import annotations
 import csv
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,7 +38,7 @@ import pyarrow.csv as pacsv
 
 from pielake.bench.pages import write_block
 from pielake.bench.queries import chain_query
-from pielake.engine.client import EngineAddress, lake_engine
+from pielake.engine.client import EngineAddress, free_port, free_ports, lake_engine
 from pielake.errors import PielakeError
 from pielake.pipeline.synthetic import key_table
 from pielake.plot import pyplot
@@ -118,21 +117,6 @@ def split(workdir: Path, events: int, rounds: int) -> tuple[Path, list[Path]]:
     return history, slices
 
 
-def _free_ports() -> tuple[int, int]:
-    """Two consecutive free ports for the engine (Spark Connect, runs), and one for its JDBC endpoint."""
-    for _ in range(100):
-        with socket.socket() as first, socket.socket() as second, socket.socket() as jdbc:
-            first.bind(("127.0.0.1", 0))
-            port = first.getsockname()[1]
-            try:
-                second.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-            jdbc.bind(("127.0.0.1", 0))
-            return port, jdbc.getsockname()[1]
-    raise PielakeError("found no two consecutive free ports for the engine")
-
-
 def process(argv: list[str], log: Path, env: dict[str, str] | None = None) -> float:
     """Run a command as a user runs it; its seconds from start to exit. Its output goes to `log`."""
     # The bench's own Spark Connect client marks its environment as Connect's; a child is what a user starts.
@@ -150,7 +134,7 @@ def process(argv: list[str], log: Path, env: dict[str, str] | None = None) -> fl
 def start(workdir: Path, say: Callable[[str], None]) -> Bench:
     """The engine, on a lake of its own (runs name their lakes), on free ports."""
     engine_lake = workdir / "lakes" / "engine"
-    port, jdbc = _free_ports()
+    port, jdbc = free_ports(2), free_port()
     say(f"starting the engine on 127.0.0.1:{port}")
     process([str(BIN / "pielake"), "engine", "start", "--lake", str(engine_lake), "--port", str(port),
              "--jdbc-port", str(jdbc)], workdir / "engine-start.log")

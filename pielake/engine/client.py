@@ -11,6 +11,7 @@ An engine listens on two ports of one host: Spark Connect on `port` (SQL clients
 from __future__ import annotations
 
 import json
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -147,3 +148,28 @@ def run_on_engine(address: EngineAddress, order: RunOrder, say: Callable[[str], 
 def engine_status(address: EngineAddress, timeout: float = 5.0) -> dict[str, Any]:
     """What the engine says of itself (its lake, process, ports, runs in progress)."""
     return next(_post(address, "/status", {}, timeout))
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on, for a server to listen on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive TCP ports on 127.0.0.1 that nothing listens on (an engine takes two:
+    Spark Connect and its runs)."""
+    for _ in range(100):
+        first = free_port()
+        probes = [socket.socket() for _ in range(count)]
+        try:
+            for offset, probe in enumerate(probes):
+                probe.bind(("127.0.0.1", first + offset))
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+        return first
+    raise PielakeError(f"found no {count} free ports in a row on 127.0.0.1")

@@ -21,13 +21,14 @@ from pyspark.sql import SparkSession
 
 from pielake import vocabulary as V
 from pielake.cli import main
+from pielake.engine.client import free_port, free_ports
 from pielake.lake.delta import Lake
 from pielake.pipeline.registry import STAGES
 from pielake.plot import Bar, Bracket, timeline
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import Match, derive_situations, find_matches
 from pielake.streams import StreamSchema, save_schema
-from tests.helpers import free_port, free_ports, process_env
+from tests.helpers import process_env
 
 pytestmark = pytest.mark.heavy(seconds=200)  # about this long in CI: scheduled first
 

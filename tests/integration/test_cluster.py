@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from pielake.engine.client import free_port
 from pielake.lake.delta import Lake
 from pielake.pipeline.job import RunRequest
 from pielake.pipeline.runner import run_query
 from pielake.query.analyzer import load_query
-from tests.helpers import free_port, process_env
+from tests.helpers import process_env
 from tests.integration.cli_runs import assert_one_clean_run, run_command
 from tests.integration.test_gates_and_backfill import QUERY
 

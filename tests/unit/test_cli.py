@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from pielake.cli import main
+from pielake.engine.client import free_port, free_ports
 from pielake.exitcodes import EXIT_OK, EXIT_USAGE
-from tests.helpers import free_port, free_ports
 
 EXAMPLE = str(Path(__file__).parents[2] / "examples" / "queries" / "aggressive_driving.tpq")
 
