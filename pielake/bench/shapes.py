@@ -186,7 +186,7 @@ def measure(spark: SparkSession, shape: str, symbols: int, events: int, *, workd
     with one_process_run(lake, plan, f"bench-{repeat}", request) as run:
         load, _ = _timed_steps(run, list(LOADING))
         started = time.perf_counter()  # the clock starts with the events in Delta (step 2)
-        publish_events(run.job.lake, run.job.stream)
+        publish_events(run.job.lake, run.job.stream, run.job.run_id)
         load += time.perf_counter() - started
         with MemoryPeak().watching() as memory:
             steps = [s.name for s in run.registry.steps(run.job.plan, parallel=False)]

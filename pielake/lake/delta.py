@@ -3,7 +3,9 @@
 A lake is a folder; each table is a Delta table in a sub-folder named after it. Table names are validated
 (lower-case identifiers), so no name can reach outside the lake or carry SQL. Writes are safe to re-run: a stage
 replaces exactly what it owns (the whole table, a `replaceWhere` partition, or with `replace_rows` a set of rows
-named by their natural key), so running a stage twice gives the same table.
+named by their natural key), so running a stage twice gives the same table. A run's commits to the tables
+users read (`once`) go further: Delta records each under the run's id and skips a repeat, so a retried step
+can never apply a run twice.
 
 Stages write to `<lake>/_staging/`, a lake of its own that `tables()` and SQL never show (or, for a run in one
 process, to the Spark session: `pielake.lake.staging`): a run's rows are published into the lake only after the
@@ -15,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +37,9 @@ if TYPE_CHECKING:
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,99}$")
 COMMIT_FILE = re.compile(r"^\d{20}\.json$")
 DELETE = "__delete"
+RUN_COMMITS_KEPT = "interval 30 days"  # how long a table remembers which runs committed to it (`Lake.once`)
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 
 class LakeError(PielakeError):
@@ -214,6 +219,20 @@ class Lake:
         with settings_within(self.spark, settings):
             yield
 
+    @contextmanager
+    def once(self, run_id: str) -> Iterator[None]:
+        """Every Delta commit within is the run's, made at most once per table: Delta's idempotent writes, with the
+        run id as the transaction's application id and 0 as its version, skip a write (an append, an overwrite, a
+        MERGE) to a table that already holds a commit of this run. A retried task then changes nothing its first
+        attempt committed, whatever it recomputed. Settings of the session, so the writes of the threads within
+        share them; tables created within remember a run's commits for `RUN_COMMITS_KEPT`, the longest a retry is
+        expected to wait (a repeat after that applies again).
+        """
+        with settings_within(self.spark, {TXN_APP_ID: check_run_id(run_id), TXN_VERSION: "0",
+                                          "spark.databricks.delta.properties.defaults.setTransactionRetentionDuration":
+                                              RUN_COMMITS_KEPT}):
+            yield
+
     def rows_written(self, table: str, where: str | None = None) -> int:
         """Rows the table's last commit wrote (`where`: the part it replaced), from its metrics.
 
@@ -256,12 +275,15 @@ class Lake:
         metrics = self.last_commit(table)["operationMetrics"]
         return {k: int(metrics.get(f"numTargetRows{k.capitalize()}", 0)) for k in ("inserted", "updated", "deleted")}
 
-    def append(self, df: DataFrame, table: str, *, change_feed: bool = False) -> None:
-        """Append `df`; a table created here with `change_feed` records its inserts for `inserted_since`."""
+    def append(self, df: DataFrame, table: str, *, change_feed: bool = False, run_id: str | None = None) -> None:
+        """Append `df`; a table created here with `change_feed` records its inserts for `inserted_since`. With a
+        `run_id`, the append is that run's, made `once`; the table is created before, outside it (creating it is
+        a commit too, and would leave the append nothing to do)."""
         if change_feed and not self.exists(table):
             (DeltaTable.createIfNotExists(self.spark).location(self.path(table)).addColumns(df.schema)
-             .property("delta.enableChangeDataFeed", "true").execute())
-        with self.writing():
+             .property("delta.enableChangeDataFeed", "true")
+             .property("delta.setTransactionRetentionDuration", RUN_COMMITS_KEPT).execute())
+        with self.writing(), self.once(run_id) if run_id is not None else nullcontext():
             df.write.format("delta").mode("append").save(self.path(table))
 
     def inserted_since(self, table: str, version: int) -> DataFrame | None:

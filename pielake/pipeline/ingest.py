@@ -224,23 +224,16 @@ def _ingested_payloads(lake: Lake, stream: StreamSchema, natural_key: list[str],
     return ingested.select(*natural_key, F.to_json(F.struct(*(F.col(a) for a in attributes))).alias("__old"))
 
 
-def publish_events(lake: Lake, stream: StreamSchema) -> int:
-    """Append the staged events (after their gate passed) to `events_<stream>`, once.
-
-    Appending is guarded by the run id: events a run has appended already are not appended again, so a gate
-    task that is retried after it published does not duplicate them.
-    """
-    staged = lake.staging.read(events_table(stream))
+def publish_events(lake: Lake, stream: StreamSchema, run_id: str) -> int:
+    """Append the staged events (after their gate passed) to `events_<stream>` as the run's, once (`Lake.once`):
+    a step that is retried after it appended them does not append them again."""
     table = events_table(stream)
-    if lake.exists(table):
-        runs = [r["run_id"] for r in staged.select("run_id").distinct().collect()]
-        if runs and lake.read(table).filter(F.col("run_id").isin(runs)).limit(1).count():
-            return 0
+    staged = lake.staging.read(table)
     rows = staged.count()
     ordered = (staged.repartitionByRange(events_files(rows, lake.spark.sparkContext.defaultParallelism),
                                          stream.time_column, *stream.keys)
                .sortWithinPartitions(*stream.keys, stream.time_column))
-    lake.append(ordered, table, change_feed=True)
+    lake.append(ordered, table, change_feed=True, run_id=run_id)
     return lake.rows_written(table)
 
 
@@ -373,7 +366,7 @@ def admit_events(ctx: StepContext) -> None:
     """The events the events gate audited become the stream's: appended to `events_<stream>`, once (the stage
     after the gate starts so); a backfill also clears the late rows it re-admitted from the quarantine."""
     job = ctx.job
-    publish_events(job.lake, job.stream)
+    publish_events(job.lake, job.stream, job.run_id)
     job.staging.done_with(events_table(job.stream))
     if ctx.backfill_range is not None:
         forget_replayed(job.lake, job.stream, job.declared_query.kernel_time, *ctx.backfill_range)

@@ -165,8 +165,9 @@ def join_matches(ctx: StepContext) -> StageResult:
 def publish(ctx: StepContext) -> StageResult:
     """Merge the staged rows into the published tables (a batch run replaces them), then record the state.
 
-    Each table is one Delta commit; `progress_<q>` is written last, so until it is, the next run has the same
-    scope and recomputes the same rows: a publish that stops halfway is repaired by running it again.
+    Each table is one Delta commit, the run's (`Lake.once`: a retried publish skips the tables its first attempt
+    committed); `progress_<q>` is written last, so until it is, the next run has the same scope and recomputes the
+    same rows: a publish that stops halfway is repaired by running it again.
 
     The three result tables are written side by side, from threads: a commit is mostly the driver's work (Delta
     log reads and writes, small snapshot jobs, a MERGE's ~17 jobs), during which the cores would wait, and the
@@ -191,15 +192,17 @@ def publish(ctx: StepContext) -> StageResult:
 
         tables = derived_tables(q)
         times = tuple(dict.fromkeys(t for derived in tables.values() for t in derived.times))
-        with job.lake.writing(ROWS_PER_FILE, plain=times), ThreadPoolExecutor(len(tables) + 1, "publish") as pool:
-            progress = pool.submit(_progress_rows, job, scope)
-            rows = dict(pool.map(publish_table, tables, tables.values()))
-            state = progress.result()
-        try:
-            rows[job.table(V.PROGRESS)] = _publish_rows(job, V.PROGRESS, state, natural_key=q.keys, derived=None,
-                                                        scope=scope, partitions=())
-        finally:
-            release(state)
+        with job.lake.once(job.run_id):
+            with (job.lake.writing(ROWS_PER_FILE, plain=times),
+                  ThreadPoolExecutor(len(tables) + 1, "publish") as pool):
+                progress = pool.submit(_progress_rows, job, scope)
+                rows = dict(pool.map(publish_table, tables, tables.values()))
+                state = progress.result()
+            try:
+                rows[job.table(V.PROGRESS)] = _publish_rows(job, V.PROGRESS, state, natural_key=q.keys,
+                                                            derived=None, scope=scope, partitions=())
+            finally:
+                release(state)
         return rows
 
     return timed("publish", work)

@@ -4,6 +4,7 @@
   table keeps its Delta version, and the validation report stays readable in the lake.
 - Late events are quarantined by a micro-batch; a backfill of their range re-admits them, and the tables then
   equal what the brute-force reference computes over all events (docs/semantics.md §7).
+- Steps run again with the same run id (a retried task) apply nothing twice.
 """
 
 from __future__ import annotations
@@ -77,6 +78,26 @@ def test_a_corrupt_stage_output_stops_the_run_before_publish(lake: Lake, tmp_pat
     assert [s.step for s in runs["second"].steps] == ["ingest", "check_events", "situations", "check_situations"]
     gate = runs["second"].steps[-1]
     assert gate.passed is False and any("__ordered" in f for f in gate.failed) and gate.report.endswith(".json")
+
+
+def test_steps_run_again_with_the_same_run_id_apply_nothing_twice(lake: Lake, tmp_path: Path) -> None:
+    """Airflow re-runs a task (a retry, a cleared run) with the same run id: the events the run appended are not
+    appended again, and a publish run again commits nothing, although the stages before it, run again after the
+    first publish moved the progress on, now stage other rows."""
+    plan = load_query(QUERY, "mid")
+    run_query(lake, plan, "first", RunRequest(events_path=write(tmp_path / "a.json", EVENTS[:10]), checks=False))
+    run = Run(lake, plan, "second", RunRequest(mode="incremental", checks=False,
+                                               events_path=write(tmp_path / "b.json", EVENTS[10:])))
+    steps = [s.name for s in run.registry.steps(plan, parallel=False)]
+    for step in steps:
+        run.step(step)
+    tables = ["events_line", "situations_mid", "pairs_mid", "matches_mid", "progress_mid"]
+    versions = {t: lake.version(t) for t in tables}
+    for step in steps[steps.index("situations"):]:
+        run.step(step)
+    assert {t: lake.version(t) for t in tables} == versions
+    assert lake.read("events_line").count() == len(EVENTS)
+    assert_published_equal_the_reference(lake, plan, EVENTS)
 
 
 def test_backfill_after_late_history_equals_the_reference_over_everything(lake: Lake, tmp_path: Path) -> None:
