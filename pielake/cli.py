@@ -25,6 +25,7 @@ from pielake import vocabulary as V
 from pielake.bench.queries import TPSTREAM_QUERIES
 from pielake.engine import control
 from pielake.engine.client import DEFAULT_PORT, RunOrder, engine_for, run_on_engine
+from pielake.engine.settings import keep_days
 from pielake.errors import PielakeError, QueryError
 from pielake.exitcodes import EXIT_USAGE
 from pielake.explain import explain, explain_dot, relation_pictures
@@ -351,6 +352,27 @@ def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since:
     picture = timeline(lake, load_query_file(query_file), key or None, since, until)
     written = draw(picture, Path(out))
     click.echo(f"wrote {written}: {len(picture.bars)} situations, {len(picture.brackets)} matches")
+
+
+@main.command("maintain")
+@click.argument("query_file")
+@click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
+@click.option("--keep-days", type=click.FloatRange(min=0), default=keep_days, show_default="7, or PIELAKE_KEEP_DAYS",
+              help="Days of time travel VACUUM keeps; Delta's own check asks for at least 7.")
+@click.option("--lock-wait", type=click.FloatRange(min=0), default=0, show_default=True,
+              help="Seconds to wait for a run of the query to publish (else stop at once, exit code 3).")
+@spark_options
+@user_errors
+def maintain_command(query_file: str, *, lake_dir: str, keep_days: float, lock_wait: float, master: str | None,
+                     remote: str | None) -> None:
+    """Compact the query's tables back into time order (OPTIMIZE ... ZORDER BY) and delete the files no snapshot
+    of the last KEEP_DAYS needs (VACUUM). Holds the query's lock: no run of the query writes meanwhile."""
+    from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
+    from pielake.pipeline.maintenance import maintain  # noqa: PLC0415
+
+    lake = Lake(session(master, remote, lake_dir), lake_dir)
+    cared = maintain(lake, load_query_file(query_file), keep_days=keep_days, lock_wait=lock_wait, say=_say)
+    click.echo("\n".join(c.text() for c in cared))
 
 
 @main.command("generate")

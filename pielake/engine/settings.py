@@ -33,6 +33,18 @@ SCALA_VERSION = "2.13"  # Spark 4 is built for Scala 2.13 only
 IVY_CACHE = Path.home() / ".ivy2.5.2"  # Spark 4's default `spark.jars.ivy`
 
 
+def keep_days() -> float:
+    """Days of time travel table maintenance keeps (`pielake maintain`, the maintenance DAG): `PIELAKE_KEEP_DAYS`,
+    else Delta's own default retention, a week."""
+    return float(os.environ.get("PIELAKE_KEEP_DAYS", "7"))
+
+
+def lock_wait() -> float:
+    """Seconds a scheduled step waits for another run of its query (a backfill, maintenance) to finish before it
+    fails for its retries: `PIELAKE_LOCK_WAIT`, else half an hour."""
+    return float(os.environ.get("PIELAKE_LOCK_WAIT", "1800"))
+
+
 def driver_heap() -> str:
     """The driver's heap (in local mode all of Spark's): `PIELAKE_DRIVER_MEMORY` or `DEFAULT_DRIVER_MEMORY`."""
     return os.environ.get("PIELAKE_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY)

@@ -42,6 +42,11 @@ TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 
+def _quoted(name: str) -> str:
+    """A path or column name as a Spark SQL identifier: in backticks, each backtick in it doubled."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 class LakeError(PielakeError):
     """A lake or table that cannot be used as asked."""
 
@@ -232,6 +237,32 @@ class Lake:
                                           "spark.databricks.delta.properties.defaults.setTransactionRetentionDuration":
                                               RUN_COMMITS_KEPT}):
             yield
+
+    def optimize(self, table: str, *, order: tuple[str, ...] = (), file_bytes: int | None = None) -> tuple[int, int]:
+        """Delta's `OPTIMIZE`: the table's files smaller than `file_bytes` rewritten into files of about that size,
+        and with `order`, every file rewritten in Z-order on those columns. Returns (files removed, files added).
+
+        Built from the lake's own path and the query's column names only, each quoted as an identifier."""
+        statement = f"OPTIMIZE delta.{_quoted(self.path(table))}"
+        if order:
+            statement += f" ZORDER BY ({', '.join(_quoted(c) for c in order)})"
+        settings = {} if file_bytes is None else {f"spark.databricks.delta.optimize.{bound}FileSize": str(file_bytes)
+                                                  for bound in ("min", "max")}
+        with settings_within(self.spark, settings):
+            metrics = self.spark.sql(statement).first()["metrics"]
+        return int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])
+
+    def vacuum(self, table: str, *, keep_hours: int) -> int:
+        """Delta's `VACUUM`: delete the files no snapshot of the last `keep_hours` hours reads. Returns how many.
+
+        Delta refuses to keep less than a week unless its check is off: asking for less is the caller's decision,
+        so the check is off for this statement alone."""
+        statement = f"VACUUM delta.{_quoted(self.path(table))} RETAIN {int(keep_hours)} HOURS"
+        with settings_within(self.spark, {"spark.databricks.delta.retentionDurationCheck.enabled": "false"}):
+            doomed = self.spark.sql(statement + " DRY RUN").count()
+            if doomed:
+                self.spark.sql(statement).collect()
+        return doomed
 
     def rows_written(self, table: str, where: str | None = None) -> int:
         """Rows the table's last commit wrote (`where`: the part it replaced), from its metrics.

@@ -17,6 +17,7 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from pielake.errors import PielakeError
 from pielake.exitcodes import EXIT_BUSY
 
 STALE_AFTER_SECONDS = float(os.environ.get("PIELAKE_LOCK_STALE_AFTER", "3600"))
+WAIT_POLL_SECONDS = 2.0  # how often a run waiting for the lock looks again
 
 
 class RunLockedError(PielakeError):
@@ -53,8 +55,30 @@ class RunLock:
         except ValueError:  # a lock file cut short by a crash while it was written: nobody holds it
             return {"run_id": None}
 
-    def hold(self, run_id: str) -> None:
-        """Take the lock for `run_id`, or refresh it if `run_id` holds it already; RunLockedError otherwise."""
+    def hold(self, run_id: str, *, wait: float = 0.0, say: Callable[[str], None] | None = None) -> None:
+        """Take the lock for `run_id`, or refresh it if `run_id` holds it already; RunLockedError otherwise, after
+        waiting up to `wait` seconds for the holder to release it (`say` hears that it waits).
+
+        Waiting is what keeps a query's scheduled and backfill runs apart under Airflow: a pool limits how many
+        tasks run at once, not whose, so a run's tasks would still interleave with another's; a run that finds
+        the lock held waits in its first step instead, and starts when the other run has published.
+        """
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                self._take(run_id)
+                return
+            except RunLockedError as busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                if say is not None:
+                    say(f"waiting up to {left:.0f} s: {busy}")
+                    say = None
+                time.sleep(min(WAIT_POLL_SECONDS, left))
+
+    def _take(self, run_id: str) -> None:
+        """One attempt of `hold`."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:  # each pass either takes the lock, refreshes ours, raises, or removed a stale one
             try:

@@ -1,4 +1,5 @@
-"""Airflow DAGs generated from the registered query files: one scheduled DAG and one backfill DAG per query.
+"""Airflow DAGs generated from the registered query files: one scheduled DAG and one backfill DAG per query, and
+one maintenance DAG for the lake.
 
 A *registered query* is a `<name>.tpq` file in the registry folder (`PIELAKE_QUERIES`), optionally with a
 `<name>.yaml` beside it:
@@ -41,13 +42,13 @@ from typing import Any
 import yaml
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.python import PythonOperator
-from airflow.sdk import DAG, Asset, BaseOperator, Param
+from airflow.sdk import DAG, Asset, BaseOperator, Param, TaskGroup
 from airflow.sdk.exceptions import AirflowFailException
 
 from pielake import vocabulary as V
-from pielake.engine.settings import submit_settings
+from pielake.engine.settings import keep_days, lock_wait, submit_settings
 from pielake.errors import PielakeError
-from pielake.orchestration.tasks import run_step_on_engine
+from pielake.orchestration.tasks import maintain_on_engine, run_step_on_engine
 from pielake.pipeline.registry import STAGES, Registry, Step
 from pielake.query.analyzer import QueryPlan, load_query_file
 
@@ -147,8 +148,8 @@ def _task(dag: DAG, registration: Registration, step: Step, request: dict[str, A
 def _job_args(request: dict[str, Any]) -> list[str]:
     """The run's request as `jobs/step.py`'s options (`pielake.pipeline.jobs`)."""
     flags = {"mode": "--mode", "events_path": "--events", "fmt": "--format", "time_column": "--time-column",
-             "time_unit": "--time-unit", "since": "--from", "until": "--to"}
-    return [part for key, flag in flags.items() if request.get(key) is not None for part in (flag, request[key])]
+             "time_unit": "--time-unit", "since": "--from", "until": "--to", "lock_wait": "--lock-wait"}
+    return [part for key, flag in flags.items() if request.get(key) is not None for part in (flag, str(request[key]))]
 
 
 def _step_doc(step: Step) -> str:
@@ -158,9 +159,20 @@ def _step_doc(step: Step) -> str:
 
 
 def _wire(dag: DAG, registration: Registration, request: dict[str, Any], registry: Registry) -> None:
-    """A task per step; each layer of steps (a per-constraint stage's, side by side) after the one before."""
-    layers = [[_task(dag, registration, step, request) for step in layer]
-              for layer in registry.layers(registration.plan)]
+    """A task per step; each layer of steps (a per-constraint stage's, side by side) after the one before. A
+    stage's steps and its gate form a TaskGroup named after the stage, so the graph reads as the pipeline; task
+    ids stay the step names (the group's id, `<stage>_stage`, is not prefixed to them)."""
+    groups: dict[str, TaskGroup] = {}
+
+    def grouped(step: Step) -> BaseOperator:
+        stage = step.stage
+        if stage.name not in groups:
+            groups[stage.name] = TaskGroup(f"{stage.name}_stage", group_display_name=stage.name, dag=dag,
+                                           prefix_group_id=False, tooltip=stage.doc)
+        with groups[stage.name]:
+            return _task(dag, registration, step, request)
+
+    layers = [[grouped(step) for step in layer] for layer in registry.layers(registration.plan)]
     for upstream, downstream in pairwise(layers):
         for task in upstream:
             task >> downstream
@@ -175,7 +187,8 @@ DEFAULT_ARGS = {"owner": "pielake", "retries": 2,
 def _request(registration: Registration, mode: str, events: str, **more: str) -> dict[str, Any]:
     """The run's request (`pielake.pipeline.job.RunRequest`'s fields), its values Airflow templates."""
     return {"mode": mode, "events_path": events, "fmt": registration.format or None,
-            "time_column": registration.time_column, "time_unit": registration.time_unit, **more}
+            "time_column": registration.time_column, "time_unit": registration.time_unit, "lock_wait": lock_wait(),
+            **more}
 
 
 def _dag_doc(registration: Registration, purpose: str) -> str:
@@ -202,8 +215,9 @@ def scheduled_dag(registration: Registration, registry: Registry = STAGES) -> DA
 
 
 def backfill_dag(registration: Registration, registry: Registry = STAGES) -> DAG:
-    """Manual repair of a time range (docs/semantics.md §7). Pause the scheduled DAG while it runs: both write the
-    query's tables, and max_active_runs only keeps runs of one DAG apart."""
+    """Manual repair of a time range (docs/semantics.md §7). It and the scheduled DAG write the same tables, and
+    max_active_runs only keeps runs of one DAG apart: the query's run lock keeps the two apart, each run's first
+    step waiting (`PIELAKE_LOCK_WAIT`) until the other has published."""
     name = registration.plan.name
     params = {"from": Param(type="string", description="start of the range, in the stream's time"),
               "to": Param(type="string", description="end of the range, inclusive"),
@@ -234,11 +248,39 @@ def broken_dag(broken: Broken) -> DAG:
     return dag
 
 
+def maintenance_dag(registered: list[Registration]) -> DAG:
+    """Table care for the lake (`pielake.pipeline.maintenance`): a task per registered query, each holding its
+    query's lock while it compacts and vacuums, on `PIELAKE_MAINTENANCE_SCHEDULE` (daily by default). It and the
+    query's runs wait for each other (`PIELAKE_LOCK_WAIT`)."""
+    dag = DAG("pielake_maintenance", schedule=os.environ.get("PIELAKE_MAINTENANCE_SCHEDULE", "@daily"),
+              start_date=START_DATE, catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS,
+              tags=["pielake", "maintenance"],
+              doc_md=f"Table care for the lake `{_lake()}`: each registered query's tables compacted back into time "
+                     f"order (`OPTIMIZE … ZORDER BY`) and the files no snapshot of the last {keep_days():g} days "
+                     "needs deleted (`VACUUM`; `PIELAKE_KEEP_DAYS`). The same as `pielake maintain` "
+                     "(docs/operations.md).")
+    for registration in registered:
+        common = {"task_id": f"maintain_{registration.plan.name}", "dag": dag}
+        if registration.runner == "engine":
+            PythonOperator(python_callable=maintain_on_engine, **common,
+                           op_kwargs={"conn_id": ENGINE_CONNECTION, "query": str(registration.path), "lake": _lake(),
+                                      "keep_days": keep_days(), "lock_wait": lock_wait()})
+        else:
+            SparkSubmitOperator(application=str(JOBS_DIR / "maintain.py"), conn_id="spark_default",
+                                application_args=[str(registration.path), "--lake", _lake(),
+                                                  "--keep-days", str(keep_days()), "--lock-wait", str(lock_wait())],
+                                name=f"pielake-{registration.plan.name}-maintain", **common, **operator_arguments())
+    return dag
+
+
 def build_dags(folder: Path, registry: Registry = STAGES) -> dict[str, DAG]:
-    """Both DAGs of every registered query, and one for each that does not parse, by dag id."""
+    """Both DAGs of every registered query, and one for each that does not parse, by dag id; and the lake's
+    maintenance DAG."""
     dags = {}
-    for found in registrations(folder):
-        made = [broken_dag(found)] if isinstance(found, Broken) else \
-            [scheduled_dag(found, registry), backfill_dag(found, registry)]
+    found = registrations(folder)
+    for each in found:
+        made = [broken_dag(each)] if isinstance(each, Broken) else \
+            [scheduled_dag(each, registry), backfill_dag(each, registry)]
         dags |= {dag.dag_id: dag for dag in made}
-    return dags
+    maintenance = maintenance_dag([r for r in found if isinstance(r, Registration)])
+    return dags | {maintenance.dag_id: maintenance}

@@ -1,4 +1,5 @@
-"""What an Airflow task of a pielake DAG runs when its steps run on the engine: one step, sent to the engine.
+"""What an Airflow task of a pielake DAG runs when its steps run on the engine: one step, sent to the engine (or
+the lake's table maintenance, below).
 
 The task is a thin client (`pielake.engine.client`): it reads the query file, finds the engine through an Airflow
 connection of Spark Connect's type (`spark_connect`: host, port and the token as its password), sends the step and
@@ -35,3 +36,18 @@ def run_step_on_engine(*, conn_id: str, query: str, lake: str, run_id: str, step
         raise (AirflowFailException if final else AirflowException)(str(error)) from None
     print(json.dumps(result), flush=True)
     return result
+
+
+def maintain_on_engine(*, conn_id: str, query: str, lake: str, keep_days: float, lock_wait: float) -> list[str]:
+    """Table maintenance of one query (`pielake maintain`) on the engine of `conn_id`, through a Spark Connect
+    session: its work is Delta's `OPTIMIZE` and `VACUUM` statements, which run in the engine; this task only
+    sends them. Returns what was done to each table."""
+    from pielake.engine.session import connect_session  # noqa: PLC0415 (a daily task may import Spark's client)
+    from pielake.lake.delta import Lake  # noqa: PLC0415
+    from pielake.pipeline.maintenance import maintain  # noqa: PLC0415
+    from pielake.query.analyzer import load_query_file  # noqa: PLC0415
+
+    address = EngineAddress.parse(SparkConnectHook(conn_id).get_connection_url())
+    cared = maintain(Lake(connect_session(address), lake), load_query_file(query), keep_days=keep_days,
+                     lock_wait=lock_wait, say=lambda line: print(line, flush=True))
+    return [c.text() for c in cared]

@@ -36,6 +36,7 @@ class RunRequest:
     since: str | None = None  # a backfill's range, in the stream's own time
     until: str | None = None
     checks: bool = True
+    lock_wait: float = 0.0  # seconds a step waits for another run of the query to publish (else it stops at once)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -37,6 +37,8 @@ def parser() -> argparse.ArgumentParser:
     args.add_argument("--to", dest="until", default=None, help="backfill range end (stream time)")
     args.add_argument("--format", default=None)
     args.add_argument("--no-checks", action="store_true", help="skip the gates")
+    args.add_argument("--lock-wait", type=float, default=0.0,
+                      help="seconds to wait for another run of the query to publish (default: stop at once)")
     return args
 
 
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         lake = Lake(build_session(options.master, app_name=f"pielake-{options.step}-{plan.name}"), options.lake)
         request = RunRequest(mode=options.mode, events_path=options.events or None, fmt=options.format or None,
                              time_column=options.time_column, time_unit=options.time_unit, since=options.since,
-                             until=options.until, checks=not options.no_checks)
+                             until=options.until, checks=not options.no_checks, lock_wait=options.lock_wait)
         outcome = Run(lake, plan, options.run_id, request, progress=_to_log).step(options.step)
         if isinstance(outcome, StageResult):
             print(json.dumps({"step": options.step, "rows": outcome.rows, "seconds": round(outcome.seconds, 3)}))

@@ -75,7 +75,7 @@ class Run:
         """Run the step called `name`, holding the query's lock for this run until it publishes or a gate stops
         it (`pielake.lake.lock`). Every step leaves its record for the run report."""
         step = self.registry.step(self.job.plan, name)
-        self.lock.hold(self.job.run_id)
+        self.lock.hold(self.job.run_id, wait=self.request.lock_wait, say=self.progress)
         started, clock = datetime.now(UTC), time.perf_counter()
         try:
             with self._watched(name):

@@ -1,6 +1,6 @@
 """DAG integrity: the DAG folder loads in a fresh Airflow process, each registered query as its scheduled and its
 backfill DAG with the run's task graph, and a query that does not parse as a DAG of its own that names the error,
-hiding no other query's DAGs."""
+hiding no other query's DAGs; the lake's maintenance DAG has a task per valid query."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ print(json.dumps({{"seconds": time.perf_counter() - started,
                                        "start_zone": str(d.start_date.tzinfo),
                                        "outlets": {{t.task_id: [a.uri for a in t.outlets] for t in d.tasks
                                                    if t.outlets}},
+                                       "groups": {{t.task_id: t.task_group.group_id for t in d.tasks}},
                                        "tasks": {{t.task_id: sorted(t.downstream_task_ids) for t in d.tasks}}}}
                            for d in bag.dags.values()}}}}))
 """
@@ -64,6 +65,9 @@ def test_the_dag_folder_loads_without_import_errors_in_under_a_minute(loaded: di
 def test_each_valid_query_is_a_scheduled_and_a_backfill_dag_of_the_run_s_steps(loaded: dict) -> None:
     scheduled, backfill = loaded["dags"]["pielake_flag_pairs"], loaded["dags"]["pielake_flag_pairs_backfill"]
     assert scheduled["tasks"] == backfill["tasks"] == EXPECTED_GRAPH
+    stages = {"check_events": "ingest", "pairs_c1": "pairs", "check_pairs": "pairs"}
+    assert scheduled["groups"] == {task: f"{stages.get(task, task.removeprefix('check_'))}_stage"
+                                   for task in EXPECTED_GRAPH}
     assert scheduled["schedule"] == "*/5 * * * *" and backfill["schedule"] == "None"
     assert scheduled["tags"] == ["pielake"] and backfill["tags"] == ["backfill", "pielake"]
     assert scheduled["retries"] == backfill["retries"] == 2
@@ -82,8 +86,16 @@ def test_each_dag_shows_its_query_and_tables_and_publish_declares_them_as_assets
 
 def test_a_query_that_does_not_parse_is_a_dag_that_names_its_file_line_and_column(loaded: dict) -> None:
     broken = loaded["dags"]["pielake_broken"]
-    assert set(loaded["dags"]) == {"pielake_flag_pairs", "pielake_flag_pairs_backfill", "pielake_broken"}
+    assert set(loaded["dags"]) == {"pielake_flag_pairs", "pielake_flag_pairs_backfill", "pielake_broken",
+                                   "pielake_maintenance"}
     assert broken["tags"] == ["broken", "pielake"] and broken["schedule"] == "None"
     assert broken["tasks"] == {"parse_query": []}
     assert "broken.tpq: unknown relation 'overlap'. Line 1, Col 40. Did you mean 'overlaps'?" in broken["doc"]
     assert "^^^^^^^" in broken["doc"]  # the caret under the offending text
+
+
+def test_the_lake_has_a_daily_maintenance_dag_with_a_task_per_valid_query(loaded: dict) -> None:
+    maintenance = loaded["dags"]["pielake_maintenance"]
+    assert maintenance["tasks"] == {"maintain_flag_pairs": []}
+    assert maintenance["schedule"] == "@daily" and maintenance["tags"] == ["maintenance", "pielake"]
+    assert "OPTIMIZE" in maintenance["doc"] and "VACUUM" in maintenance["doc"]

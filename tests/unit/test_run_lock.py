@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -44,3 +45,18 @@ def test_a_lock_file_cut_short_by_a_crash_holds_nothing(tmp_path: Path) -> None:
     lock.path.write_text('{"run_id": "r', encoding="utf-8")
     lock.hold("r2")
     assert lock.holder()["run_id"] == "r2"
+
+
+def test_a_run_that_may_wait_starts_once_the_holder_releases_and_one_that_waits_too_briefly_stops(
+        tmp_path: Path) -> None:
+    lock = RunLock(tmp_path, "q")
+    lock.hold("backfill")
+    threading.Timer(1.0, lock.release, args=("backfill",)).start()
+    heard: list[str] = []
+    started = time.monotonic()
+    RunLock(tmp_path, "q").hold("scheduled", wait=30, say=heard.append)
+    assert 0.9 < time.monotonic() - started < 10
+    assert lock.holder()["run_id"] == "scheduled"
+    assert heard == [heard[0]] and heard[0].startswith("waiting up to") and "by run backfill" in heard[0]
+    with pytest.raises(RunLockedError, match="being run by run scheduled"):
+        RunLock(tmp_path, "q").hold("next", wait=0.5)

@@ -1,0 +1,103 @@
+"""Table care for one query: its tables compacted back into time order, and files no snapshot needs deleted.
+
+Every micro-batch's MERGE rewrites the newest files of the tables it changes and adds a small file for its new
+rows, and every run appends a small events file. After many micro-batches a table is many small files that
+overlap in time, so a micro-batch's time bound skips fewer of them and every read opens more. `maintain`:
+
+- lays the query's derived tables out again as a batch run writes them: `OPTIMIZE … ZORDER BY (<first start>)`
+  (`ts` for situations, `a_ts` for pairs, the first symbol's start for matches) in files of about
+  `ROWS_PER_FILE` rows. Z-order on the time alone, not on key and time: a micro-batch's MERGE bounds the
+  files it reads by time only (`Scope.floor`), and files that each hold a stretch of time, every key in it, let
+  it skip all files older than its cut; files laid out on key and time each cover a longer stretch for fewer keys,
+  and the newest stretch would be spread over more files. Liquid clustering would need tables without
+  partitions (pairs are partitioned by constraint) and clustering declared at their creation;
+- lays the stream's events out the same way on their time, in files of about `ROWS_PER_EVENTS_FILE` rows, the
+  layout a batch run reads in place (`pielake.spark.runs`);
+- compacts `progress_<q>`;
+- vacuums all of them, and the stream's quarantine and the lake's `runs`, keeping `keep_days` of time travel.
+
+It holds the query's run lock, so no run of the query writes its tables meanwhile (Delta would fail one of the
+two); a run that holds it is waited for. The events are shared with other queries over the stream, but only ever
+appended to, and an append never conflicts with a compaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pielake import vocabulary as V
+from pielake.lake.delta import Lake
+from pielake.lake.lock import RunLock
+from pielake.pipeline.ingest import ROWS_PER_EVENTS_FILE, stream_for
+from pielake.pipeline.job import QueryJob, RunRequest, events_table, quarantine_table
+from pielake.pipeline.scope import derived_tables
+from pielake.pipeline.stages import ROWS_PER_FILE
+from pielake.query.analyzer import QueryPlan, bind
+
+MAINTENANCE_RUN = "maintenance"  # the run id that holds the query's lock while its tables are rewritten
+HOURS_PER_DAY = 24
+
+
+@dataclass(frozen=True)
+class TableCare:
+    """What maintenance did to one table: files rewritten into fewer, and old files deleted."""
+
+    table: str
+    files_removed: int
+    files_added: int
+    files_deleted: int
+
+    def text(self) -> str:
+        return (f"{self.table}: {self.files_removed} files rewritten as {self.files_added}, "
+                f"{self.files_deleted} unreferenced files deleted")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How one table is rewritten: in Z-order on `order` (none: compacted only), files of about `rows` rows."""
+
+    table: str
+    order: tuple[str, ...]
+    rows: int
+
+
+def layouts(job: QueryJob) -> list[Layout]:
+    """The tables `maintain` rewrites, and how."""
+    derived = [Layout(job.table(kind), (tables.starts[0],), ROWS_PER_FILE)
+               for kind, tables in derived_tables(job.query).items()]
+    return [*derived, Layout(job.table(V.PROGRESS), (), ROWS_PER_FILE),
+            Layout(events_table(job.stream), (job.stream.time_column,), ROWS_PER_EVENTS_FILE)]
+
+
+def file_bytes(lake: Lake, table: str, rows: int) -> int:
+    """The size of a file of `rows` of the table's rows, at the table's current bytes per row."""
+    files, size = lake.file_stats(table, lake.version(table))
+    count = lake.read(table).count()  # from the files' statistics: no file is read
+    return max(1, size * rows // count) if files and count else size or 1
+
+
+def maintain(lake: Lake, plan: QueryPlan, *, keep_days: float, say: Callable[[str], None],
+             lock_wait: float = 0.0) -> list[TableCare]:
+    """Rewrite and vacuum the query's tables (module docstring), under the query's lock, waiting up to `lock_wait`
+    seconds for a run that holds it."""
+    stream = stream_for(lake, plan, RunRequest())
+    job = QueryJob(lake, bind(plan, stream), stream, MAINTENANCE_RUN)
+    lock = RunLock(lake.root, plan.name)
+    lock.hold(MAINTENANCE_RUN, wait=lock_wait, say=say)
+    try:
+        keep_hours = round(keep_days * HOURS_PER_DAY)
+        rewritten = {layout.table: layout for layout in layouts(job) if lake.exists(layout.table)}
+        vacuumed_only = [t for t in (quarantine_table(stream), V.RUNS) if lake.exists(t)]
+        cared = []
+        for table in [*rewritten, *vacuumed_only]:
+            say(f"{table} ...")
+            layout = rewritten.get(table)
+            removed, added = (lake.optimize(table, order=layout.order,
+                                            file_bytes=file_bytes(lake, table, layout.rows))
+                              if layout is not None else (0, 0))
+            cared.append(TableCare(table, removed, added, lake.vacuum(table, keep_hours=keep_hours)))
+            say(f"  {cared[-1].text()}")
+        return cared
+    finally:
+        lock.release(MAINTENANCE_RUN)
