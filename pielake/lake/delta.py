@@ -253,16 +253,20 @@ class Lake:
         return int(metrics["numFilesRemoved"]), int(metrics["numFilesAdded"])
 
     def vacuum(self, table: str, *, keep_hours: int) -> int:
-        """Delta's `VACUUM`: delete the files no snapshot of the last `keep_hours` hours reads. Returns how many.
+        """Delta's `VACUUM`: delete the files no snapshot of the last `keep_hours` hours reads. Returns how many,
+        from the `VACUUM END` commit Delta logs.
 
         Delta refuses to keep less than a week unless its check is off: asking for less is the caller's decision,
-        so the check is off for this statement alone."""
-        statement = f"VACUUM delta.{_quoted(self.path(table))} RETAIN {int(keep_hours)} HOURS"
-        with settings_within(self.spark, {"spark.databricks.delta.retentionDurationCheck.enabled": "false"}):
-            doomed = self.spark.sql(statement + " DRY RUN").count()
-            if doomed:
-                self.spark.sql(statement).collect()
-        return doomed
+        so the check is off for this statement alone. Delta lists the table's folders in a Spark job of Spark's
+        partition-discovery parallelism, 10,000 tasks by default, for a table of a few folders: here as many as
+        the session's shuffles have."""
+        settings = {"spark.databricks.delta.retentionDurationCheck.enabled": "false",
+                    "spark.databricks.delta.vacuum.logging.enabled": "true",
+                    "spark.sql.sources.parallelPartitionDiscovery.parallelism":
+                        self.spark.conf.get("spark.sql.shuffle.partitions")}
+        with settings_within(self.spark, settings):
+            self.spark.sql(f"VACUUM delta.{_quoted(self.path(table))} RETAIN {int(keep_hours)} HOURS").collect()
+        return int(self.last_commit(table)["operationMetrics"].get("numDeletedFiles", 0))
 
     def rows_written(self, table: str, where: str | None = None) -> int:
         """Rows the table's last commit wrote (`where`: the part it replaced), from its metrics.

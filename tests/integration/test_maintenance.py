@@ -18,7 +18,7 @@ from pielake.query.analyzer import load_query
 from pielake.streams import save_schema
 from tests.integration.test_gates_and_backfill import EVENTS, QUERY, STREAM, assert_published_equal_the_reference, write
 
-pytestmark = pytest.mark.heavy(seconds=150)
+pytestmark = pytest.mark.heavy(seconds=170)  # about this long in CI: scheduled first
 
 TABLES = ["events_line", "situations_mid", "pairs_mid", "matches_mid", "progress_mid"]
 
@@ -28,14 +28,16 @@ def table_files(lake: Lake, table: str) -> int:
 
 
 def files_on_disk(lake: Lake, table: str) -> int:
-    return sum(1 for _ in (lake.root / table).rglob("*.parquet"))
+    return sum(1 for path in (lake.root / table).rglob("*.parquet") if "_delta_log" not in path.parts)
 
 
 def rows(lake: Lake, table: str, version: int | None = None) -> list[tuple]:
     return sorted(tuple(r) for r in lake.read(table, version).collect())
 
 
-def test_maintenance_compacts_keeps_time_travel_and_leaves_every_row(tmp_path: Path, spark: SparkSession) -> None:
+def test_maintenance_compacts_keeps_time_travel_and_leaves_every_row(tmp_path: Path, spark: SparkSession,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("pielake.pipeline.stages.ROWS_PER_FILE", 4)  # runs write small files, as a large lake has
     save_schema(STREAM, tmp_path / "lake" / "_streams")
     lake = Lake(spark, tmp_path / "lake")
     plan = load_query(QUERY, "mid")
@@ -44,7 +46,7 @@ def test_maintenance_compacts_keeps_time_travel_and_leaves_every_row(tmp_path: P
         run_query(lake, plan, f"mb{index}", RunRequest(mode="incremental", checks=False,
                                                        events_path=write(tmp_path / f"{index}.json", part)))
     before = {t: (lake.version(t), table_files(lake, t), rows(lake, t)) for t in TABLES}
-    assert all(before[t][1] > 1 for t in ("events_line", "situations_mid", "matches_mid"))
+    assert all(before[t][1] > 1 for t in TABLES if t != "progress_mid")
 
     RunLock(lake.root, "mid").hold("a-run")
     with pytest.raises(RunLockedError, match="run a-run"):
