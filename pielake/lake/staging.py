@@ -30,6 +30,8 @@ class Staging(Protocol):
 
     def read(self, table: str) -> DataFrame: ...
 
+    def exists(self, table: str) -> bool: ...
+
     def overwrite(self, df: DataFrame, table: str, *, partition_by: tuple[str, ...] = (),
                   replace_where: str | None = None, rows_per_file: int | None = None,
                   commit_note: str | None = None) -> int: ...
@@ -56,6 +58,9 @@ class SessionStaging:
 
     def __init__(self) -> None:
         self._held: dict[str, tuple[DataFrame, str | None]] = {}  # as read, note
+
+    def exists(self, table: str) -> bool:
+        return table in self._held
 
     def read(self, table: str) -> DataFrame:
         if table not in self._held:

@@ -365,8 +365,9 @@ def _admission(ctx: StepContext) -> Admission | None:
 def admit_events(ctx: StepContext) -> None:
     """The events the events gate audited become the stream's: appended to `events_<stream>`, once (the stage
     after the gate starts so); a backfill also clears the late rows it re-admitted from the quarantine."""
-    job = ctx.job
-    publish_events(job.lake, job.stream, job.run_id)
-    job.staging.done_with(events_table(job.stream))
+    job, table = ctx.job, events_table(ctx.job.stream)
+    if job.staging.exists(table):  # a run in one process frees them once admitted: then there is nothing to do
+        publish_events(job.lake, job.stream, job.run_id)
+        job.staging.done_with(table)
     if ctx.backfill_range is not None:
         forget_replayed(job.lake, job.stream, job.declared_query.kernel_time, *ctx.backfill_range)
