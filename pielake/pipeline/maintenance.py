@@ -81,6 +81,9 @@ def maintain(lake: Lake, plan: QueryPlan, *, keep_days: float, say: Callable[[st
              lock_wait: float = 0.0) -> list[TableCare]:
     """Rewrite and vacuum the query's tables (module docstring), under the query's lock, waiting up to `lock_wait`
     seconds for a run that holds it."""
+    if not lake.exists(V.table_name(V.EVENTS, plan.stream)):
+        say(f"query {plan.name} has not run in {lake.root} yet: nothing to maintain")
+        return []
     stream = stream_for(lake, plan, RunRequest())
     job = QueryJob(lake, bind(plan, stream), stream, MAINTENANCE_RUN)
     lock = RunLock(lake.root, plan.name)

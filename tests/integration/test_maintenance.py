@@ -41,6 +41,7 @@ def test_maintenance_compacts_keeps_time_travel_and_leaves_every_row(tmp_path: P
     save_schema(STREAM, tmp_path / "lake" / "_streams")
     lake = Lake(spark, tmp_path / "lake")
     plan = load_query(QUERY, "mid")
+    assert maintain(lake, plan, keep_days=7, say=print) == []  # nothing has run yet
     for index, (low, high) in enumerate(((1, 5), (6, 10), (11, 15), (16, 19))):
         part = [e for e in EVENTS if low <= e["ts"] <= high]
         run_query(lake, plan, f"mb{index}", RunRequest(mode="incremental", checks=False,
