@@ -225,15 +225,15 @@ class Lake:
             yield
 
     @contextmanager
-    def once(self, run_id: str) -> Iterator[None]:
-        """Every Delta commit within is the run's, made at most once per table: Delta's idempotent writes, with the
-        run id as the transaction's application id and 0 as its version, skip a write (an append, an overwrite, a
-        MERGE) to a table that already holds a commit of this run. A retried task then changes nothing its first
-        attempt committed, whatever it recomputed. Settings of the session, so the writes of the threads within
-        share them; tables created within remember a run's commits for `RUN_COMMITS_KEPT`, the longest a retry is
-        expected to wait (a repeat after that applies again).
+    def once(self, writer: str) -> Iterator[None]:
+        """Every Delta commit within is `writer`'s (a run of a query), made at most once per table: Delta's
+        idempotent writes, with `writer` as the transaction's application id and 0 as its version, skip a write (an
+        append, an overwrite, a MERGE) to a table that already holds a commit of `writer`. A retried task then
+        changes nothing its first attempt committed, whatever it recomputed. Settings of the session, so the
+        writes of the threads within share them; tables created within remember a writer's commits for
+        `RUN_COMMITS_KEPT`, the longest a retry is expected to wait (a repeat after that applies again).
         """
-        with settings_within(self.spark, {TXN_APP_ID: check_run_id(run_id), TXN_VERSION: "0",
+        with settings_within(self.spark, {TXN_APP_ID: writer, TXN_VERSION: "0",
                                           "spark.databricks.delta.properties.defaults.setTransactionRetentionDuration":
                                               RUN_COMMITS_KEPT}):
             yield
@@ -310,15 +310,15 @@ class Lake:
         metrics = self.last_commit(table)["operationMetrics"]
         return {k: int(metrics.get(f"numTargetRows{k.capitalize()}", 0)) for k in ("inserted", "updated", "deleted")}
 
-    def append(self, df: DataFrame, table: str, *, change_feed: bool = False, run_id: str | None = None) -> None:
+    def append(self, df: DataFrame, table: str, *, change_feed: bool = False, writer: str | None = None) -> None:
         """Append `df`; a table created here with `change_feed` records its inserts for `inserted_since`. With a
-        `run_id`, the append is that run's, made `once`; the table is created before, outside it (creating it is
-        a commit too, and would leave the append nothing to do)."""
+        `writer`, the append is made `once`; the table is created before, outside it (creating it is a commit
+        too, and would leave the append nothing to do)."""
         if change_feed and not self.exists(table):
             (DeltaTable.createIfNotExists(self.spark).location(self.path(table)).addColumns(df.schema)
              .property("delta.enableChangeDataFeed", "true")
              .property("delta.setTransactionRetentionDuration", RUN_COMMITS_KEPT).execute())
-        with self.writing(), self.once(run_id) if run_id is not None else nullcontext():
+        with self.writing(), self.once(writer) if writer is not None else nullcontext():
             df.write.format("delta").mode("append").save(self.path(table))
 
     def inserted_since(self, table: str, version: int) -> DataFrame | None:

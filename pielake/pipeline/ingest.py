@@ -224,16 +224,16 @@ def _ingested_payloads(lake: Lake, stream: StreamSchema, natural_key: list[str],
     return ingested.select(*natural_key, F.to_json(F.struct(*(F.col(a) for a in attributes))).alias("__old"))
 
 
-def publish_events(lake: Lake, stream: StreamSchema, run_id: str) -> int:
-    """Append the staged events (after their gate passed) to `events_<stream>` as the run's, once (`Lake.once`):
-    a step that is retried after it appended them does not append them again."""
+def publish_events(lake: Lake, stream: StreamSchema, writer: str) -> int:
+    """Append the staged events (after their gate passed) to `events_<stream>` as `writer`'s (`QueryJob.writer`),
+    once (`Lake.once`): a step that is retried after it appended them does not append them again."""
     table = events_table(stream)
     staged = lake.staging.read(table)
     rows = staged.count()
     ordered = (staged.repartitionByRange(events_files(rows, lake.spark.sparkContext.defaultParallelism),
                                          stream.time_column, *stream.keys)
                .sortWithinPartitions(*stream.keys, stream.time_column))
-    lake.append(ordered, table, change_feed=True, run_id=run_id)
+    lake.append(ordered, table, change_feed=True, writer=writer)
     return lake.rows_written(table)
 
 
@@ -367,7 +367,7 @@ def admit_events(ctx: StepContext) -> None:
     after the gate starts so); a backfill also clears the late rows it re-admitted from the quarantine."""
     job, table = ctx.job, events_table(ctx.job.stream)
     if job.staging.exists(table):  # a run in one process frees them once admitted: then there is nothing to do
-        publish_events(job.lake, job.stream, job.run_id)
+        publish_events(job.lake, job.stream, job.writer)
         job.staging.done_with(table)
     if ctx.backfill_range is not None:
         forget_replayed(job.lake, job.stream, job.declared_query.kernel_time, *ctx.backfill_range)

@@ -64,6 +64,12 @@ class QueryJob:
         return V.table_name(kind, self.plan.name)
 
     @property
+    def writer(self) -> str:
+        """Who commits this run's writes to the lake (`Lake.once`): the query and the run id, since Airflow gives
+        every DAG's run at one logical time the same run id, and two queries over one stream both append to it."""
+        return f"{self.plan.name}.{self.run_id}"
+
+    @property
     def events(self) -> DataFrame:
         """The stream's events with the run's key columns (`SparkQuery.keyed`)."""
         return self.query.keyed(self.lake.read(events_table(self.stream)))

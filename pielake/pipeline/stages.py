@@ -192,7 +192,7 @@ def publish(ctx: StepContext) -> StageResult:
 
         tables = derived_tables(q)
         times = tuple(dict.fromkeys(t for derived in tables.values() for t in derived.times))
-        with job.lake.once(job.run_id):
+        with job.lake.once(job.writer):
             with (job.lake.writing(ROWS_PER_FILE, plain=times),
                   ThreadPoolExecutor(len(tables) + 1, "publish") as pool):
                 progress = pool.submit(_progress_rows, job, scope)
