@@ -100,6 +100,17 @@ def test_steps_run_again_with_the_same_run_id_apply_nothing_twice(lake: Lake, tm
     assert_published_equal_the_reference(lake, plan, EVENTS)
 
 
+def test_two_queries_over_one_stream_with_one_run_id_each_append_their_events(lake: Lake, tmp_path: Path) -> None:
+    """Airflow names the runs of every DAG at one logical time alike: a run of another query over the same stream,
+    with the same run id and its own file, still appends its events."""
+    machines = {m: [e for e in EVENTS if e["m"] == m] for m in ("m1", "m2")}
+    for name, machine in (("mid", "m1"), ("other", "m2")):
+        run_query(lake, load_query(QUERY, name), "scheduled__2026-01-01T00:00:00+00:00",
+                  RunRequest(mode="incremental", checks=False,
+                             events_path=write(tmp_path / f"{machine}.json", machines[machine])))
+    assert lake.read("events_line").count() == len(EVENTS)
+
+
 def test_backfill_after_late_history_equals_the_reference_over_everything(lake: Lake, tmp_path: Path) -> None:
     plan = load_query(QUERY, "mid")
     late = [e for e in EVENTS if e["m"] == "m1" and 8 <= e["ts"] <= 10]
