@@ -358,7 +358,7 @@ def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since:
 @click.argument("query_file")
 @click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
 @click.option("--keep-days", type=click.FloatRange(min=0), default=keep_days, show_default="7, or PIELAKE_KEEP_DAYS",
-              help="Days of time travel VACUUM keeps; Delta's own check asks for at least 7.")
+              help="Days of time travel VACUUM keeps; below 7, a run reading an older snapshot may miss its files.")
 @click.option("--lock-wait", type=click.FloatRange(min=0), default=0, show_default=True,
               help="Seconds to wait for a run of the query to publish (else stop at once, exit code 3).")
 @spark_options

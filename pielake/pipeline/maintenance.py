@@ -23,6 +23,7 @@ appended to, and an append never conflicts with a compaction.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,7 +36,6 @@ from pielake.pipeline.scope import derived_tables
 from pielake.pipeline.stages import ROWS_PER_FILE
 from pielake.query.analyzer import QueryPlan, bind
 
-MAINTENANCE_RUN = "maintenance"  # the run id that holds the query's lock while its tables are rewritten
 HOURS_PER_DAY = 24
 
 
@@ -85,9 +85,12 @@ def maintain(lake: Lake, plan: QueryPlan, *, keep_days: float, say: Callable[[st
         say(f"query {plan.name} has not run in {lake.root} yet: nothing to maintain")
         return []
     stream = stream_for(lake, plan, RunRequest())
-    job = QueryJob(lake, bind(plan, stream), stream, MAINTENANCE_RUN)
+    # The lock's holder names this maintenance alone: a second one started meanwhile (the DAG's and a user's)
+    # then waits for it or stops, where a shared name would let both rewrite the tables at once.
+    holder = f"maintenance-{uuid.uuid4().hex[:8]}"
+    job = QueryJob(lake, bind(plan, stream), stream, holder)
     lock = RunLock(lake.root, plan.name)
-    lock.hold(MAINTENANCE_RUN, wait=lock_wait, say=say)
+    lock.hold(holder, wait=lock_wait, say=say)
     try:
         keep_hours = round(keep_days * HOURS_PER_DAY)
         rewritten = {layout.table: layout for layout in layouts(job) if lake.exists(layout.table)}
@@ -103,4 +106,4 @@ def maintain(lake: Lake, plan: QueryPlan, *, keep_days: float, say: Callable[[st
             say(f"  {cared[-1].text()}")
         return cared
     finally:
-        lock.release(MAINTENANCE_RUN)
+        lock.release(holder)
