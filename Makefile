@@ -4,7 +4,9 @@ UV_VERSION := 0.13.9
 UV := .tools/bin/uv
 PY := .venv/bin/python
 
-.PHONY: setup demo test lint unit bench clean
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup browser demo test lint unit bench clean
 
 setup: .venv/.synced
 
@@ -16,13 +18,18 @@ $(UV):
 	$(UV) sync --frozen --quiet
 	touch $@
 
+## Debian's Chromium, for the test that opens the lake's Data Docs in a real browser (as root, or through sudo).
+browser:
+	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		$(SUDO) apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+
 ## The main job on the embedded local default.
 demo: setup
 	.venv/bin/pielake demo --lake lake
 
 ## The whole default test suite (lint first), one worker per core and one test file per worker (pytest-xdist),
 ## the longest files first (tests/conftest.py); benchmarks are marked and left out.
-test: setup lint
+test: setup browser lint
 	.venv/bin/pytest -m "not benchmark" -n 2 --dist loadfile --no-loadscope-reorder --durations=15
 
 lint: setup

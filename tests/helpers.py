@@ -1,9 +1,14 @@
 """Small builders shared by tests: event streams drawn as strings, one character per event; a free port; the
-environment of the processes tests start; the rows a Spark session holds."""
+environment of the processes tests start; the rows a Spark session holds; a page's text as a browser shows it."""
 
 from __future__ import annotations
 
+import html
 import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -38,3 +43,14 @@ def held_rdds(spark: SparkSession) -> int:
     of the tables it has read: those come and go with Delta's own cache, not with a run."""
     held = spark.sparkContext._jsc.getPersistentRDDs()
     return sum(1 for rdd in held.values() if not str(rdd.name()).startswith(DELTA_STATE))
+
+
+def browser_text(page: Path) -> str:
+    """The text a user sees on a local HTML page, from Debian's Chromium run headless (`make browser` installs it):
+    the page's DOM once loaded and its scripts run, without scripts and styles, whitespace collapsed."""
+    chromium = shutil.which("chromium")
+    assert chromium, "no chromium on PATH: `make browser` installs Debian's package"
+    shown = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
+                           capture_output=True, text=True, timeout=120, check=True).stdout
+    text = re.sub(r"<[^>]+>", " ", re.sub(r"(?s)<(script|style)\b.*?</\1>", " ", shown))
+    return re.sub(r"\s+", " ", html.unescape(text))

@@ -2,24 +2,27 @@
 
 Write, audit, publish: a stage writes to `_staging/`, its gate validates that DataFrame (and only reads), and only
 a run whose gates all passed is published. A failed gate raises `GateError`; the published tables stay as they
-were, and the full validation result is kept at `<lake>/_checks/<query>/<run_id>/<table>.json` for the user.
+were. Each gate is a Checkpoint of the lake's GX project (`pielake.pipeline.gx_project`): its result is kept there
+and shown in the project's Data Docs, under the run id.
 
 A gate asks GX for the verdict alone first (`BOOLEAN_ONLY`: no example values collected, so less than half the
-Spark jobs), which is all a passing gate needs; only a gate that fails is validated again in `SUMMARY`
-detail, so its report names the unexpected counts and values.
+Spark jobs), which is all a passing gate needs; only a gate that fails is validated again in `SUMMARY` detail,
+under the same run identifier, so its result (and Data Docs page) is replaced by one that names the unexpected
+counts and values.
 
-The suites are JSON files a user can read and extend. Their `$placeholders` are filled in from the stream and the
-query (`$each_key` makes one expectation per key column). Properties that relate several columns or rows (an
-interval is ordered, the named relation holds on the endpoints, a match fits its window) are computed here as
-boolean check columns (`__name`) from the same semantics code the kernels and the reference use, and the suites
-expect them to be true.
+The suites are JSON files a user can read and extend, in GX's own form. Query values (the symbols, the constraint
+ids) are GX suite parameters (`{"$PARAMETER": "symbols"}`), given at each run. Column names are not parameters in
+GX (an expectation is built with its column), so the columns a query names are written into the query's suite:
+`"$each_key"` makes one expectation per key column, `"$natural_key"`, `"$time"`, `"$each_column"` and its `"$type"`
+name the stream's or table's columns. Properties that relate several columns or rows (an interval is ordered, the
+named relation holds on the endpoints, a match fits its window) are computed here as boolean check columns
+(`__name`) from the same semantics code the kernels and the reference use, and the suites expect them to be true.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +37,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.exitcodes import EXIT_FINDINGS
+from pielake.pipeline import gx_project
 from pielake.pipeline.job import QueryJob, events_table
 from pielake.pipeline.scope import derived_tables
 from pielake.semantics.relations import RELATIONS
@@ -59,23 +63,28 @@ class GateResult:
     success: bool
     evaluated: int
     failed: tuple[str, ...]
-    report: Path
+    report: Path  # the result's page in the lake's Data Docs
 
     def text(self) -> str:
-        verdict = "passed" if self.success else "FAILED: " + "; ".join(self.failed)
-        return f"gate {self.gate}: {self.evaluated} expectations {verdict} (report: {self.report})"
+        if self.success:
+            return f"gate {self.gate}: {self.evaluated} expectations passed"
+        failed = "; ".join(self.failed)
+        return f"gate {self.gate}: {self.evaluated} expectations FAILED: {failed} (report: {self.report})"
 
 
 def load_suite(gate: str, fill: dict[str, Any]) -> dict[str, Any]:
-    """The suite `expectations/<gate>.json` with its placeholders filled in.
+    """The suite `expectations/<gate>.json` with the query's columns written in, and the values of its GX suite
+    parameters (`parameters`) taken from `fill`.
 
     A kwarg `"$each_x"` repeats the expectation for every item of `fill["each_x"]`; any other `"$y"` is
     `fill["y"]`, or, where that is a dict, its entry for the current item (a column's type, say).
     """
     spec = json.loads((EXPECTATIONS_DIR / f"{gate}.json").read_text(encoding="utf-8"))
-    expanded = []
+    expanded, parameters = [], {}
     for item in spec["expectations"]:
         kwargs = item["kwargs"]
+        parameters.update({v["$PARAMETER"]: fill[v["$PARAMETER"]] for v in kwargs.values()
+                           if isinstance(v, dict) and "$PARAMETER" in v})
         each = next((k for k, v in kwargs.items() if isinstance(v, str) and v.startswith("$each_")), None)
         for current in fill[kwargs[each][1:]] if each else [None]:
             filled = {}
@@ -88,7 +97,7 @@ def load_suite(gate: str, fill: dict[str, Any]) -> dict[str, Any]:
                 else:
                     filled[name] = value
             expanded.append(_one_column_unique(item["type"], filled))
-    return {"name": spec["name"], "expectations": expanded}
+    return {"name": spec["name"], "expectations": expanded, "parameters": parameters}
 
 
 def _one_column_unique(kind: str, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -109,50 +118,41 @@ def import_gx_meanwhile() -> None:
 
     Importing GX takes seconds (it loads pandas, scipy, SQLAlchemy, Altair and pyspark.ml), about as long as the
     Spark JVM takes to start, and the two can overlap: the JVM is another process, and this thread waits on it
-    for little else than a socket. `validate`'s own import then finds GX loaded, or waits on Python's import
-    lock until it is.
+    for little else than a socket. The gate's own import (`gx_project.project`) then finds GX loaded, or waits on
+    Python's import lock until it is.
     """
     threading.Thread(target=importlib.import_module, args=("great_expectations",), name="import-gx",
                      daemon=True).start()
-
-
-def validate(df: DataFrame, suite_spec: dict[str, Any], result_format: str) -> dict[str, Any]:
-    """Run a suite on a Spark DataFrame with an ephemeral GX context; returns GX's result as a dict."""
-    # GX takes seconds to import; imported here (or begun by `import_gx_meanwhile`), only gated runs pay for it.
-    import great_expectations as gx  # noqa: PLC0415
-    from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: PLC0415
-    from great_expectations.expectations.registry import get_expectation_impl  # noqa: PLC0415
-
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    batch = (context.data_sources.add_spark(name="pielake").add_dataframe_asset(name=suite_spec["name"])
-             .add_batch_definition_whole_dataframe("staged").get_batch(batch_parameters={"dataframe": df}))
-    suite = gx.ExpectationSuite(name=suite_spec["name"], expectations=[
-        get_expectation_impl(e["type"])(**e["kwargs"]) for e in suite_spec["expectations"]])
-    return batch.validate(context.suites.add(suite), result_format=result_format).to_json_dict()
 
 
 Frame = tuple[DataFrame, dict[str, Any]]  # what a suite checks, and the values its placeholders take
 
 
 def run_gate(job: QueryJob, gate: str, checked: Callable[[QueryJob], Frame]) -> GateResult:
-    """Validate what `checked` gives of a stage's staged output with the suite `expectations/<gate>.json`; raise
-    GateError (after saving the report) if it fails. A gate only reads."""
+    """Validate what `checked` gives of a stage's staged output with the suite `expectations/<gate>.json`, as the
+    checkpoint `<query>.<gate>` of the lake's GX project; raise GateError if it fails. A gate only reads."""
     frame, fill = checked(job)
     suite = load_suite(gate, fill)
     frame = frame.cache()
     try:
-        result = validate(frame, suite, VERDICT)
-        if not result["success"]:
-            result = validate(frame, suite, DETAIL)
+        with gx_project.project(job.lake.root) as context:
+            name, run = f"{job.plan.name}.{gate}", gx_project.run_identifier(job.run_id)
+
+            def validate(result_format: str) -> tuple[Any, dict[str, Any]]:
+                checkpoint = gx_project.checkpoint(context, name, suite["expectations"], result_format)
+                outcome = checkpoint.run(batch_parameters={"dataframe": frame},
+                                         expectation_parameters=suite["parameters"], run_id=run)
+                [(key, result)] = outcome.run_results.items()
+                return key, result.to_json_dict()
+
+            key, result = validate(VERDICT)
+            if not result["success"]:
+                key, result = validate(DETAIL)
     finally:
         frame.unpersist()
-    report = job.lake.root / V.CHECKS_DIR / job.plan.name / job.run_id / f"{gate}.json"
-    report.parent.mkdir(parents=True, exist_ok=True)
-    report.write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
     failed = tuple(_describe(r) for r in result["results"] if not r["success"])
-    outcome = GateResult(gate, bool(result["success"]), len(result["results"]), failed, report)
+    outcome = GateResult(gate, bool(result["success"]), len(result["results"]), failed,
+                         gx_project.result_page(job.lake.root, key))
     if not outcome.success:
         raise GateError(outcome)
     return outcome

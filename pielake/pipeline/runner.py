@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from pielake import vocabulary as V
 from pielake.engine.progress import StageProgress
@@ -22,6 +23,7 @@ from pielake.lake.delta import Lake, check_run_id
 from pielake.lake.lock import RunLock
 from pielake.lake.staging import SessionStaging
 from pielake.pipeline.gates import GateError, GateResult, run_gate
+from pielake.pipeline.gx_project import docs_index
 from pielake.pipeline.ingest import IngestReport, stream_for
 from pielake.pipeline.job import QueryJob, RunRequest, StageResult, StepContext
 from pielake.pipeline.registry import STAGES, Registry, Step
@@ -39,6 +41,7 @@ class RunSummary:
     stages: tuple[StageResult, ...]
     gates: tuple[GateResult, ...]
     matches: dict[str, int]
+    docs: Path | None = None  # the lake's Data Docs, where the gates' results are
 
     @property
     def ingest(self) -> IngestReport | None:
@@ -54,6 +57,8 @@ class RunSummary:
         lines += [f"  {gate.text()}" for gate in self.gates]
         counts = ", ".join(f"{status}: {n}" for status, n in sorted(self.matches.items())) or "none"
         lines.append(f"  matches by status: {counts}")
+        if self.docs is not None:
+            lines.append(f"  data docs: {self.docs}")
         return "\n".join(lines)
 
 
@@ -151,4 +156,4 @@ def run_query(lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest, *,
         except BaseException:
             run.lock.release(run_id)
             raise
-    return RunSummary(run_id, tuple(stages), tuple(gates), run.matches)
+    return RunSummary(run_id, tuple(stages), tuple(gates), run.matches, docs_index(lake.root) if gates else None)

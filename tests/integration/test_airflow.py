@@ -84,8 +84,9 @@ def assert_published_the_reference(spark: SparkSession, airflow: dict[str, str],
     situations = sorted((r.key, r.symbol, r.ts, r.te)
                         for r in spark.read.format("delta").load(str(lake / "situations_flag_pairs")).collect())
     assert situations == sorted((s.key[0], s.symbol, s.ts, s.te) for s in derive_situations(rows, plan))
-    reports = sorted(p.name for p in (lake / "_checks" / "flag_pairs").glob("*/*.json"))
-    assert reports == ["events.json", "matches.json", "pairs.json", "situations.json"]
+    validations = lake / "_checks" / "gx" / "uncommitted" / "validations" / "flag_pairs"
+    assert sorted(p.relative_to(validations).parts[0] for p in validations.glob("*/*/*/*.json")) == [
+        "events", "matches", "pairs", "situations"]
     [report] = spark.read.format("delta").load(str(lake / "runs")).collect()
     assert report.status == "published" and [s.step for s in report.steps] == list(EXPECTED_GRAPH)
 

@@ -1,7 +1,8 @@
 """Write-audit-publish and backfill on real Delta tables.
 
 - A corrupted stage output fails its Great Expectations gate: the run stops before publish, every published
-  table keeps its Delta version, and the validation report stays readable in the lake.
+  table keeps its Delta version, and the lake's Data Docs, opened in a headless Chromium, list the gates of the
+  run before it as passed and show the failed one with its failing expectation and unexpected count.
 - Late events are quarantined by a micro-batch; a backfill of their range re-admits them, and the tables then
   equal what the brute-force reference computes over all events (docs/semantics.md §7).
 - Steps run again with the same run id (a retried task) apply nothing twice.
@@ -10,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pyspark.sql.functions as F
@@ -26,6 +28,7 @@ from pielake.semantics.reference import derive_situations, find_matches
 from pielake.spark.matches import LAST_TIME
 from pielake.spark.query import SparkQuery
 from pielake.streams import StreamSchema, save_schema
+from tests.helpers import browser_text
 from tests.spark.kernels import reference_rows, spark_rows
 
 pytestmark = pytest.mark.heavy(seconds=230)  # about this long in CI: scheduled first
@@ -55,7 +58,7 @@ def lake(tmp_path: Path, spark: SparkSession) -> Lake:
 
 def test_a_corrupt_stage_output_stops_the_run_before_publish(lake: Lake, tmp_path: Path) -> None:
     plan = load_query(QUERY, "mid")
-    run_query(lake, plan, "first", RunRequest(events_path=write(tmp_path / "a.json", EVENTS[:10]), checks=False))
+    first = run_query(lake, plan, "first", RunRequest(events_path=write(tmp_path / "a.json", EVENTS[:10])))
     tables = ["situations_mid", "pairs_mid", "matches_mid", "progress_mid"]
     versions = {t: lake.version(t) for t in tables}
     run = Run(lake, plan, "second", RunRequest(mode="incremental",
@@ -65,19 +68,32 @@ def test_a_corrupt_stage_output_stops_the_run_before_publish(lake: Lake, tmp_pat
     staged = lake.staging.read("situations_mid")
     broken = staged.withColumn("te", F.when(F.col("te").isNotNull(), F.col("ts") - 1))  # every end before its start
     lake.staging.overwrite(broken.localCheckpoint(), "situations_mid")
-    with pytest.raises(GateError, match=r"gate situations: .* FAILED: .*__ordered\): [1-9]\d* rows"):
+    with pytest.raises(GateError, match=r"gate situations: .* FAILED: .*__ordered\): [1-9]\d* rows") as stopped:
         run.step("check_situations")
     assert {t: lake.version(t) for t in tables} == versions
-    report = json.loads((lake.root / "_checks" / "mid" / "second" / "situations.json").read_text())
+    [stored] = (lake.root / "_checks" / "gx" / "uncommitted" / "validations" / "mid" / "situations" / "second").glob(
+        "*/*.json")  # the verdict's result was replaced by the detailed one: one result for the gate
+    report = json.loads(stored.read_text())
     assert report["success"] is False
     [ordered] = [r for r in report["results"] if r["expectation_config"]["kwargs"].get("column") == "__ordered"]
     # a failed gate's report has the detail (counts, example values), not only the verdict the gate first asked for
-    assert ordered["result"]["unexpected_count"] > 0 and False in ordered["result"]["partial_unexpected_list"]
+    unexpected = ordered["result"]["unexpected_count"]
+    assert unexpected > 0 and False in ordered["result"]["partial_unexpected_list"]
     runs = {r.run_id: r for r in lake.read("runs").collect()}
     assert (runs["first"].status, runs["second"].status) == ("published", "stopped")
     assert [s.step for s in runs["second"].steps] == ["ingest", "check_events", "situations", "check_situations"]
     gate = runs["second"].steps[-1]
-    assert gate.passed is False and any("__ordered" in f for f in gate.failed) and gate.report.endswith(".json")
+    assert gate.passed is False and any("__ordered" in f for f in gate.failed)
+    assert gate.report == str(stopped.value.result.report) and gate.report.endswith(".html")
+
+    # What a user opens: the lake's Data Docs, in a real browser.
+    index = browser_text(first.docs)
+    assert [(g, "Success") for g in ("events", "situations", "pairs", "matches")] == sorted(
+        ((g, status) for status, run_id, g in re.findall(r"(Success|Failed) \S+ \S+ UTC (\S+) mid\.(\w+)", index)
+         if run_id == "first"), key=lambda found: ["events", "situations", "pairs", "matches"].index(found[0]))
+    assert re.search(r"Failed \S+ \S+ UTC second mid\.situations", index)
+    page = browser_text(Path(gate.report))
+    assert "Status: Failed" in page and "__ordered" in page and f"{unexpected} unexpected values found" in page
 
 
 def test_steps_run_again_with_the_same_run_id_apply_nothing_twice(lake: Lake, tmp_path: Path) -> None:

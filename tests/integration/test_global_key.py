@@ -74,7 +74,7 @@ def test_a_batch_with_gates_then_a_micro_batch_equal_the_reference(tmp_path: Pat
     plan = load_query(QUERY, "plant")
     output = cli("run", str(tmp_path / "plant.tpq"), "--events", write(tmp_path / "1.json", EVENTS[:35]),
                  "--lake", str(tmp_path))
-    [report] = tmp_path.glob("_checks/plant/*/events.json")
+    [report] = tmp_path.glob("_checks/gx/uncommitted/validations/plant/events/*/*/*.json")
     checked = [r["expectation_config"] for r in json.loads(report.read_text())["results"]]
     assert {"type": "expect_column_values_to_be_unique", "column": "ts"} in [  # the time alone: there is no key
         {"type": c["type"], "column": c["kwargs"].get("column")} for c in checked]

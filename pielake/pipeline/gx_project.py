@@ -1,0 +1,115 @@
+"""The lake's Great Expectations project: where the gates' suites, validation definitions, checkpoints, results
+and Data Docs live, laid out as GX lays out any file project.
+
+    <lake>/_checks/gx/great_expectations.yml
+    <lake>/_checks/gx/expectations/<query>/<gate>.json        one suite per query and gate, named `<query>.<gate>`
+    <lake>/_checks/gx/checkpoints/, validation_definitions/
+    <lake>/_checks/gx/uncommitted/validations/…              every gate's result, by suite, run id and time
+    <lake>/_checks/gx/uncommitted/data_docs/local_site/index.html
+
+Each gate is a Checkpoint of one validation definition (the stage's staged frame, a Spark DataFrame asset, against
+the query's suite) whose action updates the Data Docs, so a GX user opens the site, or the checkpoint, as with any
+other project of theirs.
+
+Data Docs draw their index table with scripts loaded from public CDNs, so a site opened where those cannot be
+reached (an air-gapped cluster, CI) shows an empty index. The lake's site therefore renders its index with
+`data_docs.view.IndexView`, GX's index view with one template of pielake's own in front (`bootstrap_table.j2`) that
+writes every table's rows into the page itself; where the scripts load, they take the table over as before. The
+site's configuration names that view, as GX's own configuration names any custom view.
+
+GX keeps the current project in a process-wide slot, and an engine runs gates of several lakes and queries from
+threads: every use of a project holds `_PROJECT_LOCK` and makes its context the current one first.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pielake import vocabulary as V
+
+DATASOURCE = "pielake"
+SITE_NAME = "local_site"
+BATCH = "staged"  # the batch definition: a stage's whole staged frame
+_PROJECT_LOCK = threading.Lock()
+
+
+def project_root(lake_root: Path) -> Path:
+    """The folder holding the lake's GX project (`gx/` inside it, as `gx.get_context(mode="file")` makes it)."""
+    return lake_root / V.CHECKS_DIR
+
+
+def docs_index(lake_root: Path) -> Path:
+    return project_root(lake_root) / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+
+
+@contextmanager
+def project(lake_root: Path) -> Iterator[Any]:
+    """The lake's GX project (created on first use), held for this thread until the block ends."""
+    import great_expectations as gx  # noqa: PLC0415 (seconds to import: only gated runs pay for it)
+    from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: PLC0415
+
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+    with _PROJECT_LOCK:
+        context = gx.get_context(mode="file", project_root_dir=str(project_root(lake_root)))
+        context.variables.progress_bars = ProgressBarsConfig(globally=False)
+        _configure_site(context)
+        yield context
+
+
+SITE = {
+    "class_name": "SiteBuilder",
+    "show_how_to_buttons": False,
+    "store_backend": {"class_name": "TupleFilesystemStoreBackend",
+                      "base_directory": "uncommitted/data_docs/local_site/"},
+    "site_index_builder": {"class_name": "DefaultSiteIndexBuilder",
+                           "view": {"module_name": "pielake.pipeline.data_docs.view", "class_name": "IndexView"}},
+}
+
+
+def _configure_site(context: Any) -> None:
+    """The project's one Data Docs site (GX's default `local_site`), its index rendered with `IndexView`."""
+    sites = context.config.data_docs_sites or {}
+    if sites.get(SITE_NAME) != SITE:
+        if SITE_NAME in sites:
+            context.update_data_docs_site(SITE_NAME, SITE)
+        else:
+            context.add_data_docs_site(SITE_NAME, SITE)
+
+
+def checkpoint(context: Any, name: str, expectations: list[dict[str, Any]], result_format: str) -> Any:
+    """The checkpoint `name` (`<query>.<gate>`): its suite, asset, batch and validation definition, all named
+    alike, created or brought up to date (a query's columns change when its text does)."""
+    import great_expectations as gx  # noqa: PLC0415
+    from great_expectations.checkpoint import UpdateDataDocsAction  # noqa: PLC0415
+    from great_expectations.expectations.registry import get_expectation_impl  # noqa: PLC0415
+
+    source = context.data_sources.add_or_update_spark(name=DATASOURCE)
+    asset = next((a for a in source.assets if a.name == name), None) or source.add_dataframe_asset(name=name)
+    batch = (next((b for b in asset.batch_definitions if b.name == BATCH), None)
+             or asset.add_batch_definition_whole_dataframe(BATCH))
+    suite = context.suites.add_or_update(gx.ExpectationSuite(name=name, expectations=[
+        get_expectation_impl(e["type"])(**e["kwargs"]) for e in expectations]))
+    validation = context.validation_definitions.add_or_update(gx.ValidationDefinition(name=name, data=batch,
+                                                                                      suite=suite))
+    return context.checkpoints.add_or_update(gx.Checkpoint(
+        name=name, validation_definitions=[validation], result_format=result_format,
+        actions=[UpdateDataDocsAction(name="update_data_docs")]))
+
+
+def run_identifier(run_id: str) -> Any:
+    """GX's identifier of a pielake run: its name is the run id, so Data Docs list a run's gates under it."""
+    from great_expectations.core.run_identifier import RunIdentifier  # noqa: PLC0415
+
+    return RunIdentifier(run_name=run_id, run_time=datetime.now(UTC))
+
+
+def result_page(lake_root: Path, key: Any) -> Path:
+    """The Data Docs page of one validation result (GX names it by suite, run, time and batch)."""
+    suite, run_name, run_time, batch = key.to_tuple()[:-3], *key.to_tuple()[-3:]
+    return (docs_index(lake_root).parent / "validations" / Path(*suite) / run_name / run_time / f"{batch}.html")
