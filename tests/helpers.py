@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 DELTA_STATE = "Delta Table State"  # how Delta names the snapshot states it caches of the tables it reads
 
@@ -54,3 +54,15 @@ def browser_text(page: Path) -> str:
                            capture_output=True, text=True, timeout=120, check=True).stdout
     text = re.sub(r"<[^>]+>", " ", re.sub(r"(?s)<(script|style)\b.*?</\1>", " ", shown))
     return re.sub(r"\s+", " ", html.unescape(text))
+
+
+def files_read(df: DataFrame) -> list[int]:
+    """Collect `df`; the files each of its scans read, from the scans' `numFiles` metric (after Delta's data
+    skipping: the files a reader actually opens)."""
+    df.collect()
+    plan = df._jdf.queryExecution().executedPlan()
+    if plan.nodeName() == "AdaptiveSparkPlan":
+        plan = plan.finalPhysicalPlan()
+    leaves = plan.collectLeaves()
+    metrics = [leaves.apply(i).metrics() for i in range(leaves.size())]
+    return [m.apply("numFiles").value() for m in metrics if m.contains("numFiles")]

@@ -1,7 +1,7 @@
 """A whole scheduled run of a generated DAG (`airflow dags test`) writes the same tables the reference computes:
 on the engine, every task a thin client on the `spark_connect` connection; and where no engine runs, every step a
 real spark-submit, although the `situations` task's driver is killed (SIGKILL) in the middle of its writes and
-Airflow retries the task. (The DAG folder's integrity: tests/dags.)
+Airflow retries the task. (The DAG folder's integrity: tests/dags; the maintenance DAG: test_maintenance.py.)
 
 Airflow runs in subprocesses with a metadata DB of its own under the test's folder, as `infra/` sets it up.
 """
@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -25,35 +24,10 @@ from pyspark.sql import SparkSession
 from pielake.engine.settings import JAVA_OPTIONS, driver_heap
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
-from tests.conftest import EngineForTests
 from tests.dags.test_dag_integrity import EXPECTED_GRAPH
-from tests.helpers import drawn, process_env
+from tests.integration.conftest import BIN, QUERY
 
 pytestmark = pytest.mark.heavy(seconds=510)  # about this long in CI: scheduled first
-
-ROOT = Path(__file__).parents[2]
-BIN = Path(sys.executable).parent
-QUERY = "FROM Flags F PARTITION BY key DEFINE A AS a, B AS b PATTERN A overlaps; meets B WITHIN 1 min\n"
-
-
-@pytest.fixture(scope="module")
-def airflow(tmp_path_factory: pytest.TempPathFactory, engine: EngineForTests) -> dict[str, str]:
-    """An Airflow home with a migrated SQLite metadata DB, a query registry of one query, a lake, and the
-    connection to the tests' engine."""
-    home = tmp_path_factory.mktemp("airflow")
-    (home / "queries").mkdir()
-    (home / "queries" / "flag_pairs.tpq").write_text(QUERY)
-    rows = drawn(key="k", a="XXX...XX.XXX.", b=".XXXX..XXX...") + drawn(key="j", a="XX..", b="..XX")
-    (home / "flags.json").write_text("\n".join(json.dumps(r) for r in rows))
-    (home / "queries" / "flag_pairs.yaml").write_text(f'schedule: "*/5 * * * *"\nevents: {home / "flags.json"}\n')
-    env = process_env(AIRFLOW_HOME=str(home), AIRFLOW__CORE__LOAD_EXAMPLES="False",
-                      AIRFLOW__CORE__DAGS_FOLDER=str(ROOT / "dags"), PIELAKE_QUERIES=str(home / "queries"),
-                      PIELAKE_LAKE=str(home / "lake"), PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
-                      AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}),
-                      AIRFLOW_CONN_PIELAKE_ENGINE=engine.address.airflow_connection(),
-                      PYSPARK_PYTHON=sys.executable, PIELAKE_RETRY_DELAY="1")
-    subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
-    return env
 
 
 def kill_mid_write(lake: Path, app_name: str, table: str, killed: list[list[str]], done: threading.Event) -> None:
@@ -71,12 +45,10 @@ def kill_mid_write(lake: Path, app_name: str, table: str, killed: list[list[str]
         time.sleep(0.005)
 
 
-def assert_published_the_reference(spark: SparkSession, airflow: dict[str, str], lake: Path) -> None:
-    """The matches and situations the reference computes over the events file, every gate's report, and the run's
-    row in `runs` with every step."""
+def assert_tables_equal_the_reference(spark: SparkSession, lake: Path, rows: list[dict]) -> None:
+    """The matches and situations of `flag_pairs` in `lake` are those the reference computes over `rows`."""
     got = sorted((r.key, r.a_ts, r.b_ts, r.detected_at, r.status)
                  for r in spark.read.format("delta").load(str(lake / "matches_flag_pairs")).collect())
-    rows = [json.loads(line) for line in (Path(airflow["AIRFLOW_HOME"]) / "flags.json").read_text().splitlines()]
     plan = load_query(QUERY)
     want = sorted((m.key[0], m.situation("A").ts, m.situation("B").ts, m.detected_at, m.status)
                   for m in find_matches(rows, plan))
@@ -84,6 +56,13 @@ def assert_published_the_reference(spark: SparkSession, airflow: dict[str, str],
     situations = sorted((r.key, r.symbol, r.ts, r.te)
                         for r in spark.read.format("delta").load(str(lake / "situations_flag_pairs")).collect())
     assert situations == sorted((s.key[0], s.symbol, s.ts, s.te) for s in derive_situations(rows, plan))
+
+
+def assert_published_the_reference(spark: SparkSession, airflow: dict[str, str], lake: Path) -> None:
+    """The tables the reference computes over the events file, every gate's report, and the run's row in `runs`
+    with every step."""
+    rows = [json.loads(line) for line in (Path(airflow["AIRFLOW_HOME"]) / "flags.json").read_text().splitlines()]
+    assert_tables_equal_the_reference(spark, lake, rows)
     validations = lake / "_checks" / "gx" / "uncommitted" / "validations" / "flag_pairs"
     assert sorted(p.relative_to(validations).parts[0] for p in validations.glob("*/*/*/*.json")) == [
         "events", "matches", "pairs", "situations"]
@@ -128,3 +107,4 @@ def test_a_spark_submit_run_killed_mid_task_and_retried_writes_the_reference_tab
     assert run.returncode == 0 and "state=success" in log, log[-4000:]
     assert "up_for_retry" in log.lower()
     assert_published_the_reference(spark, airflow, lake)
+

@@ -1,11 +1,17 @@
-"""Table maintenance on real Delta tables: after micro-batches, `maintain` rewrites the query's tables into fewer
-files without changing a row, keeps the time travel it is asked to keep, deletes what is older, and the next
+"""Table maintenance on real Delta tables. After twenty micro-batches that wrote small files, as a large lake's
+tables have, the maintenance DAG (`airflow dags test pielake_maintenance`, its task a client of the engine)
+rewrites every table of the query into fewer files without changing a row, keeps the time travel it is asked to
+keep, and a query over a stretch of time then reads fewer files. A run or another maintenance holding the query's
+lock keeps it from starting; keeping no time travel deletes every file the snapshot does not need; and the next
 micro-batch still equals the brute-force reference."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
+import pyspark.sql.functions as F
 import pytest
 from pyspark.sql import SparkSession
 
@@ -15,12 +21,14 @@ from pielake.pipeline.job import RunRequest
 from pielake.pipeline.maintenance import maintain
 from pielake.pipeline.runner import run_query
 from pielake.query.analyzer import load_query
-from pielake.streams import save_schema
-from tests.integration.test_gates_and_backfill import EVENTS, QUERY, STREAM, assert_published_equal_the_reference, write
+from tests.helpers import drawn, files_read
+from tests.integration.conftest import BIN, QUERY
+from tests.integration.test_airflow import assert_tables_equal_the_reference
 
-pytestmark = pytest.mark.heavy(seconds=170)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=420)  # about this long in CI: scheduled first
 
-TABLES = ["events_line", "situations_mid", "pairs_mid", "matches_mid", "progress_mid"]
+MICRO_BATCHES = 20
+TABLES = ["events_flags", "situations_flag_pairs", "pairs_flag_pairs", "matches_flag_pairs", "progress_flag_pairs"]
 
 
 def table_files(lake: Lake, table: str) -> int:
@@ -35,41 +43,51 @@ def rows(lake: Lake, table: str, version: int | None = None) -> list[tuple]:
     return sorted(tuple(r) for r in lake.read(table, version).collect())
 
 
-def test_maintenance_compacts_keeps_time_travel_and_leaves_every_row(tmp_path: Path, spark: SparkSession,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("pielake.pipeline.stages.ROWS_PER_FILE", 4)  # runs write small files, as a large lake has
-    save_schema(STREAM, tmp_path / "lake" / "_streams")
-    lake = Lake(spark, tmp_path / "lake")
-    plan = load_query(QUERY, "mid")
+def micro_batch(lake: Lake, folder: Path, index: int) -> list[dict]:
+    """Micro-batch `index`: three seconds of two keys' flags, run in this process; returns its events."""
+    events = [*drawn(key="k", start=3 * index, a="X.X", b=".XX"), *drawn(key="j", start=3 * index, a="XX.", b="X.X")]
+    (folder / f"{index}.json").write_text("\n".join(json.dumps(e) for e in events))
+    run_query(lake, load_query(QUERY, "flag_pairs"), f"mb{index}",
+              RunRequest(mode="incremental", checks=False, events_path=str(folder / f"{index}.json")))
+    return events
+
+
+def test_the_maintenance_dag_compacts_a_lake_after_twenty_micro_batches(airflow: dict[str, str], tmp_path: Path,
+                                                                         spark: SparkSession,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    lake, plan = Lake(spark, tmp_path / "lake"), load_query(QUERY, "flag_pairs")
     assert maintain(lake, plan, keep_days=7, say=print) == []  # nothing has run yet
-    for index, (low, high) in enumerate(((1, 5), (6, 10), (11, 15), (16, 19))):
-        part = [e for e in EVENTS if low <= e["ts"] <= high]
-        run_query(lake, plan, f"mb{index}", RunRequest(mode="incremental", checks=False,
-                                                       events_path=write(tmp_path / f"{index}.json", part)))
-    before = {t: (lake.version(t), table_files(lake, t), rows(lake, t)) for t in TABLES}
-    assert all(before[t][1] > 1 for t in TABLES if t != "progress_mid")
+    with monkeypatch.context() as small:
+        small.setattr("pielake.pipeline.stages.ROWS_PER_FILE", 4)  # runs write small files, as a large lake has
+        events = [e for index in range(MICRO_BATCHES) for e in micro_batch(lake, tmp_path, index)]
+    before = {t: (lake.version(t), rows(lake, t)) for t in TABLES}
+    assert all(table_files(lake, t) > 1 for t in TABLES if t != "progress_flag_pairs")
+    stretch = lake.read("events_flags").filter(F.col("ts").between(15, 26))  # the events of four micro-batches
+    read_before = sum(files_read(stretch))
 
     for holder in ("a-run", "maintenance"):  # a run, or another maintenance, holds the query's lock
-        RunLock(lake.root, "mid").hold(holder)
+        RunLock(lake.root, "flag_pairs").hold(holder)
         with pytest.raises(RunLockedError, match=f"run {holder}"):
             maintain(lake, plan, keep_days=7, say=print)
-        RunLock(lake.root, "mid").release(holder)
+        RunLock(lake.root, "flag_pairs").release(holder)
 
-    cared = {c.table: c for c in maintain(lake, plan, keep_days=7, say=print)}
-    assert set(TABLES) <= set(cared) and "runs" in cared and "quarantine_line" in cared
-    for table, (version, files, kept) in before.items():
+    run = subprocess.run([str(BIN / "airflow"), "dags", "test", "pielake_maintenance"], text=True,
+                         env={**airflow, "PIELAKE_LAKE": str(lake.root)}, capture_output=True, timeout=900,
+                         check=False)
+    log = run.stdout + run.stderr
+    assert run.returncode == 0 and "state=success" in log, log[-4000:]
+    assert "spark-submit" not in log  # the task a client of the engine
+    for table, (version, kept) in before.items():
         assert table_files(lake, table) == 1
-        assert cared[table].files_added <= cared[table].files_removed <= files
         assert rows(lake, table) == kept
         assert rows(lake, table, version) == kept  # a week of time travel kept: the old files are still there
-        assert cared[table].files_deleted == 0
+    assert sum(files_read(lake.read("events_flags").filter(F.col("ts").between(15, 26)))) < read_before
 
     cared = {c.table: c for c in maintain(lake, plan, keep_days=0, say=print)}
+    assert set(TABLES) <= set(cared) and "runs" in cared and "quarantine_flags" in cared
     for table in TABLES:
         assert cared[table].files_deleted > 0
         assert files_on_disk(lake, table) == table_files(lake, table)
 
-    last = [e for e in EVENTS if e["ts"] > 19]
-    run_query(lake, plan, "after", RunRequest(mode="incremental", checks=False,
-                                              events_path=write(tmp_path / "after.json", last)))
-    assert_published_equal_the_reference(lake, plan, EVENTS)
+    events += micro_batch(lake, tmp_path, MICRO_BATCHES)
+    assert_tables_equal_the_reference(spark, lake.root, events)

@@ -1,0 +1,38 @@
+"""What the integration tests that run Airflow share: an Airflow home per test module."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EngineForTests
+from tests.helpers import drawn, process_env
+
+ROOT = Path(__file__).parents[2]
+BIN = Path(sys.executable).parent
+QUERY = "FROM Flags F PARTITION BY key DEFINE A AS a, B AS b PATTERN A overlaps; meets B WITHIN 1 min\n"
+
+
+@pytest.fixture(scope="module")
+def airflow(tmp_path_factory: pytest.TempPathFactory, engine: EngineForTests) -> dict[str, str]:
+    """An Airflow home with a migrated SQLite metadata DB, a query registry of one query, a lake, and the
+    connection to the tests' engine."""
+    home = tmp_path_factory.mktemp("airflow")
+    (home / "queries").mkdir()
+    (home / "queries" / "flag_pairs.tpq").write_text(QUERY)
+    rows = drawn(key="k", a="XXX...XX.XXX.", b=".XXXX..XXX...") + drawn(key="j", a="XX..", b="..XX")
+    (home / "flags.json").write_text("\n".join(json.dumps(r) for r in rows))
+    (home / "queries" / "flag_pairs.yaml").write_text(f'schedule: "*/5 * * * *"\nevents: {home / "flags.json"}\n')
+    env = process_env(AIRFLOW_HOME=str(home), AIRFLOW__CORE__LOAD_EXAMPLES="False",
+                      AIRFLOW__CORE__DAGS_FOLDER=str(ROOT / "dags"), PIELAKE_QUERIES=str(home / "queries"),
+                      PIELAKE_LAKE=str(home / "lake"), PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}",
+                      AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}),
+                      AIRFLOW_CONN_PIELAKE_ENGINE=engine.address.airflow_connection(),
+                      PYSPARK_PYTHON=sys.executable, PIELAKE_RETRY_DELAY="1")
+    subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
+    return env
