@@ -1,5 +1,6 @@
 """A whole scheduled run of a generated DAG (`airflow dags test`) writes the same tables the reference computes:
-on the engine, every task a thin client on the `spark_connect` connection; and where no engine runs, every step a
+on the engine, every task a thin client on the `spark_connect` connection, after which the scheduler starts the
+downstream DAG docs/operations.md shows, scheduled on the matches Asset; and where no engine runs, every step a
 real spark-submit, although the `situations` task's driver is killed (SIGKILL) in the middle of its writes and
 Airflow retries the task. (The DAG folder's integrity: tests/dags; the maintenance DAG: test_maintenance.py.)
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -25,7 +27,7 @@ from pielake.engine.settings import JAVA_OPTIONS, driver_heap
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from tests.dags.test_dag_integrity import EXPECTED_GRAPH
-from tests.integration.conftest import BIN, QUERY
+from tests.integration.conftest import BIN, QUERY, ROOT
 
 pytestmark = pytest.mark.heavy(seconds=510)  # about this long in CI: scheduled first
 
@@ -70,17 +72,41 @@ def assert_published_the_reference(spark: SparkSession, airflow: dict[str, str],
     assert report.status == "published" and [s.step for s in report.steps] == list(EXPECTED_GRAPH)
 
 
-def test_a_scheduled_run_on_the_engine_writes_the_reference_tables(airflow: dict[str, str], tmp_path: Path,
-                                                                   spark: SparkSession) -> None:
-    lake = tmp_path / "lake"
-    started = time.perf_counter()
-    run = subprocess.run([str(BIN / "airflow"), "dags", "test", "pielake_flag_pairs"], text=True,
-                         env={**airflow, "PIELAKE_LAKE": str(lake)}, capture_output=True, timeout=600, check=False)
+def downstream_dag(lake: Path) -> str:
+    """The downstream DAG docs/operations.md shows ("Acting on new matches"), on `lake` and flag_pairs' matches."""
+    page = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    [code] = re.findall(r"### Acting on new matches.*?```python\n(.*?)```", page, flags=re.DOTALL)
+    return code.replace('Path("/data/lake")', f'Path("{lake}")').replace("aggressive_driving", "flag_pairs")
+
+
+def airflow_command(env: dict[str, str], *args: str) -> str:
+    run = subprocess.run([str(BIN / "airflow"), *args], text=True, env=env, capture_output=True, timeout=600,
+                         check=False)
     log = run.stdout + run.stderr
-    assert run.returncode == 0 and "state=success" in log, log[-4000:]
+    assert run.returncode == 0, log[-4000:]
+    return log
+
+
+def test_a_scheduled_run_on_the_engine_writes_the_reference_tables_and_triggers_a_dag_on_its_matches(
+        airflow: dict[str, str], tmp_path: Path, spark: SparkSession) -> None:
+    lake, dags = tmp_path / "lake", tmp_path / "dags"
+    dags.mkdir()
+    (dags / "pielake_dags.py").symlink_to(ROOT / "dags" / "pielake_dags.py")
+    (dags / "notify_flag_pairs.py").write_text(downstream_dag(lake))
+    env = {**airflow, "PIELAKE_LAKE": str(lake), "AIRFLOW__CORE__DAGS_FOLDER": str(dags)}
+    airflow_command(env, "dags", "reserialize")  # what the DAG processor does: both DAGs known, with their Assets
+    airflow_command(env, "dags", "unpause", "notify_flag_pairs")  # as a user turns it on
+    started = time.perf_counter()
+    log = airflow_command(env, "dags", "test", "pielake_flag_pairs")
+    assert "state=success" in log, log[-4000:]
     assert "spark-submit" not in log  # every task a thin client of the engine
     print(f"a scheduled run on the engine: {time.perf_counter() - started:.1f} s")
     assert_published_the_reference(spark, airflow, lake)
+
+    airflow_command(env, "scheduler", "--num-runs", "1")  # one scheduler loop: it reads the Asset's new event
+    listed = airflow_command(env, "dags", "list-runs", "notify_flag_pairs", "--output", "json").splitlines()
+    runs = next(json.loads(line) for line in reversed(listed) if line.startswith("[{") or line == "[]")
+    assert [r["run_id"].split("__")[0] for r in runs] == ["asset_triggered"], runs
 
 
 def test_a_spark_submit_run_killed_mid_task_and_retried_writes_the_reference_tables(airflow: dict[str, str],
