@@ -29,7 +29,7 @@ from pielake.semantics.reference import derive_situations, find_matches
 from tests.dags.test_dag_integrity import EXPECTED_GRAPH
 from tests.integration.conftest import BIN, QUERY, ROOT
 
-pytestmark = pytest.mark.heavy(seconds=510)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=580)  # about this long in CI: scheduled first
 
 
 def kill_mid_write(lake: Path, app_name: str, table: str, killed: list[list[str]], done: threading.Event) -> None:

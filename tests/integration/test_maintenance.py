@@ -25,7 +25,7 @@ from tests.helpers import drawn, files_read
 from tests.integration.conftest import BIN, QUERY
 from tests.integration.test_airflow import assert_tables_equal_the_reference
 
-pytestmark = pytest.mark.heavy(seconds=420)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=530)  # about this long in CI: scheduled first
 
 MICRO_BATCHES = 20
 TABLES = ["events_flags", "situations_flag_pairs", "pairs_flag_pairs", "matches_flag_pairs", "progress_flag_pairs"]
