@@ -6,7 +6,8 @@ LocalExecutor) over the generated DAGs, the query registered with `schedule: "* 
 template naming a file per minute. The lake holds the history of `pielake.bench.freshness` (a batch run on the
 engine first); before each minute a slice of 1,000 newer events lands under the name of that minute. A run
 triggered at minute T is on time when its row in `runs` says it was published within the target of T, and the
-schedule keeps up when every minute's run is published before the next minute's starts.
+schedule keeps up (no backlog) when every run's first step started before the next minute: Airflow runs one run
+of the query at a time, so a run that outlasts its minute delays the next one's start, and the delays add up.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ ROUTE = "Airflow scheduler, engine"
 class ScheduledRun:
     run_id: str
     due: datetime  # the minute the run is triggered at: its data interval's end
+    started: datetime  # its first step's start
     published: datetime
     status: str
 
@@ -82,15 +84,16 @@ def published_runs(spark: SparkSession, lake: Path, since: datetime) -> list[Sch
     if not (table / "_delta_log").is_dir():
         return []
     rows = (spark.read.format("delta").load(str(table))  # epoch seconds: no time zone between engine and here
-            .select(V.RUN_ID, F.col("finished_at").cast("double").alias("finished_at"), V.STATUS).collect())
+            .select(V.RUN_ID, F.array_min("steps.started_at").cast("double").alias("started_at"),
+                    F.col("finished_at").cast("double").alias("finished_at"), V.STATUS).collect())
     runs = []
     for row in rows:
         if not row[V.RUN_ID].startswith("scheduled__"):
             continue
         due = datetime.fromisoformat(row[V.RUN_ID].removeprefix("scheduled__"))
         if due >= since:
-            runs.append(ScheduledRun(row[V.RUN_ID], due, datetime.fromtimestamp(row["finished_at"], UTC),
-                                     row[V.STATUS]))
+            runs.append(ScheduledRun(row[V.RUN_ID], due, datetime.fromtimestamp(row["started_at"], UTC),
+                                     datetime.fromtimestamp(row["finished_at"], UTC), row[V.STATUS]))
     return sorted(runs, key=lambda r: r.due)
 
 
@@ -148,7 +151,7 @@ def summary(runs: list[ScheduledRun], wanted: int) -> str:
     """The runs' lags and whether each met the target and the schedule kept up."""
     lags = [r.lag_s for r in runs]
     on_time = sum(lag <= TARGET_S for lag in lags)
-    kept_up = len(runs) == wanted and all(lag < 60 for lag in lags)
+    kept_up = len(runs) == wanted and all(r.started < r.due + timedelta(minutes=1) for r in runs)
     table = ["| runs published | median s | slowest s | on time (≤ 60 s) | no backlog |", "|---|---|---|---|---|"]
     table.append(f"| {len(runs)} of {wanted} | {statistics.median(lags) if lags else float('nan'):.1f} | "
                  f"{max(lags, default=float('nan')):.1f} | {on_time} of {wanted} {'✓' if on_time == wanted else '✗'} |"

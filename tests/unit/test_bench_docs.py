@@ -72,11 +72,15 @@ def test_the_landed_slices_follow_the_history_without_a_gap_or_an_overlap(tmp_pa
 def test_the_scheduler_figures_say_how_many_runs_were_on_time_and_whether_the_schedule_kept_up() -> None:
     due = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     runs = [ScheduledRun(f"scheduled__{due + timedelta(minutes=i)}", due + timedelta(minutes=i),
-                         due + timedelta(minutes=i, seconds=lag), "published") for i, lag in enumerate((20, 30, 70))]
+                         due + timedelta(minutes=i, seconds=start), due + timedelta(minutes=i, seconds=lag),
+                         "published") for i, (start, lag) in enumerate(((2, 20), (3, 30), (4, 70)))]
     text = scheduler.summary(runs, 3)
-    assert "| 3 of 3 | 30.0 | 70.0 | 2 of 3 ✗ | ✗ |" in text and "publish: 20, 30, 70)" in text
+    assert "| 3 of 3 | 30.0 | 70.0 | 2 of 3 ✗ | ✓ |" in text and "publish: 20, 30, 70)" in text  # late, not behind
     assert "| 2 of 3 | 25.0 | 30.0 | 2 of 3 ✗ | ✗ |" in scheduler.summary(runs[:2], 3)
     assert "| 2 of 2 | 25.0 | 30.0 | 2 of 2 ✓ | ✓ |" in scheduler.summary(runs[:2], 2)
+    behind = ScheduledRun("scheduled__late", due + timedelta(minutes=3), due + timedelta(minutes=4, seconds=10),
+                          due + timedelta(minutes=4, seconds=40), "published")  # it waited for the run before it
+    assert "| 4 of 4 | 50.0 | 100.0 | 2 of 4 ✗ | ✗ |" in scheduler.summary([*runs, behind], 4)
 
 
 def test_each_minute_s_slice_lands_under_the_name_airflow_renders_for_that_minute(tmp_path: Path) -> None:
