@@ -16,7 +16,7 @@ from pielake.errors import PielakeError
 
 PROVISIONAL, COMPLETE, RETRACTED = "provisional", "complete", "retracted"  # a match (§5)
 OPEN, CLOSED = "open", "closed"  # a situation (§2)
-PUBLISHED, STOPPED = "published", "stopped"  # a run: published, or stopped by a gate
+PUBLISHED, STOPPED, FAILED = "published", "stopped", "failed"  # a run: published, stopped by a gate, wrong input
 
 # ------------------------------------------------------------------ table kinds: `<kind>_<query or stream>`
 

@@ -7,8 +7,9 @@ would publish each other's rows, so the second run must wait or stop, which Delt
 The lock is `<lake>/_locks/<query>.lock`, created with O_CREAT | O_EXCL (atomic on local and POSIX network file
 systems). Its holder is a run id, not a process: every step of the run holds it, whether the steps share one
 process (`pielake run`) or are separate spark-submit jobs and retries under Airflow. A run that ends (published,
-stopped by a failed gate, or failed in `pielake run`) releases it. A run that died leaves it behind: the next run
-takes it over once the holder has not touched it for `stale_after` seconds, or at once after `pielake unlock`.
+stopped by a failed gate, failed on a wrong input or query, or failed in `pielake run`) releases it. A run that
+died leaves it behind: the next run takes it over once the holder has not touched it for `stale_after` seconds,
+or at once after `pielake unlock`.
 """
 
 from __future__ import annotations

@@ -36,7 +36,16 @@ from pielake import vocabulary as V
 DATASOURCE = "pielake"
 SITE_NAME = "local_site"
 BATCH = "staged"  # the batch definition: a stage's whole staged frame
+SITE_FOLDER = Path("uncommitted") / "data_docs" / SITE_NAME  # inside gx/, where GX keeps its default site
 _PROJECT_LOCK = threading.Lock()
+
+SITE = {
+    "class_name": "SiteBuilder",
+    "show_how_to_buttons": False,
+    "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": f"{SITE_FOLDER}/"},
+    "site_index_builder": {"class_name": "DefaultSiteIndexBuilder",
+                           "view": {"module_name": "pielake.pipeline.data_docs.view", "class_name": "IndexView"}},
+}
 
 
 def project_root(lake_root: Path) -> Path:
@@ -45,7 +54,7 @@ def project_root(lake_root: Path) -> Path:
 
 
 def docs_index(lake_root: Path) -> Path:
-    return project_root(lake_root) / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+    return project_root(lake_root) / "gx" / SITE_FOLDER / "index.html"
 
 
 @contextmanager
@@ -60,16 +69,6 @@ def project(lake_root: Path) -> Iterator[Any]:
         context.variables.progress_bars = ProgressBarsConfig(globally=False)
         _configure_site(context)
         yield context
-
-
-SITE = {
-    "class_name": "SiteBuilder",
-    "show_how_to_buttons": False,
-    "store_backend": {"class_name": "TupleFilesystemStoreBackend",
-                      "base_directory": "uncommitted/data_docs/local_site/"},
-    "site_index_builder": {"class_name": "DefaultSiteIndexBuilder",
-                           "view": {"module_name": "pielake.pipeline.data_docs.view", "class_name": "IndexView"}},
-}
 
 
 def _configure_site(context: Any) -> None:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from pielake import vocabulary as V
 from pielake.engine.progress import StageProgress
+from pielake.errors import PielakeError
+from pielake.exitcodes import EXIT_USAGE
 from pielake.lake.delta import Lake, check_run_id
 from pielake.lake.lock import RunLock
 from pielake.lake.staging import SessionStaging
@@ -77,8 +79,10 @@ class Run:
         self.progress = progress
 
     def step(self, name: str) -> Outcome:
-        """Run the step called `name`, holding the query's lock for this run until it publishes or a gate stops
-        it (`pielake.lake.lock`). Every step leaves its record for the run report."""
+        """Run the step called `name`, holding the query's lock for this run until it ends: it publishes, a gate
+        stops it, or its input or query is wrong (a step run again would fail the same way, so the run is over and
+        the next one must not wait for it). Any other failure keeps the lock: a retry of the step resumes the run.
+        Every step leaves its record for the run report."""
         step = self.registry.step(self.job.plan, name)
         self.lock.hold(self.job.run_id, wait=self.request.lock_wait, say=self.progress)
         started, clock = datetime.now(UTC), time.perf_counter()
@@ -88,6 +92,11 @@ class Run:
         except GateError as stop:
             self._record(name, started, time.perf_counter() - clock, stop.result)
             self._finish(V.STOPPED)
+            raise
+        except PielakeError as wrong:
+            if wrong.exit_code == EXIT_USAGE:
+                self._record(name, started, time.perf_counter() - clock, None, failed=(str(wrong),))
+                self._finish(V.FAILED)
             raise
         self._record(name, started, time.perf_counter() - clock, outcome)
         if step.name == self.registry.last(self.job.plan).name:
@@ -105,12 +114,13 @@ class Run:
         """Spark stage progress while the step runs, if anyone listens."""
         return StageProgress(self.job.lake.spark, name, self.progress) if self.progress else nullcontext()
 
-    def _record(self, name: str, started: datetime, seconds: float, outcome: Outcome) -> None:
+    def _record(self, name: str, started: datetime, seconds: float, outcome: Outcome,
+                failed: tuple[str, ...] = ()) -> None:
         if isinstance(outcome, GateResult):
             record = StepRecord(name, started, seconds, passed=outcome.success, failed=outcome.failed,
                                 report=str(outcome.report))
         else:
-            record = StepRecord(name, started, seconds, rows=outcome.rows if outcome else {})
+            record = StepRecord(name, started, seconds, rows=outcome.rows if outcome else {}, failed=failed)
         record_step(self.job.lake, self.job.plan.name, self.job.run_id, record)
 
     def _finish(self, status: str) -> None:

@@ -6,6 +6,7 @@
 - Late events are quarantined by a micro-batch; a backfill of their range re-admits them, and the tables then
   equal what the brute-force reference computes over all events (docs/semantics.md §7).
 - Steps run again with the same run id (a retried task) apply nothing twice.
+- A run whose input is missing ends as `failed` and leaves the query's lock to the next run.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ import pyspark.sql.functions as F
 import pytest
 from pyspark.sql import SparkSession
 
+from pielake.errors import PielakeError
+from pielake.exitcodes import EXIT_USAGE
 from pielake.lake.delta import Lake
+from pielake.lake.lock import RunLock
 from pielake.pipeline.gates import GateError
 from pielake.pipeline.job import RunRequest
 from pielake.pipeline.runner import Run, run_query
@@ -94,6 +98,22 @@ def test_a_corrupt_stage_output_stops_the_run_before_publish(lake: Lake, tmp_pat
     assert re.search(r"Failed \S+ \S+ UTC second mid\.situations", index)
     page = browser_text(Path(gate.report))
     assert "Status: Failed" in page and "__ordered" in page and f"{unexpected} unexpected values found" in page
+
+
+def test_a_run_whose_input_is_missing_ends_and_frees_the_query_for_the_next(lake: Lake, tmp_path: Path) -> None:
+    """A scheduled run whose file never landed fails for good (Airflow does not retry it): it must not hold the
+    query's lock, or every later run and the maintenance would wait for it."""
+    plan = load_query(QUERY, "mid")
+    run = Run(lake, plan, "lost", RunRequest(mode="incremental", events_path=str(tmp_path / "never-landed.json")))
+    with pytest.raises(PielakeError, match=r"never-landed\.json") as failed:
+        run.step("ingest")
+    assert failed.value.exit_code == EXIT_USAGE
+    assert RunLock(lake.root, "mid").holder() is None
+    [report] = lake.read("runs").collect()
+    assert report.status == "failed" and "never-landed.json" in report.steps[0].failed[0]
+    run_query(lake, plan, "next", RunRequest(mode="incremental", checks=False,
+                                            events_path=write(tmp_path / "a.json", EVENTS[:10])))
+    assert {r.run_id: r.status for r in lake.read("runs").collect()} == {"lost": "failed", "next": "published"}
 
 
 def test_steps_run_again_with_the_same_run_id_apply_nothing_twice(lake: Lake, tmp_path: Path) -> None:
