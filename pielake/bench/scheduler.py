@@ -13,6 +13,7 @@ of the query at a time, so a run that outlasts its minute delays the next one's 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -54,10 +55,13 @@ def _landing(workdir: Path) -> Path:
 
 
 def register(bench: Bench, history: Path) -> tuple[Path, dict[str, str]]:
-    """The query registered to run every minute on a lake that holds the history; Airflow's environment."""
+    """The query registered to run every minute on a lake that holds the history; Airflow's environment. The
+    lake, the registry and Airflow's home of an earlier bench are replaced (its runs, its lock, its DAG runs)."""
     lake = bench.workdir / "lakes" / "airflow-scheduler"
     queries = lake.with_name("airflow-scheduler-queries")
-    queries.mkdir(parents=True, exist_ok=True)
+    for earlier in (lake, queries, lake.with_name("airflow-scheduler-airflow")):
+        shutil.rmtree(earlier, ignore_errors=True)
+    queries.mkdir(parents=True)
     (queries / f"{QUERY}.tpq").write_text(chain_query(4) + "\n", encoding="utf-8")
     (queries / f"{QUERY}.yaml").write_text(
         'schedule: "* * * * *"\n'
