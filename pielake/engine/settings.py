@@ -45,6 +45,13 @@ def lock_wait() -> float:
     return float(os.environ.get("PIELAKE_LOCK_WAIT", "1800"))
 
 
+def docs_runs() -> int:
+    """Runs per query whose gate results the lake's Data Docs keep: `PIELAKE_DOCS_RUNS`, else 200. Each gate
+    rebuilds the Data Docs index from every stored result, about 0.6 ms a result on a 2-core machine, so a query
+    run every minute would otherwise make its gates a few seconds slower every day."""
+    return int(os.environ.get("PIELAKE_DOCS_RUNS", "200"))
+
+
 def driver_heap() -> str:
     """The driver's heap (in local mode all of Spark's): `PIELAKE_DRIVER_MEMORY` or `DEFAULT_DRIVER_MEMORY`."""
     return os.environ.get("PIELAKE_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY)

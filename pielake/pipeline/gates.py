@@ -35,6 +35,7 @@ import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame, Window
 
 from pielake import vocabulary as V
+from pielake.engine.settings import docs_runs
 from pielake.errors import PielakeError
 from pielake.exitcodes import EXIT_FINDINGS
 from pielake.pipeline import gx_project
@@ -145,6 +146,7 @@ def run_gate(job: QueryJob, gate: str, checked: Callable[[QueryJob], Frame]) -> 
                 [(key, result)] = outcome.run_results.items()
                 return key, result.to_json_dict()
 
+            gx_project.keep_newest(context, job.lake.root, name, docs_runs() - 1)
             key, result = validate(VERDICT)
             if not result["success"]:
                 key, result = validate(DETAIL)

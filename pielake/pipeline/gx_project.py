@@ -108,6 +108,19 @@ def run_identifier(run_id: str) -> Any:
     return RunIdentifier(run_name=run_id, run_time=datetime.now(UTC))
 
 
+def keep_newest(context: Any, lake_root: Path, suite: str, keep: int) -> int:
+    """Delete the results of `suite` but its newest `keep` (their Data Docs pages too); returns how many went.
+    Run before a checkpoint, so the index it rebuilds lists a bounded number of results (`docs_runs`)."""
+    store = context.validation_results_store
+    held = sorted((k for k in store.list_keys() if k.expectation_suite_identifier.name == suite),
+                  key=lambda k: k.run_id.run_time)
+    old = held[:max(len(held) - keep, 0)]
+    for key in old:
+        store.remove_key(key)
+        result_page(lake_root, key).unlink(missing_ok=True)
+    return len(old)
+
+
 def result_page(lake_root: Path, key: Any) -> Path:
     """The Data Docs page of one validation result (GX names it by suite, run, time and batch)."""
     suite, run_name, run_time, batch = key.to_tuple()[:-3], *key.to_tuple()[-3:]

@@ -1,0 +1,30 @@
+"""The lake's Great Expectations project keeps a bounded number of each gate's results: the Data Docs index that
+every checkpoint rebuilds lists them all, so an unbounded store makes a query run every minute slower each day."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from pielake.pipeline import gx_project
+
+EXPECTATIONS = [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "id"}}]
+
+
+def test_a_gate_keeps_the_newest_results_of_its_suite_and_their_pages_only(spark: SparkSession,
+                                                                            tmp_path: Path) -> None:
+    frame = spark.createDataFrame([(1,), (2,)], "id BIGINT")
+    with gx_project.project(tmp_path) as context:
+        pages = []
+        for run in ("r1", "r2", "r3"):
+            gx_project.keep_newest(context, tmp_path, "q.events", 1)  # what a gate does before its checkpoint
+            checkpoint = gx_project.checkpoint(context, "q.events", EXPECTATIONS, "BOOLEAN_ONLY")
+            outcome = checkpoint.run(batch_parameters={"dataframe": frame}, run_id=gx_project.run_identifier(run))
+            [key] = outcome.run_results
+            pages.append(gx_project.result_page(tmp_path, key))
+        held = [k.run_id.run_name for k in context.validation_results_store.list_keys()]
+    assert sorted(held) == ["r2", "r3"]
+    assert [page.exists() for page in pages] == [False, True, True]
+    index = gx_project.docs_index(tmp_path).read_text(encoding="utf-8")
+    assert "r3" in index and "r2" in index and "'r1'" not in index
