@@ -1,4 +1,4 @@
-"""What the integration tests that run Airflow share: an Airflow home per test module."""
+"""What the integration tests that run Airflow share: an Airflow home per test module, and its commands."""
 
 from __future__ import annotations
 
@@ -36,3 +36,12 @@ def airflow(tmp_path_factory: pytest.TempPathFactory, engine: EngineForTests) ->
                       PYSPARK_PYTHON=sys.executable, PIELAKE_RETRY_DELAY="1")
     subprocess.run([str(BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
     return env
+
+
+def airflow_command(env: dict[str, str], *args: str, timeout: float = 600) -> str:
+    """`airflow ARGS` in `env`, as a user runs it; its output. It must succeed."""
+    run = subprocess.run([str(BIN / "airflow"), *args], text=True, env=env, capture_output=True, timeout=timeout,
+                         check=False)
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-4000:]
+    return log

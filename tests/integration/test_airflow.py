@@ -27,7 +27,7 @@ from pielake.engine.settings import JAVA_OPTIONS, driver_heap
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from tests.dags.test_dag_integrity import EXPECTED_GRAPH
-from tests.integration.conftest import BIN, QUERY, ROOT
+from tests.integration.conftest import BIN, QUERY, ROOT, airflow_command
 
 pytestmark = pytest.mark.heavy(seconds=580)  # about this long in CI: scheduled first
 
@@ -77,14 +77,6 @@ def downstream_dag(lake: Path) -> str:
     page = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
     [code] = re.findall(r"### Acting on new matches.*?```python\n(.*?)```", page, flags=re.DOTALL)
     return code.replace('Path("/data/lake")', f'Path("{lake}")').replace("aggressive_driving", "flag_pairs")
-
-
-def airflow_command(env: dict[str, str], *args: str) -> str:
-    run = subprocess.run([str(BIN / "airflow"), *args], text=True, env=env, capture_output=True, timeout=600,
-                         check=False)
-    log = run.stdout + run.stderr
-    assert run.returncode == 0, log[-4000:]
-    return log
 
 
 def test_a_scheduled_run_on_the_engine_writes_the_reference_tables_and_triggers_a_dag_on_its_matches(

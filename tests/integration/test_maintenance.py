@@ -8,7 +8,6 @@ micro-batch still equals the brute-force reference."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pyspark.sql.functions as F
@@ -22,7 +21,7 @@ from pielake.pipeline.maintenance import maintain
 from pielake.pipeline.runner import run_query
 from pielake.query.analyzer import load_query
 from tests.helpers import drawn, files_read
-from tests.integration.conftest import BIN, QUERY
+from tests.integration.conftest import QUERY, airflow_command
 from tests.integration.test_airflow import assert_tables_equal_the_reference
 
 pytestmark = pytest.mark.heavy(seconds=530)  # about this long in CI: scheduled first
@@ -71,11 +70,9 @@ def test_the_maintenance_dag_compacts_a_lake_after_twenty_micro_batches(airflow:
             maintain(lake, plan, keep_days=7, say=print)
         RunLock(lake.root, "flag_pairs").release(holder)
 
-    run = subprocess.run([str(BIN / "airflow"), "dags", "test", "pielake_maintenance"], text=True,
-                         env={**airflow, "PIELAKE_LAKE": str(lake.root)}, capture_output=True, timeout=900,
-                         check=False)
-    log = run.stdout + run.stderr
-    assert run.returncode == 0 and "state=success" in log, log[-4000:]
+    log = airflow_command({**airflow, "PIELAKE_LAKE": str(lake.root)}, "dags", "test", "pielake_maintenance",
+                          timeout=900)
+    assert "state=success" in log, log[-4000:]
     assert "spark-submit" not in log  # the task a client of the engine
     for table, (version, kept) in before.items():
         assert table_files(lake, table) == 1
