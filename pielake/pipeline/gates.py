@@ -129,9 +129,11 @@ def import_gx_meanwhile() -> None:
 Frame = tuple[DataFrame, dict[str, Any]]  # what a suite checks, and the values its placeholders take
 
 
-def run_gate(job: QueryJob, gate: str, checked: Callable[[QueryJob], Frame]) -> GateResult:
+def run_gate(job: QueryJob, gate: str, checked: Callable[[QueryJob], Frame], *, last: bool = True) -> GateResult:
     """Validate what `checked` gives of a stage's staged output with the suite `expectations/<gate>.json`, as the
-    checkpoint `<query>.<gate>` of the lake's GX project; raise GateError if it fails. A gate only reads."""
+    checkpoint `<query>.<gate>` of the lake's GX project; raise GateError if it fails. A gate only reads the
+    lake. The run's last gate (`last`), or the one that stops it, updates the Data Docs with all of the run's
+    results."""
     frame, fill = checked(job)
     suite = load_suite(gate, fill)
     frame = frame.cache()
@@ -150,6 +152,8 @@ def run_gate(job: QueryJob, gate: str, checked: Callable[[QueryJob], Frame]) -> 
             key, result = validate(VERDICT)
             if not result["success"]:
                 key, result = validate(DETAIL)
+            if last or not result["success"]:
+                gx_project.update_docs(context, job.run_id)
     finally:
         frame.unpersist()
     failed = tuple(_describe(r) for r in result["results"] if not r["success"])

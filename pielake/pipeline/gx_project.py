@@ -8,8 +8,9 @@ and Data Docs live, laid out as GX lays out any file project.
     <lake>/_checks/gx/uncommitted/data_docs/local_site/index.html
 
 Each gate is a Checkpoint of one validation definition (the stage's staged frame, a Spark DataFrame asset, against
-the query's suite) whose action updates the Data Docs, so a GX user opens the site, or the checkpoint, as with any
-other project of theirs.
+the query's suite), so a GX user opens the site, or the checkpoint, as with any other project of theirs. The Data
+Docs are updated once a run (`update_docs`), by its last gate or the gate that stops it, not by each checkpoint's
+action: every update rebuilds the index from all stored results, and a run has four gates.
 
 Data Docs draw their index table with scripts loaded from public CDNs, so a site opened where those cannot be
 reached (an air-gapped cluster, CI) shows an empty index. The lake's site therefore renders its index with
@@ -85,7 +86,6 @@ def checkpoint(context: Any, name: str, expectations: list[dict[str, Any]], resu
     """The checkpoint `name` (`<query>.<gate>`): its suite, asset, batch and validation definition, all named
     alike, created or brought up to date (a query's columns change when its text does)."""
     import great_expectations as gx  # noqa: PLC0415
-    from great_expectations.checkpoint import UpdateDataDocsAction  # noqa: PLC0415
     from great_expectations.expectations.registry import get_expectation_impl  # noqa: PLC0415
 
     source = context.data_sources.add_or_update_spark(name=DATASOURCE)
@@ -97,8 +97,17 @@ def checkpoint(context: Any, name: str, expectations: list[dict[str, Any]], resu
     validation = context.validation_definitions.add_or_update(gx.ValidationDefinition(name=name, data=batch,
                                                                                       suite=suite))
     return context.checkpoints.add_or_update(gx.Checkpoint(
-        name=name, validation_definitions=[validation], result_format=result_format,
-        actions=[UpdateDataDocsAction(name="update_data_docs")]))
+        name=name, validation_definitions=[validation], result_format=result_format))
+
+
+def update_docs(context: Any, run_id: str) -> None:
+    """Render the pages of every stored result of the run `run_id`, then the index, in one Data Docs build.
+
+    A build costs a page's rendering per result it is given plus the index, which is rebuilt from every stored
+    result (0.3 s at a few dozen, about 1 s at the 800 that 200 runs of four gates keep): once per run rather
+    than once per gate saves three index builds a run."""
+    keys = [k for k in context.validation_results_store.list_keys() if k.run_id.run_name == run_id]
+    context.build_data_docs(site_names=[SITE_NAME], resource_identifiers=keys)
 
 
 def run_identifier(run_id: str) -> Any:

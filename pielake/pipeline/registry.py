@@ -114,6 +114,10 @@ class Registry:
         """The step that ends a run: after it the run is published."""
         return self.steps(plan)[-1]
 
+    def last_check(self, plan: QueryPlan) -> Step | None:
+        """The run's last gate, after which no gate can stop it."""
+        return next((step for step in reversed(self.steps(plan)) if step.check), None)
+
 
 STAGES = Registry((
     Stage("ingest", "pielake.pipeline.ingest:ingest", reads=("the events file", V.QUARANTINE), stages=(V.EVENTS,),

@@ -107,7 +107,10 @@ class Run:
         if step.check:
             gate = step.stage.gate
             assert gate is not None
-            return run_gate(self.job, gate.suite, gate.frame_function()) if self.request.checks else None
+            if not self.request.checks:
+                return None
+            last = self.registry.last_check(self.job.plan) == step
+            return run_gate(self.job, gate.suite, gate.frame_function(), last=last)
         return step.stage.function()(StepContext(self.job, self.request, step.constraints))
 
     def _watched(self, name: str) -> AbstractContextManager[object]:

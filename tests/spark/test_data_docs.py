@@ -1,5 +1,6 @@
 """The lake's Great Expectations project keeps a bounded number of each gate's results: the Data Docs index that
-every checkpoint rebuilds lists them all, so an unbounded store makes a query run every minute slower each day."""
+every update rebuilds lists them all, so an unbounded store makes a query run every minute slower each day; and a
+run updates the Data Docs once, with all of its gates' results."""
 
 from __future__ import annotations
 
@@ -22,9 +23,26 @@ def test_a_gate_keeps_the_newest_results_of_its_suite_and_their_pages_only(spark
             checkpoint = gx_project.checkpoint(context, "q.events", EXPECTATIONS, "BOOLEAN_ONLY")
             outcome = checkpoint.run(batch_parameters={"dataframe": frame}, run_id=gx_project.run_identifier(run))
             [key] = outcome.run_results
+            gx_project.update_docs(context, run)
             pages.append(gx_project.result_page(tmp_path, key))
         held = [k.run_id.run_name for k in context.validation_results_store.list_keys()]
     assert sorted(held) == ["r2", "r3"]
     assert [page.exists() for page in pages] == [False, True, True]
     index = gx_project.docs_index(tmp_path).read_text(encoding="utf-8")
     assert "r3" in index and "r2" in index and "'r1'" not in index
+
+
+def test_a_run_s_results_get_their_pages_and_index_rows_in_one_update(spark: SparkSession, tmp_path: Path) -> None:
+    frame = spark.createDataFrame([(1,), (2,)], "id BIGINT")
+    with gx_project.project(tmp_path) as context:
+        pages = []
+        for gate in ("events", "situations"):
+            checkpoint = gx_project.checkpoint(context, f"q.{gate}", EXPECTATIONS, "BOOLEAN_ONLY")
+            outcome = checkpoint.run(batch_parameters={"dataframe": frame}, run_id=gx_project.run_identifier("r1"))
+            [key] = outcome.run_results
+            pages.append(gx_project.result_page(tmp_path, key))
+        assert not any(page.exists() for page in pages)  # a checkpoint alone renders nothing
+        gx_project.update_docs(context, "r1")
+    assert all(page.exists() for page in pages)
+    index = gx_project.docs_index(tmp_path).read_text(encoding="utf-8")
+    assert "q.events" in index and "q.situations" in index
