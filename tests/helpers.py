@@ -13,6 +13,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+# The query the Airflow and registry tests schedule: two flags of one keyed stream.
+FLAGS_QUERY = "FROM Flags F PARTITION BY key DEFINE A AS a, B AS b PATTERN A overlaps; meets B WITHIN 1 min\n"
 DELTA_STATE = "Delta Table State"  # how Delta names the snapshot states it caches of the tables it reads
 
 # A JVM a test starts in a process of its own (a `pielake run`, an Airflow step's spark-submit, a cluster's driver)

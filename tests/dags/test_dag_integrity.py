@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import FLAGS_QUERY as QUERY
 from tests.helpers import process_env
 
 ROOT = Path(__file__).parents[2]
-QUERY = "FROM Flags F PARTITION BY key DEFINE A AS a, B AS b PATTERN A overlaps; meets B WITHIN 1 min\n"
 BROKEN = "FROM S DEFINE A AS x, B AS y PATTERN A overlap B WITHIN 5 s\n"
 LOAD = """
 import json, time

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EngineForTests
+from tests.helpers import FLAGS_QUERY as QUERY
 from tests.helpers import drawn, process_env
 
 ROOT = Path(__file__).parents[2]
 BIN = Path(sys.executable).parent
-QUERY = "FROM Flags F PARTITION BY key DEFINE A AS a, B AS b PATTERN A overlaps; meets B WITHIN 1 min\n"
 
 
 @pytest.fixture(scope="module")

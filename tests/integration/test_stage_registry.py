@@ -16,6 +16,7 @@ from pielake.pipeline.runner import run_query
 from pielake.query.analyzer import load_query
 from pielake.streams import StreamSchema, save_schema
 from tests.dags.test_dag_integrity import load_dags
+from tests.helpers import FLAGS_QUERY as QUERY
 from tests.helpers import drawn
 
 
@@ -26,7 +27,6 @@ def tally(ctx: StepContext) -> StageResult:
 
 *BEFORE_PUBLISH, PUBLISH = STAGES.stages
 REGISTRY = Registry((*BEFORE_PUBLISH, Stage("tally", f"{__name__}:tally", reads=(V.MATCHES,), stages=()), PUBLISH))
-QUERY = "FROM Flags PARTITION BY key DEFINE A AS a, B AS b PATTERN A overlaps; meets B WITHIN 1 min\n"
 BUILD = ("import json\nfrom pathlib import Path\nfrom pielake.orchestration.airflow import build_dags\n"
          f"from {__name__} import REGISTRY\n"
          "dags = build_dags(Path({dags!r}), REGISTRY)\n"
