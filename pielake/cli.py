@@ -357,8 +357,8 @@ def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since:
 @main.command("maintain")
 @click.argument("query_file")
 @click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
-@click.option("--keep-days", type=click.FloatRange(min=0), default=keep_days, show_default="7, or PIELAKE_KEEP_DAYS",
-              help="Days of time travel VACUUM keeps; below 7, a run reading an older snapshot may miss its files.")
+@click.option("--keep-days", type=click.FloatRange(min=0), default=keep_days, show_default="1, or PIELAKE_KEEP_DAYS",
+              help="Days of time travel kept: the files VACUUM leaves and the tables' Delta log.")
 @click.option("--lock-wait", type=click.FloatRange(min=0), default=0, show_default=True,
               help="Seconds to wait for a run of the query to publish (else stop at once, exit code 3).")
 @spark_options
@@ -366,7 +366,8 @@ def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since:
 def maintain_command(query_file: str, *, lake_dir: str, keep_days: float, lock_wait: float, master: str | None,
                      remote: str | None) -> None:
     """Compact the query's tables back into time order (OPTIMIZE ... ZORDER BY) and delete the files no snapshot
-    of the last KEEP_DAYS needs (VACUUM). Holds the query's lock: no run of the query writes meanwhile."""
+    of the last KEEP_DAYS needs (VACUUM), keeping as many days of each table's log. Holds the query's lock: no run
+    of the query writes meanwhile."""
     from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
     from pielake.pipeline.maintenance import maintain  # noqa: PLC0415
 

@@ -29,14 +29,27 @@ LOCAL_SHUFFLES = {"spark.shuffle.compress": "false", "spark.shuffle.spill.compre
 # the same query finds every class evicted, compiles them again, and HotSpot compiles their hot loops again. Room
 # for a few queries' classes lets a session that runs queries again (the engine, the bench, the tests) reuse them.
 CODEGEN_CACHE_ENTRIES = 1000
+LOG_RETENTION_DEFAULT = "spark.databricks.delta.properties.defaults.logRetentionDuration"  # of new tables
 SCALA_VERSION = "2.13"  # Spark 4 is built for Scala 2.13 only
 IVY_CACHE = Path.home() / ".ivy2.5.2"  # Spark 4's default `spark.jars.ivy`
 
 
 def keep_days() -> float:
-    """Days of time travel table maintenance keeps (`pielake maintain`, the maintenance DAG): `PIELAKE_KEEP_DAYS`,
-    else Delta's own default retention, a week."""
-    return float(os.environ.get("PIELAKE_KEEP_DAYS", "7"))
+    """Days of time travel pielake's tables keep: their Delta log (`log_retention`, on every table a pielake
+    session creates, and set by table maintenance) and the files VACUUM leaves (`pielake maintain`, the maintenance
+    DAG): `PIELAKE_KEEP_DAYS`, else one.
+
+    Not Delta's defaults (30 days of log, a week of files): a table written every minute gains 1,440 commits a
+    day, and on a lake in a folder (local disk, HDFS) Delta lists the whole log at every commit and snapshot
+    update, so every micro-batch pays for every commit kept: a week's worth made one 2.8 times as slow
+    (docs/performance.md)."""
+    return float(os.environ.get("PIELAKE_KEEP_DAYS", "1"))
+
+
+def log_retention(days: float) -> str:
+    """`delta.logRetentionDuration` for `days` of time travel, never under an hour: a micro-batch reads the events
+    appended since the previous one from the log (Delta's Change Data Feed)."""
+    return f"interval {max(1, round(days * 24))} hours"
 
 
 def lock_wait() -> float:
@@ -46,9 +59,9 @@ def lock_wait() -> float:
 
 
 def docs_runs() -> int:
-    """Runs per query whose gate results the lake's Data Docs keep: `PIELAKE_DOCS_RUNS`, else 200. Each gate
-    rebuilds the Data Docs index from every stored result, about 0.6 ms a result on a 2-core machine, so a query
-    run every minute would otherwise make its gates a few seconds slower every day."""
+    """Runs per query whose gate results the lake's Data Docs keep: `PIELAKE_DOCS_RUNS`, else 200. Each run
+    rebuilds the Data Docs index from every stored result, so a query run every minute would otherwise make its
+    runs slower every day (docs/performance.md)."""
     return int(os.environ.get("PIELAKE_DOCS_RUNS", "200"))
 
 
@@ -87,9 +100,10 @@ class SubmitSettings:
 
 def engine_settings() -> dict[str, str]:
     """What every pielake session has, built here or by spark-submit: UTC, room for the generated code of a few
-    queries (`CODEGEN_CACHE_ENTRIES`), the JVM options."""
+    queries (`CODEGEN_CACHE_ENTRIES`), the log retention of the tables it creates (`keep_days`), the JVM
+    options."""
     return {"spark.sql.session.timeZone": "UTC", "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
-            **java_options()}
+            LOG_RETENTION_DEFAULT: log_retention(keep_days()), **java_options()}
 
 
 def java_options() -> dict[str, str]:

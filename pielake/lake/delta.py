@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,99}$")
 COMMIT_FILE = re.compile(r"^\d{20}\.json$")
 DELETE = "__delete"
+LOG_RETENTION = "delta.logRetentionDuration"
 RUN_COMMITS_KEPT = "interval 30 days"  # how long a table remembers which runs committed to it (`Lake.once`)
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -268,6 +269,17 @@ class Lake:
             self.spark.sql(f"VACUUM delta.{_quoted(self.path(table))} RETAIN {int(keep_hours)} HOURS").collect()
         return int(self.last_commit(table)["operationMetrics"].get("numDeletedFiles", 0))
 
+    def keep_log(self, table: str, retention: str) -> bool:
+        """Give the table the log retention `retention` (`delta.logRetentionDuration`) if it has another; returns
+        whether it changed. A change is a commit of the table's metadata, which fails a write committed at the
+        same moment (Delta's concurrency control): made once per table, not at every call."""
+        path = f"delta.{_quoted(self.path(table))}"
+        rows = self.spark.sql(f"SHOW TBLPROPERTIES {path} ('{LOG_RETENTION}')").collect()
+        if rows and rows[0]["value"] == retention:
+            return False
+        self.spark.sql(f"ALTER TABLE {path} SET TBLPROPERTIES ('{LOG_RETENTION}' = '{retention}')").collect()
+        return True
+
     def rows_written(self, table: str, where: str | None = None) -> int:
         """Rows the table's last commit wrote (`where`: the part it replaced), from its metrics.
 
@@ -323,12 +335,15 @@ class Lake:
 
     def inserted_since(self, table: str, version: int) -> DataFrame | None:
         """Rows inserted after `version` (from the Change Data Feed: only the newer files are read), or None if
-        the table does not record its changes."""
+        the table does not record its changes, or its log no longer reaches back to `version` (Delta deletes
+        commits older than the table's `delta.logRetentionDuration`)."""
         properties = DeltaTable.forPath(self.spark, self.path(table)).detail().first()["properties"]
         if properties.get("delta.enableChangeDataFeed") != "true":
             return None
         if self.version(table) <= version:
             return self.read(table).limit(0)
+        if min(int(p.stem) for p in _commits(Path(self.path(table)))) > version + 1:
+            return None
         changes = (self.spark.read.format("delta").option("readChangeFeed", "true")
                    .option("startingVersion", version + 1).load(self.path(table)))
         return changes.filter(F.col("_change_type") == "insert").drop("_change_type", "_commit_version",

@@ -257,7 +257,8 @@ def maintenance_dag(registered: list[Registration]) -> DAG:
               tags=["pielake", "maintenance"],
               doc_md=f"Table care for the lake `{_lake()}`: each registered query's tables compacted back into time "
                      f"order (`OPTIMIZE … ZORDER BY`) and the files no snapshot of the last {keep_days():g} days "
-                     "needs deleted (`VACUUM`; `PIELAKE_KEEP_DAYS`). The same as `pielake maintain` "
+                     "needs deleted (`VACUUM`; `PIELAKE_KEEP_DAYS`), with as many days of each table's log. "
+                     "The same as `pielake maintain` "
                      "(docs/operations.md).")
     for registration in registered:
         common = {"task_id": f"maintain_{registration.plan.name}", "dag": dag}

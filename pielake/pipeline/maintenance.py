@@ -14,7 +14,10 @@ overlap in time, so a micro-batch's time bound skips fewer of them and every rea
 - lays the stream's events out the same way on their time, in files of about `ROWS_PER_EVENTS_FILE` rows, the
   layout a batch run reads in place (`pielake.spark.runs`);
 - compacts `progress_<q>`;
-- vacuums all of them, and the stream's quarantine and the lake's `runs`, keeping `keep_days` of time travel.
+- vacuums all of them, and the stream's quarantine and the lake's `runs`, keeping `keep_days` of time travel,
+  and gives each the log retention of as many days (`log_retention`; tables a pielake session creates have it
+  from the start, and a table made by an older pielake, or with other `PIELAKE_KEEP_DAYS`, gets it here): the
+  commits Delta lists at every write and read of a table in a folder stay a bounded number.
 
 It holds the query's run lock, so no run of the query writes its tables meanwhile (Delta would fail one of the
 two); a run that holds it is waited for. The events are shared with other queries over the stream, but only ever
@@ -28,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pielake import vocabulary as V
+from pielake.engine.settings import log_retention
 from pielake.lake.delta import Lake
 from pielake.lake.lock import RunLock
 from pielake.pipeline.ingest import ROWS_PER_EVENTS_FILE, stream_for
@@ -102,6 +106,7 @@ def maintain(lake: Lake, plan: QueryPlan, *, keep_days: float, say: Callable[[st
             removed, added = (lake.optimize(table, order=layout.order,
                                             file_bytes=file_bytes(lake, table, layout.rows))
                               if layout is not None else (0, 0))
+            lake.keep_log(table, log_retention(keep_days))
             cared.append(TableCare(table, removed, added, lake.vacuum(table, keep_hours=keep_hours)))
             say(f"  {cared[-1].text()}")
         return cared

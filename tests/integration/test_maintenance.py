@@ -77,7 +77,7 @@ def test_the_maintenance_dag_compacts_a_lake_after_twenty_micro_batches(airflow:
     for table, (version, kept) in before.items():
         assert table_files(lake, table) == 1
         assert rows(lake, table) == kept
-        assert rows(lake, table, version) == kept  # a week of time travel kept: the old files are still there
+        assert rows(lake, table, version) == kept  # a day of time travel kept: the old files are still there
     assert sum(files_read(lake.read("events_flags").filter(F.col("ts").between(15, 26)))) < read_before
 
     cared = {c.table: c for c in maintain(lake, plan, keep_days=0, say=print)}

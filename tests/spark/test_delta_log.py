@@ -1,0 +1,60 @@
+"""A table's Delta log stays as short as the time travel pielake keeps: on a lake in a folder Delta lists the whole
+log at every commit and read, so a log of Delta's default 30 days of minute-by-minute commits makes every run slower.
+Tables a pielake session creates get the retention of `PIELAKE_KEEP_DAYS`; maintenance sets it on older ones; and a
+micro-batch whose last run is older than the log compares every event instead of reading the change feed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from pielake.engine.settings import keep_days, log_retention
+from pielake.lake.delta import LOG_RETENTION, Lake
+
+EVENTS = "events_s"
+
+
+def retention(lake: Lake, table: str) -> str:
+    [row] = lake.spark.sql(f"SHOW TBLPROPERTIES delta.`{lake.path(table)}` ('{LOG_RETENTION}')").collect()
+    return row["value"]
+
+
+def test_log_retention_is_the_days_kept_in_hours_and_never_under_one() -> None:
+    assert log_retention(1) == "interval 24 hours"
+    assert log_retention(7) == "interval 168 hours"
+    assert log_retention(0) == "interval 1 hours"
+
+
+def test_a_table_a_pielake_session_creates_keeps_the_log_of_the_days_kept(spark: SparkSession, tmp_path: Path) -> None:
+    lake = Lake(spark, tmp_path)
+    lake.overwrite(spark.range(3), "t")
+    assert retention(lake, "t") == log_retention(keep_days())
+
+
+def test_maintenance_gives_a_table_with_another_retention_the_one_kept_once(spark: SparkSession,
+                                                                           tmp_path: Path) -> None:
+    lake = Lake(spark, tmp_path)
+    lake.overwrite(spark.range(3), "t")
+    assert lake.keep_log("t", "interval 720 hours")  # as Delta's default, 30 days, leaves an older table
+    assert retention(lake, "t") == "interval 720 hours"
+    assert lake.keep_log("t", log_retention(7))
+    version = lake.version("t")
+    assert not lake.keep_log("t", log_retention(7))  # the same retention: no commit
+    assert (retention(lake, "t"), lake.version("t")) == (log_retention(7), version)
+
+
+def test_the_change_feed_is_not_read_where_the_log_no_longer_reaches_back(spark: SparkSession,
+                                                                          tmp_path: Path) -> None:
+    lake = Lake(spark, tmp_path)
+    for start in range(0, 120, 10):  # the creation, then twelve appends: Delta checkpoints at version 10
+        lake.append(spark.range(start, start + 10), EVENTS, change_feed=True)
+    log = Path(lake.path(EVENTS)) / "_delta_log"
+    assert (log / f"{10:020d}.checkpoint.parquet").exists()
+    for version in range(10):  # what Delta's log cleanup deletes once the commits are older than the retention
+        (log / f"{version:020d}.json").unlink()
+    assert lake.inserted_since(EVENTS, 3) is None
+    since_ten = lake.inserted_since(EVENTS, 10)
+    assert since_ten is not None
+    assert sorted(r.id for r in since_ten.collect()) == list(range(100, 120))
+    assert lake.read(EVENTS).count() == 120
