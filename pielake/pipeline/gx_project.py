@@ -104,8 +104,8 @@ def update_docs(context: Any, run_id: str) -> None:
     """Render the pages of every stored result of the run `run_id`, then the index, in one Data Docs build.
 
     A build costs a page's rendering per result it is given plus the index, which is rebuilt from every stored
-    result (0.3 s at a few dozen, about 1 s at the 800 that 200 runs of four gates keep): once per run rather
-    than once per gate saves three index builds a run."""
+    result, seconds once a query has run a while (docs/performance.md): once per run rather than once per gate
+    saves three index builds a run."""
     keys = [k for k in context.validation_results_store.list_keys() if k.run_id.run_name == run_id]
     context.build_data_docs(site_names=[SITE_NAME], resource_identifiers=keys)
 
