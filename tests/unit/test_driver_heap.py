@@ -1,6 +1,6 @@
 """The driver's heap: `PIELAKE_DRIVER_MEMORY`, else 2.5 GB, for sessions built here and for spark-submit, which
 starts the driver's JVM before the job runs (the Airflow DAG test checks the JVM of a real step); and the JVM options
-that go with it."""
+and the table defaults that go with it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pielake.engine.settings import (
     CODEGEN_CACHE_ENTRIES,
     DEFAULT_DRIVER_MEMORY,
     JAVA_OPTIONS,
+    LOG_RETENTION_DEFAULT,
     driver_heap,
     master_settings,
     submit_arguments,
@@ -41,6 +42,11 @@ def test_spark_submit_gets_pielake_s_java_options_as_defaults_that_a_user_s_own_
 def test_spark_submit_keeps_the_code_of_a_few_queries_compiled() -> None:
     """A static setting: only the start of the driver's JVM can set it (tests/spark/test_session_jvm.py says why)."""
     assert f"spark.sql.codegen.cache.maxEntries={CODEGEN_CACHE_ENTRIES}" in submit_arguments()
+
+
+def test_tables_a_spark_submit_step_creates_keep_the_log_of_pielake_keep_days(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIELAKE_KEEP_DAYS", "2")
+    assert f"{LOG_RETENTION_DEFAULT}=interval 48 hours" in submit_arguments()
 
 
 @pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local-cluster[2,1,1024]"])
