@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from pielake.engine.settings import keep_days, log_retention
+from pielake.engine.settings import LOG_RETENTION_DEFAULT, keep_days, log_retention
 from pielake.lake.delta import LOG_RETENTION, Lake
 
 EVENTS = "events_s"
@@ -42,6 +42,20 @@ def test_maintenance_gives_a_table_with_another_retention_the_one_kept_once(spar
     version = lake.version("t")
     assert not lake.keep_log("t", log_retention(7))  # the same retention: no commit
     assert (retention(lake, "t"), lake.version("t")) == (log_retention(7), version)
+
+
+def test_maintenance_gives_a_table_made_without_pielake_s_settings_the_retention_kept(spark: SparkSession,
+                                                                                    tmp_path: Path) -> None:
+    lake = Lake(spark, tmp_path)
+    default = spark.conf.get(LOG_RETENTION_DEFAULT)
+    spark.conf.unset(LOG_RETENTION_DEFAULT)  # as a session without pielake's settings creates a table
+    try:
+        lake.overwrite(spark.range(3), "t")
+    finally:
+        spark.conf.set(LOG_RETENTION_DEFAULT, default)
+    assert retention(lake, "t") != log_retention(keep_days())  # Delta's own 30 days: no property of the table
+    assert lake.keep_log("t", log_retention(keep_days()))
+    assert retention(lake, "t") == log_retention(keep_days())
 
 
 def test_the_change_feed_is_not_read_where_the_log_no_longer_reaches_back(spark: SparkSession,
