@@ -340,9 +340,10 @@ class Lake:
         properties = DeltaTable.forPath(self.spark, self.path(table)).detail().first()["properties"]
         if properties.get("delta.enableChangeDataFeed") != "true":
             return None
-        if self.version(table) <= version:
+        held = [int(p.stem) for p in _commits(Path(self.path(table)))]  # one listing of the log for both bounds
+        if max(held) <= version:
             return self.read(table).limit(0)
-        if min(int(p.stem) for p in _commits(Path(self.path(table)))) > version + 1:
+        if min(held) > version + 1:
             return None
         changes = (self.spark.read.format("delta").option("readChangeFeed", "true")
                    .option("startingVersion", version + 1).load(self.path(table)))
