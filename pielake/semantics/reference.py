@@ -5,11 +5,13 @@ found by trying every combination of situations per key; decision times come fro
 which asks at each event time whether anything could still break the constraint. Every faster
 implementation in pielake (the Spark kernels, micro-batches, backfills) is tested against this module.
 
-Input events must already follow §1 (validated by ingest): per key, event times strictly increasing.
+Input events must already follow §1 (validated by ingest): per key, event times strictly increasing; interval
+rows (an interval stream's) each ending after they start.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -69,13 +71,26 @@ class Match:
 
 
 class _KeyStream:
-    """One key's events in time order, with every symbol's predicate evaluated once per event."""
+    """One key's instants in time order, with every symbol's truth at each instant (docs/semantics.md §2).
 
-    def __init__(self, key: tuple[Any, ...], rows: list[Row], plan: QueryPlan, time_column: str):
+    A point stream's instants are its events. An interval stream's are its rows' starts and ends up to its latest
+    start, and a symbol holds at one when a row covering it satisfies the predicate. `rows` are in start order.
+    """
+
+    def __init__(self, key: tuple[Any, ...], rows: list[Row], plan: QueryPlan, time_column: str,
+                 end_column: str | None = None):
         self.key = key
         self.rows = rows
-        self.times = [_field(r, time_column) for r in rows]
-        self.truth = {s.name: [holds(s.predicate, r) for r in rows] for s in plan.symbols}
+        self.starts = [_field(r, time_column) for r in rows]
+        self.satisfied = {s.name: [holds(s.predicate, r) for r in rows] for s in plan.symbols}
+        if end_column is None:
+            self.times, self.truth = self.starts, self.satisfied
+            return
+        ends = [_field(r, end_column) for r in rows]
+        self.times = sorted({t for t in [*self.starts, *ends] if t <= self.starts[-1]})
+        spans = list(zip(self.starts, ends, strict=True))
+        self.truth = {name: [any(ok and start <= t < end for ok, (start, end) in zip(flags, spans, strict=True))
+                             for t in self.times] for name, flags in self.satisfied.items()}
 
     def situations(self, symbol: str) -> list[Situation]:
         out: list[Situation] = []
@@ -85,10 +100,17 @@ class _KeyStream:
             if value and start is None:
                 start = i
             elif not value and start is not None:
-                te = self.times[i] if i < len(self.rows) else None
-                out.append(Situation(symbol, self.key, self.times[start], te, tuple(self.rows[start:i])))
+                ts, te = self.times[start], self.times[i] if i < len(self.times) else None
+                out.append(Situation(symbol, self.key, ts, te, self.rows_of(symbol, ts, te)))
                 start = None
         return out
+
+    def rows_of(self, symbol: str, ts: Any, te: Any | None) -> tuple[Row, ...]:
+        """The rows a situation's aggregates read: the symbol's rows starting in [ts, te), in start order. Of a
+        point stream, these are exactly the run's own events."""
+        low = bisect.bisect_left(self.starts, ts)
+        high = len(self.starts) if te is None else bisect.bisect_left(self.starts, te)
+        return tuple(self.rows[i] for i in range(low, high) if self.satisfied[symbol][i])
 
     def quiet_gap(self, c: PairConstraint, a: Situation, b: Situation) -> bool:
         """No event between the earlier situation's end and the later one's start satisfies either predicate."""
@@ -110,7 +132,8 @@ def _field(row: Row, name: str) -> Any:
     raise PielakeError(f"event has no column '{name}': {dict(row)}")
 
 
-def _group_by_key(events: Iterable[Row], plan: QueryPlan, time_column: str) -> dict[tuple[Any, ...], list[Row]]:
+def _group_by_key(events: Iterable[Row], plan: QueryPlan, time_column: str,
+                  end_column: str | None) -> dict[tuple[Any, ...], list[Row]]:
     groups: dict[tuple[Any, ...], list[Row]] = defaultdict(list)
     for row in events:
         groups[tuple(_field(row, k) for k in plan.keys)].append(row)
@@ -119,17 +142,21 @@ def _group_by_key(events: Iterable[Row], plan: QueryPlan, time_column: str) -> d
         times = [_field(r, time_column) for r in rows]
         if any(a >= b for a, b in itertools.pairwise(times)):
             raise PielakeError(f"key {key}: event times must be strictly increasing (docs/semantics.md §1)")
+        if end_column is not None and any(_field(r, end_column) <= _field(r, time_column) for r in rows):
+            raise PielakeError(f"key {key}: every interval row must end after it starts (docs/semantics.md §1)")
     return dict(groups)
 
 
-def _streams(events: Iterable[Row], plan: QueryPlan, time_column: str) -> list[_KeyStream]:
-    return [_KeyStream(key, rows, plan, time_column) for key, rows in
-            sorted(_group_by_key(events, plan, time_column).items(), key=lambda kv: repr(kv[0]))]
+def _streams(events: Iterable[Row], plan: QueryPlan, time_column: str, end_column: str | None) -> list[_KeyStream]:
+    return [_KeyStream(key, rows, plan, time_column, end_column) for key, rows in
+            sorted(_group_by_key(events, plan, time_column, end_column).items(), key=lambda kv: repr(kv[0]))]
 
 
-def derive_situations(events: Iterable[Row], plan: QueryPlan, time_column: str = "ts") -> list[Situation]:
-    """Every situation of every symbol and key, open ones included (te None)."""
-    return [s for stream in _streams(events, plan, time_column) for sym in plan.symbol_names
+def derive_situations(events: Iterable[Row], plan: QueryPlan, time_column: str = "ts",
+                      end_column: str | None = None) -> list[Situation]:
+    """Every situation of every symbol and key, open ones included (te None); `end_column` names the end of an
+    interval stream's rows (`time_column` is then their start)."""
+    return [s for stream in _streams(events, plan, time_column, end_column) for sym in plan.symbol_names
             for s in stream.situations(sym)]
 
 
@@ -264,7 +291,7 @@ def aggregate(name: str, values: list[Any]) -> Any:
 
 
 def find_matches(events: Iterable[Row], plan: QueryPlan, time_column: str = "ts",
-                 time_unit_seconds: Fraction | float | int = 1) -> list[Match]:
+                 time_unit_seconds: Fraction | float | int = 1, end_column: str | None = None) -> list[Match]:
     """Every match of the plan over the events, with status as known after the last event of each key.
 
     Args:
@@ -272,6 +299,7 @@ def find_matches(events: Iterable[Row], plan: QueryPlan, time_column: str = "ts"
         plan: an analyzed query.
         time_column: the event-time column.
         time_unit_seconds: how many seconds one unit of event time is (windows and durations are in seconds).
+        end_column: of an interval stream, the column its rows end at; `time_column` is then their start.
     """
     matcher = _Matcher(plan, time_unit_seconds)
-    return [m for stream in _streams(events, plan, time_column) for m in matcher.matches(stream)]
+    return [m for stream in _streams(events, plan, time_column, end_column) for m in matcher.matches(stream)]

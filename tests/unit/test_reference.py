@@ -6,6 +6,7 @@ from fractions import Fraction
 
 import pytest
 
+from pielake.errors import PielakeError
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from pielake.semantics.relations import inverse
@@ -182,3 +183,54 @@ def test_time_units_scale_the_window() -> None:
     plan = load_query(query("A before B", within="10 ms"))
     assert [m.status for m in find_matches(events, plan, time_unit_seconds=0.001)] == [COMPLETE]
     assert find_matches(events, plan, time_unit_seconds=Fraction(1, 100)) == []
+
+
+def spans(*rows: tuple[int, int, bool, bool]) -> list[dict]:
+    """Interval rows of key k: (start, end, a, b)."""
+    return [{"key": "k", "ts": s, "te_": e, "a": a, "b": b} for s, e, a, b in rows]
+
+
+def interval_situations(rows: list[dict], pattern: str = "A overlaps B") -> list[tuple]:
+    plan = load_query(query(pattern))
+    return [(s.symbol, s.ts, s.te) for s in derive_situations(rows, plan, end_column="te_")]
+
+
+def test_interval_rows_that_overlap_or_touch_coalesce_into_one_situation() -> None:
+    rows = spans((0, 4, True, False), (2, 6, True, False), (6, 8, True, False), (9, 12, False, False),
+                 (13, 14, False, False))
+    assert interval_situations(rows) == [("A", 0, 8)]
+
+
+def test_a_gap_between_interval_rows_ends_a_situation() -> None:
+    rows = spans((0, 3, True, False), (5, 7, True, False), (10, 11, False, False))
+    assert interval_situations(rows) == [("A", 0, 3), ("A", 5, 7)]
+
+
+def test_an_interval_situation_is_open_until_the_latest_start_reaches_its_end() -> None:
+    # The row starting at 3 covers 3..9; at the latest start (5) the union's end (9) is not known yet.
+    rows = spans((0, 2, True, False), (3, 9, True, False), (5, 6, False, True))
+    assert interval_situations(rows) == [("A", 0, 2), ("A", 3, None), ("B", 5, None)]
+    assert interval_situations([*rows, *spans((9, 10, False, False))]) == [("A", 0, 2), ("A", 3, 9), ("B", 5, 6)]
+
+
+def test_a_row_holds_where_it_covers_whatever_rows_overlap_it() -> None:
+    # B's row [2, 4) lies inside A's [0, 10): A holds throughout, B only on [2, 4).
+    rows = spans((0, 10, True, False), (2, 4, False, True), (12, 13, False, False))
+    plan = load_query(query("B during A"))
+    [match] = find_matches(rows, plan, end_column="te_")
+    assert (match.situation("A").ts, match.situation("A").te, match.situation("B").ts, match.situation("B").te,
+            match.detected_at, match.status) == (0, 10, 2, 4, 4, COMPLETE)
+
+
+def test_interval_aggregates_read_the_rows_of_the_situation() -> None:
+    rows = [{"key": "k", "ts": s, "te_": e, "a": a, "b": b, "speed": v} for s, e, a, b, v in
+            [(0, 5, True, False, 10), (1, 3, False, True, 99), (3, 8, True, False, 20), (9, 10, False, False, 5)]]
+    plan = load_query(query("A contains B", returns="first(A.speed) AS f, last(A.speed) AS l, count(A.speed) AS n, "
+                                                    "duration(A) AS d"))
+    [match] = find_matches(rows, plan, end_column="te_")
+    assert dict(match.values) == {"f": 10, "l": 20, "n": 2, "d": 8}
+
+
+def test_interval_rows_must_end_after_they_start() -> None:
+    with pytest.raises(PielakeError, match="end after it starts"):
+        interval_situations(spans((0, 0, True, False)))
