@@ -1,7 +1,9 @@
 """Stream schemas: key columns, the event-time column with its unit, attributes and types (schemas/*.yaml).
 
+A point stream names one time column (`time: {column: ts}`); an interval stream names where its rows start and
+end (`time: {start: arrived, end: departed}`), and its start is then its event time (docs/semantics.md §1).
 Types are given as a Spark DDL string and loaded, never retyped. Only flat columns of primitive types are
-allowed: events are points with scalar attributes.
+allowed: events have scalar attributes.
 """
 
 from __future__ import annotations
@@ -35,9 +37,15 @@ class StreamSchema:
 
     name: str
     keys: tuple[str, ...]
-    time_column: str
+    time_column: str  # of an interval stream, where its rows start
     time_unit: str
     columns: tuple[tuple[str, str], ...]  # (name, Spark SQL type), in order
+    end_column: str | None = None  # where an interval stream's rows end; None for a point stream
+
+    @property
+    def time_columns(self) -> tuple[str, ...]:
+        """The columns holding times in the stream's time type: the event time, and an interval's end."""
+        return (self.time_column,) if self.end_column is None else (self.time_column, self.end_column)
 
     @property
     def ddl(self) -> str:
@@ -74,22 +82,28 @@ def parse_ddl(ddl: str) -> tuple[tuple[str, str], ...]:
 def from_mapping(doc: dict, origin: str) -> StreamSchema:
     try:
         name, keys, time, ddl = doc["stream"], doc.get("keys", []), doc["time"], doc["columns"]
-        column, unit = time["column"], str(time.get("unit", "s")).lower()
+        unit = str(time.get("unit", "s")).lower()
+        column, end = (time["start"], time["end"]) if "start" in time else (time["column"], None)
     except (KeyError, TypeError) as missing:
-        raise SchemaError(f"{origin}: missing {missing}; a schema has stream, keys, time.column, columns") from None
+        raise SchemaError(f"{origin}: missing {missing}; a schema has stream, keys, columns and time.column "
+                          "(or time.start and time.end, for interval rows)") from None
     columns = parse_ddl(ddl)
     names = {n.lower() for n, _ in columns}
-    for needed in [*keys, column]:
+    for needed in [*keys, column, *([end] if end else [])]:
         if needed.lower() not in names:
             raise SchemaError(f"{origin}: column '{needed}' is named in keys/time but not defined in columns")
+    if end is not None and end.lower() == column.lower():
+        raise SchemaError(f"{origin}: time.start and time.end name the same column '{end}'")
     if unit != TIMESTAMP_UNIT and unit not in TIME_UNIT_SECONDS:
         raise SchemaError(f"{origin}: unknown time unit '{unit}'")
-    return StreamSchema(name, tuple(keys), column, unit, columns)
+    return StreamSchema(name, tuple(keys), column, unit, columns, end)
 
 
 def to_mapping(schema: StreamSchema) -> dict:
-    return {"stream": schema.name, "keys": list(schema.keys),
-            "time": {"column": schema.time_column, "unit": schema.time_unit}, "columns": schema.ddl}
+    time = {"column": schema.time_column} if schema.end_column is None else \
+        {"start": schema.time_column, "end": schema.end_column}
+    return {"stream": schema.name, "keys": list(schema.keys), "time": {**time, "unit": schema.time_unit},
+            "columns": schema.ddl}
 
 
 def save_schema(schema: StreamSchema, directory: Path) -> Path:

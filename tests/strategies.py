@@ -1,7 +1,8 @@
 """Hypothesis strategies shared by the property tests: random streams and random queries over them.
 
 A drawn `Case` has one of three key shapes (no PARTITION BY: one global key; one key column; two) and a numeric or
-a TIMESTAMP event time, so every property test that draws it runs over each of them.
+a TIMESTAMP event time, so every property test that draws it runs over each of them. An interval case's rows start
+at `ts` and end at `until` (docs/semantics.md §1): they overlap, touch, nest and leave gaps.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ ATTRIBUTES = (("a", "BOOLEAN"), ("b", "BOOLEAN"), ("c", "BOOLEAN"), ("x", "DOUBL
 EPOCH = datetime(1970, 1, 1)  # a TIMESTAMP stream's kernel time 0; Spark hands back naive UTC datetimes
 MICROSECOND = timedelta(microseconds=1)
 RELATION_NAMES = sorted(RELATIONS)
+UNTIL = "until"  # where an interval case's rows end
 Row = dict[str, Any]
 
 
@@ -36,28 +38,37 @@ class Case:
     rows: list[Row]
     keys: tuple[str, ...]
     timed: bool
+    intervals: bool = False
+
+    @property
+    def end_column(self) -> str | None:
+        return UNTIL if self.intervals else None
+
+    @property
+    def times(self) -> tuple[str, ...]:
+        return ("ts", UNTIL) if self.intervals else ("ts",)
 
     @property
     def stream(self) -> StreamSchema:
-        time = ("ts", "TIMESTAMP" if self.timed else "BIGINT")
-        columns = (*((k, KEY_TYPES[k]) for k in self.keys), time, *ATTRIBUTES)
-        return StreamSchema("S", self.keys, "ts", TIMESTAMP_UNIT if self.timed else "s", columns)
+        kind = "TIMESTAMP" if self.timed else "BIGINT"
+        columns = (*((k, KEY_TYPES[k]) for k in self.keys), *((t, kind) for t in self.times), *ATTRIBUTES)
+        return StreamSchema("S", self.keys, "ts", TIMESTAMP_UNIT if self.timed else "s", columns, self.end_column)
 
     @property
     def unit(self) -> Fraction:
         return self.stream.unit_seconds
 
     def stored_rows(self, rows: list[Row] | None = None) -> list[Row]:
-        return [{**r, "ts": EPOCH + r["ts"] * timedelta(seconds=1)} if self.timed else r
+        return [{**r, **{t: EPOCH + r[t] * timedelta(seconds=1) for t in self.times}} if self.timed else r
                 for r in (self.rows if rows is None else rows)]
 
     def kernel_rows(self, rows: list[Row] | None = None) -> list[Row]:
         scale = 1_000_000 if self.timed else 1
-        return [{**r, "ts": r["ts"] * scale} for r in (self.rows if rows is None else rows)]
+        return [{**r, **{t: r[t] * scale for t in self.times}} for r in (self.rows if rows is None else rows)]
 
     def json_rows(self, rows: list[Row]) -> list[Row]:
         """Rows as a JSON file of the stream holds them: times as ISO-8601 text with a zone."""
-        return [{**r, "ts": r["ts"].replace(tzinfo=UTC).isoformat()} if self.timed else r
+        return [{**r, **{t: r[t].replace(tzinfo=UTC).isoformat() for t in self.times}} if self.timed else r
                 for r in self.stored_rows(rows)]
 
     def key_of(self, row: Row) -> tuple[Any, ...]:
@@ -81,6 +92,18 @@ def key_stream(draw: st.DrawFn, key: Row) -> list[Row]:
 
 
 @st.composite
+def key_spans(draw: st.DrawFn, key: Row) -> list[Row]:
+    """One key's interval rows: starts strictly increasing, each lasting 1-8, so that rows overlap, touch, nest
+    inside longer ones and leave gaps."""
+    rows, t = [], draw(st.integers(0, 3))
+    for _ in range(draw(st.integers(1, 24))):
+        t += draw(st.sampled_from([1, 1, 2, 3, 4, 6]))
+        rows.append({**key, "ts": t, UNTIL: t + draw(st.sampled_from([1, 1, 1, 2, 3, 5, 8])), "a": draw(st.booleans()),
+                     "b": draw(st.booleans()), "c": draw(st.booleans()), "x": float(draw(st.integers(-3, 9)))})
+    return rows
+
+
+@st.composite
 def key_values(draw: st.DrawFn, keys: tuple[str, ...]) -> list[Row]:
     """1-4 distinct keys of the shape `keys` (the one global key where there are none)."""
     if not keys:
@@ -91,9 +114,9 @@ def key_values(draw: st.DrawFn, keys: tuple[str, ...]) -> list[Row]:
 
 
 @st.composite
-def scenario(draw: st.DrawFn) -> Case:
+def scenario(draw: st.DrawFn, intervals: bool = False) -> Case:
     """A query over 2-3 symbols (self pairs, duration constraints and cyclic patterns included) over a stream of
-    1-4 keys of a drawn key shape and time type."""
+    1-4 keys of a drawn key shape and time type: point events, or interval rows (`intervals`)."""
     relations = st.lists(st.sampled_from(RELATION_NAMES), min_size=1, max_size=4, unique=True)
     predicates = ["a", "b", "c", "a AND b", "a OR c", "NOT b"]
     first, second = draw(st.sampled_from(predicates)), draw(st.sampled_from(predicates))
@@ -111,5 +134,6 @@ def scenario(draw: st.DrawFn) -> Case:
     partition = f" PARTITION BY {', '.join(keys)}" if keys else ""
     query = (f"FROM S{partition} DEFINE {', '.join(defines)} PATTERN {' AND '.join(pattern)} "
              f"WITHIN {window} s RETURN sum(A.x) AS sa, count(B.x) AS nb, duration(A) AS da")
-    rows = [r for key in draw(key_values(keys)) for r in draw(key_stream(key))]
-    return Case(query, rows, keys, draw(st.booleans()))
+    per_key = key_spans if intervals else key_stream
+    rows = [r for key in draw(key_values(keys)) for r in draw(per_key(key))]
+    return Case(query, rows, keys, draw(st.booleans()), intervals)

@@ -185,10 +185,10 @@ def events_frame(job: QueryJob) -> Frame:
     declared = job.lake.spark.createDataFrame([], stream.ddl).schema
     types = {f.name: type(f.dataType).__name__ for f in declared.fields}
     if stream.time_unit == TIMESTAMP_UNIT:
-        types[stream.time_column] = "TimestampType"
+        types.update(dict.fromkeys(stream.time_columns, "TimestampType"))
     fill = {"each_key": list(stream.keys), "time": stream.time_column,
             "natural_key": [*stream.keys, stream.time_column], "each_column": list(stream.column_names),
-            "type": types}
+            "type": types, "each_end": [] if stream.end_column is None else [stream.end_column]}
     return staged, fill
 
 

@@ -9,6 +9,8 @@ docs/semantics.md §1, row by row, nothing dropped silently:
 - an exact duplicate (same key, time and payload) of a row of this file or of an ingested event is dropped once
   and counted;
 - rows with the same key and time but different payloads are all quarantined (`conflicting_duplicate`);
+- an interval row (an interval stream's) with a NULL end, an end before its start or an end equal to it is
+  quarantined (`null_end`, `end_before_start`, `empty_interval`); its start is its event time for every rule;
 - a run may add one more rule (`Admission`): a micro-batch quarantines events at or before their key's processed
   time (`late`), a backfill the events outside its range.
 
@@ -123,7 +125,7 @@ def _cast(raw: DataFrame, stream: StreamSchema) -> DataFrame:
     typed = []
     for name, kind in stream.columns:
         source = F.col(present[name.lower()])
-        target = "TIMESTAMP" if name == stream.time_column and stream.time_unit == TIMESTAMP_UNIT else kind
+        target = "TIMESTAMP" if name in stream.time_columns and stream.time_unit == TIMESTAMP_UNIT else kind
         typed.append(source.try_cast(target).alias(name))
     return raw.select(*typed, F.to_json(F.struct(*(F.col(c) for c in raw.columns))).alias(V.RAW),
                       *(F.col(present[n.lower()]).cast("string").alias(f"__raw_{n}") for n in stream.column_names))
@@ -142,8 +144,19 @@ def _reason(stream: StreamSchema) -> Column:
         if kind in FLOATING:
             infinite = F.abs(F.col(name)) == F.lit(float("inf"))
             checks.append((F.isnan(F.col(name)) | infinite, F.concat(F.lit(f"not_finite: {name}="), raw)))
+    checks.extend(_interval_checks(stream))
     return reduce(lambda acc, check: F.when(check[0], check[1]).otherwise(acc), reversed(checks),
                   F.lit(None).cast("string"))
+
+
+def _interval_checks(stream: StreamSchema) -> list[tuple[Column, Column]]:
+    """An interval row ends after it starts (docs/semantics.md §1); a zero-length row holds at no time."""
+    if stream.end_column is None:
+        return []
+    start, end = F.col(stream.time_column), F.col(stream.end_column)
+    return [(F.col(f"__raw_{stream.end_column}").isNull(), F.lit("null_end")),
+            (end < start, F.lit("end_before_start")),
+            (end == start, F.lit("empty_interval"))]
 
 
 def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id: str,

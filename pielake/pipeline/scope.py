@@ -108,13 +108,23 @@ class Scope:
         return None if uncut or least is None else int(least)
 
     def slice(self, events: DataFrame, q: SparkQuery) -> DataFrame:
-        """The events a run reads: its keys' events from their cut on (the event at the cut included)."""
+        """The events a run reads: its keys' events from their cut on (the event at the cut included).
+
+        Of an interval stream, the rows that reach the cut, clipped to start there: every instant at or after the
+        cut is then exactly as in the whole history (the rows covering it all reach it), the cut itself is one
+        (a row ending there still marks it), and there is none before it, which the slice alone would get
+        wrong. No situation anchored after the cut has a clipped row (its rows start after the cut).
+        """
         if self.full:
             return events
         if self.floor is not None:
-            events = events.filter(q.stored_time() >= q.time_literal(self.floor))
-        return (events.join(self._cuts(), list(self.keys)).filter(q.event_time() >= F.col(SCOPE_CUT))
-                .drop(SCOPE_CUT))
+            events = events.filter(q.stored_reach() >= q.time_literal(self.floor))
+        sliced = events.join(self._cuts(), list(self.keys)).filter(q.kernel_time(q.stored_reach()) >= F.col(SCOPE_CUT))
+        if q.intervals:
+            start = q.names[q.stream.time_column.lower()]
+            clipped = F.when(q.event_time() < F.col(SCOPE_CUT), q.time_out(F.col(SCOPE_CUT)))
+            sliced = sliced.withColumn(start, clipped.otherwise(F.col(start)))
+        return sliced.drop(SCOPE_CUT)
 
     def owned(self, rows: DataFrame, derived: Derived | None) -> DataFrame:
         """The rows this run owns: its keys' rows anchored after their cut (all its keys' rows: no anchor)."""

@@ -62,11 +62,12 @@ def kernel_reading(lake: Lake, table: str, version: int, q: SparkQuery) -> Kerne
     """For the whole events table: enough time ranges to keep every core busy, more when the table is large;
     read in place when it has a file for every core and not many more files than time ranges (a table of many
     small micro-batch files would cost a task each), by the kernel's tasks themselves where the files are plain
-    Parquet and the query's predicates compute in Arrow (`SparkQuery.arrow_input`)."""
+    Parquet and the query's predicates compute in Arrow (`SparkQuery.arrow_input`). An interval stream's rows are
+    never read in place: the kernel reads their instants, which a shuffle by key computes."""
     files, size = lake.file_stats(table, version)
     cores = lake.spark.sparkContext.defaultParallelism
     partitions = max(2 * cores, math.ceil(size / BYTES_PER_PARTITION))
-    in_place = cores <= files <= FILES_PER_TIME_RANGE * partitions
+    in_place = not q.intervals and cores <= files <= FILES_PER_TIME_RANGE * partitions
     plain = lake.plain_files(table, version) if in_place and q.arrow_input is not None else ()
     return KernelReading(partitions, in_place, plain)
 
@@ -99,10 +100,12 @@ def derive_situations(ctx: StepContext) -> StageResult:
             keys = stage_scope(encoded.key_bounds)
         else:  # a micro-batch's slice is small, and the scope says what it is
             keys = stage_scope()
-            encoded = q.runs(job.scope().slice(events, q), 2 * job.lake.spark.sparkContext.defaultParallelism)
+            events = job.scope().slice(events, q)
+            encoded = q.runs(events, 2 * job.lake.spark.sparkContext.defaultParallelism)
         details["events read"] = encoded.reading
         job.staging.overwrite(encoded.runs, job.table(V.SEGMENTS), partition_by=(C.SERIES,))
-        situations = job.scope().owned(q.situations(job.staged(V.SEGMENTS)), derived_tables(q)[V.SITUATIONS])
+        situations = job.scope().owned(q.situations(job.staged(V.SEGMENTS), events),
+                                       derived_tables(q)[V.SITUATIONS])
         written = job.staging.overwrite(situations, job.table(V.SITUATIONS))
         return {"keys in scope": keys, job.table(V.SITUATIONS): written}
 

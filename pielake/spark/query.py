@@ -1,11 +1,13 @@
 """A checked query bound to a stream: everything the Spark kernels need, computed once.
 
 `SparkQuery.prepare` turns the events table into the kernel input (keys, event time as BIGINT, one boolean column
-per symbol, the attributes RETURN aggregates read). `situations` turns stitched runs into the situations table.
+per symbol, the attributes RETURN aggregates read); an interval stream's rows become their instants first
+(`pielake.spark.intervals`). `situations` turns stitched runs into the situations table.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
@@ -19,6 +21,7 @@ from pielake.errors import CompileError
 from pielake.query import ast
 from pielake.query.analyzer import AGGREGATES, PairConstraint, QueryPlan, walk
 from pielake.spark import columns as C
+from pielake.spark import intervals
 from pielake.spark.arrow_predicates import ArrowDeclinedError, ArrowInput
 from pielake.spark.compile import predicate
 from pielake.spark.patterns import read_runs
@@ -112,14 +115,26 @@ class SparkQuery:
             return "DOUBLE" if kind.startswith(_FLOATING) else "BIGINT"
         return kind
 
+    @property
+    def intervals(self) -> bool:
+        """The stream's rows are intervals (docs/semantics.md §1)."""
+        return self.stream.end_column is not None
+
+    def partials_of(self, symbol: int) -> tuple[Partial, ...]:
+        """The partial aggregates RETURN needs of symbol number `symbol`'s situations."""
+        found = {Partial(symbol, f, a.attr, self.partial_type(f, a.attr))
+                 for a in self.aggregates if self.symbol_index[a.symbol] == symbol for f in a.partial_functions}
+        return tuple(sorted(found, key=lambda p: p.name))
+
     @cached_property
     def spec(self) -> RunSpec:
-        partials = {Partial(self.symbol_index[a.symbol], f, a.attr, self.partial_type(f, a.attr))
-                    for a in self.aggregates for f in a.partial_functions}
+        """What the runs kernel encodes. It computes a point stream's partials over each run's events; an interval
+        stream's come from its rows instead (`intervals.with_partials`)."""
+        partials = () if self.intervals else \
+            tuple(sorted((p for i in range(len(self.plan.symbols)) for p in self.partials_of(i)), key=lambda p: p.name))
         pairs = tuple((self.symbol_index[c.left], self.symbol_index[c.right]) for c in self.plan.constraints)
         return RunSpec(self.keys, self.key_types, len(self.plan.symbols), pairs,
-                       tuple(read_runs(c) for c in self.plan.constraints),
-                       tuple(sorted(partials, key=lambda p: p.name)))
+                       tuple(read_runs(c) for c in self.plan.constraints), partials)
 
     def column(self, ref: ast.Column) -> Column:
         return F.col(self.names[ref.name.lower()])
@@ -130,6 +145,10 @@ class SparkQuery:
 
     def event_time(self) -> Column:
         return self.kernel_time(self.stored_time())
+
+    def stored_reach(self) -> Column:
+        """How far in time an event tells, as stored: a point event's time, an interval row's end."""
+        return F.col(self.names[self.stream.end_column.lower()]) if self.intervals else self.stored_time()
 
     def kernel_time(self, column: Column) -> Column:
         """A time in the stream's own type as kernel time (BIGINT); `time_out` is its inverse."""
@@ -176,7 +195,10 @@ class SparkQuery:
     @cached_property
     def arrow_input(self) -> ArrowInput | None:
         """`prepare` for the runs kernel's tasks that read events files themselves, or None where a predicate
-        or a column type is one `pielake.spark.arrow_predicates` declines (the events are then read by Spark)."""
+        or a column type is one `pielake.spark.arrow_predicates` declines (the events are then read by Spark), and for
+        an interval stream, whose kernel input is its instants."""
+        if self.intervals:
+            return None
         read = sorted({node.name.lower() for s in self.plan.symbols for node in walk(s.predicate)
                        if isinstance(node, ast.Column)})
         reading = ArrowInput(self.keys, self.names[self.stream.time_column.lower()], C.T,
@@ -189,14 +211,23 @@ class SparkQuery:
             return None
         return reading
 
+    def words(self, truth: Callable[[int], Column]) -> list[Column]:
+        """The flags words (`flag_bits`' layout) of `truth`, a boolean Column per symbol number (NULL: false)."""
+        words: dict[str, list[Column]] = {}
+        for i in range(len(self.plan.symbols)):
+            flag = F.when(truth(i), F.lit(1 << (i % C.FLAGS_PER_WORD))).otherwise(0)
+            words.setdefault(C.flags_word(i), []).append(flag)
+        return [reduce(Column.bitwiseOR, flags[1:], flags[0].cast("bigint")).alias(name)
+                for name, flags in words.items()]
+
     def prepare(self, events: DataFrame) -> DataFrame:
         """Kernel input: keys, `__t`, the symbols' predicates as bits of BIGINT words (NULL counts as false) and
         aggregate inputs. Packed, n predicates cost one column instead of n in the shuffle and in the Arrow
-        hand-over to the kernel, which is where the time of the runs stage goes."""
-        words = []
-        for name, bits in self.flag_bits:
-            flags = [F.when(predicate(p, self.column), F.lit(1 << bit)).otherwise(0) for bit, p in bits]
-            words.append(reduce(Column.bitwiseOR, flags[1:], flags[0].cast("bigint")).alias(name))
+        hand-over to the kernel, which is where the time of the runs stage goes. An interval stream's input is its
+        rows' instants."""
+        if self.intervals:
+            return intervals.instants(events, self)
+        words = self.words(lambda i: predicate(self.plan.symbols[i].predicate, self.column))
         return events.select(*self.keys, self.event_time().alias(C.T), *words, *self._sources())
 
     @cached_property
@@ -235,12 +266,15 @@ class SparkQuery:
             fits = fits & scaled_at_most(diff, sym.max_seconds, self.unit)
         return fits
 
-    def situations(self, runs: DataFrame) -> DataFrame:
-        """One row per situation per key (kernel time): keys, symbol, ts, te, status, takes_part, aggregates."""
+    def situations(self, runs: DataFrame, events: DataFrame) -> DataFrame:
+        """One row per situation per key (kernel time): keys, symbol, ts, te, status, takes_part, aggregates.
+        `events` are what the runs were encoded from: an interval stream's aggregates read its rows."""
         names = F.array(*(F.lit(s.name) for s in self.plan.symbols))
         rows = (runs.filter((F.col(C.SERIES) < len(self.plan.symbols)) & (F.col(C.VALUE) == 1))
                 .withColumn(V.SYMBOL, F.element_at(names, F.col(C.SERIES) + 1))
                 .withColumn(V.TS, F.col(C.START)).withColumn(V.TE, F.col(C.END)))
+        if self.intervals:
+            rows = intervals.with_partials(rows, events, self)
         takes_part = F.lit(False)
         for s in self.plan.symbols:
             takes_part = F.when(F.col(V.SYMBOL) == s.name, self.takes_part(s.name)).otherwise(takes_part)

@@ -36,6 +36,10 @@ HEADER = b"unit,ts,speed,label\n"
 KEYLESS_QUERY = QUERY.replace(" PARTITION BY D.unit", "")
 KEYLESS_SCHEMA = StreamSchema("Dirty", (), "ts", "s", SCHEMA.columns[1:])
 KEYLESS_HEADER = b"ts,speed,label\n"
+# The same stream as interval rows, from `ts` until `until` (docs/semantics.md §1).
+SPANS_SCHEMA = StreamSchema("Dirty", ("unit",), "ts", "s", (*SCHEMA.columns[:2], ("until", "BIGINT"),
+                                                           *SCHEMA.columns[2:]), "until")
+SPANS_HEADER = b"unit,ts,until,speed,label\n"
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,20 @@ KEYLESS_CASES = {
     "exact duplicates": Case(b"1,5,x\n1,5,x\n2,5,x\n", 2, dropped=1, header=KEYLESS_HEADER),
     "out of order within the file": Case(b"3,5,x\n1,5,x\n2,5,x\n", 3, header=KEYLESS_HEADER),
     "only a header": Case(b"", 0, header=KEYLESS_HEADER),
+}
+
+
+SPANS_CASES = {
+    "null start": Case(b"u1,,4,5,x\nu1,2,4,5,x\n", 1, ("null_time",), header=SPANS_HEADER),
+    "null end": Case(b"u1,1,,5,x\nu1,2,4,5,x\n", 1, ("null_end",), header=SPANS_HEADER),
+    "unparsable end": Case(b"u1,1,later,5,x\nu1,2,4,5,x\n", 1, ("cast_failed: until=later",), header=SPANS_HEADER),
+    "end before start": Case(b"u1,5,3,5,x\nu1,6,9,5,x\n", 1, ("end_before_start",), header=SPANS_HEADER),
+    "zero-length row": Case(b"u1,3,3,5,x\nu1,6,9,5,x\n", 1, ("empty_interval",), header=SPANS_HEADER),
+    "same start, different ends": Case(b"u1,1,4,5,x\nu1,1,6,5,x\nu1,2,3,5,x\n", 1,
+                                       ("conflicting_duplicate", "conflicting_duplicate"), header=SPANS_HEADER),
+    "exact duplicates": Case(b"u1,1,4,5,x\nu1,1,4,5,x\nu1,2,3,5,x\n", 2, dropped=1, header=SPANS_HEADER),
+    "overlapping, nested and touching rows": Case(b"u1,1,10,5,x\nu1,2,4,5,x\nu1,3,12,5,x\nu1,12,13,5,x\n", 4,
+                                                  header=SPANS_HEADER),
 }
 
 
@@ -129,6 +147,31 @@ def test_bad_row_of_a_stream_without_a_key_is_accounted_for_with_its_reason(name
                      dropped=case.dropped)
     assert reasons(lake, "r1") == tuple(sorted(case.reasons))
     assert lake.read("events_dirty").count() == case.events
+
+
+@pytest.mark.parametrize("name", SPANS_CASES)
+def test_bad_interval_row_is_accounted_for_with_its_reason(name: str, tmp_path: Path, spark: SparkSession) -> None:
+    case = SPANS_CASES[name]
+    lake = new_lake(tmp_path, spark, SPANS_SCHEMA)
+    report = ingest_file(lake, case.header + case.body, "r1")
+    assert_accounted(report, rows_in=case.body.count(b"\n"), events=case.events, quarantined=len(case.reasons),
+                     dropped=case.dropped)
+    assert reasons(lake, "r1") == tuple(sorted(case.reasons))
+    assert lake.read("events_dirty").count() == case.events
+
+
+def test_an_interval_row_starting_at_or_before_its_keys_processed_time_is_late(tmp_path: Path,
+                                                                              spark: SparkSession) -> None:
+    """What a row tells starts at its start (docs/semantics.md §2): a row starting before the key's latest start
+    is late, however far it reaches."""
+    lake = new_lake(tmp_path, spark, SPANS_SCHEMA)
+    (tmp_path / "first.csv").write_bytes(SPANS_HEADER + b"u1,1,9,50,x\nu1,5,6,50,x\n")
+    run_query(lake, load_query(QUERY, "dirty"), "r1", RunRequest(events_path=str(tmp_path / "first.csv"),
+                                                                 fmt="csv", checks=False))
+    report = ingest_file(lake, SPANS_HEADER + b"u1,4,30,50,x\nu1,5,7,50,x\nu1,6,8,50,x\n", "r2",
+                         mode="incremental")
+    assert_accounted(report, rows_in=3, events=1, quarantined=2, dropped=0)
+    assert reasons(lake, "r2") == ("conflicting_duplicate: differs from an ingested event", "late")
 
 
 def test_exact_duplicates_across_micro_batches_are_dropped_once(tmp_path: Path, spark: SparkSession) -> None:

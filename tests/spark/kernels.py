@@ -72,7 +72,7 @@ class Kernels:
                               in_place=layout != "shuffled")
         self.read_in_place = encoded.read_in_place
         self.runs = encoded.runs.localCheckpoint()
-        self.situations = self.q.situations(self.runs).localCheckpoint()
+        self.situations = self.q.situations(self.runs, self.events).localCheckpoint()
 
     def pairs(self, constraint_id: str | None = None) -> DataFrame:
         chosen = [c for c in self.plan.constraints if constraint_id in (None, c.id)]

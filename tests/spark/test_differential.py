@@ -27,3 +27,14 @@ def test_spark_matches_equal_the_reference(spark: SparkSession, case: Case, part
     kernels = Kernels(spark, plan, case.stored_rows(), partitions, case.stream, layout=layout)
     expected = find_matches(case.kernel_rows(), plan, time_unit_seconds=case.unit)
     assert spark_rows(kernels.matches(), plan) == reference_rows(expected, plan), (case.query, case.keys, case.timed)
+
+
+@settings(max_examples=int(os.environ.get("PIELAKE_DIFF_EXAMPLES", "14")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=scenario(intervals=True), partitions=st.integers(1, 6))
+def test_spark_matches_over_interval_rows_equal_the_reference(spark: SparkSession, case: Case, partitions: int) -> None:
+    event(f"keys: {len(case.keys)}, {'TIMESTAMP' if case.timed else 'numeric'} time")
+    plan = load_query(case.query)
+    kernels = Kernels(spark, plan, case.stored_rows(), partitions, case.stream)
+    expected = find_matches(case.kernel_rows(), plan, time_unit_seconds=case.unit, end_column=case.end_column)
+    assert spark_rows(kernels.matches(), plan) == reference_rows(expected, plan), (case.query, case.keys, case.timed)

@@ -1,0 +1,81 @@
+"""Interval streams on the point kernels: a key's interval rows become its instants (docs/semantics.md §2).
+
+A key's instants are the starts and ends of its rows at or before its latest start; a symbol holds at an instant
+when a row covering it satisfies the predicate. Instants are a point stream, one row per key and time with the
+symbols' truth packed as a point stream's predicates are (`SparkQuery.words`), so the runs kernel, the PiePair
+automata, the window and the statuses read them unchanged.
+
+Coverage is counted, not searched: each row adds one at its start and takes one away at its end for every symbol
+it satisfies, and a running sum per key in time order is the number of satisfying rows covering each instant.
+
+Aggregates cannot come from instants (a row's attributes hold over its whole span, and rows overlap): they are
+computed from the rows that make each situation, the symbol's rows starting in `[ts, te)`, under the same partial
+names the runs kernel gives a point stream's (`Partial.name`), so the situations table reads both alike.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyspark.sql.functions as F
+from pyspark.sql import Column, DataFrame, Window
+
+from pielake import vocabulary as V
+from pielake.spark import columns as C
+from pielake.spark.compile import predicate
+from pielake.spark.runs import Partial
+
+if TYPE_CHECKING:
+    from pielake.spark.query import SparkQuery
+
+OPENS = "__opens"  # the time is the start of some row (instants stop at the latest start)
+LATEST = "__latest_start"
+
+
+def _covering(index: int) -> str:
+    return f"__covering{index}"
+
+
+def _satisfies(q: SparkQuery, index: int) -> Column:
+    """Symbol number `index`'s predicate on a row, NULL counting as false."""
+    return F.coalesce(predicate(q.plan.symbols[index].predicate, q.column), F.lit(False))
+
+
+def instants(rows: DataFrame, q: SparkQuery) -> DataFrame:
+    """The kernel input of an interval stream's rows: keys, `__t` (an instant) and the flags words."""
+    symbols = range(len(q.plan.symbols))
+    end = q.kernel_time(q.stored_reach())
+    opened = rows.select(*q.keys, q.event_time().alias(C.T), F.lit(True).alias(OPENS),
+                         *(_satisfies(q, i).cast("int").alias(_covering(i)) for i in symbols))
+    closed = rows.select(*q.keys, end.alias(C.T), F.lit(False).alias(OPENS),
+                         *((-_satisfies(q, i).cast("int")).alias(_covering(i)) for i in symbols))
+    edges = (opened.unionByName(closed).groupBy(*q.keys, C.T)
+             .agg(F.bool_or(OPENS).alias(OPENS), *(F.sum(_covering(i)).alias(_covering(i)) for i in symbols)))
+    key = Window.partitionBy(*q.keys)
+    so_far = key.orderBy(C.T).rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    counted = edges.select(*q.keys, C.T, F.max(F.when(F.col(OPENS), F.col(C.T))).over(key).alias(LATEST),
+                           *(F.sum(_covering(i)).over(so_far).alias(_covering(i)) for i in symbols))
+    known = counted.filter(F.col(C.T) <= F.col(LATEST))
+    return known.select(*q.keys, C.T, *q.words(lambda i: F.col(_covering(i)) > 0))
+
+
+def _rule(p: Partial, value: Column) -> Column:
+    """A partial over the rows of one situation, in start order (`C.T`)."""
+    return {"first": F.min_by(value, C.T), "last": F.max_by(value, C.T), "min": F.min(value),
+            "max": F.max(value), "sum": F.sum(value), "count": F.count(value)}[p.func].cast(p.spark_type).alias(p.name)
+
+
+def with_partials(situations: DataFrame, rows: DataFrame, q: SparkQuery) -> DataFrame:
+    """`situations` (keys, `__series`, ts, te) with the partial aggregates of RETURN over each one's rows."""
+    for index in range(len(q.plan.symbols)):
+        partials = q.partials_of(index)
+        if not partials:
+            continue
+        own = rows.filter(_satisfies(q, index)).select(*q.keys, q.event_time().alias(C.T),
+                                                       *{p.source for p in partials})
+        spans = situations.filter(F.col(C.SERIES) == index).select(*q.keys, V.TS, V.TE)
+        inside = (F.col(C.T) >= F.col(V.TS)) & (F.col(V.TE).isNull() | (F.col(C.T) < F.col(V.TE)))
+        merged = (spans.join(own, list(q.keys)).filter(inside).groupBy(*q.keys, V.TS)
+                  .agg(*(_rule(p, F.col(p.source)) for p in partials)).withColumn(C.SERIES, F.lit(index)))
+        situations = situations.join(merged, [*q.keys, C.SERIES, V.TS], "left")
+    return situations
