@@ -58,18 +58,22 @@ class Case:
     def unit(self) -> Fraction:
         return self.stream.unit_seconds
 
-    def stored_rows(self, rows: list[Row] | None = None) -> list[Row]:
-        return [{**r, **{t: EPOCH + r[t] * timedelta(seconds=1) for t in self.times}} if self.timed else r
+    def _times(self, rows: list[Row] | None, convert: Any) -> list[Row]:
+        """`rows` (default: the case's) with `convert` applied to each time that is not NULL."""
+        return [{**r, **{t: convert(r[t]) for t in self.times if r[t] is not None}}
                 for r in (self.rows if rows is None else rows)]
 
+    def stored_rows(self, rows: list[Row] | None = None) -> list[Row]:
+        return self._times(rows, lambda t: EPOCH + t * timedelta(seconds=1)) if self.timed else \
+            list(self.rows if rows is None else rows)
+
     def kernel_rows(self, rows: list[Row] | None = None) -> list[Row]:
-        scale = 1_000_000 if self.timed else 1
-        return [{**r, **{t: r[t] * scale for t in self.times}} for r in (self.rows if rows is None else rows)]
+        return self._times(rows, lambda t: t * 1_000_000) if self.timed else list(self.rows if rows is None else rows)
 
     def json_rows(self, rows: list[Row]) -> list[Row]:
         """Rows as a JSON file of the stream holds them: times as ISO-8601 text with a zone."""
-        return [{**r, **{t: r[t].replace(tzinfo=UTC).isoformat() for t in self.times}} if self.timed else r
-                for r in self.stored_rows(rows)]
+        stored = self.stored_rows(rows)
+        return self._times(stored, lambda t: t.replace(tzinfo=UTC).isoformat()) if self.timed else stored
 
     def key_of(self, row: Row) -> tuple[Any, ...]:
         return tuple(row[k] for k in self.keys)

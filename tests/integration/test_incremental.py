@@ -21,15 +21,19 @@ from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from pielake.streams import save_schema
 from tests.spark.kernels import reference_rows, spark_rows
-from tests.strategies import Case, kernel_time, scenario
+from tests.strategies import UNTIL, Case, kernel_time, scenario
 
 pytestmark = pytest.mark.heavy(seconds=330)  # about this long in CI: scheduled first
+
+
+BAD_SPANS = {"empty_interval": 0, "end_before_start": -1, "null_end": None}  # a bad row's end, from its start
 
 
 @st.composite
 def micro_batches(draw: st.DrawFn, intervals: bool = False) -> tuple[Case, list[list[dict]]]:
     """A scenario whose events (interval rows: `intervals`) are cut, per key in time order, into 1-8
-    micro-batches at random places."""
+    micro-batches at random places. Interval rows come with up to three bad ones (`BAD_SPANS`), each at a start
+    no good row of its key has, in a batch of its own choosing: ingest quarantines them."""
     case = draw(scenario(intervals))
     count = draw(st.integers(1, 8))
     batches: list[list[dict]] = [[] for _ in range(count)]
@@ -38,6 +42,12 @@ def micro_batches(draw: st.DrawFn, intervals: bool = False) -> tuple[Case, list[
         cuts = sorted(draw(st.lists(st.integers(0, len(own)), min_size=count - 1, max_size=count - 1)))
         for index, (lo, hi) in enumerate(zip([0, *cuts], [*cuts, len(own)], strict=True)):
             batches[index] += own[lo:hi]
+    for reason in draw(st.lists(st.sampled_from(sorted(BAD_SPANS)), max_size=3)) if intervals else []:
+        like = draw(st.sampled_from(case.rows))
+        taken = {r["ts"] for r in case.rows if case.key_of(r) == case.key_of(like)}
+        start = draw(st.integers(like["ts"] + 1, like["ts"] + 40).filter(lambda t, taken=taken: t not in taken))
+        end = None if BAD_SPANS[reason] is None else start + BAD_SPANS[reason]
+        draw(st.sampled_from(batches)).append({**like, "ts": start, UNTIL: end})
     return case, [b for b in batches if b]
 
 
@@ -107,8 +117,9 @@ def assert_micro_batches_equal_the_reference(spark: SparkSession, root: Path,
         path.write_text("\n".join(json.dumps(r) for r in drawn.json_rows(batch)))
         request = RunRequest(mode="incremental", events_path=str(path), checks=False)
         summary = run_query(lake, plan, f"mb{index}", request)
-        assert summary.ingest.events == len(batch)
-        seen += batch
+        good = [r for r in batch if r in drawn.rows]
+        assert (summary.ingest.events, summary.ingest.quarantined) == (len(good), len(batch) - len(good))
+        seen += good
         rows = drawn.kernel_rows(seen)
         expected = reference_rows(find_matches(rows, plan, time_unit_seconds=drawn.unit,
                                                end_column=drawn.end_column), plan)
