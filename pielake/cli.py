@@ -96,7 +96,8 @@ def explain_command(query_file: str, *, show: str, fmt: str, automata: bool) -> 
     elif fmt == "dot":
         click.echo(explain_dot(plan, automata=automata), nl=False)
     else:
-        click.echo(explain(plan), nl=False)
+        stream = load_schema(plan.stream)
+        click.echo(explain(plan, intervals=stream is not None and stream.end_column is not None), nl=False)
 
 
 @main.command("relations")

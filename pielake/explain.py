@@ -89,14 +89,22 @@ def _pair_detection(c: PairConstraint) -> list[str]:
     return lines
 
 
-def explain(plan: QueryPlan) -> str:
-    """The explain report of an analyzed query, as text."""
+SITUATIONS_OF = {
+    False: "symbols (situations = maximal runs of events satisfying the predicate)",
+    True: "symbols (situations = unions of the interval rows satisfying the predicate; the automata read the rows' "
+          "starts and ends as events)",
+}
+
+
+def explain(plan: QueryPlan, *, intervals: bool = False) -> str:
+    """The explain report of an analyzed query, as text; `intervals`: its stream's rows are intervals
+    (docs/semantics.md §2)."""
     keys = ", ".join(plan.keys) or "(none: one global key)"
     order = join_order(plan.constraints)
     out = [f"query {plan.name}: FROM {plan.stream}" + (f" {plan.alias}" if plan.alias else ""),
            f"  partition by: {keys}",
            f"  window: {_seconds(plan.window_seconds)}  (max(te) - min(ts) over the bound situations)",
-           "", "symbols (situations = maximal runs of events satisfying the predicate)", *_symbols(plan),
+           "", SITUATIONS_OF[intervals], *_symbols(plan),
            "", "constraints (mPiePairs, normalised to definition order)"]
     for c in plan.constraints:
         out += _constraint(c)

@@ -7,7 +7,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pydot
+from click.testing import CliRunner
 
+from pielake.cli import main
 from pielake.explain import RELATION_EXAMPLES, explain, explain_dot, relation_pictures
 from pielake.query.analyzer import load_query
 from pielake.semantics.automata import AUTOMATA, Action
@@ -79,3 +81,12 @@ def test_every_relation_example_satisfies_its_relation_and_no_other() -> None:
 def test_the_query_language_page_shows_the_relation_pictures_pielake_prints() -> None:
     page = (Path(__file__).parents[2] / "docs" / "query-language.md").read_text(encoding="utf-8")
     assert f"```\n{relation_pictures()}```\n" in page
+
+
+def test_explain_of_a_query_over_interval_rows_says_how_its_situations_are_made(tmp_path: Path) -> None:
+    query = tmp_path / "q.tpq"
+    query.write_text((EXAMPLE.parent / "alarm_before_repair.tpq").read_text(encoding="utf-8"))
+    result = CliRunner().invoke(main, ["explain", str(query)])
+    assert result.exit_code == 0, result.output
+    assert "situations = unions of the interval rows satisfying the predicate" in result.output
+    assert "maximal runs of events" not in result.output
