@@ -43,6 +43,12 @@ class StreamSchema:
     end_column: str | None = None  # where an interval stream's rows end; None for a point stream
 
     @property
+    def natural_key(self) -> tuple[str, ...]:
+        """What makes an event one (docs/semantics.md §1): its key and time; an interval row's key, start and end,
+        so that rows of one key may share a start (a state and an alarm beginning in the same second)."""
+        return (*self.keys, *self.time_columns)
+
+    @property
     def time_columns(self) -> tuple[str, ...]:
         """The columns holding times in the stream's time type: the event time, and an interval's end."""
         return (self.time_column,) if self.end_column is None else (self.time_column, self.end_column)

@@ -97,13 +97,17 @@ def key_stream(draw: st.DrawFn, key: Row) -> list[Row]:
 
 @st.composite
 def key_spans(draw: st.DrawFn, key: Row) -> list[Row]:
-    """One key's interval rows: starts strictly increasing, each lasting 1-8, so that rows overlap, touch, nest
-    inside longer ones and leave gaps."""
+    """One key's interval rows, each lasting 1-8, so that rows overlap, touch, nest inside longer ones, share a
+    start (with different ends: a key's rows are unique per start and end) and leave gaps."""
     rows, t = [], draw(st.integers(0, 3))
     for _ in range(draw(st.integers(1, 24))):
-        t += draw(st.sampled_from([1, 1, 2, 3, 4, 6]))
-        rows.append({**key, "ts": t, UNTIL: t + draw(st.sampled_from([1, 1, 1, 2, 3, 5, 8])), "a": draw(st.booleans()),
-                     "b": draw(st.booleans()), "c": draw(st.booleans()), "x": float(draw(st.integers(-3, 9)))})
+        if rows:  # at most three rows share a start: the durations below leave each a different end
+            sharing = sum(r["ts"] == t for r in rows)
+            t += draw(st.sampled_from([0, 1, 1, 2, 3, 4, 6] if sharing < 3 else [1, 2, 3, 4, 6]))
+        taken = {r[UNTIL] for r in rows if r["ts"] == t}
+        end = t + draw(st.sampled_from([1, 1, 1, 2, 3, 5, 8]).filter(lambda d, t=t, taken=taken: t + d not in taken))
+        rows.append({**key, "ts": t, UNTIL: end, "a": draw(st.booleans()), "b": draw(st.booleans()),
+                     "c": draw(st.booleans()), "x": float(draw(st.integers(-3, 9)))})
     return rows
 
 

@@ -187,7 +187,7 @@ def events_frame(job: QueryJob) -> Frame:
     if stream.time_unit == TIMESTAMP_UNIT:
         types.update(dict.fromkeys(stream.time_columns, "TimestampType"))
     fill = {"each_key": list(stream.keys), "time": stream.time_column,
-            "natural_key": [*stream.keys, stream.time_column], "each_column": list(stream.column_names),
+            "natural_key": list(stream.natural_key), "each_column": list(stream.column_names),
             "type": types, "each_end": [] if stream.end_column is None else [stream.end_column]}
     return staged, fill
 

@@ -10,7 +10,8 @@ docs/semantics.md §1, row by row, nothing dropped silently:
   and counted;
 - rows with the same key and time but different payloads are all quarantined (`conflicting_duplicate`);
 - an interval row (an interval stream's) with a NULL end, an end before its start or an end equal to it is
-  quarantined (`null_end`, `end_before_start`, `empty_interval`); its start is its event time for every rule;
+  quarantined (`null_end`, `end_before_start`, `empty_interval`); its start is its event time for the other
+  rules, except that its natural key is its key, start and end (`StreamSchema.natural_key`);
 - a run may add one more rule (`Admission`): a micro-batch quarantines events at or before their key's processed
   time (`late`), a backfill the events outside its range.
 
@@ -167,7 +168,7 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
         raws = [lake.spark.createDataFrame([], _as_text(stream))]
     casts = [_cast(raw, stream) for raw in raws]
     checked, rows_in = hold(reduce(DataFrame.unionByName, casts).withColumn(V.REASON, _reason(stream)))
-    natural_key = [*stream.keys, stream.time_column]
+    natural_key = list(stream.natural_key)
     attributes = [n for n in stream.column_names if n not in natural_key]
     good = checked.filter(F.col(V.REASON).isNull()).withColumn(
         PAYLOAD, F.to_json(F.struct(*(F.col(a) for a in attributes))))

@@ -6,7 +6,7 @@ which asks at each event time whether anything could still break the constraint.
 implementation in pielake (the Spark kernels, micro-batches, backfills) is tested against this module.
 
 Input events must already follow §1 (validated by ingest): per key, event times strictly increasing; interval
-rows (an interval stream's) each ending after they start.
+rows (an interval stream's) each ending after they start, unique per key, start and end.
 """
 
 from __future__ import annotations
@@ -74,7 +74,8 @@ class _KeyStream:
     """One key's instants in time order, with every symbol's truth at each instant (docs/semantics.md §2).
 
     A point stream's instants are its events. An interval stream's are its rows' starts and ends up to its latest
-    start, and a symbol holds at one when a row covering it satisfies the predicate. `rows` are in start order.
+    start, and a symbol holds at one when a row covering it satisfies the predicate. `rows` are in start order,
+    rows sharing a start in end order.
     """
 
     def __init__(self, key: tuple[Any, ...], rows: list[Row], plan: QueryPlan, time_column: str,
@@ -137,12 +138,13 @@ def _group_by_key(events: Iterable[Row], plan: QueryPlan, time_column: str,
     groups: dict[tuple[Any, ...], list[Row]] = defaultdict(list)
     for row in events:
         groups[tuple(_field(row, k) for k in plan.keys)].append(row)
+    times = [time_column] if end_column is None else [time_column, end_column]
     for key, rows in groups.items():
-        rows.sort(key=lambda r: _field(r, time_column))
-        times = [_field(r, time_column) for r in rows]
-        if any(a >= b for a, b in itertools.pairwise(times)):
-            raise PielakeError(f"key {key}: event times must be strictly increasing (docs/semantics.md §1)")
-        if end_column is not None and any(_field(r, end_column) <= _field(r, time_column) for r in rows):
+        rows.sort(key=lambda r: tuple(_field(r, t) for t in times))
+        order = [tuple(_field(r, t) for t in times) for r in rows]
+        if any(a >= b for a, b in itertools.pairwise(order)):
+            raise PielakeError(f"key {key}: {' and '.join(times)} must be unique per key (docs/semantics.md §1)")
+        if end_column is not None and any(end <= start for start, end in order):
             raise PielakeError(f"key {key}: every interval row must end after it starts (docs/semantics.md §1)")
     return dict(groups)
 

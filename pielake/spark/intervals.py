@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 OPENS = "__opens"  # the time is the start of some row (instants stop at the latest start)
 LATEST = "__latest_start"
+UNTIL = "__until"  # a row's end in kernel time: rows sharing a start are in end order
 
 
 def _covering(index: int) -> str:
@@ -60,8 +61,10 @@ def instants(rows: DataFrame, q: SparkQuery) -> DataFrame:
 
 
 def _rule(p: Partial, value: Column) -> Column:
-    """A partial over the rows of one situation, in start order (`C.T`)."""
-    return {"first": F.min_by(value, C.T), "last": F.max_by(value, C.T), "min": F.min(value),
+    """A partial over the rows of one situation, in start order, rows sharing a start in end order (a key's rows
+    are unique per start and end, so the order is total)."""
+    order = F.struct(C.T, UNTIL)
+    return {"first": F.min_by(value, order), "last": F.max_by(value, order), "min": F.min(value),
             "max": F.max(value), "sum": F.sum(value), "count": F.count(value)}[p.func].cast(p.spark_type).alias(p.name)
 
 
@@ -72,6 +75,7 @@ def with_partials(situations: DataFrame, rows: DataFrame, q: SparkQuery) -> Data
         if not partials:
             continue
         own = rows.filter(_satisfies(q, index)).select(*q.keys, q.event_time().alias(C.T),
+                                                       q.kernel_time(q.stored_reach()).alias(UNTIL),
                                                        *{p.source for p in partials})
         spans = situations.filter(F.col(C.SERIES) == index).select(*q.keys, V.TS, V.TE)
         inside = (F.col(C.T) >= F.col(V.TS)) & (F.col(V.TE).isNull() | (F.col(C.T) < F.col(V.TE)))

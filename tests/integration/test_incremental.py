@@ -32,14 +32,16 @@ BAD_SPANS = {"empty_interval": 0, "end_before_start": -1, "null_end": None}  # a
 @st.composite
 def micro_batches(draw: st.DrawFn, intervals: bool = False) -> tuple[Case, list[list[dict]]]:
     """A scenario whose events (interval rows: `intervals`) are cut, per key in time order, into 1-8
-    micro-batches at random places. Interval rows come with up to three bad ones (`BAD_SPANS`), each at a start
-    no good row of its key has, in a batch of its own choosing: ingest quarantines them."""
+    micro-batches at random places, never between rows sharing a start (docs/semantics.md §1: the later would be
+    late). Interval rows come with up to three bad ones (`BAD_SPANS`), each at a start no good row of its key has,
+    in a batch of its own choosing: ingest quarantines them."""
     case = draw(scenario(intervals))
     count = draw(st.integers(1, 8))
     batches: list[list[dict]] = [[] for _ in range(count)]
     for key in dict.fromkeys(map(case.key_of, case.rows)):
         own = [r for r in case.rows if case.key_of(r) == key]
-        cuts = sorted(draw(st.lists(st.integers(0, len(own)), min_size=count - 1, max_size=count - 1)))
+        places = [i for i in range(len(own) + 1) if i in (0, len(own)) or own[i - 1]["ts"] != own[i]["ts"]]
+        cuts = sorted(draw(st.lists(st.sampled_from(places), min_size=count - 1, max_size=count - 1)))
         for index, (lo, hi) in enumerate(zip([0, *cuts], [*cuts, len(own)], strict=True)):
             batches[index] += own[lo:hi]
     for reason in draw(st.lists(st.sampled_from(sorted(BAD_SPANS)), max_size=3)) if intervals else []:

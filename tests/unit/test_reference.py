@@ -231,6 +231,18 @@ def test_interval_aggregates_read_the_rows_of_the_situation() -> None:
     assert dict(match.values) == {"f": 10, "l": 20, "n": 2, "d": 8}
 
 
+def test_interval_rows_sharing_a_start_are_read_in_end_order() -> None:
+    rows = [{"key": "k", "ts": s, "te_": e, "a": a, "b": b, "speed": v} for s, e, a, b, v in
+            [(0, 9, True, False, 30), (0, 4, True, False, 10), (2, 3, False, True, 0), (5, 6, True, False, 20),
+             (10, 11, False, False, 0)]]
+    plan = load_query(query("A contains B", returns="first(A.speed) AS f, last(A.speed) AS l, count(A.speed) AS n"))
+    [match] = find_matches(rows, plan, end_column="te_")
+    assert (match.situation("A").ts, match.situation("A").te) == (0, 9)
+    assert dict(match.values) == {"f": 10, "l": 20, "n": 3}
+    with pytest.raises(PielakeError, match="unique per key"):
+        interval_situations(spans((0, 4, True, False), (0, 4, False, True)))
+
+
 def test_interval_rows_must_end_after_they_start() -> None:
     with pytest.raises(PielakeError, match="end after it starts"):
         interval_situations(spans((0, 0, True, False)))
