@@ -170,10 +170,11 @@ def test_an_interval_row_starting_at_or_before_its_keys_processed_time_is_late(t
     (tmp_path / "first.csv").write_bytes(SPANS_HEADER + b"u1,1,9,50,x\nu1,5,6,50,x\n")
     run_query(lake, load_query(QUERY, "dirty"), "r1", RunRequest(events_path=str(tmp_path / "first.csv"),
                                                                  fmt="csv", checks=False))
-    report = ingest_file(lake, SPANS_HEADER + b"u1,4,30,50,x\nu1,5,7,50,x\nu1,6,8,50,x\n", "r2",
+    # (u1, 5, 6) with another payload conflicts with the ingested row; (u1, 5, 7) would be a row of its own, late.
+    report = ingest_file(lake, SPANS_HEADER + b"u1,4,30,50,x\nu1,5,6,50,y\nu1,5,7,50,x\nu1,6,8,50,x\n", "r2",
                          mode="incremental")
-    assert_accounted(report, rows_in=3, events=1, quarantined=2, dropped=0)
-    assert reasons(lake, "r2") == ("conflicting_duplicate: differs from an ingested event", "late")
+    assert_accounted(report, rows_in=4, events=1, quarantined=3, dropped=0)
+    assert reasons(lake, "r2") == ("conflicting_duplicate: differs from an ingested event", "late", "late")
 
 
 def test_exact_duplicates_across_micro_batches_are_dropped_once(tmp_path: Path, spark: SparkSession) -> None:
