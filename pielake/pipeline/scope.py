@@ -119,7 +119,7 @@ class Scope:
             return events
         if self.floor is not None:
             events = events.filter(q.stored_reach() >= q.time_literal(self.floor))
-        sliced = events.join(self._cuts(), list(self.keys)).filter(q.kernel_time(q.stored_reach()) >= F.col(SCOPE_CUT))
+        sliced = events.join(self._cuts(), list(self.keys)).filter(q.reach_time() >= F.col(SCOPE_CUT))
         if q.intervals:
             start = q.names[q.stream.time_column.lower()]
             clipped = F.when(q.event_time() < F.col(SCOPE_CUT), q.time_out(F.col(SCOPE_CUT)))

@@ -45,10 +45,9 @@ def _satisfies(q: SparkQuery, index: int) -> Column:
 def instants(rows: DataFrame, q: SparkQuery) -> DataFrame:
     """The kernel input of an interval stream's rows: keys, `__t` (an instant) and the flags words."""
     symbols = range(len(q.plan.symbols))
-    end = q.kernel_time(q.stored_reach())
     opened = rows.select(*q.keys, q.event_time().alias(C.T), F.lit(True).alias(OPENS),
                          *(_satisfies(q, i).cast("int").alias(_covering(i)) for i in symbols))
-    closed = rows.select(*q.keys, end.alias(C.T), F.lit(False).alias(OPENS),
+    closed = rows.select(*q.keys, q.reach_time().alias(C.T), F.lit(False).alias(OPENS),
                          *((-_satisfies(q, i).cast("int")).alias(_covering(i)) for i in symbols))
     edges = (opened.unionByName(closed).groupBy(*q.keys, C.T)
              .agg(F.bool_or(OPENS).alias(OPENS), *(F.sum(_covering(i)).alias(_covering(i)) for i in symbols)))
@@ -75,7 +74,7 @@ def with_partials(situations: DataFrame, rows: DataFrame, q: SparkQuery) -> Data
         if not partials:
             continue
         own = rows.filter(_satisfies(q, index)).select(*q.keys, q.event_time().alias(C.T),
-                                                       q.kernel_time(q.stored_reach()).alias(UNTIL),
+                                                       q.reach_time().alias(UNTIL),
                                                        *{p.source for p in partials})
         spans = situations.filter(F.col(C.SERIES) == index).select(*q.keys, V.TS, V.TE)
         inside = (F.col(C.T) >= F.col(V.TS)) & (F.col(V.TE).isNull() | (F.col(C.T) < F.col(V.TE)))

@@ -150,6 +150,9 @@ class SparkQuery:
         """How far in time an event tells, as stored: a point event's time, an interval row's end."""
         return F.col(self.names[self.stream.end_column.lower()]) if self.intervals else self.stored_time()
 
+    def reach_time(self) -> Column:
+        return self.kernel_time(self.stored_reach())
+
     def kernel_time(self, column: Column) -> Column:
         """A time in the stream's own type as kernel time (BIGINT); `time_out` is its inverse."""
         return F.unix_micros(column) if self.stream.time_unit == TIMESTAMP_UNIT else column.cast("bigint")
