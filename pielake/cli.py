@@ -31,7 +31,7 @@ from pielake.exitcodes import EXIT_USAGE
 from pielake.explain import explain, explain_dot, relation_pictures
 from pielake.lake.catalog import PASSWORD_VARIABLE
 from pielake.lake.lock import RunLock
-from pielake.query.analyzer import QueryPlan, analyze, load_query_file, read_query_file
+from pielake.query.analyzer import QueryPlan, analyze, bind, load_query_file, read_query_file
 from pielake.query.join_order import join_order
 from pielake.query.parser import parse
 from pielake.query.printer import expr_text, query_text
@@ -91,12 +91,16 @@ def explain_command(query_file: str, *, show: str, fmt: str, automata: bool) -> 
         click.echo(query_text(parsed.query), nl=False)
         return
     plan = analyze(parsed, name)
+    # With the stream's schema at hand, the columns are checked as a run checks them, so an explained query does
+    # not fail later on a misspelt column.
+    stream = load_schema(plan.stream)
+    if stream is not None:
+        plan = bind(plan, stream)
     if fmt == "json":
         click.echo(json.dumps(plan_json(plan), indent=2))
     elif fmt == "dot":
         click.echo(explain_dot(plan, automata=automata), nl=False)
     else:
-        stream = load_schema(plan.stream)
         click.echo(explain(plan, intervals=stream is not None and stream.end_column is not None), nl=False)
 
 

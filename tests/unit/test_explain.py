@@ -90,3 +90,14 @@ def test_explain_of_a_query_over_interval_rows_says_how_its_situations_are_made(
     assert result.exit_code == 0, result.output
     assert "situations = unions of the interval rows satisfying the predicate" in result.output
     assert "maximal runs of events" not in result.output
+
+
+def test_explain_checks_the_columns_against_the_streams_schema(tmp_path: Path) -> None:
+    """A stream with a schema in `schemas/`: a misspelt column fails explain as it would fail a run, naming the line
+    and column and suggesting the column meant."""
+    query = tmp_path / "q.tpq"
+    text = (EXAMPLE.parent / "alarm_before_repair.tpq").read_text(encoding="utf-8")
+    query.write_text(text.replace("M.state = 'MAINT'", "M.stat = 'MAINT'"))
+    result = CliRunner().invoke(main, ["explain", str(query)])
+    assert result.exit_code == 2
+    assert "unknown column 'stat'. Line 6, Col 39. Did you mean 'state'?" in result.output
