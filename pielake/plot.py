@@ -21,7 +21,6 @@ from typing import Any
 
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
-from pyspark.sql.types import TimestampType
 
 from pielake import vocabulary as V
 from pielake.errors import PielakeError
@@ -86,14 +85,6 @@ def _in_range(start: Column, end: Column, since: Column | None, until: Column | 
     return keep
 
 
-def _in_stream_time(situations: DataFrame, matches: DataFrame, symbol: str) -> DataFrame:
-    """Situations keep kernel time (docs/semantics.md §6), matches the stream's own: a TIMESTAMP stream's
-    situations are drawn, and bounded by --from/--to, in its time like its matches."""
-    if not isinstance(matches.schema[V.symbol_ts(symbol)].dataType, TimestampType):
-        return situations
-    return situations.withColumns({V.TS: F.timestamp_micros(V.TS), V.TE: F.timestamp_micros(V.TE)})
-
-
 def busiest_key(matches: DataFrame, plan: QueryPlan) -> tuple[str, ...]:
     """The key with the most matches (the first such key in key order), as strings."""
     if not plan.keys:
@@ -115,8 +106,7 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
     every_match = lake.read(V.table_name(V.MATCHES, name))
     key = busiest_key(every_match, plan) if key is None else key
     lanes = tuple(s.name for s in plan.symbols)
-    situations = _in_stream_time(_for_key(lake.read(V.table_name(V.SITUATIONS, name)), plan, key), every_match,
-                                 lanes[0])
+    situations = _for_key(lake.read(V.table_name(V.SITUATIONS, name)), plan, key)
     low, high = (_bound(lake, t, situations, V.TS, o) for t, o in ((since, "--from"), (until, "--to")))
     bars = tuple(sorted((Bar(lanes.index(r[V.SYMBOL]), r[V.TS], r[V.TE]) for r in situations.filter(
         _in_range(F.col(V.TS), F.col(V.TE), low, high)).collect()), key=lambda b: (b.lane, b.start)))

@@ -21,7 +21,7 @@ unsettled anchor and before P - W therefore leaves every row that can change ins
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, reduce
 
 import pyspark.sql.functions as F
@@ -46,7 +46,10 @@ class Derived:
     """A derived table's natural key (docs/semantics.md §6) and its start columns: a row's anchor is their least.
     `times`: all its time columns (starts, ends, decision times).
 
-    Matches keep their starts in the stream's own time type, situations and pairs in kernel time.
+    A published table keeps every time in the stream's own type, so SQL reads timestamps of a TIMESTAMP stream.
+    The stages compute in kernel time and stage situations and pairs so (the kernels read them), matches already
+    in the stream's type; `in_stream_time` says which form this description's rows are in, `to_stored` and
+    `to_staged` convert between the two.
     """
 
     q: SparkQuery
@@ -54,6 +57,18 @@ class Derived:
     starts: tuple[str, ...]
     times: tuple[str, ...]
     in_stream_time: bool = False
+
+    def stored(self) -> Derived:
+        """This table as published: its times in the stream's own type."""
+        return replace(self, in_stream_time=True)
+
+    def to_stored(self, rows: DataFrame) -> DataFrame:
+        """Rows of this form as published."""
+        return rows if self.in_stream_time else rows.withColumns({t: self.q.time_out(F.col(t)) for t in self.times})
+
+    def to_staged(self, rows: DataFrame) -> DataFrame:
+        """Published rows in this form."""
+        return rows if self.in_stream_time else rows.withColumns({t: self.q.kernel_time(F.col(t)) for t in self.times})
 
     @property
     def anchor(self) -> Column:

@@ -126,9 +126,11 @@ def _new_events(job: QueryJob, progress: DataFrame | None) -> DataFrame | None:
 def _backfill_cuts(job: QueryJob, q: SparkQuery, since: int | None) -> DataFrame:
     if since is None:
         raise ValueError("a backfill needs the time it starts from")
-    situations, pairs, matches = (job.published(k) for k in (V.SITUATIONS, V.PAIRS, V.MATCHES))
-    if situations is None or pairs is None or matches is None:
+    published = {kind: job.published(kind) for kind in (V.SITUATIONS, V.PAIRS, V.MATCHES)}
+    if any(rows is None for rows in published.values()):
         raise LakeError(f"query {job.plan.name} has no published results to backfill; run it once first")
+    tables = derived_tables(q)  # read in the form the stages compute in
+    situations, pairs, matches = (tables[kind].to_staged(rows) for kind, rows in published.items())
     return backfill_cut(q, since, events=job.events, situations=situations,
                         unsettled_rows=unsettled(q, situations=situations, pairs=pairs, matches=matches))
 
@@ -226,9 +228,11 @@ def _publish_rows(job: QueryJob, kind: str, staged: DataFrame, *, natural_key: t
 
     A batch run writes the rows in anchor order (`in_time_order`), so each file holds a stretch of time; a
     micro-batch's MERGE then names the scope's floor (`Scope.floor`) and Delta reads and rewrites only the files
-    of recent time.
+    of recent time. Rows are published with their times in the stream's own type (`Derived.to_stored`).
     """
     table, q = job.table(kind), job.query
+    if derived is not None:
+        staged, derived = derived.to_stored(staged), derived.stored()
     published = None if scope.full else job.published(kind)  # a batch keeps nothing of the old table: not read
     if published is None:
         laid_out = staged if derived is None else in_time_order(staged, derived.anchor, partitions)

@@ -62,6 +62,12 @@ def test_the_machine_log_example_runs_end_to_end(tmp_path: Path, spark: SparkSes
                                    "WHERE status = 'complete' ORDER BY machine, alarm_ts", "--lake", lake_dir])
     assert sql.exit_code == 0, sql.output
     assert f"({len(expected)} rows)" in sql.output and "press-1" in sql.output
+    # Situations and pairs read in the stream's time, as matches do: timestamps, not microseconds
+    first = cli.invoke(main, ["sql", "SELECT min(ts), min(te) FROM situations_alarm_before_repair UNION ALL "
+                                     "SELECT min(a_ts), min(decided_at) FROM pairs_alarm_before_repair",
+                              "--lake", lake_dir])
+    assert first.exit_code == 0, first.output
+    assert first.output.count("2026-03-02") == 4, first.output
 
     picture = tmp_path / "lathe-3.png"
     drawn = cli.invoke(main, ["plot", str(QUERY), "--lake", lake_dir, "--key", "lathe-3", "--out", str(picture)])
