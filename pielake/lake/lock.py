@@ -10,15 +10,20 @@ process (`pielake run`) or are separate spark-submit jobs and retries under Airf
 stopped by a failed gate, failed on a wrong input or query, or failed in `pielake run`) releases it. A run that
 died leaves it behind: the next run takes it over once the holder has not touched it for `stale_after` seconds,
 or at once after `pielake unlock`.
+
+Queries over one stream share its events table: a run appends what it ingested under a short section of the
+stream's (`exclusive`), so two runs of different queries do not both append an event both of them ingested.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,3 +122,18 @@ class RunLock:
             return False
         self.path.unlink(missing_ok=True)
         return True
+
+
+@contextmanager
+def exclusive(root: Path, name: str) -> Iterator[None]:
+    """Hold `<lake>/_locks/<name>.section` exclusively while the block runs: for a few seconds' work that runs of
+    several queries must not interleave (appending to a stream they share). An advisory `flock`, unlike a run's
+    lock file, is dropped by the system when its holder dies, so a crash inside never blocks the next run."""
+    path = root / V.LOCKS_DIR / f"{name}.section"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a+", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

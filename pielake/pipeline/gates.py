@@ -39,7 +39,7 @@ from pielake.engine.settings import docs_runs
 from pielake.errors import PielakeError
 from pielake.exitcodes import EXIT_FINDINGS
 from pielake.pipeline import gx_project
-from pielake.pipeline.job import QueryJob, events_table
+from pielake.pipeline.job import QueryJob
 from pielake.pipeline.scope import derived_tables
 from pielake.semantics.relations import RELATIONS
 from pielake.streams import TIMESTAMP_UNIT
@@ -181,7 +181,7 @@ def _derived_fill(job: QueryJob, kind: str) -> dict[str, Any]:
 def events_frame(job: QueryJob) -> Frame:
     """The staged events, and the stream's keys, time, columns and types."""
     stream = job.stream
-    staged = job.staging.read(events_table(stream))
+    staged = job.staging.read(job.staged_events)
     declared = job.lake.spark.createDataFrame([], stream.ddl).schema
     types = {f.name: type(f.dataType).__name__ for f in declared.fields}
     if stream.time_unit == TIMESTAMP_UNIT:

@@ -20,8 +20,9 @@ Every quarantined row keeps the raw row as JSON. The report's counts satisfy
 or one the schema does not declare) is refused whole with an error naming them, as Delta's schema enforcement
 refuses such a write; an empty file, or one with only a header, is an empty micro-batch.
 
-The admitted events are staged (`_staging/events_<stream>`) for the events gate; the stage after it appends them to
-the stream's table (`admit_events`).
+The admitted events are staged as the query's own (`_staging/events_<query>`: queries over one stream ingest side
+by side) for the events gate; the stage after it appends them to the stream's table (`admit_events`), leaving out
+any that another query's run appended meanwhile (`publish_events`).
 """
 
 from __future__ import annotations
@@ -41,12 +42,15 @@ from pielake import vocabulary as V
 from pielake.engine.checkpoints import hold, release
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake, LakeError, check_run_id
+from pielake.lake.lock import exclusive
 from pielake.pipeline.job import RunRequest, StageResult, StepContext, events_table, quarantine_table, timed
 from pielake.pipeline.scope import mark_unprocessed
 from pielake.query.analyzer import QueryPlan
 from pielake.streams import FORMATS, SCHEMAS_DIR, TIMESTAMP_UNIT, StreamSchema, load_schema, save_schema
 
 PAYLOAD = "__payload"
+OLD_PAYLOAD = "__old"  # the payload an ingested event at the same key and time has
+NO_VERSION = -1  # the stream's table did not exist yet
 ADMITTED = "__admitted"
 FLOATING = ("DOUBLE", "FLOAT", "REAL")
 ROWS_PER_EVENTS_FILE = 1_000_000
@@ -160,18 +164,18 @@ def _interval_checks(stream: StreamSchema) -> list[tuple[Column, Column]]:
             (end == start, F.lit("empty_interval"))]
 
 
-def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id: str,
+def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id: str, *, staged_as: str,
                 admission: Admission | None = None) -> IngestReport:
-    """Stage the good events of `raws` (files as `read_raw` reads them) for `events_<stream>`; write the bad rows
-    to `quarantine_<stream>`."""
+    """Stage the good events of `raws` (files as `read_raw` reads them) as `staged_as`, for `events_<stream>`;
+    write the bad rows to `quarantine_<stream>`. The staged table's note is the version of the stream's table
+    they were compared with (`publish_events` reads it)."""
     if not raws:
         raws = [lake.spark.createDataFrame([], _as_text(stream))]
     casts = [_cast(raw, stream) for raw in raws]
     checked, rows_in = hold(reduce(DataFrame.unionByName, casts).withColumn(V.REASON, _reason(stream)))
     natural_key = list(stream.natural_key)
     attributes = [n for n in stream.column_names if n not in natural_key]
-    good = checked.filter(F.col(V.REASON).isNull()).withColumn(
-        PAYLOAD, F.to_json(F.struct(*(F.col(a) for a in attributes))))
+    good = checked.filter(F.col(V.REASON).isNull()).withColumn(PAYLOAD, _payload(attributes))
     # 1. Within the file: one payload per (key, time) keeps its first copy; several payloads conflict.
     same_key = Window.partitionBy(*natural_key)
     judged = (good.withColumn("__payloads", F.size(F.collect_set(PAYLOAD).over(same_key)))
@@ -179,19 +183,21 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
     in_file_conflicts = judged.filter(F.col("__payloads") > 1).withColumn(V.REASON, F.lit("conflicting_duplicate"))
     candidates = judged.filter((F.col("__payloads") == 1) & (F.col("__copy") == 1))
     # 2. Against what is ingested already: identical -> dropped, different -> conflict.
-    old = _ingested_payloads(lake, stream, natural_key, attributes, candidates)
+    table = events_table(stream)
+    seen = lake.version(table) if lake.exists(table) else NO_VERSION
+    old = _ingested_payloads(lake, stream, natural_key, attributes, candidates, version=seen)
     if old is not None:
         candidates = candidates.join(old, natural_key, "left")
     else:
-        candidates = candidates.withColumn("__old", F.lit(None).cast("string"))
-    fresh = candidates.filter(F.col("__old").isNull())
+        candidates = candidates.withColumn(OLD_PAYLOAD, F.lit(None).cast("string"))
+    fresh = candidates.filter(F.col(OLD_PAYLOAD).isNull())
     refused = [checked.limit(0)]
     if admission is not None:
         judged_fresh = admission.judge(fresh)
         fresh = judged_fresh.filter(F.col(ADMITTED))
         refused = [judged_fresh.filter(~F.col(ADMITTED)).withColumn(V.REASON, F.lit(admission.reason))
                    .select(*checked.columns)]
-    ingested_conflicts = candidates.filter(F.col("__old").isNotNull() & (F.col("__old") != F.col(PAYLOAD))) \
+    ingested_conflicts = candidates.filter(F.col(OLD_PAYLOAD).isNotNull() & (F.col(OLD_PAYLOAD) != F.col(PAYLOAD))) \
         .withColumn(V.REASON, F.lit("conflicting_duplicate: differs from an ingested event"))
     bad = reduce(DataFrame.unionByName, [checked.filter(F.col(V.REASON).isNotNull()),
                                          in_file_conflicts.select(*checked.columns),
@@ -200,7 +206,7 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
     try:
         # The staged events count what they wrote: counting the rows before would compute them once more.
         events = lake.staging.overwrite(fresh.select(*stream.column_names, F.lit(run_id).alias(V.RUN_ID)),
-                                        events_table(stream))
+                                        staged_as, commit_note=str(seen))
         quarantined = _quarantine(lake, bad, stream, run_id)
     finally:
         release(checked)  # read by nothing after the writes; held, it would crowd the staged tables out of memory
@@ -223,32 +229,71 @@ def _quarantine(lake: Lake, bad: DataFrame, stream: StreamSchema, run_id: str) -
 
 
 def _ingested_payloads(lake: Lake, stream: StreamSchema, natural_key: list[str], attributes: list[str],
-                       candidates: DataFrame) -> DataFrame | None:
-    """Payloads of ingested events at the candidates' (key, time)s. Only the ingested events within the file's
-    time range are read: a literal range lets Delta skip every file outside it (events are appended in time
-    order), so a micro-batch does not read the history."""
-    table = events_table(stream)
-    if not lake.exists(table):
+                       candidates: DataFrame, *, version: int) -> DataFrame | None:
+    """Payloads of the events ingested by `version` of the stream's table at the candidates' (key, time)s. Only
+    the ingested events within the candidates' time range are read: a literal range lets Delta skip every file
+    outside it (events are appended in time order), so a micro-batch does not read the history."""
+    if version == NO_VERSION:
         return None
     time = stream.time_column
     low, high = candidates.agg(F.min(time), F.max(time)).first()
     if low is None:
         return None
-    ingested = lake.read(table).filter(F.col(time).between(F.lit(low), F.lit(high)))
-    return ingested.select(*natural_key, F.to_json(F.struct(*(F.col(a) for a in attributes))).alias("__old"))
+    ingested = lake.read(events_table(stream), version).filter(F.col(time).between(F.lit(low), F.lit(high)))
+    return ingested.select(*natural_key, _payload(attributes).alias(OLD_PAYLOAD))
 
 
-def publish_events(lake: Lake, stream: StreamSchema, writer: str) -> int:
+def _payload(attributes: list[str]) -> Column:
+    """A row's attributes as one comparable value: two events of one key and time are the same event when equal."""
+    return F.to_json(F.struct(*(F.col(a) for a in attributes)))
+
+
+def publish_events(lake: Lake, stream: StreamSchema, staged_as: str, writer: str) -> tuple[int, int]:
     """Append the staged events (after their gate passed) to `events_<stream>` as `writer`'s (`QueryJob.writer`),
-    once (`Lake.once`): a step that is retried after it appended them does not append them again."""
+    once (`Lake.once`): a step that is retried after it appended them does not append them again. Returns the
+    events appended and those found in the table already.
+
+    Another query's run over the stream may have appended since this run's ingest compared the events with the
+    table (the version its staged table notes). The append then first drops the staged events the table holds
+    now; the comparison and the append are one section of the stream's (`exclusive`), so two runs that ingested
+    the same event append it once. An event the table now holds with other values stops the run: run again, and
+    ingest quarantines it as a `conflicting_duplicate`."""
     table = events_table(stream)
-    staged = lake.staging.read(table)
-    rows = staged.count()
-    ordered = (staged.repartitionByRange(events_files(rows, lake.spark.sparkContext.defaultParallelism),
-                                         stream.time_column, *stream.keys)
-               .sortWithinPartitions(*stream.keys, stream.time_column))
-    lake.append(ordered, table, change_feed=True, writer=writer)
-    return lake.rows_written(table)
+    staged = lake.staging.read(staged_as)
+    with exclusive(lake.root, table):
+        held = None
+        if lake.exists(table) and lake.staging.commit_note(staged_as) != str(lake.version(table)):
+            staged, held = _not_in_table(lake, stream, staged)
+        try:
+            rows = staged.count()
+            ordered = (staged.repartitionByRange(events_files(rows, lake.spark.sparkContext.defaultParallelism),
+                                                 stream.time_column, *stream.keys)
+                       .sortWithinPartitions(*stream.keys, stream.time_column))
+            lake.append(ordered, table, change_feed=True, writer=writer)
+            return lake.rows_written(table), (0 if held is None else held[1] - rows)
+        finally:
+            if held is not None:
+                release(held[0])
+
+
+def _not_in_table(lake: Lake, stream: StreamSchema, staged: DataFrame) -> tuple[DataFrame, tuple[DataFrame, int]]:
+    """The staged events the stream's table does not hold yet, and the compared rows held (with their count) for
+    the caller to free; a PielakeError if the table holds one of them with other values."""
+    natural_key = list(stream.natural_key)
+    attributes = [n for n in stream.column_names if n not in natural_key]
+    old = _ingested_payloads(lake, stream, natural_key, attributes, staged, version=lake.version(events_table(stream)))
+    if old is None:
+        compared = staged.withColumn(OLD_PAYLOAD, F.lit(None).cast("string"))
+    else:
+        compared = staged.join(old, natural_key, "left")
+    held, rows = hold(compared)
+    conflicting = held.filter(F.col(OLD_PAYLOAD).isNotNull() & (F.col(OLD_PAYLOAD) != _payload(attributes))).count()
+    if conflicting:
+        release(held)
+        raise PielakeError(f"{conflicting} staged events of stream {stream.name} have the key and time of events "
+                           f"another run appended meanwhile, with other values; run again: its ingest quarantines "
+                           f"them as conflicting_duplicate")
+    return held.filter(F.col(OLD_PAYLOAD).isNull()).drop(OLD_PAYLOAD), (held, rows)
 
 
 def events_files(rows: int, cores: int) -> int:
@@ -355,7 +400,8 @@ def ingest(ctx: StepContext) -> StageResult:
             if request.events_path else []
         if ctx.backfill_range is not None:
             raws.append(replay_quarantined(job.lake, job.stream, job.declared_query.kernel_time, *ctx.backfill_range))
-        report = ingest_rows(job.lake, raws, job.stream, job.run_id, _admission(ctx))
+        report = ingest_rows(job.lake, raws, job.stream, job.run_id, staged_as=job.staged_events,
+                             admission=_admission(ctx))
         return report.rows()
 
     return timed("ingest", work)
@@ -376,12 +422,14 @@ def _admission(ctx: StepContext) -> Admission | None:
                                                            mark=ADMITTED))
 
 
-def admit_events(ctx: StepContext) -> None:
+def admit_events(ctx: StepContext) -> int:
     """The events the events gate audited become the stream's: appended to `events_<stream>`, once (the stage
-    after the gate starts so); a backfill also clears the late rows it re-admitted from the quarantine."""
-    job, table = ctx.job, events_table(ctx.job.stream)
-    if job.staging.exists(table):  # a run in one process frees them once admitted: then there is nothing to do
-        publish_events(job.lake, job.stream, job.writer)
-        job.staging.done_with(table)
+    after the gate starts so); a backfill also clears the late rows it re-admitted from the quarantine. Returns
+    how many of them another run had appended meanwhile (`publish_events`)."""
+    job, already = ctx.job, 0
+    if job.staging.exists(job.staged_events):  # a run in one process frees them once admitted: nothing left to do
+        _, already = publish_events(job.lake, job.stream, job.staged_events, job.writer)
+        job.staging.done_with(job.staged_events)
     if ctx.backfill_range is not None:
         forget_replayed(job.lake, job.stream, job.declared_query.kernel_time, *ctx.backfill_range)
+    return already

@@ -70,6 +70,12 @@ class QueryJob:
         return f"{self.plan.name}.{self.run_id}"
 
     @property
+    def staged_events(self) -> str:
+        """The staging table of the events the run ingests: the query's own, not the stream's, since queries over
+        one stream ingest side by side and a run's steps hand their rows on in the lake's one `_staging/`."""
+        return self.table(V.EVENTS)
+
+    @property
     def events(self) -> DataFrame:
         """The stream's events with the run's key columns (`SparkQuery.keyed`)."""
         return self.query.keyed(self.lake.read(events_table(self.stream)))

@@ -80,7 +80,9 @@ def derive_situations(ctx: StepContext) -> StageResult:
     details: dict[str, object] = {"mode": mode}
 
     def work() -> dict[str, int]:
-        admit_events(ctx)
+        already = admit_events(ctx)
+        if already:
+            details["events another run appended first"] = already
         table = events_table(job.stream)
         version = job.lake.version(table)
         q = job.query

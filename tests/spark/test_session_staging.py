@@ -93,7 +93,7 @@ def test_ingest_frees_the_rows_it_checked_once_they_are_written(spark: SparkSess
     before = held_rdds(spark)
     try:
         report = ingest_rows(Lake(spark, tmp_path / "lake").staged_in(staging), [read_raw(spark, str(events), "json")],
-                        stream, "r1")
+                        stream, "r1", staged_as="events_q")
         assert (report.rows_in, report.events, report.quarantined) == (3, 2, 1)
         assert held_rdds(spark) == before + 1
     finally:

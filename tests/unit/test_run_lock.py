@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from pielake.lake.lock import RunLock, RunLockedError
+from pielake.lake.lock import RunLock, RunLockedError, exclusive
 
 
 def test_a_second_run_is_refused_while_the_first_holds_the_lock(tmp_path: Path) -> None:
@@ -60,3 +62,31 @@ def test_a_run_that_may_wait_starts_once_the_holder_releases_and_one_that_waits_
     assert heard == [heard[0]] and heard[0].startswith("waiting up to") and "by run backfill" in heard[0]
     with pytest.raises(RunLockedError, match="being run by run scheduled"):
         RunLock(tmp_path, "q").hold("next", wait=0.5)
+
+
+def test_a_section_of_a_stream_admits_one_holder_at_a_time_even_within_one_process(tmp_path: Path) -> None:
+    """Runs on one engine are threads of one process: the section excludes them from each other too, and lets the
+    next one in as soon as the first leaves."""
+    order: list[str] = []
+
+    def second() -> None:
+        with exclusive(tmp_path, "events_s"):
+            order.append("second")
+
+    with exclusive(tmp_path, "events_s"):
+        order.append("first")
+        waiter = threading.Thread(target=second)
+        waiter.start()
+        time.sleep(0.5)  # time for the second to try
+        order.append("first leaves")
+    waiter.join(5)
+    assert order == ["first", "first leaves", "second"]
+
+
+def test_a_section_is_free_again_when_its_holder_dies(tmp_path: Path) -> None:
+    """A process killed inside the section leaves no lock behind: the system drops its `flock`."""
+    code = ("import os, sys; from pathlib import Path; from pielake.lake.lock import exclusive\n"
+            f"with exclusive(Path({str(tmp_path)!r}), 'events_s'):\n    os._exit(9)\n")
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 9
+    with exclusive(tmp_path, "events_s"):
+        pass
