@@ -185,11 +185,7 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
     # 2. Against what is ingested already: identical -> dropped, different -> conflict.
     table = events_table(stream)
     seen = lake.version(table) if lake.exists(table) else NO_VERSION
-    old = _ingested_payloads(lake, stream, natural_key, attributes, candidates, version=seen)
-    if old is not None:
-        candidates = candidates.join(old, natural_key, "left")
-    else:
-        candidates = candidates.withColumn(OLD_PAYLOAD, F.lit(None).cast("string"))
+    candidates = _with_ingested(lake, stream, candidates, version=seen)
     fresh = candidates.filter(F.col(OLD_PAYLOAD).isNull())
     refused = [checked.limit(0)]
     if admission is not None:
@@ -228,19 +224,18 @@ def _quarantine(lake: Lake, bad: DataFrame, stream: StreamSchema, run_id: str) -
         release(held)
 
 
-def _ingested_payloads(lake: Lake, stream: StreamSchema, natural_key: list[str], attributes: list[str],
-                       candidates: DataFrame, *, version: int) -> DataFrame | None:
-    """Payloads of the events ingested by `version` of the stream's table at the candidates' (key, time)s. Only
-    the ingested events within the candidates' time range are read: a literal range lets Delta skip every file
-    outside it (events are appended in time order), so a micro-batch does not read the history."""
-    if version == NO_VERSION:
-        return None
-    time = stream.time_column
-    low, high = candidates.agg(F.min(time), F.max(time)).first()
+def _with_ingested(lake: Lake, stream: StreamSchema, rows: DataFrame, *, version: int) -> DataFrame:
+    """`rows` with the payload (`__old`) of the event `version` of the stream's table holds at each row's natural
+    key, NULL where it holds none. Only the ingested events within the rows' time range are read: a literal range
+    lets Delta skip every file outside it (events are appended in time order), so a micro-batch does not read the
+    history."""
+    time, natural_key = stream.time_column, list(stream.natural_key)
+    low, high = rows.agg(F.min(time), F.max(time)).first() if version != NO_VERSION else (None, None)
     if low is None:
-        return None
+        return rows.withColumn(OLD_PAYLOAD, F.lit(None).cast("string"))
     ingested = lake.read(events_table(stream), version).filter(F.col(time).between(F.lit(low), F.lit(high)))
-    return ingested.select(*natural_key, _payload(attributes).alias(OLD_PAYLOAD))
+    attributes = [n for n in stream.column_names if n not in natural_key]
+    return rows.join(ingested.select(*natural_key, _payload(attributes).alias(OLD_PAYLOAD)), natural_key, "left")
 
 
 def _payload(attributes: list[str]) -> Column:
@@ -279,14 +274,8 @@ def publish_events(lake: Lake, stream: StreamSchema, staged_as: str, writer: str
 def _not_in_table(lake: Lake, stream: StreamSchema, staged: DataFrame) -> tuple[DataFrame, tuple[DataFrame, int]]:
     """The staged events the stream's table does not hold yet, and the compared rows held (with their count) for
     the caller to free; a PielakeError if the table holds one of them with other values."""
-    natural_key = list(stream.natural_key)
-    attributes = [n for n in stream.column_names if n not in natural_key]
-    old = _ingested_payloads(lake, stream, natural_key, attributes, staged, version=lake.version(events_table(stream)))
-    if old is None:
-        compared = staged.withColumn(OLD_PAYLOAD, F.lit(None).cast("string"))
-    else:
-        compared = staged.join(old, natural_key, "left")
-    held, rows = hold(compared)
+    attributes = [n for n in stream.column_names if n not in stream.natural_key]
+    held, rows = hold(_with_ingested(lake, stream, staged, version=lake.version(events_table(stream))))
     conflicting = held.filter(F.col(OLD_PAYLOAD).isNotNull() & (F.col(OLD_PAYLOAD) != _payload(attributes))).count()
     if conflicting:
         release(held)
