@@ -174,8 +174,7 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
     casts = [_cast(raw, stream) for raw in raws]
     checked, rows_in = hold(reduce(DataFrame.unionByName, casts).withColumn(V.REASON, _reason(stream)))
     natural_key = list(stream.natural_key)
-    attributes = [n for n in stream.column_names if n not in natural_key]
-    good = checked.filter(F.col(V.REASON).isNull()).withColumn(PAYLOAD, _payload(attributes))
+    good = checked.filter(F.col(V.REASON).isNull()).withColumn(PAYLOAD, _payload(stream))
     # 1. Within the file: one payload per (key, time) keeps its first copy; several payloads conflict.
     same_key = Window.partitionBy(*natural_key)
     judged = (good.withColumn("__payloads", F.size(F.collect_set(PAYLOAD).over(same_key)))
@@ -193,7 +192,7 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
         fresh = judged_fresh.filter(F.col(ADMITTED))
         refused = [judged_fresh.filter(~F.col(ADMITTED)).withColumn(V.REASON, F.lit(admission.reason))
                    .select(*checked.columns)]
-    ingested_conflicts = candidates.filter(F.col(OLD_PAYLOAD).isNotNull() & (F.col(OLD_PAYLOAD) != F.col(PAYLOAD))) \
+    ingested_conflicts = candidates.filter(_other_values(F.col(PAYLOAD))) \
         .withColumn(V.REASON, F.lit("conflicting_duplicate: differs from an ingested event"))
     bad = reduce(DataFrame.unionByName, [checked.filter(F.col(V.REASON).isNotNull()),
                                          in_file_conflicts.select(*checked.columns),
@@ -234,19 +233,25 @@ def _with_ingested(lake: Lake, stream: StreamSchema, rows: DataFrame, *, version
     if low is None:
         return rows.withColumn(OLD_PAYLOAD, F.lit(None).cast("string"))
     ingested = lake.read(events_table(stream), version).filter(F.col(time).between(F.lit(low), F.lit(high)))
-    attributes = [n for n in stream.column_names if n not in natural_key]
-    return rows.join(ingested.select(*natural_key, _payload(attributes).alias(OLD_PAYLOAD)), natural_key, "left")
+    return rows.join(ingested.select(*natural_key, _payload(stream).alias(OLD_PAYLOAD)), natural_key, "left")
 
 
-def _payload(attributes: list[str]) -> Column:
-    """A row's attributes as one comparable value: two events of one key and time are the same event when equal."""
-    return F.to_json(F.struct(*(F.col(a) for a in attributes)))
+def _payload(stream: StreamSchema) -> Column:
+    """A row's attributes (its columns outside the natural key) as one comparable value: two events of one natural
+    key are the same event when theirs are equal."""
+    return F.to_json(F.struct(*(F.col(a) for a in stream.column_names if a not in stream.natural_key)))
 
 
-def publish_events(lake: Lake, stream: StreamSchema, staged_as: str, writer: str) -> tuple[int, int]:
+def _other_values(payload: Column) -> Column:
+    """The stream's table holds an event at the row's natural key (`_with_ingested`) with values other than
+    `payload`, the row's own."""
+    return F.col(OLD_PAYLOAD).isNotNull() & (F.col(OLD_PAYLOAD) != payload)
+
+
+def publish_events(lake: Lake, stream: StreamSchema, staged_as: str, writer: str) -> int:
     """Append the staged events (after their gate passed) to `events_<stream>` as `writer`'s (`QueryJob.writer`),
-    once (`Lake.once`): a step that is retried after it appended them does not append them again. Returns the
-    events appended and those found in the table already.
+    once (`Lake.once`): a step that is retried after it appended them does not append them again. Returns how
+    many of them the table held already.
 
     Another query's run over the stream may have appended since this run's ingest compared the events with the
     table (the version its staged table notes). The append then first drops the staged events the table holds
@@ -265,7 +270,7 @@ def publish_events(lake: Lake, stream: StreamSchema, staged_as: str, writer: str
                                                  stream.time_column, *stream.keys)
                        .sortWithinPartitions(*stream.keys, stream.time_column))
             lake.append(ordered, table, change_feed=True, writer=writer)
-            return lake.rows_written(table), (0 if held is None else held[1] - rows)
+            return 0 if held is None else held[1] - rows
         finally:
             if held is not None:
                 release(held[0])
@@ -274,9 +279,8 @@ def publish_events(lake: Lake, stream: StreamSchema, staged_as: str, writer: str
 def _not_in_table(lake: Lake, stream: StreamSchema, staged: DataFrame) -> tuple[DataFrame, tuple[DataFrame, int]]:
     """The staged events the stream's table does not hold yet, and the compared rows held (with their count) for
     the caller to free; a PielakeError if the table holds one of them with other values."""
-    attributes = [n for n in stream.column_names if n not in stream.natural_key]
     held, rows = hold(_with_ingested(lake, stream, staged, version=lake.version(events_table(stream))))
-    conflicting = held.filter(F.col(OLD_PAYLOAD).isNotNull() & (F.col(OLD_PAYLOAD) != _payload(attributes))).count()
+    conflicting = held.filter(_other_values(_payload(stream))).count()
     if conflicting:
         release(held)
         raise PielakeError(f"{conflicting} staged events of stream {stream.name} have the key and time of events "
@@ -417,7 +421,7 @@ def admit_events(ctx: StepContext) -> int:
     how many of them another run had appended meanwhile (`publish_events`)."""
     job, already = ctx.job, 0
     if job.staging.exists(job.staged_events):  # a run in one process frees them once admitted: nothing left to do
-        _, already = publish_events(job.lake, job.stream, job.staged_events, job.writer)
+        already = publish_events(job.lake, job.stream, job.staged_events, job.writer)
         job.staging.done_with(job.staged_events)
     if ctx.backfill_range is not None:
         forget_replayed(job.lake, job.stream, job.declared_query.kernel_time, *ctx.backfill_range)
