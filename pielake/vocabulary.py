@@ -22,6 +22,7 @@ PUBLISHED, STOPPED, FAILED = "published", "stopped", "failed"  # a run: publishe
 
 EVENTS, QUARANTINE = "events", "quarantine"  # per stream
 SITUATIONS, PAIRS, MATCHES, PROGRESS = "situations", "pairs", "matches", "progress"  # per query, published
+RESULTS = "results"  # per query: the one table that holds the four published kinds (`pielake.lake.results`)
 SCOPE, SEGMENTS = "scope", "segments"  # per query, staged only: a run's keys and cuts, its minterm runs
 RUNS = "runs"  # one table for every query's runs
 

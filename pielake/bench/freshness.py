@@ -36,10 +36,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from pielake import vocabulary as V
 from pielake.bench.pages import write_block
 from pielake.bench.queries import chain_query
 from pielake.engine.client import EngineAddress, free_port, free_ports, lake_engine
 from pielake.errors import PielakeError
+from pielake.lake.delta import Lake
 from pielake.pipeline.synthetic import key_table
 from pielake.plot import pyplot
 
@@ -288,7 +290,7 @@ def run(workdir: Path, *, events: int, rounds: int, say: Callable[[str], None]) 
         spark = connect_session(bench.address)
         prepare(bench, history)
         return run_rounds(bench, history, slices,
-                          lambda lake: spark.read.format("delta").load(str(lake / f"matches_{QUERY}")).count())
+                          lambda lake: Lake(spark, lake).read(V.table_name(V.MATCHES, QUERY)).count())
     finally:
         process([str(BIN / "pielake"), "engine", "stop", "--lake", str(bench.engine_lake)],
                 workdir / "engine-stop.log")

@@ -41,10 +41,10 @@ from pielake.bench.pages import write_block
 from pielake.bench.queries import shape_query
 from pielake.engine.checkpoints import hold, release
 from pielake.lake.delta import Lake
+from pielake.lake.results import results_table
 from pielake.pipeline.ingest import admit_events
 from pielake.pipeline.job import RunRequest, StageResult, StepContext, events_table
 from pielake.pipeline.runner import Run, one_process_run
-from pielake.pipeline.scope import derived_tables
 from pielake.pipeline.synthetic import generate
 from pielake.plot import pyplot
 from pielake.query.analyzer import load_query
@@ -194,7 +194,7 @@ def measure(spark: SparkSession, shape: str, symbols: int, events: int, *, workd
     scan = scan_seconds(lake, events_table(run.job.stream))
     floor = workdir / "write-floor"
     shutil.rmtree(floor, ignore_errors=True)
-    write = write_seconds(lake, [run.job.table(kind) for kind in derived_tables(run.job.query)], floor)
+    write = write_seconds(lake, [results_table(run.job.plan.name)], floor)
     matches = sum(run.matches.values())  # counted by the run's own report at publish
     return Measurement(shape, symbols, events, repeat, round(load, 3),
                        *(round(stages.get(k, 0.0), 3) for k in STAGES),

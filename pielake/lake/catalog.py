@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pielake import vocabulary as V
+from pielake.lake import results
+from pielake.lake.delta import quoted_identifier
 
 if TYPE_CHECKING:
     from pielake.lake.delta import Lake
@@ -64,14 +66,32 @@ class Metastore:
 
 
 def register_tables(lake: Lake) -> list[str]:
-    """Register every table of the lake the catalog does not know yet; returns their names.
+    """Register every table of the lake the catalog does not know yet, and each kind of a results table as a
+    view; returns their names.
 
-    The lake's session must use the metastore (`Metastore.spark_conf`). Registration goes through Spark's
-    Catalog API with the table's validated name and folder, so no text is put together as SQL.
+    The lake's session must use the metastore (`Metastore.spark_conf`). A table is registered through Spark's
+    Catalog API with its validated name and folder. A kind's view has no such API: its statement is built from
+    the lake's validated table names, the results table's own column names, each quoted as an identifier, and
+    the kind's name, one of pielake's own words (`kind_view`). No user text reaches it.
     """
     spark = lake.spark
     known = {table.name for table in spark.catalog.listTables(DATABASE)}
-    new = [name for name in lake.tables() if name not in known]
-    for name in new:
+    tables = [name for name in lake.tables() if name not in known]
+    for name in tables:
         spark.catalog.createTable(f"{DATABASE}.{name}", path=lake.path(name), source="delta")
-    return new
+    views = [(kind, table) for table in lake.tables() for kind in results.kind_names(table) if kind not in known]
+    for name, table in views:
+        spark.sql(kind_view(name, table, lake.read(table).columns)).collect()
+    return [*tables, *(name for name, _ in views)]
+
+
+def kind_view(name: str, table: str, columns: list[str]) -> str:
+    """The statement of the view `name` (`matches_<query>`) over the results table `table`: the rows
+    `results.unpack` reads. It adopts the table's columns as they change (a query given other RETURN columns and
+    run again): `WITH SCHEMA EVOLUTION`."""
+    kind = results.kind_table(name)[1]
+    keys = [f"{quoted_identifier(c)}, " for c in results.key_columns(columns)]
+    run = f", {V.RUN_ID}" if kind == V.MATCHES else ""
+    return (f"CREATE OR REPLACE VIEW {DATABASE}.{name} WITH SCHEMA EVOLUTION AS SELECT {''.join(keys)}{kind}.*{run} "
+            f"FROM {DATABASE}.{table} WHERE {results.KIND} = '{kind}'")
+

@@ -30,6 +30,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pielake import vocabulary as V
 from pielake.engine.session import settings_within
 from pielake.errors import PielakeError
+from pielake.lake import results
 
 if TYPE_CHECKING:
     from pielake.lake.staging import Staging
@@ -43,7 +44,7 @@ TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 
-def _quoted(name: str) -> str:
+def quoted_identifier(name: str) -> str:
     """A path or column name as a Spark SQL identifier: in backticks, each backtick in it doubled."""
     return "`" + name.replace("`", "``") + "`"
 
@@ -77,24 +78,32 @@ class Lake:
     micro-batch's MERGE and a user's filters skip files by them); staged tables are read whole or by partition,
     so computing them there would only cost time (a large share of writing a staged table).
     `staging`: where stage outputs wait for their gates; by default the lake `_staging/` inside this one.
+    `results`: whether the names of the published kinds (`matches_<query>`, ...) read their rows of the query's
+    one results table (`pielake.lake.results`); `_staging/` stages each kind as a table of its own.
     """
 
     def __init__(self, spark: SparkSession, root: str | Path, *, statistics: bool = True,
-                 staging: Staging | None = None):
+                 staging: Staging | None = None, results: bool = True):
         self.spark = spark
         self.root = Path(root).resolve()
         self.statistics = statistics
         self._staging = staging
+        self.results = results
 
     @property
     def staging(self) -> Staging:
         """Where a run's outputs wait for their gates: a lake inside this one, invisible to `tables()`, unless
         this lake was given another place (`staged_in`)."""
-        return self._staging or Lake(self.spark, self.root / V.STAGING_DIR, statistics=False)
+        return self._staging or Lake(self.spark, self.root / V.STAGING_DIR, statistics=False, results=False)
 
     def staged_in(self, staging: Staging) -> Lake:
         """This lake, with its stage outputs waiting in `staging` instead of `_staging/`."""
-        return Lake(self.spark, self.root, statistics=self.statistics, staging=staging)
+        return Lake(self.spark, self.root, statistics=self.statistics, staging=staging, results=self.results)
+
+    def _holder(self, table: str) -> tuple[str, str | None]:
+        """The table that holds `table`'s rows, and the kind they are there (None: the table itself)."""
+        found = results.kind_table(table) if self.results else None
+        return found if found is not None else (table, None)
 
     def path(self, table: str) -> str:
         if not V.TABLE_NAME.match(table):
@@ -102,7 +111,7 @@ class Lake:
         return str(self.root / table)
 
     def exists(self, table: str) -> bool:
-        return _committed(self.root / table)
+        return _committed(self.root / self._holder(table)[0])
 
     def tables(self) -> list[str]:
         if not self.root.is_dir():
@@ -110,13 +119,16 @@ class Lake:
         return sorted(p.name for p in self.root.iterdir() if V.TABLE_NAME.match(p.name) and _committed(p))
 
     def read(self, table: str, version: int | None = None) -> DataFrame:
-        """The table, or its snapshot at `version` (what a run read stays what it reads in every step)."""
+        """The table, or its snapshot at `version` (what a run read stays what it reads in every step). A kind's
+        rows (`matches_<query>`) are read from the query's results table, at its `version`."""
         if not self.exists(table):
             raise LakeError(f"no table '{table}' in the lake at {self.root}")
+        holder, kind = self._holder(table)
         reader = self.spark.read.format("delta")
         if version is not None:
             reader = reader.option("versionAsOf", version)
-        return reader.load(self.path(table))
+        rows = reader.load(self.path(holder))
+        return rows if kind is None else results.unpack(rows, kind)
 
     def file_stats(self, table: str, version: int) -> tuple[int, int]:
         """How many data files the table's snapshot at `version` has, and their total size in bytes."""
@@ -167,7 +179,7 @@ class Lake:
         Reading the one JSON file costs nothing; `DeltaTable.history(1)` costs a snapshot and a Spark job, and
         every write asks for its row counts here.
         """
-        commits = _commits(Path(self.path(table)))
+        commits = _commits(Path(self.path(self._holder(table)[0])))
         if not commits:
             raise LakeError(f"no table '{table}' in the lake at {self.root}")
         newest = max(commits, key=lambda p: int(p.stem))
@@ -244,9 +256,9 @@ class Lake:
         and with `order`, every file rewritten in Z-order on those columns. Returns (files removed, files added).
 
         Built from the lake's own path and the query's column names only, each quoted as an identifier."""
-        statement = f"OPTIMIZE delta.{_quoted(self.path(table))}"
+        statement = f"OPTIMIZE delta.{quoted_identifier(self.path(table))}"
         if order:
-            statement += f" ZORDER BY ({', '.join(_quoted(c) for c in order)})"
+            statement += f" ZORDER BY ({', '.join(quoted_identifier(c) for c in order)})"
         settings = {} if file_bytes is None else {f"spark.databricks.delta.optimize.{bound}FileSize": str(file_bytes)
                                                   for bound in ("min", "max")}
         with settings_within(self.spark, settings):
@@ -266,14 +278,15 @@ class Lake:
                     "spark.sql.sources.parallelPartitionDiscovery.parallelism":
                         self.spark.conf.get("spark.sql.shuffle.partitions")}
         with settings_within(self.spark, settings):
-            self.spark.sql(f"VACUUM delta.{_quoted(self.path(table))} RETAIN {int(keep_hours)} HOURS").collect()
+            path = quoted_identifier(self.path(table))
+            self.spark.sql(f"VACUUM delta.{path} RETAIN {int(keep_hours)} HOURS").collect()
         return int(self.last_commit(table)["operationMetrics"].get("numDeletedFiles", 0))
 
     def keep_log(self, table: str, retention: str) -> bool:
         """Give the table the log retention `retention` (`delta.logRetentionDuration`) if it has another; returns
         whether it changed. A change is a commit of the table's metadata, which fails a write committed at the
         same moment (Delta's concurrency control): made once per table, not at every call."""
-        path = f"delta.{_quoted(self.path(table))}"
+        path = f"delta.{quoted_identifier(self.path(table))}"
         rows = self.spark.sql(f"SHOW TBLPROPERTIES {path} ('{LOG_RETENTION}')").collect()
         if rows and rows[0]["value"] == retention:
             return False
@@ -295,18 +308,20 @@ class Lake:
     def replace_rows(self, rows: DataFrame, table: str, *, natural_key: tuple[str, ...], stale: DataFrame,
                      ignore: tuple[str, ...] = (), target_only: Column | None = None,
                      rows_per_file: int | None = None) -> dict[str, int]:
-        """In one MERGE: insert `rows`, update the ones whose natural key exists, delete the keys in `stale`.
+        """In one MERGE: insert `rows`, update the ones whose natural key exists, delete the rows in `stale`.
 
-        A row that is already there unchanged (columns in `ignore`, like the run id, aside) is left alone, so
-        re-running a run rewrites nothing. `target_only`, a condition on the table's columns (alias `t`) that
-        every row the source names satisfies, lets Delta skip the files that cannot hold one; rewritten files
-        hold at most `rows_per_file` rows. Returns the commit's inserted/updated/deleted counts.
+        `natural_key` names columns or struct fields (`matches.a_ts`), compared NULL-safe; `stale` holds the
+        table's columns that carry them. A row that is already there unchanged (columns in `ignore`, like the run
+        id, aside) is left alone, so re-running a run rewrites nothing. `target_only`, a condition on the table's
+        columns (alias `t`) that every row the source names satisfies, lets Delta skip the files that cannot hold
+        one; rewritten files hold at most `rows_per_file` rows. Returns the commit's inserted/updated/deleted
+        counts.
         """
         if not self.exists(table):
             return {"inserted": self.overwrite(rows, table), "updated": 0, "deleted": 0}
         source = (rows.withColumn(DELETE, F.lit(False))
-                  .unionByName(stale.select(*natural_key).withColumn(DELETE, F.lit(True)), allowMissingColumns=True))
-        same_key = reduce(Column.__and__, (F.col(f"t.{c}") == F.col(f"s.{c}") for c in natural_key),
+                  .unionByName(stale.withColumn(DELETE, F.lit(True)), allowMissingColumns=True))
+        same_key = reduce(Column.__and__, (F.col(f"t.{c}").eqNullSafe(F.col(f"s.{c}")) for c in natural_key),
                           F.lit(True) if target_only is None else target_only)
         compared = [c for c in rows.columns if c not in natural_key and c not in ignore]
         changed = reduce(lambda a, b: a | b, (~F.col(f"t.{c}").eqNullSafe(F.col(f"s.{c}")) for c in compared),
@@ -350,9 +365,15 @@ class Lake:
         return changes.filter(F.col("_change_type") == "insert").drop("_change_type", "_commit_version",
                                                                        "_commit_timestamp")
 
-    def register_views(self) -> list[str]:
-        """Make every table of the lake queryable by name in Spark SQL; returns the names."""
+    def readable(self) -> list[str]:
+        """Every name the lake's rows are read by: its tables, and each results table's kinds."""
         names = self.tables()
+        return sorted({*names, *(kind for name in names for kind in results.kind_names(name))})
+
+    def register_views(self) -> list[str]:
+        """Make every table of the lake, and every kind of a results table, queryable by name in Spark SQL;
+        returns the names."""
+        names = self.readable()
         for name in names:
             self.read(name).createOrReplaceTempView(name)
         return names

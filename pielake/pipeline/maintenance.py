@@ -4,17 +4,16 @@ Every micro-batch's MERGE rewrites the newest files of the tables it changes and
 rows, and every run appends a small events file. After many micro-batches a table is many small files that
 overlap in time, so a micro-batch's time bound skips fewer of them and every read opens more. `maintain`:
 
-- lays the query's derived tables out again as a batch run writes them: `OPTIMIZE … ZORDER BY (<first start>)`
-  (`ts` for situations, `a_ts` for pairs, the first symbol's start for matches) in files of about
-  `ROWS_PER_FILE` rows. Z-order on the time alone, not on key and time: a micro-batch's MERGE bounds the
-  files it reads by time only (`Scope.floor`), and files that each hold a stretch of time, every key in it, let
-  it skip all files older than its cut; files laid out on key and time each cover a longer stretch for fewer keys,
-  and the newest stretch would be spread over more files. Liquid clustering would need tables without
-  partitions (pairs are partitioned by constraint) and clustering declared at their creation;
+- lays the query's results table (`pielake.lake.results`) out again as a batch run writes it:
+  `OPTIMIZE … ZORDER BY (anchor)`, each kind's rows in files of about `ROWS_PER_FILE` rows. Z-order on the time
+  alone, not on key and time: a micro-batch's MERGE bounds the files it reads by time only (`Scope.floor`), and
+  files that each hold a stretch of time, every key in it, let it skip all files older than its cut; files laid
+  out on key and time each cover a longer stretch for fewer keys, and the newest stretch would be spread over
+  more files. Liquid clustering would need a table without partitions (the table is partitioned by kind) and
+  clustering declared at its creation;
 - lays the stream's events out the same way on their time, in files of about `ROWS_PER_EVENTS_FILE` rows, the
   layout a batch run reads in place (`pielake.spark.runs`);
-- compacts `progress_<q>`;
-- vacuums all of them, and the stream's quarantine and the lake's `runs`, keeping `keep_days` of time travel,
+- vacuums both, and the stream's quarantine and the lake's `runs`, keeping `keep_days` of time travel,
   and gives each the log retention of as many days (`log_retention`; tables a pielake session creates have it
   from the start, and a table made by an older pielake, or with other `PIELAKE_KEEP_DAYS`, gets it here): the
   commits Delta lists at every write and read of a table in a folder stay a bounded number.
@@ -34,9 +33,9 @@ from pielake import vocabulary as V
 from pielake.engine.settings import log_retention
 from pielake.lake.delta import Lake
 from pielake.lake.lock import RunLock
+from pielake.lake.results import ANCHOR, results_table
 from pielake.pipeline.ingest import ROWS_PER_EVENTS_FILE, stream_for
 from pielake.pipeline.job import QueryJob, RunRequest, events_table, quarantine_table
-from pielake.pipeline.scope import derived_tables
 from pielake.pipeline.stages import ROWS_PER_FILE
 from pielake.query.analyzer import QueryPlan, bind
 
@@ -68,9 +67,7 @@ class Layout:
 
 def layouts(job: QueryJob) -> list[Layout]:
     """The tables `maintain` rewrites, and how."""
-    derived = [Layout(job.table(kind), (tables.starts[0],), ROWS_PER_FILE)
-               for kind, tables in derived_tables(job.query).items()]
-    return [*derived, Layout(job.table(V.PROGRESS), (), ROWS_PER_FILE),
+    return [Layout(results_table(job.plan.name), (ANCHOR,), ROWS_PER_FILE),
             Layout(events_table(job.stream), (job.stream.time_column,), ROWS_PER_EVENTS_FILE)]
 
 

@@ -15,22 +15,20 @@ of its own under Airflow) and keeps Spark's query plans small.
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
 
 from pielake import vocabulary as V
-from pielake.engine.checkpoints import release
 from pielake.engine.session import settings_within
 from pielake.lake.delta import Lake, LakeError
+from pielake.lake.results import ANCHOR, KIND, combine, pack, results_table, row_key
 from pielake.pipeline.ingest import admit_events
 from pielake.pipeline.job import QueryJob, StageResult, StepContext, events_table, timed
 from pielake.pipeline.scope import (
     EVENTS_VERSION,
     FULL,
-    Derived,
     Scope,
     backfill_cut,
     derived_tables,
@@ -170,81 +168,62 @@ def join_matches(ctx: StepContext) -> StageResult:
 
 
 def publish(ctx: StepContext) -> StageResult:
-    """Merge the staged rows into the published tables (a batch run replaces them), then record the state.
+    """Merge the staged rows of every kind, and the progress the next micro-batch starts from, into the query's
+    results table (`pielake.lake.results`) in one commit; a batch run replaces the table.
 
-    Each table is one Delta commit, the run's (`Lake.once`: a retried publish skips the tables its first attempt
-    committed); `progress_<q>` is written last, so until it is, the next run has the same scope and recomputes the
-    same rows: a publish that stops halfway is repaired by running it again.
-
-    The three result tables are written side by side, from threads: a commit is mostly the driver's work (Delta
-    log reads and writes, small snapshot jobs, a MERGE's ~17 jobs), during which the cores would wait, and the
-    writes of the other tables use them. They share one file size and the columns written without a dictionary
-    (their times), set once for all of them around the threads (`Lake.writing` sets session settings, and
-    restoring them in one thread must not reset them under another). The progress rows, which read only staged
-    tables, are computed beside them (`_progress_rows`): the writes leave a core idle while the largest of them
-    finishes.
+    The commit is the run's (`Lake.once`): a retried publish commits nothing again. Until it is made, the lake
+    holds none of the run's rows and the next run has the same scope and recomputes the same rows, so a publish
+    that stops anywhere is repaired by running it again. The rows are written with one file size, and their times
+    without a dictionary (`Lake.writing`).
     """
     job = ctx.job
 
     def work() -> dict[str, int]:
-        q = job.query
-        scope = job.scope()
-        _ = scope.floor  # every thread reads it: one Spark job here, not one in each
-
-        def publish_table(kind: str, derived: Derived) -> tuple[str, int]:
-            partitions = (V.CONSTRAINT_ID,) if kind == V.PAIRS else ()
-            written = _publish_rows(job, kind, job.staged(kind), natural_key=derived.natural_key, derived=derived,
-                                    scope=scope, partitions=partitions)
-            return job.table(kind), written
-
+        q, scope = job.query, job.scope()
         tables = derived_tables(q)
-        times = tuple(dict.fromkeys(t for derived in tables.values() for t in derived.times))
-        with job.lake.once(job.writer):
-            with (job.lake.writing(ROWS_PER_FILE, plain=times),
-                  ThreadPoolExecutor(len(tables) + 1, "publish") as pool):
-                progress = pool.submit(_progress_rows, job, scope)
-                rows = dict(pool.map(publish_table, tables, tables.values()))
-                state = progress.result()
-            try:
-                rows[job.table(V.PROGRESS)] = _publish_rows(job, V.PROGRESS, state, natural_key=q.keys,
-                                                            derived=None, scope=scope, partitions=())
-            finally:
-                release(state)
-        return rows
+        times = (ANCHOR, *(f"{kind}.{t}" for kind, derived in tables.items() for t in derived.times))
+        state = next_progress(scope, q, situations=job.staged(V.SITUATIONS), pairs=job.staged(V.PAIRS),
+                              run_starts=job.staged(V.SEGMENTS).select(*q.keys, F.col(C.START).alias(C.T)))
+        with job.lake.once(job.writer), job.lake.writing(ROWS_PER_FILE, plain=times):
+            written = _publish_rows(job, {kind: job.staged(kind) for kind in tables}, state, scope)
+        return {results_table(job.plan.name): written}
 
     return timed("publish", work)
 
 
-def _progress_rows(job: QueryJob, scope: Scope) -> DataFrame:
-    """The state the next micro-batch starts from (`next_progress`), computed from the staged tables and held in
-    memory (a local checkpoint) until the result tables are published and it can be written."""
-    q = job.query
-    state = next_progress(scope, q, situations=job.staged(V.SITUATIONS), pairs=job.staged(V.PAIRS),
-                          run_starts=job.staged(V.SEGMENTS).select(*q.keys, F.col(C.START).alias(C.T)))
-    return state.localCheckpoint(eager=True)
+def _publish_rows(job: QueryJob, staged: dict[str, DataFrame], state: DataFrame, scope: Scope) -> int:
+    """Rows changed in the results table: replaced whole for a batch run, else merged within the scope.
 
-
-def _publish_rows(job: QueryJob, kind: str, staged: DataFrame, *, natural_key: tuple[str, ...],
-                  derived: Derived | None, scope: Scope, partitions: tuple[str, ...]) -> int:
-    """Rows changed in one published table: replaced whole for a batch run, else merged within the scope.
-
-    A batch run writes the rows in anchor order (`in_time_order`), so each file holds a stretch of time; a
+    A batch run writes each kind's rows in anchor order (`in_time_order`), so each file holds a stretch of time; a
     micro-batch's MERGE then names the scope's floor (`Scope.floor`) and Delta reads and rewrites only the files
-    of recent time. Rows are published with their times in the stream's own type (`Derived.to_stored`).
+    of recent time, and those of the progress rows (no anchor). Rows are published with their times in the
+    stream's own type (`Derived.to_stored`). A run deletes the rows it owns that it no longer derives; progress
+    has none such: the run leaves a progress row for every key in its scope.
     """
-    table, q = job.table(kind), job.query
-    if derived is not None:
-        staged, derived = derived.to_stored(staged), derived.stored()
-    published = None if scope.full else job.published(kind)  # a batch keeps nothing of the old table: not read
-    if published is None:
-        laid_out = staged if derived is None else in_time_order(staged, derived.anchor, partitions)
-        return job.lake.overwrite(q.unkeyed(laid_out), table, partition_by=partitions, rows_per_file=ROWS_PER_FILE)
-    stale = scope.owned(published, derived).select(*natural_key).join(staged.select(*natural_key),
-                                                                      list(natural_key), "left_anti")
-    recent = None if derived is None or scope.floor is None else derived.after(scope.floor, alias="t")
-    counts = job.lake.replace_rows(q.unkeyed(staged.select(*published.columns)), table,
-                                   natural_key=q.stored(natural_key), stale=q.unkeyed(stale), ignore=(V.RUN_ID,),
-                                   target_only=recent, rows_per_file=ROWS_PER_FILE)
+    q, table = job.query, results_table(job.plan.name)
+    keys, computed = q.stored(q.keys), derived_tables(q)
+    tables = {kind: derived.stored() for kind, derived in computed.items()}
+    full = scope.full or not job.lake.exists(table)  # a batch keeps nothing of the old table: not read
+    published = {kind: None if full else job.published(kind) for kind in tables}
+    stored = {kind: computed[kind].to_stored(rows if published[kind] is None else rows.select(*published[kind].columns))
+              for kind, rows in staged.items()}  # in the published column order, which MERGE assigns by
+
+    def packed(kind: str, rows: DataFrame) -> DataFrame:
+        derived = tables.get(kind)
+        return pack(q.unkeyed(rows), kind, keys=keys, anchor=None if derived is None else derived.anchor,
+                    run_id=job.run_id)
+
+    new = combine([*(packed(kind, rows) for kind, rows in stored.items()), packed(V.PROGRESS, state)], keys)
+    if full:
+        return job.lake.overwrite(in_time_order(new, F.col(ANCHOR), (KIND,)), table, partition_by=(KIND,),
+                                  rows_per_file=ROWS_PER_FILE)
+    stale = [packed(kind, scope.owned(published[kind], derived)
+                    .join(stored[kind].select(*derived.natural_key), list(derived.natural_key), "left_anti"))
+             for kind, derived in tables.items()]
+    recent = None if scope.floor is None else F.col(f"t.{ANCHOR}").isNull() | (F.col(f"t.{ANCHOR}") > scope.floor)
+    own_keys = {kind: tuple(c for c in derived.natural_key if c not in q.keys) for kind, derived in tables.items()}
+    counts = job.lake.replace_rows(new, table, natural_key=row_key(keys, own_keys), stale=combine(stale, keys),
+                                   ignore=(V.RUN_ID,), target_only=recent, rows_per_file=ROWS_PER_FILE)
     return sum(counts.values())
 
 

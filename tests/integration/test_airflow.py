@@ -24,6 +24,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pielake.engine.settings import JAVA_OPTIONS, driver_heap
+from pielake.lake.delta import Lake
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from tests.dags.test_dag_integrity import EXPECTED_GRAPH
@@ -50,13 +51,13 @@ def kill_mid_write(lake: Path, app_name: str, table: str, killed: list[list[str]
 def assert_tables_equal_the_reference(spark: SparkSession, lake: Path, rows: list[dict]) -> None:
     """The matches and situations of `flag_pairs` in `lake` are those the reference computes over `rows`."""
     got = sorted((r.key, r.a_ts, r.b_ts, r.detected_at, r.status)
-                 for r in spark.read.format("delta").load(str(lake / "matches_flag_pairs")).collect())
+                 for r in Lake(spark, lake).read("matches_flag_pairs").collect())
     plan = load_query(QUERY)
     want = sorted((m.key[0], m.situation("A").ts, m.situation("B").ts, m.detected_at, m.status)
                   for m in find_matches(rows, plan))
     assert got == want and want
     situations = sorted((r.key, r.symbol, r.ts, r.te)
-                        for r in spark.read.format("delta").load(str(lake / "situations_flag_pairs")).collect())
+                        for r in Lake(spark, lake).read("situations_flag_pairs").collect())
     assert situations == sorted((s.key[0], s.symbol, s.ts, s.te) for s in derive_situations(rows, plan))
 
 

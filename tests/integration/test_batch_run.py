@@ -111,18 +111,17 @@ def test_matches_equal_the_reference_on_the_good_rows(lake: Path) -> None:
 def test_result_tables_write_their_times_without_a_dictionary(lake: Path) -> None:
     """Times are nearly all distinct in a file: they are written plain; other columns keep Parquet's default."""
     encodings = {}
-    for table in ("situations_hot_busy", "pairs_hot_busy", "matches_hot_busy"):
-        for data in (lake / table).rglob("*.parquet"):
-            meta = pq.ParquetFile(data).metadata
-            for group in range(meta.num_row_groups):
-                for i in range(meta.num_columns):
-                    column = meta.row_group(group).column(i)
-                    encodings.setdefault((table, column.path_in_schema), set()).update(column.encodings)
+    for data in (lake / "results_hot_busy").rglob("*.parquet"):
+        meta = pq.ParquetFile(data).metadata
+        for group in range(meta.num_row_groups):
+            for i in range(meta.num_columns):
+                column = meta.row_group(group).column(i)
+                encodings.setdefault(column.path_in_schema, set()).update(column.encodings)
     dictionary = {name for name, used in encodings.items() if any("DICTIONARY" in e for e in used)}
-    times = {("situations_hot_busy", "ts"), ("situations_hot_busy", "te"), ("pairs_hot_busy", "decided_at"),
-             ("matches_hot_busy", "hot_ts"), ("matches_hot_busy", "busy_te"), ("matches_hot_busy", "detected_at")}
+    times = {"anchor", "situations.ts", "situations.te", "pairs.decided_at", "matches.hot_ts", "matches.busy_te",
+             "matches.detected_at"}
     assert times <= set(encodings) and not times & dictionary
-    assert {("situations_hot_busy", "symbol"), ("matches_hot_busy", "status")} <= dictionary
+    assert {"situations.symbol", "matches.status"} <= dictionary
 
 
 def test_sql_csv_output_starts_with_a_header(lake: Path) -> None:

@@ -27,7 +27,7 @@ from tests.integration.cli_runs import ONE_CORE, assert_one_clean_run, run_comma
 
 pytestmark = pytest.mark.heavy(seconds=310)  # about this long in CI: scheduled first
 
-KILL_POINTS = ("quarantine_line", "events_line", "situations_mid", "matches_mid", "progress_mid")
+KILL_POINTS = ("quarantine_line", "events_line", "results_mid")
 BAD_ROW = {"m": None, "ts": 99, "v": 1.0}  # a NULL key: quarantined
 
 

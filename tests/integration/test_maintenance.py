@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 
 from pielake.lake.delta import Lake
 from pielake.lake.lock import RunLock, RunLockedError
+from pielake.lake.results import KINDS
 from pielake.pipeline.job import RunRequest
 from pielake.pipeline.maintenance import maintain
 from pielake.pipeline.runner import run_query
@@ -27,7 +28,8 @@ from tests.integration.test_airflow import assert_tables_equal_the_reference
 pytestmark = pytest.mark.heavy(seconds=530)  # about this long in CI: scheduled first
 
 MICRO_BATCHES = 20
-TABLES = ["events_flags", "situations_flag_pairs", "pairs_flag_pairs", "matches_flag_pairs", "progress_flag_pairs"]
+TABLES = ["events_flags", "results_flag_pairs"]
+FILES_AFTER = {"events_flags": 1, "results_flag_pairs": len(KINDS)}  # a file for each kind's partition
 
 
 def table_files(lake: Lake, table: str) -> int:
@@ -60,7 +62,7 @@ def test_the_maintenance_dag_compacts_a_lake_after_twenty_micro_batches(airflow:
         small.setattr("pielake.pipeline.stages.ROWS_PER_FILE", 4)  # runs write small files, as a large lake has
         events = [e for index in range(MICRO_BATCHES) for e in micro_batch(lake, tmp_path, index)]
     before = {t: (lake.version(t), rows(lake, t)) for t in TABLES}
-    assert all(table_files(lake, t) > 1 for t in TABLES if t != "progress_flag_pairs")
+    assert all(table_files(lake, t) > FILES_AFTER[t] for t in TABLES)
     stretch = lake.read("events_flags").filter(F.col("ts").between(15, 26))  # the events of four micro-batches
     read_before = sum(files_read(stretch))
 
@@ -75,7 +77,7 @@ def test_the_maintenance_dag_compacts_a_lake_after_twenty_micro_batches(airflow:
     assert "state=success" in log, log[-4000:]
     assert "spark-submit" not in log  # the task a client of the engine
     for table, (version, kept) in before.items():
-        assert table_files(lake, table) == 1
+        assert table_files(lake, table) == FILES_AFTER[table]
         assert rows(lake, table) == kept
         assert rows(lake, table, version) == kept  # a day of time travel kept: the old files are still there
     assert sum(files_read(lake.read("events_flags").filter(F.col("ts").between(15, 26)))) < read_before

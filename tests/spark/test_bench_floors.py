@@ -1,4 +1,4 @@
-"""The benchmark's write floor writes every row of the run's result tables again, and keeps none of them held."""
+"""The benchmark's write floor writes every row of the run's tables again, and keeps none of them held."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from tests.helpers import held_rdds
 
 
 def test_the_write_floor_writes_each_table_whole_in_a_lake_of_its_own(spark: SparkSession, tmp_path: Path) -> None:
-    # arrange: two small result tables in the run's lake
+    # arrange: two small tables in the run's lake
     lake = Lake(spark, tmp_path / "lake")
-    tables = {"situations_q": spark.createDataFrame([("k1", "a", 1, 5), ("k2", "b", 3, None)],
+    tables = {"results_q": spark.createDataFrame([("k1", "a", 1, 5), ("k2", "b", 3, None)],
                                                     "id STRING, symbol STRING, ts BIGINT, te BIGINT"),
-              "matches_q": spark.createDataFrame([("k1", 1, 5, 9)], "id STRING, a_ts BIGINT, a_te BIGINT, c BIGINT")}
+              "events_s": spark.createDataFrame([("k1", 1, 5, 9)], "id STRING, a_ts BIGINT, a_te BIGINT, c BIGINT")}
     for name, rows in tables.items():
         lake.overwrite(rows, name)
     held_before = held_rdds(spark)
