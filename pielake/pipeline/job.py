@@ -59,6 +59,7 @@ class QueryJob:
     plan: QueryPlan
     stream: StreamSchema
     run_id: str
+    _scope: dict[str, Scope] = field(default_factory=dict, compare=False, repr=False)  # `scope()`'s, kept
 
     def table(self, kind: str) -> str:
         return V.table_name(kind, self.plan.name)
@@ -114,9 +115,16 @@ class QueryJob:
     def scope(self) -> Scope:
         """The run's scope; whether it is a batch's is the note its staged write was given (for a Delta table,
         its commit's user metadata, read from the log file for free where a column would cost a Spark job in
-        every stage that asks)."""
-        full = self.staging.commit_note(self.table(V.SCOPE)) == FULL
-        return Scope(self.staged(V.SCOPE), self.query.keys, full)
+        every stage that asks).
+
+        One staged frame gives one `Scope`, kept: a run in one process reads the same frame in every stage, and
+        its `floor` (two Spark jobs) is then computed once, not in each stage that bounds a read by it."""
+        frame = self.staged(V.SCOPE)
+        known = self._scope.get(V.SCOPE)
+        if known is None or known.frame is not frame:
+            full = self.staging.commit_note(self.table(V.SCOPE)) == FULL
+            known = self._scope[V.SCOPE] = Scope(frame, self.query.keys, full)
+        return known
 
 
 @dataclass(frozen=True)
