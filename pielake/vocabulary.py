@@ -52,6 +52,10 @@ COMPLETED_AT = "completed_at"
 RUN_ID = "run_id"
 REASON = "reason"
 RAW = "raw"
+KIND, ANCHOR = "kind", "anchor"  # a results table's own columns beside its kinds' structs (`pielake.lake.results`)
+TAKEN_BY_RESULTS = frozenset({KIND, ANCHOR, RUN_ID, SITUATIONS, PAIRS, MATCHES, PROGRESS, SYMBOL, TS, TE, STATUS,
+                              TAKES_PART, CONSTRAINT_ID, "a_ts", "a_te", "b_ts", "b_te", RELATION, DECIDED_AT,
+                              DETECTED_AT, COMPLETED_AT})  # names a key column cannot have: the tables have them
 
 
 def symbol_ts(symbol: str) -> str:

@@ -12,7 +12,7 @@ The layout, in this column order:
     kind | the query's key columns | anchor | run_id | matches | situations | pairs | progress
 
 - each kind's own columns sit in a struct named after the kind, so the names and types of one kind never meet
-  another's (a RETURN column may be called `status` or `ts`);
+  another's (a RETURN column may be called `ts`, which situations have as a time);
 - `anchor` is the row's earliest start, in kernel time (`pielake.pipeline.scope`), NULL for progress: the one
   column a micro-batch's MERGE bounds the files it reads by, and the one maintenance orders the files by;
 - `run_id` is the run that wrote the row.
@@ -29,8 +29,7 @@ from pyspark.sql import Column, DataFrame
 
 from pielake import vocabulary as V
 
-KIND = "kind"
-ANCHOR = "anchor"
+KIND, ANCHOR = V.KIND, V.ANCHOR
 KINDS = (V.MATCHES, V.SITUATIONS, V.PAIRS, V.PROGRESS)  # the order of their structs: matches' columns first get
 # Delta's file statistics (it keeps them for a table's first 32 columns), as users filter matches most
 LAYOUT = (KIND, ANCHOR, V.RUN_ID, *KINDS)  # every column but the keys

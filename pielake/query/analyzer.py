@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
+from pielake import vocabulary as V
 from pielake.errors import ErrorDetail, PielakeError, QuerySemanticError, source_excerpt
 from pielake.query import ast
 from pielake.query.parser import ParseResult, QueryWarning, parse
@@ -136,9 +137,15 @@ class _Analyzer:
     # ------------------------------------------------------------ FROM / PARTITION BY
 
     def key_column(self, column: ast.Column) -> str:
+        """A PARTITION BY column: a column of the stream, whose name no column of the result tables has (each of
+        them holds the key columns beside its own)."""
         if column.qualifier and column.qualifier.lower() not in self.qualifiers:
             self.error(f"unknown stream alias '{column.qualifier}'", column.span, self._qualifier_hint())
-        return self.known_column(column.name, column.span)
+        name = self.known_column(column.name, column.span)
+        if name.lower() in V.TAKEN_BY_RESULTS:
+            self.error(f"key column '{name}' has the name of a column of the result tables", column.span,
+                       f"Give the stream's column another name (e.g. '{name}_key') in its schema and its files.")
+        return name
 
     def covers_stream_keys(self, keys: tuple[str, ...]) -> None:
         """Events are unique per key of their stream and time (docs/semantics.md §1): a query over a keyed stream

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pielake.lake.catalog import PASSWORD_VARIABLE, Metastore
+from pielake.lake.catalog import PASSWORD_VARIABLE, Metastore, kind_view
 
 JDO = "spark.hadoop.javax.jdo.option."
 
@@ -30,3 +30,11 @@ def test_an_external_metastore_takes_its_url_driver_user_and_the_password_from_t
                                                  "ConnectionPassword")} == {
         "ConnectionURL": "jdbc:postgresql://db:5432/metastore", "ConnectionDriverName": "org.postgresql.Driver",
         "ConnectionUserName": "hive", "ConnectionPassword": "s3cret"}
+
+
+def test_a_kind_is_a_view_of_its_results_table_built_from_quoted_identifiers_only() -> None:
+    columns = ["kind", "car`id", "anchor", "run_id", "matches", "situations", "pairs", "progress"]
+    assert kind_view("matches_q", "results_q", columns) == (
+        "CREATE OR REPLACE VIEW default.matches_q WITH SCHEMA EVOLUTION AS SELECT `car``id`, matches.*, run_id "
+        "FROM default.results_q WHERE kind = 'matches'")
+    assert "run_id" not in kind_view("situations_q", "results_q", columns)

@@ -158,6 +158,15 @@ def test_unknown_columns_are_errors_when_the_schema_is_known() -> None:
     assert caught.value.first.suggestion == "Did you mean 'speed'?"
 
 
+def test_a_key_column_may_not_have_the_name_of_a_result_table_column() -> None:
+    with pytest.raises(QueryError) as caught:
+        load_query("FROM S PARTITION BY kind DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s",
+                   stream=stream("kind STRING", "x BOOLEAN", "y BOOLEAN", keys=("kind",)))
+    assert caught.value.first.description == "key column 'kind' has the name of a column of the result tables"
+    assert (caught.value.first.line, caught.value.first.col, caught.value.first.highlight) == (1, 21, "kind")
+    assert "kind_key" in caught.value.first.suggestion
+
+
 def test_query_over_one_megabyte_is_refused() -> None:
     with pytest.raises(QuerySyntaxError, match="more than the limit"):
         parse("FROM S DEFINE A AS x PATTERN A meets B WITHIN 5 s " + "-" * 1_000_001)
