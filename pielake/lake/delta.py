@@ -106,8 +106,13 @@ class Lake:
         return found if found is not None else (table, None)
 
     def path(self, table: str) -> str:
+        """The folder of a table. A kind's rows have none of their own: they are written to, and maintained as,
+        their results table."""
         if not V.TABLE_NAME.match(table):
             raise LakeError(f"'{table}' is not a valid table name")
+        holder, kind = self._holder(table)
+        if kind is not None:
+            raise LakeError(f"'{table}' is the {kind} of table '{holder}': write or maintain '{holder}'")
         return str(self.root / table)
 
     def exists(self, table: str) -> bool:
