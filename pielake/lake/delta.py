@@ -119,9 +119,12 @@ class Lake:
         return _committed(self.root / self._holder(table)[0])
 
     def tables(self) -> list[str]:
+        """The lake's Delta tables. A folder under a kind's name (`matches_<query>`, a table of its own before
+        the kinds shared `results_<query>`) is none of them: nothing reads it."""
         if not self.root.is_dir():
             return []
-        return sorted(p.name for p in self.root.iterdir() if V.TABLE_NAME.match(p.name) and _committed(p))
+        return sorted(p.name for p in self.root.iterdir() if V.TABLE_NAME.match(p.name) and _committed(p)
+                      and self._holder(p.name)[1] is None)
 
     def read(self, table: str, version: int | None = None) -> DataFrame:
         """The table, or its snapshot at `version` (what a run read stays what it reads in every step). A kind's
