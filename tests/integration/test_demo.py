@@ -21,6 +21,6 @@ def test_the_demo_writes_matches_and_shows_them(tmp_path: Path, spark: SparkSess
     header = next(line for line in result.output.splitlines() if line.startswith("car_id"))
     assert [column.strip() for column in header.split("|")][:4] == ["car_id", "a_ts", "b_ts", "c_ts"]
     assert "(10 rows)" in result.output
-    assert (tmp_path / "lake" / "matches_aggressive_driving" / "_delta_log").is_dir()
+    assert (tmp_path / "lake" / "results_aggressive_driving" / "_delta_log").is_dir()  # the matches' table
     picture = tmp_path / "lake" / "_plots" / "aggressive_driving.png"
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"to {picture}" in result.output
