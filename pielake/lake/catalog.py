@@ -72,7 +72,7 @@ def register_tables(lake: Lake) -> list[str]:
     The lake's session must use the metastore (`Metastore.spark_conf`). A table is registered through Spark's
     Catalog API with its validated name and folder. A kind's view has no such API: its statement is built from
     the lake's validated table names, the results table's own column names, each quoted as an identifier, and
-    the kind's name, one of pielake's own words (`kind_view`). No user text reaches it.
+    the kind's name, one of pielake's own words (`kind_view`). No query text reaches it.
     """
     spark = lake.spark
     known = {table.name for table in spark.catalog.listTables(DATABASE)}
@@ -87,8 +87,8 @@ def register_tables(lake: Lake) -> list[str]:
 
 def kind_view(name: str, table: str, columns: list[str]) -> str:
     """The statement of the view `name` (`matches_<query>`) over the results table `table`: the rows
-    `results.unpack` reads. It adopts the table's columns as they change (a query given other RETURN columns and
-    run again): `WITH SCHEMA EVOLUTION`."""
+    `results.unpack` reads. Made `WITH SCHEMA EVOLUTION`, Spark's mode for a view whose table may change its
+    columns (a query given other RETURN columns and run again)."""
     kind = results.kind_table(name)[1]
     keys = [f"{quoted_identifier(c)}, " for c in results.key_columns(columns)]
     run = f", {V.RUN_ID}" if kind == V.MATCHES else ""
