@@ -82,7 +82,7 @@ def unpack(results: DataFrame, kind: str) -> DataFrame:
 
 def row_key(keys: tuple[str, ...], own_keys: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
     """The columns that name a row of the results table: its kind, its key and each kind's natural key fields
-    (`own_keys`, outside the key). Compared NULL-safe, a row's fields of the other kinds (NULL on both sides)
-    agree, and one list serves every kind."""
-    fields = [f"{kind}.{c}" for kind in KINDS for c in own_keys.get(kind, ()) if c not in keys]
+    (`own_keys`, those outside the key). Compared NULL-safe, a row's fields of the other kinds (NULL on both
+    sides) agree, and one list serves every kind."""
+    fields = [f"{kind}.{c}" for kind in KINDS for c in own_keys.get(kind, ())]
     return (KIND, *keys, *fields)

@@ -75,11 +75,11 @@ class Derived:
         times = [self.q.kernel_time(F.col(s)) if self.in_stream_time else F.col(s) for s in self.starts]
         return times[0] if len(times) == 1 else F.least(*times)
 
-    def after(self, bound: int, alias: str | None = None) -> Column:
+    def after(self, bound: int) -> Column:
         """Anchored after kernel time `bound`, said as every stored start column > a literal of its own type:
-        the form Delta prunes files by (with their min/max statistics); `alias` qualifies the columns."""
+        the form Delta prunes files by (with their min/max statistics)."""
         at = self.q.time_literal(bound) if self.in_stream_time else F.lit(bound)
-        return reduce(Column.__and__, (F.col(f"{alias}.{s}" if alias else s) > at for s in self.starts))
+        return reduce(Column.__and__, (F.col(s) > at for s in self.starts))
 
 
 def derived_tables(q: SparkQuery) -> dict[str, Derived]:
