@@ -1,4 +1,4 @@
-"""Table maintenance on real Delta tables. After twenty micro-batches that wrote small files, as a large lake's
+"""Table maintenance on real Delta tables. After micro-batches that wrote small files, as a large lake's
 tables have, the maintenance DAG (`airflow dags test pielake_maintenance`, its task a client of the engine)
 rewrites every table of the query into fewer files without changing a row, keeps the time travel it is asked to
 keep, and a query over a stretch of time then reads fewer files. A run or another maintenance holding the query's
@@ -25,9 +25,9 @@ from tests.helpers import drawn, files_read
 from tests.integration.conftest import QUERY, airflow_command
 from tests.integration.test_airflow import assert_tables_equal_the_reference
 
-pytestmark = pytest.mark.heavy(seconds=530)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=250)  # about this long in CI: scheduled first
 
-MICRO_BATCHES = 20
+MICRO_BATCHES = 6  # each writes files of a few rows: enough files to compact
 TABLES = ["events_flags", "results_flag_pairs"]
 FILES_AFTER = {"events_flags": 1, "results_flag_pairs": len(KINDS)}  # a file for each kind's partition
 
@@ -53,7 +53,7 @@ def micro_batch(lake: Lake, folder: Path, index: int) -> list[dict]:
     return events
 
 
-def test_the_maintenance_dag_compacts_a_lake_after_twenty_micro_batches(airflow: dict[str, str], tmp_path: Path,
+def test_the_maintenance_dag_compacts_a_lake_after_micro_batches(airflow: dict[str, str], tmp_path: Path,
                                                                          spark: SparkSession,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     lake, plan = Lake(spark, tmp_path / "lake"), load_query(QUERY, "flag_pairs")
@@ -63,7 +63,7 @@ def test_the_maintenance_dag_compacts_a_lake_after_twenty_micro_batches(airflow:
         events = [e for index in range(MICRO_BATCHES) for e in micro_batch(lake, tmp_path, index)]
     before = {t: (lake.version(t), rows(lake, t)) for t in TABLES}
     assert all(table_files(lake, t) > FILES_AFTER[t] for t in TABLES)
-    stretch = lake.read("events_flags").filter(F.col("ts").between(15, 26))  # the events of four micro-batches
+    stretch = lake.read("events_flags").filter(F.col("ts").between(6, 11))  # the events of two micro-batches
     read_before = sum(files_read(stretch))
 
     for holder in ("a-run", "maintenance"):  # a run, or another maintenance, holds the query's lock
@@ -80,7 +80,7 @@ def test_the_maintenance_dag_compacts_a_lake_after_twenty_micro_batches(airflow:
         assert table_files(lake, table) == FILES_AFTER[table]
         assert rows(lake, table) == kept
         assert rows(lake, table, version) == kept  # a day of time travel kept: the old files are still there
-    assert sum(files_read(lake.read("events_flags").filter(F.col("ts").between(15, 26)))) < read_before
+    assert sum(files_read(lake.read("events_flags").filter(F.col("ts").between(6, 11)))) < read_before
 
     cared = {c.table: c for c in maintain(lake, plan, keep_days=0, say=print)}
     assert set(TABLES) <= set(cared) and "runs" in cared and "quarantine_flags" in cared
