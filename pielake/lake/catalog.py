@@ -19,8 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pielake import vocabulary as V
-from pielake.lake import results
-from pielake.lake.delta import quoted_identifier
 
 if TYPE_CHECKING:
     from pielake.lake.delta import Lake
@@ -74,6 +72,8 @@ def register_tables(lake: Lake) -> list[str]:
     the lake's validated table names, the results table's own column names, each quoted as an identifier, and
     the kind's name, one of pielake's own words (`kind_view`). No query text reaches it.
     """
+    from pielake.lake import results  # noqa: PLC0415 (Spark's: the CLI imports this module, and a client no Spark)
+
     spark = lake.spark
     known = {table.name for table in spark.catalog.listTables(DATABASE)}
     tables = [name for name in lake.tables() if name not in known]
@@ -89,6 +89,9 @@ def kind_view(name: str, table: str, columns: list[str]) -> str:
     """The statement of the view `name` (`matches_<query>`) over the results table `table`: the rows
     `results.unpack` reads. Made `WITH SCHEMA EVOLUTION`, Spark's mode for a view whose table may change its
     columns (a query given other RETURN columns and run again)."""
+    from pielake.lake import results  # noqa: PLC0415 (as in `register_tables`)
+    from pielake.lake.delta import quoted_identifier  # noqa: PLC0415
+
     kind = results.kind_table(name)[1]
     keys = [f"{quoted_identifier(c)}, " for c in results.key_columns(columns)]
     run = f", {V.RUN_ID}" if kind == V.MATCHES else ""

@@ -6,6 +6,8 @@ import fcntl
 import json
 import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,3 +93,13 @@ def test_an_engine_on_a_lake_another_engine_serves_names_it_in_one_line_before_s
         held.flush()
         invoke(["engine", "serve", "--lake", str(tmp_path), "--port", str(free_ports(2)), "--jdbc-port",
                 str(free_port())], EXIT_USAGE, f"an engine already runs on {tmp_path.resolve()} (pid 4242)")
+
+
+def test_the_command_line_imports_no_spark_until_a_command_runs_one() -> None:
+    """A run sent to an engine (`--remote`) is a thin client: importing Spark, pandas or Great Expectations would
+    cost it more time than the engine spends on a small micro-batch. Asked in a fresh interpreter, since this
+    one has imported them all."""
+    heavy = ("pyspark", "py4j", "pandas", "pyarrow", "great_expectations")
+    probe = f"import sys, pielake.cli; print([m for m in {heavy!r} if m in sys.modules])"
+    imported = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert imported.strip() == "[]"
