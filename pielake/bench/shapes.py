@@ -27,7 +27,6 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -152,24 +151,23 @@ def scan_seconds(lake: Lake, table: str) -> float:
     return time.perf_counter() - started
 
 
-def write_seconds(lake: Lake, tables: list[str], floor: Path) -> float:
-    """The write floor: the rows of `tables`, held in memory first, written as new Delta tables in the lake at
-    `floor`, side by side from threads as `publish` writes them, with Delta's and Spark's default settings.
+def write_seconds(lake: Lake, table: str, floor: Path) -> float:
+    """The write floor: the rows of `table` (the query's results table), held in memory first, written as a new
+    Delta table in the lake at `floor` in one overwrite, as `publish` writes a batch run's rows, with Delta's and
+    Spark's default settings.
 
     It is what delivering the result tables of docs/semantics.md §6 costs on this machine once they are computed,
     however they are computed: the part of "events Delta in -> matches Delta out" that faster detection cannot take
     away, and beside which the scan floor's ratio is to be read. (`publish` writes the same rows sorted, in files
-    of at most `ROWS_PER_FILE` rows and without dictionaries on its times: it can take a little more or less.)"""
-    held = [hold(lake.read(table))[0] for table in tables]
-    target = Lake(lake.spark, floor)
+    of at most `ROWS_PER_FILE` rows, partitioned by kind and without dictionaries on its times: it can take a
+    little more or less.)"""
+    held, _ = hold(lake.read(table))
     try:
         started = time.perf_counter()
-        with ThreadPoolExecutor(len(tables), "write-floor") as pool:
-            list(pool.map(target.overwrite, held, tables))
+        Lake(lake.spark, floor).overwrite(held, table)
         return time.perf_counter() - started
     finally:
-        for frame in held:
-            release(frame)
+        release(held)
 
 
 def measure(spark: SparkSession, shape: str, symbols: int, events: int, *, workdir: Path, repeat: int) -> Measurement:
@@ -194,7 +192,7 @@ def measure(spark: SparkSession, shape: str, symbols: int, events: int, *, workd
     scan = scan_seconds(lake, events_table(run.job.stream))
     floor = workdir / "write-floor"
     shutil.rmtree(floor, ignore_errors=True)
-    write = write_seconds(lake, [results_table(run.job.plan.name)], floor)
+    write = write_seconds(lake, results_table(run.job.plan.name), floor)
     matches = sum(run.matches.values())  # counted by the run's own report at publish
     return Measurement(shape, symbols, events, repeat, round(load, 3),
                        *(round(stages.get(k, 0.0), 3) for k in STAGES),

@@ -135,5 +135,5 @@ STAGES = Registry((
           doc="Joins the PiePairs into matches, with detection time, status and RETURN columns."),
     Stage("publish", "pielake.pipeline.stages:publish", reads=(V.SITUATIONS, V.PAIRS, V.MATCHES, V.SCOPE),
           stages=(), publishes=(V.SITUATIONS, V.PAIRS, V.MATCHES),
-          doc="Merges the staged rows into the published tables, then records the progress."),
+          doc="Merges the staged rows and the progress into the query's results table, in one commit."),
 ))

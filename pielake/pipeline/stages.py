@@ -3,13 +3,14 @@
     ingest -> [gate] -> situations -> [gate] -> pairs (one job per constraint) -> [gate] -> matches -> [gate]
            -> publish
 
-`situations` first fixes the run's scope (`pielake.pipeline.scope`: which keys, from which cut) in
-`_staging/scope_<q>`; every later stage reads it. Nothing reaches the published tables before `publish`, which
-merges the staged rows in (or, for a batch run, replaces the tables) and records the state the next micro-batch
-starts from in `progress_<q>`, last, so a run that stops anywhere before that is simply run again.
+`situations` first fixes the run's scope (`pielake.pipeline.scope`: which keys, from which cut); every later stage
+reads it. Nothing reaches the published tables before `publish`, which merges the staged rows, and the state the
+next micro-batch starts from, into the query's results table in one commit (a batch run replaces the table), so
+a run that stops anywhere before that commit is simply run again.
 
-Reading every input back from Delta is deliberate: it keeps each stage a separate, re-runnable unit (a Spark job
-of its own under Airflow) and keeps Spark's query plans small.
+Every stage reads its inputs back from staging (`pielake.lake.staging`: Delta tables when the steps are separate
+processes, the Spark session in one process): each stage stays a separate, re-runnable unit, and Spark's query
+plans stay small.
 """
 
 from __future__ import annotations

@@ -2,12 +2,11 @@
 
 One run is killed once in each of its lake writes, as soon as a data file of the watched table is on disk and
 before Delta commits it, in the order a run writes them: the quarantine (ingest), the events append (the one write
-that is not a replace), the situations publish and the matches publish (written side by side with the pairs
-publish, so each kill may also catch the others half-written) and the progress the next micro-batch starts from
-(the publish's last write). A run in one process stages its stage outputs in its Spark session, which the kill
-takes with it (the Airflow test kills a step in the middle of a staged Delta write). The last attempt completes;
-the tables then equal the brute-force reference, every event is there once, the bad row is quarantined once, the
-lock is released, and nothing is staged in the lake or visible in SQL but the tables.
+that is not a replace) and the publish into the query's results table (situations, pairs, matches and the progress
+the next micro-batch starts from, in one commit). A run in one process stages its stage outputs in its Spark
+session, which the kill takes with it (the Airflow test kills a step in the middle of a staged Delta write). The
+last attempt completes; the tables then equal the brute-force reference, every event is there once, the bad row is
+quarantined once, the lock is released, and nothing is staged in the lake or visible in SQL but the tables.
 """
 
 from __future__ import annotations
