@@ -54,8 +54,8 @@ def micro_batch(lake: Lake, folder: Path, index: int) -> list[dict]:
 
 
 def test_the_maintenance_dag_compacts_a_lake_after_micro_batches(airflow: dict[str, str], tmp_path: Path,
-                                                                         spark: SparkSession,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                  spark: SparkSession,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     lake, plan = Lake(spark, tmp_path / "lake"), load_query(QUERY, "flag_pairs")
     assert maintain(lake, plan, keep_days=7, say=print) == []  # nothing has run yet
     with monkeypatch.context() as small:
