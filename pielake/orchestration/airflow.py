@@ -155,7 +155,9 @@ def _job_args(request: dict[str, Any]) -> list[str]:
 def _step_doc(step: Step) -> str:
     if step.check:
         return f"Runs the Great Expectations suite `expectations/{step.name.removeprefix('check_')}.json`."
-    return f"{step.stage.doc} Reads {', '.join(step.stage.reads)}; stages {', '.join(step.stage.stages) or 'nothing'}."
+    writes = f"; writes {', '.join(step.stage.writes)}" if step.stage.writes else ""
+    return (f"{step.stage.doc} Reads {', '.join(step.stage.reads)}; stages {', '.join(step.stage.stages) or 'nothing'}"
+            f"{writes}.")
 
 
 def _wire(dag: DAG, registration: Registration, request: dict[str, Any], registry: Registry) -> None:

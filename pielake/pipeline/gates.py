@@ -164,6 +164,12 @@ def run_gate(job: QueryJob, gate: str, checked: Callable[[QueryJob], Frame], *, 
     return outcome
 
 
+def build_docs(job: QueryJob) -> None:
+    """Update the lake's Data Docs with every result of the run (what the last gate does when `last`)."""
+    with gx_project.project(job.lake.root) as context:
+        gx_project.update_docs(context, job.run_id)
+
+
 def _describe(result: dict[str, Any]) -> str:
     config = result["expectation_config"]
     target = config["kwargs"].get("column") or config["kwargs"].get("column_list")

@@ -52,8 +52,9 @@ class Gate:
 @dataclass(frozen=True)
 class Stage:
     """One stage of a run. `run` is the import path of its function, `(StepContext) -> StageResult`; `reads` and
-    `stages` name the tables it reads and the staged tables it writes (`<kind>` for `<kind>_<query>`);
-    `per_constraint`: one step per constraint of the query."""
+    `stages` name the tables it reads and the staged tables it writes (`<kind>` for `<kind>_<query>`), `writes`
+    and `publishes` the lake's tables it changes (`audited_before` says what they imply); `per_constraint`: one
+    step per constraint of the query."""
 
     name: str
     run: str
@@ -63,6 +64,7 @@ class Stage:
     per_constraint: bool = False
     doc: str = ""
     publishes: tuple[str, ...] = ()  # the tables users read that it changes (Airflow: the task's Assets)
+    writes: tuple[str, ...] = ()  # the lake's tables it changes outside staging before publish
 
     def function(self) -> Callable[..., Any]:
         return _resolve(self.run)
@@ -114,6 +116,13 @@ class Registry:
         """The step that ends a run: after it the run is published."""
         return self.steps(plan)[-1]
 
+    @staticmethod
+    def audited_before(step: Step) -> bool:
+        """Whether every gate before `step` must have passed when it starts: it changes tables outside staging.
+        Any other step only stages, so it may run while the gates before it still check (a run in one process
+        does so); a failed gate then stops the run at the next step that would change the lake."""
+        return bool(step.stage.publishes or step.stage.writes)
+
     def last_check(self, plan: QueryPlan) -> Step | None:
         """The run's last gate, after which no gate can stop it."""
         return next((step for step in reversed(self.steps(plan)) if step.check), None)
@@ -121,10 +130,10 @@ class Registry:
 
 STAGES = Registry((
     Stage("ingest", "pielake.pipeline.ingest:ingest", reads=("the events file", V.QUARANTINE), stages=(V.EVENTS,),
-          gate=Gate("events", "pielake.pipeline.gates:events_frame"),
+          writes=(V.QUARANTINE,), gate=Gate("events", "pielake.pipeline.gates:events_frame"),
           doc="Reads the events file into staging; bad rows go to the quarantine with their reason."),
     Stage("situations", "pielake.pipeline.stages:derive_situations", reads=(V.EVENTS, V.PROGRESS),
-          stages=(V.SCOPE, V.SEGMENTS, V.SITUATIONS),
+          stages=(V.SCOPE, V.SEGMENTS, V.SITUATIONS), writes=(V.EVENTS,),
           gate=Gate("situations", "pielake.pipeline.gates:situations_frame"),
           doc="Appends the audited events, fixes the run's scope and derives every symbol's situations."),
     Stage("pairs", "pielake.pipeline.stages:detect_constraints", reads=(V.SEGMENTS, V.SITUATIONS, V.SCOPE),

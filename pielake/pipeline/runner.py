@@ -10,8 +10,10 @@ everything; `incremental` appends the file as the next micro-batch and recompute
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,7 +26,7 @@ from pielake.exitcodes import EXIT_USAGE
 from pielake.lake.delta import Lake, check_run_id
 from pielake.lake.lock import RunLock
 from pielake.lake.staging import SessionStaging
-from pielake.pipeline.gates import GateError, GateResult, run_gate
+from pielake.pipeline.gates import GateError, GateResult, build_docs, run_gate
 from pielake.pipeline.gx_project import docs_index
 from pielake.pipeline.ingest import IngestReport, stream_for
 from pielake.pipeline.job import QueryJob, RunRequest, StageResult, StepContext
@@ -77,12 +79,23 @@ class Run:
         self.matches: dict[str, int] = {}
         self.lock = RunLock(lake.root, plan.name)
         self.progress = progress
+        self.docs_at_last_gate = True  # the run's last gate builds its Data Docs (an `Auditor` builds them later)
 
     def step(self, name: str) -> Outcome:
-        """Run the step called `name`, holding the query's lock for this run until it ends: it publishes, a gate
-        stops it, or its input or query is wrong (a step run again would fail the same way, so the run is over and
-        the next one must not wait for it). Any other failure keeps the lock: a retry of the step resumes the run.
-        Every step leaves its record for the run report."""
+        """Run the step called `name` (`attempt`), and end the run where it ends: after its last step, at a gate
+        that stops it, or at a wrong input or query (a step run again would fail the same way, so the run is over
+        and the next one must not wait for it). Any other failure keeps the lock: a retry of the step resumes the
+        run."""
+        with self.ending():
+            outcome = self.attempt(name)
+        if self.registry.step(self.job.plan, name) == self.registry.last(self.job.plan):
+            self._finish(V.PUBLISHED)
+        return outcome
+
+    def attempt(self, name: str) -> Outcome:
+        """Run the step called `name`, holding the query's lock for this run, and leave its record for the run
+        report, whether it succeeds, is stopped by its gate or fails on a wrong input or query; the run goes on
+        or ends as its caller says (`step`, `ending`)."""
         step = self.registry.step(self.job.plan, name)
         self.lock.hold(self.job.run_id, wait=self.request.lock_wait, say=self.progress)
         started, clock = datetime.now(UTC), time.perf_counter()
@@ -91,17 +104,26 @@ class Run:
                 outcome = self._run(step)
         except GateError as stop:
             self._record(name, started, time.perf_counter() - clock, stop.result)
-            self._finish(V.STOPPED)
             raise
         except PielakeError as wrong:
             if wrong.exit_code == EXIT_USAGE:
                 self._record(name, started, time.perf_counter() - clock, None, failed=(str(wrong),))
-                self._finish(V.FAILED)
             raise
         self._record(name, started, time.perf_counter() - clock, outcome)
-        if step.name == self.registry.last(self.job.plan).name:
-            self._finish(V.PUBLISHED)
         return outcome
+
+    @contextmanager
+    def ending(self) -> Iterator[None]:
+        """End the run if the block raises what ends it: a gate's stop, or a wrong input or query."""
+        try:
+            yield
+        except GateError:
+            self._finish(V.STOPPED)
+            raise
+        except PielakeError as wrong:
+            if wrong.exit_code == EXIT_USAGE:
+                self._finish(V.FAILED)
+            raise
 
     def _run(self, step: Step) -> Outcome:
         if step.check:
@@ -109,7 +131,7 @@ class Run:
             assert gate is not None
             if not self.request.checks:
                 return None
-            last = self.registry.last_check(self.job.plan) == step
+            last = self.docs_at_last_gate and self.registry.last_check(self.job.plan) == step
             return run_gate(self.job, gate.suite, gate.frame_function(), last=last)
         return step.stage.function()(StepContext(self.job, self.request, step.constraints))
 
@@ -146,9 +168,73 @@ def one_process_run(lake: Lake, plan: QueryPlan, run_id: str, request: RunReques
         staging.release()
 
 
+class Auditor:
+    """The gates of a run in one process, checked one at a time in a thread of their own, beside the stages.
+
+    A gate only reads its stage's staged output, and no later stage changes that (each stages tables of its own),
+    so the stages after it need not wait for its verdict: only a step that changes the lake outside staging
+    waits for every gate before it (`Registry.audited_before`), and a failed gate stops the run there, before
+    anything it audited is appended or published. The run's Data Docs, a report rather than a verdict, are built
+    once the last verdict is in, beside the publish. A run then costs its gates' time where it exceeds its
+    stages', not their sum. The gates run one at a time: Great Expectations' project is not safe for checkpoints
+    run at once, and after a failed one no other is checked.
+    """
+
+    def __init__(self, run: Run, say: Progress):
+        self.run = run
+        self.say = say
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gates")
+        self.pending: list[Future[Outcome]] = []
+        self.stopped = threading.Event()
+        self.checked = False  # a gate was checked, so there are Data Docs to build
+        self.docs: Future[None] | None = None
+        run.docs_at_last_gate = False  # built by `document`, after the verdicts
+
+    def __enter__(self) -> Auditor:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *raised: object) -> None:
+        """Wait for the Data Docs of a run that ended well; a run that ends early (a stage failed) waits for the
+        gate being checked, and the queued ones are dropped."""
+        self.worker.shutdown(wait=True, cancel_futures=True)
+        if kind is None and self.docs is not None:
+            self.docs.result()
+
+    def check(self, step: Step) -> None:
+        """Queue the gate `step` behind the gates queued before it."""
+        self.pending.append(self.worker.submit(self._check, step))
+
+    def _check(self, step: Step) -> Outcome:
+        if self.stopped.is_set():
+            return None
+        self.say(f"{step.name} ...")
+        try:
+            outcome = self.run.attempt(step.name)
+        except BaseException:
+            self.stopped.set()
+            raise
+        if outcome is not None:
+            self.checked = True
+            self.say(f"  {outcome.text()}")
+        return outcome
+
+    def verdicts(self) -> list[GateResult]:
+        """Wait for every queued gate; their results in order, or the first failure raised (ending the run)."""
+        queued, self.pending = self.pending, []
+        with self.run.ending():
+            return [outcome for outcome in (f.result() for f in queued) if isinstance(outcome, GateResult)]
+
+    def document(self) -> None:
+        """Build the run's Data Docs pages in the gates' thread, if a gate was checked: called once every verdict
+        is in, so it runs beside the publish, and the run waits for it at its end (`__exit__`)."""
+        if self.checked:
+            self.docs = self.worker.submit(build_docs, self.run.job)
+
+
 def run_query(lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest, *,
               progress: Progress | None = None, registry: Registry = STAGES) -> RunSummary:
-    """Every step of a run in order, in this process; a failed gate stops it before anything is published.
+    """Every step of a run in order, in this process, its gates beside the stages (`Auditor`); a failed gate stops
+    it before anything is published.
 
     A run that fails here is over (nothing retries it), so it releases the query's lock; the next run recomputes
     what it had staged."""
@@ -157,15 +243,21 @@ def run_query(lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest, *,
     gates: list[GateResult] = []
     with one_process_run(lake, plan, run_id, request, progress=progress, registry=registry) as run:
         try:
-            for step in registry.steps(run.job.plan, parallel=False):
-                say(f"{step.name} ...")
-                outcome = run.step(step.name)
-                if isinstance(outcome, StageResult):
-                    stages.append(outcome)
-                    say(f"  done {outcome.stage} in {outcome.seconds:.2f} s ({outcome.rows_text()})")
-                elif outcome is not None:
-                    gates.append(outcome)
-                    say(f"  {outcome.text()}")
+            with Auditor(run, say) as auditor:
+                for step in registry.steps(run.job.plan, parallel=False):
+                    if step.check:
+                        auditor.check(step)
+                        continue
+                    if registry.audited_before(step):
+                        gates += auditor.verdicts()
+                        if step == registry.last(run.job.plan):
+                            auditor.document()
+                    say(f"{step.name} ...")
+                    outcome = run.step(step.name)
+                    if outcome is not None:
+                        stages.append(outcome)
+                        say(f"  done {outcome.stage} in {outcome.seconds:.2f} s ({outcome.rows_text()})")
+                gates += auditor.verdicts()
         except BaseException:
             run.lock.release(run_id)
             raise

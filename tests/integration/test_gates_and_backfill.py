@@ -5,12 +5,15 @@
   run before it as passed and show the failed one with its failing expectation and unexpected count.
 - Late events are quarantined by a micro-batch; a backfill of their range re-admits them, and the tables then
   equal what the brute-force reference computes over all events (docs/semantics.md §7).
+- In one process the gates check beside the later stages; a gate that fails there still stops the run before
+  publish, and the stages that ran beside it are in the run's report.
 - Steps run again with the same run id (a retried task) apply nothing twice.
 - A run whose input is missing ends as `failed` and leaves the query's lock to the next run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -19,12 +22,16 @@ import pyspark.sql.functions as F
 import pytest
 from pyspark.sql import SparkSession
 
+from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.exitcodes import EXIT_USAGE
 from pielake.lake.delta import Lake
 from pielake.lake.lock import RunLock
+from pielake.lake.results import results_table
+from pielake.pipeline import stages
 from pielake.pipeline.gates import GateError
-from pielake.pipeline.job import RunRequest
+from pielake.pipeline.job import RunRequest, StageResult, StepContext
+from pielake.pipeline.registry import STAGES, Registry
 from pielake.pipeline.runner import Run, run_query
 from pielake.pipeline.stages import kernel_reading
 from pielake.query.analyzer import QueryPlan, load_query
@@ -98,6 +105,38 @@ def test_a_corrupt_stage_output_stops_the_run_before_publish(lake: Lake, tmp_pat
     assert re.search(r"Failed \S+ \S+ UTC second mid\.situations", index)
     page = browser_text(Path(gate.report))
     assert "Status: Failed" in page and "__ordered" in page and f"{unexpected} unexpected values found" in page
+
+
+def corrupted_situations(ctx: StepContext) -> StageResult:
+    """pielake's situations stage, then every staged end set before its start."""
+    result = stages.derive_situations(ctx)
+    staging, table = ctx.job.staging, ctx.job.table(V.SITUATIONS)
+    staging.overwrite(staging.read(table).withColumn("te", F.when(F.col("te").isNotNull(), F.col("ts") - 1)), table)
+    return result
+
+
+CORRUPTING = Registry(tuple(stage if stage.name != "situations" else
+                            dataclasses.replace(stage, run=f"{__name__}:corrupted_situations")
+                            for stage in STAGES.stages))
+
+
+def test_a_gate_checked_beside_the_later_stages_still_stops_the_run_before_publish(lake: Lake,
+                                                                                   tmp_path: Path) -> None:
+    plan = load_query(QUERY, "mid")
+    run_query(lake, plan, "first", RunRequest(events_path=write(tmp_path / "a.json", EVENTS[:10])))
+    published = lake.version(results_table("mid"))
+    request = RunRequest(mode="incremental", events_path=write(tmp_path / "b.json", EVENTS[10:]))
+    with pytest.raises(GateError, match=r"gate situations: .* FAILED: .*__ordered\): [1-9]\d* rows"):
+        run_query(lake, plan, "second", request, registry=CORRUPTING)
+    assert lake.version(results_table("mid")) == published
+    assert RunLock(lake.root, "mid").holder() is None
+    [second] = [r for r in lake.read("runs").collect() if r.run_id == "second"]
+    steps = {s.step: s for s in second.steps}
+    assert second.status == "stopped" and "publish" not in steps and "check_pairs" not in steps
+    assert steps["check_situations"].passed is False
+    gate = steps["check_situations"]
+    gate_ended = gate.started_at.timestamp() + gate.seconds
+    assert steps["pairs"].started_at.timestamp() < gate_ended, "the next stage did not wait for the gate"
 
 
 def test_a_run_whose_input_is_missing_ends_and_frees_the_query_for_the_next(lake: Lake, tmp_path: Path) -> None:
