@@ -9,8 +9,8 @@ and Data Docs live, laid out as GX lays out any file project.
 
 Each gate is a Checkpoint of one validation definition (the stage's staged frame, a Spark DataFrame asset, against
 the query's suite), so a GX user opens the site, or the checkpoint, as with any other project of theirs. The Data
-Docs are updated once a run (`update_docs`), by its last gate or the gate that stops it, not by each checkpoint's
-action: every update rebuilds the index from all stored results, and a run has four gates.
+Docs are updated once a run (`update_docs`), by the gate that stops it or once every gate has passed, not by each
+checkpoint's action: every update rebuilds the index from all stored results, and a run has four gates.
 
 Data Docs draw their index table with scripts loaded from public CDNs, so a site opened where those cannot be
 reached (an air-gapped cluster, CI) shows an empty index. The lake's site therefore renders its index with

@@ -3,9 +3,10 @@ its record for the run report.
 
 `Run.step` runs one step, as an Airflow task or a spark-submit job does (`pielake.pipeline.jobs`), staging the
 stage outputs in the lake's `_staging/`; `run_query` runs every step in one process, staging them in the Spark
-session (`pielake.lake.staging`), and prints a summary. Modes (docs/semantics.md §7): `batch` recomputes
-everything; `incremental` appends the file as the next micro-batch and recomputes only its keys from their cut;
-`backfill` re-admits history in a range (the file and the quarantined late events) and recomputes from before it.
+session (`pielake.lake.staging`) and checking its gates beside the stages (`Auditor`), and prints a summary.
+Modes (docs/semantics.md §7): `batch` recomputes everything; `incremental` appends the file as the next
+micro-batch and recomputes only its keys from their cut; `backfill` re-admits history in a range (the file and
+the quarantined late events) and recomputes from before it.
 """
 
 from __future__ import annotations
