@@ -145,10 +145,23 @@ class Scope:
         """The rows this run owns: its keys' rows anchored after their cut (all its keys' rows: no anchor)."""
         if self.full:
             return rows
-        if derived is not None and self.floor is not None:
-            rows = rows.filter(derived.after(self.floor))
-        owned = rows.join(self._cuts(), list(self.keys))
-        return (owned if derived is None else owned.filter(derived.anchor > F.col(SCOPE_CUT))).drop(SCOPE_CUT)
+        if derived is None:
+            return rows.join(self._cuts(), list(self.keys)).drop(SCOPE_CUT)
+        return self._after_cut(rows, derived.anchor, None if self.floor is None else derived.after(self.floor))
+
+    def owned_results(self, results: DataFrame) -> DataFrame:
+        """The rows this run owns of a results table's anchored kinds (situations, pairs, matches), as stored
+        (`pielake.lake.results`): the same rule as `owned`, on the anchor every stored row carries."""
+        anchor = F.col(V.ANCHOR)
+        return self._after_cut(results.filter(anchor.isNotNull()), anchor,
+                               None if self.floor is None else anchor > self.floor)
+
+    def _after_cut(self, rows: DataFrame, anchor: Column, after_floor: Column | None) -> DataFrame:
+        """Its keys' rows anchored after their cut; `after_floor`, the same said against the floor, first, for
+        Delta to skip files by."""
+        if after_floor is not None:
+            rows = rows.filter(after_floor)
+        return rows.join(self._cuts(), list(self.keys)).filter(anchor > F.col(SCOPE_CUT)).drop(SCOPE_CUT)
 
     def last_times(self) -> DataFrame:
         return self.frame.select(*self.keys, LAST_TIME)

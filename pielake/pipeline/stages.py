@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import reduce
 
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
@@ -218,14 +219,23 @@ def _publish_rows(job: QueryJob, staged: dict[str, DataFrame], state: DataFrame,
     if full:
         return job.lake.overwrite(in_time_order(new, F.col(ANCHOR), (KIND,)), table, partition_by=(KIND,),
                                   rows_per_file=ROWS_PER_FILE)
-    stale = [packed(kind, scope.owned(published[kind], derived)
-                    .join(stored[kind].select(*derived.natural_key), list(derived.natural_key), "left_anti"))
-             for kind, derived in tables.items()]
-    recent = None if scope.floor is None else F.col(f"t.{ANCHOR}").isNull() | (F.col(f"t.{ANCHOR}") > scope.floor)
     own_keys = {kind: tuple(c for c in derived.natural_key if c not in q.keys) for kind, derived in tables.items()}
-    counts = job.lake.replace_rows(new, table, natural_key=row_key(keys, own_keys), stale=combine(stale, keys),
+    natural_key = row_key(keys, own_keys)
+    recent = None if scope.floor is None else F.col(f"t.{ANCHOR}").isNull() | (F.col(f"t.{ANCHOR}") > scope.floor)
+    counts = job.lake.replace_rows(new, table, natural_key=natural_key, stale=_stale(job, scope, new, natural_key),
                                    ignore=(V.RUN_ID,), target_only=recent, rows_per_file=ROWS_PER_FILE)
     return sum(counts.values())
+
+
+def _stale(job: QueryJob, scope: Scope, new: DataFrame, natural_key: tuple[str, ...]) -> DataFrame:
+    """The published rows the run owns that it no longer derives: of every kind at once, in one read of the results
+    table and one join, as stored (a MERGE source's rows carry the table's columns). A row is named by its
+    `natural_key` (`row_key`), compared NULL-safe as the MERGE compares it."""
+    q = job.query
+    owned = q.unkeyed(scope.owned_results(q.keyed(job.lake.read(results_table(job.plan.name)))))
+    named = new.select(*(F.col(c).alias(f"__new{i}") for i, c in enumerate(natural_key)))
+    same = reduce(Column.__and__, (F.col(c).eqNullSafe(F.col(f"__new{i}")) for i, c in enumerate(natural_key)))
+    return owned.join(named, same, "left_anti")
 
 
 def in_time_order(rows: DataFrame, anchor: Column, partitions: tuple[str, ...] = ()) -> DataFrame:
