@@ -187,7 +187,6 @@ class Auditor:
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gates")
         self.pending: list[Future[Outcome]] = []
         self.stopped = threading.Event()
-        self.checked = False  # a gate was checked, so there are Data Docs to build
         self.docs: Future[None] | None = None
         run.docs_at_last_gate = False  # built by `document`, after the verdicts
 
@@ -215,7 +214,6 @@ class Auditor:
             self.stopped.set()
             raise
         if outcome is not None:
-            self.checked = True
             self.say(f"  {outcome.text()}")
         return outcome
 
@@ -226,10 +224,9 @@ class Auditor:
             return [outcome for outcome in (f.result() for f in queued) if isinstance(outcome, GateResult)]
 
     def document(self) -> None:
-        """Build the run's Data Docs pages in the gates' thread, if a gate was checked: called once every verdict
-        is in, so it runs beside the publish, and the run waits for it at its end (`__exit__`)."""
-        if self.checked:
-            self.docs = self.worker.submit(build_docs, self.run.job)
+        """Build the run's Data Docs pages in the gates' thread: called once every verdict is in, so it runs
+        beside the publish, and the run waits for it at its end (`__exit__`)."""
+        self.docs = self.worker.submit(build_docs, self.run.job)
 
 
 def run_query(lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest, *,
@@ -251,7 +248,7 @@ def run_query(lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest, *,
                         continue
                     if registry.audited_before(step):
                         gates += auditor.verdicts()
-                        if step == registry.last(run.job.plan):
+                        if gates and step == registry.last(run.job.plan):  # a gate checked: docs to build
                             auditor.document()
                     say(f"{step.name} ...")
                     outcome = run.step(step.name)
