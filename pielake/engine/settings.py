@@ -65,6 +65,14 @@ def docs_runs() -> int:
     return int(os.environ.get("PIELAKE_DOCS_RUNS", "200"))
 
 
+def driver_gate_rows() -> int:
+    """The most rows a gate validates on the driver, with GX's pandas engine: `PIELAKE_DRIVER_GATE_ROWS`, else
+    100,000 (0: every gate on Spark). GX's Spark engine computes a suite's metrics in about three Spark jobs an
+    expectation, tens of milliseconds each whatever the rows, where a micro-batch's staged output is a few
+    thousand rows that pandas checks in milliseconds once collected (docs/performance.md)."""
+    return int(os.environ.get("PIELAKE_DRIVER_GATE_ROWS", "100000"))
+
+
 def driver_heap() -> str:
     """The driver's heap (in local mode all of Spark's): `PIELAKE_DRIVER_MEMORY` or `DEFAULT_DRIVER_MEMORY`."""
     return os.environ.get("PIELAKE_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY)

@@ -33,9 +33,10 @@ from typing import Any
 
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import types as T
 
 from pielake import vocabulary as V
-from pielake.engine.settings import docs_runs
+from pielake.engine.settings import docs_runs, driver_gate_rows
 from pielake.errors import PielakeError
 from pielake.exitcodes import EXIT_FINDINGS
 from pielake.pipeline import gx_project
@@ -138,12 +139,13 @@ def run_gate(job: QueryJob, gate: str, checked: Callable[[QueryJob], Frame], *, 
     suite = load_suite(gate, fill)
     frame = frame.cache()
     try:
+        data, engine = batch_data(frame, suite["expectations"])
         with gx_project.project(job.lake.root) as context:
             name, run = f"{job.plan.name}.{gate}", gx_project.run_identifier(job.run_id)
 
             def validate(result_format: str) -> tuple[Any, dict[str, Any]]:
-                checkpoint = gx_project.checkpoint(context, name, suite["expectations"], result_format)
-                outcome = checkpoint.run(batch_parameters={"dataframe": frame},
+                checkpoint = gx_project.checkpoint(context, name, suite["expectations"], result_format, engine=engine)
+                outcome = checkpoint.run(batch_parameters={"dataframe": data},
                                          expectation_parameters=suite["parameters"], run_id=run)
                 [(key, result)] = outcome.run_results.items()
                 return key, result.to_json_dict()
@@ -162,6 +164,47 @@ def run_gate(job: QueryJob, gate: str, checked: Callable[[QueryJob], Frame], *, 
     if not outcome.success:
         raise GateError(outcome)
     return outcome
+
+
+# Column types whose values and nulls pandas holds as Spark does. A floating column is not one: its NaN is a
+# value to Spark and a null to pandas. A time is collected as microseconds since the epoch (`unix_micros`): pandas
+# holds nanoseconds, which end in 2262, and the suites only compare times for equality and nullness.
+DRIVER_TYPES = (T.StringType, T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.DateType,
+                T.TimestampType)
+SPARK_TYPE_CHECK = "expect_column_values_to_be_of_type"  # names Spark's types: only Spark's engine reads them
+
+
+def batch_data(frame: DataFrame, expectations: list[dict[str, Any]]) -> tuple[Any, str]:
+    """What GX validates, and with which of its engines (`gx_project.ENGINES`).
+
+    The columns the suite reads, collected to the driver and checked by pandas, when they are at most
+    `driver_gate_rows()` rows of `DRIVER_TYPES` and no expectation checks Spark's types: a micro-batch's staged
+    output is a few thousand rows, which GX's Spark engine would check in about three Spark jobs an expectation.
+    Otherwise the frame itself, checked by Spark. Both engines give a suite the same verdict on the same rows
+    (`tests/integration/test_gate_engines.py`).
+    """
+    limit = driver_gate_rows()
+    types = {f.name: f.dataType for f in frame.schema.fields}
+    columns = _checked_columns(expectations)
+    if limit <= 0 or any(e["type"] == SPARK_TYPE_CHECK for e in expectations) or not all(
+            isinstance(types[c], DRIVER_TYPES) for c in columns):
+        return frame, "spark"
+    rows = frame.select(*(_collected(frame[c], types[c]).alias(c) for c in columns)).limit(limit + 1).toPandas()
+    return (rows, "pandas") if len(rows) <= limit else (frame, "spark")
+
+
+def _checked_columns(expectations: list[dict[str, Any]]) -> list[str]:
+    """Every column an expectation names, once, in the suite's order."""
+    named: list[str] = []
+    for e in expectations:
+        kwargs = e["kwargs"]
+        named += [kwargs[arg] for arg in ("column", "column_A", "column_B") if arg in kwargs]
+        named += kwargs.get("column_list", [])
+    return list(dict.fromkeys(named))
+
+
+def _collected(column: Column, kind: T.DataType) -> Column:
+    return F.unix_micros(column) if isinstance(kind, T.TimestampType) else column
 
 
 def build_docs(job: QueryJob) -> None:

@@ -7,10 +7,11 @@ and Data Docs live, laid out as GX lays out any file project.
     <lake>/_checks/gx/uncommitted/validations/…              every gate's result, by suite, run id and time
     <lake>/_checks/gx/uncommitted/data_docs/local_site/index.html
 
-Each gate is a Checkpoint of one validation definition (the stage's staged frame, a Spark DataFrame asset, against
-the query's suite), so a GX user opens the site, or the checkpoint, as with any other project of theirs. The Data
-Docs are updated once a run (`update_docs`), by the gate that stops it or once every gate has passed, not by each
-checkpoint's action: every update rebuilds the index from all stored results, and a run has four gates.
+Each gate is a Checkpoint of one validation definition (the stage's staged frame, a Spark DataFrame asset, or its
+rows on the driver, a pandas one, against the query's suite), so a GX user opens the site, or the checkpoint, as
+with any other project of theirs. The Data Docs are updated once a run (`update_docs`), by the gate that stops it
+or once every gate has passed, not by each checkpoint's action: every update rebuilds the index from all stored
+results, and a run has four gates.
 
 Data Docs draw their index table with scripts loaded from public CDNs, so a site opened where those cannot be
 reached (an air-gapped cluster, CI) shows an empty index. The lake's site therefore renders its index with
@@ -34,7 +35,10 @@ from typing import Any
 
 from pielake import vocabulary as V
 
-DATASOURCE = "pielake"
+# Where a gate's frame is validated, by GX's Spark engine or by its pandas engine on the driver
+# (`pielake.pipeline.gates.batch_data` says when): the data source, and what the gate's validation definition and
+# checkpoint add to its name there.
+ENGINES = {"spark": ("pielake", ""), "pandas": ("pielake_driver", ".driver")}
 SITE_NAME = "local_site"
 BATCH = "staged"  # the batch definition: a stage's whole staged frame
 SITE_FOLDER = Path("uncommitted") / "data_docs" / SITE_NAME  # inside gx/, where GX keeps its default site
@@ -82,22 +86,28 @@ def _configure_site(context: Any) -> None:
             context.add_data_docs_site(SITE_NAME, SITE)
 
 
-def checkpoint(context: Any, name: str, expectations: list[dict[str, Any]], result_format: str) -> Any:
-    """The checkpoint `name` (`<query>.<gate>`): its suite, asset, batch and validation definition, all named
-    alike, created or brought up to date (a query's columns change when its text does)."""
+def checkpoint(context: Any, name: str, expectations: list[dict[str, Any]], result_format: str, *,
+               engine: str) -> Any:
+    """The checkpoint of the gate `name` (`<query>.<gate>`) on `engine` (`ENGINES`): its suite, and its data
+    source's asset, batch, validation definition and checkpoint, created or brought up to date (a query's columns
+    change when its text does).
+
+    Each engine has its own validation definition and checkpoint. Updating a data source empties it of the other
+    gates' assets, and GX resolves a stored definition's asset before it replaces the definition: so a definition
+    only ever names the asset just made again in its own engine's data source."""
     import great_expectations as gx  # noqa: PLC0415
     from great_expectations.expectations.registry import get_expectation_impl  # noqa: PLC0415
 
-    source = context.data_sources.add_or_update_spark(name=DATASOURCE)
-    asset = next((a for a in source.assets if a.name == name), None) or source.add_dataframe_asset(name=name)
-    batch = (next((b for b in asset.batch_definitions if b.name == BATCH), None)
-             or asset.add_batch_definition_whole_dataframe(BATCH))
+    source_name, suffix = ENGINES[engine]
+    source = getattr(context.data_sources, f"add_or_update_{engine}")(name=source_name)
+    asset = source.add_dataframe_asset(name=name)
+    batch = asset.add_batch_definition_whole_dataframe(BATCH)
     suite = context.suites.add_or_update(gx.ExpectationSuite(name=name, expectations=[
         get_expectation_impl(e["type"])(**e["kwargs"]) for e in expectations]))
-    validation = context.validation_definitions.add_or_update(gx.ValidationDefinition(name=name, data=batch,
-                                                                                      suite=suite))
+    validation = context.validation_definitions.add_or_update(gx.ValidationDefinition(
+        name=name + suffix, data=batch, suite=suite))
     return context.checkpoints.add_or_update(gx.Checkpoint(
-        name=name, validation_definitions=[validation], result_format=result_format))
+        name=name + suffix, validation_definitions=[validation], result_format=result_format))
 
 
 def update_docs(context: Any, run_id: str) -> None:

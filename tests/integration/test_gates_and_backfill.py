@@ -5,6 +5,8 @@
   run before it as passed and show the failed one with its failing expectation and unexpected count.
 - Late events are quarantined by a micro-batch; a backfill of their range re-admits them, and the tables then
   equal what the brute-force reference computes over all events (docs/semantics.md §7).
+- A gate checks a few rows on the driver (GX's pandas engine) and many on Spark; both give each suite the same
+  verdict on the same rows, clean or broken in each way the suites look for.
 - In one process the gates check beside the later stages; a gate that fails there still stops the run before
   publish, and the stages that ran beside it are in the run's report.
 - Steps run again with the same run id (a retried task) apply nothing twice.
@@ -16,11 +18,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pyspark.sql.functions as F
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from pielake import vocabulary as V
 from pielake.errors import PielakeError
@@ -29,7 +32,7 @@ from pielake.lake.delta import Lake
 from pielake.lake.lock import RunLock
 from pielake.lake.results import results_table
 from pielake.pipeline import stages
-from pielake.pipeline.gates import GateError
+from pielake.pipeline.gates import GateError, GateResult, batch_data, load_suite, run_gate
 from pielake.pipeline.job import RunRequest, StageResult, StepContext
 from pielake.pipeline.registry import STAGES, Registry
 from pielake.pipeline.runner import Run, run_query
@@ -105,6 +108,63 @@ def test_a_corrupt_stage_output_stops_the_run_before_publish(lake: Lake, tmp_pat
     assert re.search(r"Failed \S+ \S+ UTC second mid\.situations", index)
     page = browser_text(Path(gate.report))
     assert "Status: Failed" in page and "__ordered" in page and f"{unexpected} unexpected values found" in page
+
+
+def one_row_changed(column: str, value: object) -> Callable[[DataFrame], DataFrame]:
+    """The rows with `column` set to `value` in the first of them (by every column), the others as they are."""
+    def change(rows: DataFrame) -> DataFrame:
+        first = rows.orderBy(*rows.columns).limit(1)
+        changed = first.withColumn(column, F.lit(value).cast(rows.schema[column].dataType))
+        return rows.exceptAll(first).unionByName(changed)
+    return change
+
+
+def one_row_twice(rows: DataFrame) -> DataFrame:
+    return rows.unionByName(rows.orderBy(*rows.columns).limit(1))
+
+
+BREAKAGES: dict[str, dict[str, Callable[[DataFrame], DataFrame]]] = {
+    "situations": {"an end before its start": lambda r: r.withColumn("te", F.col("ts") - 1),
+                   "an unknown symbol": one_row_changed("symbol", "Low"), "a key missing": one_row_changed("m", None),
+                   "a row twice": one_row_twice},
+    "pairs": {"a relation the constraint does not allow": one_row_changed("relation", "before"),
+              "no decision time": one_row_changed("decided_at", None), "an unknown constraint":
+              one_row_changed("constraint_id", "c9"), "a row twice": one_row_twice},
+    "matches": {"an unknown status": one_row_changed("status", "pending"),
+                "no detection time": one_row_changed("detected_at", None), "a row twice": one_row_twice},
+}
+
+
+def test_a_gate_gives_the_same_verdict_on_the_driver_as_on_spark(lake: Lake, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = load_query(QUERY, "mid")
+    run_query(lake, plan, "first", RunRequest(events_path=write(tmp_path / "a.json", EVENTS[:10])))
+    run = Run(lake, plan, "second", RunRequest(mode="incremental", events_path=write(tmp_path / "b.json", EVENTS[10:])))
+    for step in ("ingest", "check_events", "situations", "pairs", "matches"):
+        run.step(step)
+    job = run.job
+
+    def verdict(gate: str, rows_on_driver: str) -> tuple[str, GateResult]:
+        monkeypatch.setenv("PIELAKE_DRIVER_GATE_ROWS", rows_on_driver)
+        checked = STAGES.step(plan, f"check_{gate}").stage.gate.frame_function()
+        frame, fill = checked(job)
+        engine = batch_data(frame, load_suite(gate, fill)["expectations"])[1]
+        try:
+            return engine, run_gate(job, gate, checked, last=False)
+        except GateError as stopped:
+            return engine, stopped.result
+
+    for gate, breakages in BREAKAGES.items():
+        table = job.table(gate)
+        staged = job.staging.read(table).localCheckpoint()
+        for breakage, change in {"nothing": lambda r: r, **breakages}.items():
+            job.staging.overwrite(change(staged).localCheckpoint(), table)
+            (driver, on_driver), (spark, on_spark) = verdict(gate, "100000"), verdict(gate, "0")
+            assert (driver, spark) == ("pandas", "spark")
+            assert on_driver.success == (breakage == "nothing"), f"{gate}, {breakage}: {on_driver.text()}"
+            assert (on_driver.success, on_driver.evaluated, on_driver.failed) == (
+                on_spark.success, on_spark.evaluated, on_spark.failed), f"{gate}, {breakage}"
+        job.staging.overwrite(staged, table)
 
 
 def corrupted_situations(ctx: StepContext) -> StageResult:
