@@ -253,9 +253,13 @@ def broken_dag(broken: Broken) -> DAG:
 def maintenance_dag(registered: list[Registration]) -> DAG:
     """Table care for the lake (`pielake.pipeline.maintenance`): a task per registered query, each holding its
     query's lock while it compacts and vacuums, on `PIELAKE_MAINTENANCE_SCHEDULE` (daily by default). It and the
-    query's runs wait for each other (`PIELAKE_LOCK_WAIT`)."""
+    query's runs wait for each other (`PIELAKE_LOCK_WAIT`).
+
+    It has no start date, so its first run is the schedule's next time after a scheduler first sees it: with a
+    start date in the past Airflow runs the latest past time at once, and a scheduler just started would compact
+    the lake first, holding every query's lock for minutes while the queries' first runs wait behind it."""
     dag = DAG("pielake_maintenance", schedule=os.environ.get("PIELAKE_MAINTENANCE_SCHEDULE", "@daily"),
-              start_date=START_DATE, catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS,
+              catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS,
               tags=["pielake", "maintenance"],
               doc_md=f"Table care for the lake `{_lake()}`: each registered query's tables compacted back into time "
                      f"order (`OPTIMIZE … ZORDER BY`) and the files no snapshot of the last {keep_days():g} days "

@@ -20,12 +20,22 @@ LOAD = """
 import json, time
 started = time.perf_counter()
 from airflow.dag_processing.dagbag import DagBag
+from airflow.serialization.serialized_objects import DagSerialization
+from airflow.timetables.base import TimeRestriction
 bag = DagBag(dag_folder={dags!r})
-print(json.dumps({{"seconds": time.perf_counter() - started,
+
+def first_run(dag):
+    scheduled = DagSerialization.from_dict(DagSerialization.to_dict(dag))
+    info = scheduled.timetable.next_dagrun_info(last_automated_data_interval=None, restriction=TimeRestriction(
+        earliest=scheduled.start_date, latest=None, catchup=scheduled.catchup))
+    return None if info is None else info.run_after.timestamp()
+
+print(json.dumps({{"seconds": time.perf_counter() - started, "loaded_at": time.time(),
                   "errors": {{str(k): str(v) for k, v in bag.import_errors.items()}},
                   "dags": {{d.dag_id: {{"tags": sorted(d.tags), "doc": d.doc_md, "schedule": str(d.schedule),
                                        "retries": d.default_args.get("retries"),
-                                       "start_zone": str(d.start_date.tzinfo),
+                                       "start_zone": str(d.start_date.tzinfo) if d.start_date else None,
+                                       "first_run": first_run(d),
                                        "outlets": {{t.task_id: [a.uri for a in t.outlets] for t in d.tasks
                                                    if t.outlets}},
                                        "groups": {{t.task_id: t.task_group.group_id for t in d.tasks}},
@@ -99,3 +109,11 @@ def test_the_lake_has_a_daily_maintenance_dag_with_a_task_per_valid_query(loaded
     assert maintenance["tasks"] == {"maintain_flag_pairs": []}
     assert maintenance["schedule"] == "@daily" and maintenance["tags"] == ["maintenance", "pielake"]
     assert "OPTIMIZE" in maintenance["doc"] and "VACUUM" in maintenance["doc"]
+
+
+def test_a_scheduler_just_started_runs_the_queries_at_once_and_leaves_maintenance_for_its_next_time(
+        loaded: dict) -> None:
+    """Maintenance holds each query's lock for minutes: run when a scheduler starts, it would make the queries'
+    first runs wait behind it."""
+    scheduled, maintenance = loaded["dags"]["pielake_flag_pairs"], loaded["dags"]["pielake_maintenance"]
+    assert scheduled["first_run"] <= loaded["loaded_at"] < maintenance["first_run"]
