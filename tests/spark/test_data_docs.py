@@ -1,6 +1,7 @@
 """The lake's Great Expectations project keeps a bounded number of each gate's results: the Data Docs index that
 every update rebuilds lists them all, so an unbounded store makes a query run every minute slower each day; and a
-run updates the Data Docs once, with all of its gates' results."""
+run updates the Data Docs once, with all of its gates' results. Both hold whichever engine each gate checked on,
+Spark or pandas on the driver."""
 
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ def test_a_gate_keeps_the_newest_results_of_its_suite_and_their_pages_only(spark
     frame = spark.createDataFrame([(1,), (2,)], "id BIGINT")
     with gx_project.project(tmp_path) as context:
         pages = []
-        for run in ("r1", "r2", "r3"):
+        for run, engine in (("r1", "spark"), ("r2", "pandas"), ("r3", "spark")):  # a gate may switch engines
             gx_project.keep_newest(context, tmp_path, "q.events", 1)  # what a gate does before its checkpoint
-            checkpoint = gx_project.checkpoint(context, "q.events", EXPECTATIONS, "BOOLEAN_ONLY")
-            outcome = checkpoint.run(batch_parameters={"dataframe": frame}, run_id=gx_project.run_identifier(run))
+            checkpoint = gx_project.checkpoint(context, "q.events", EXPECTATIONS, "BOOLEAN_ONLY", engine=engine)
+            data = frame if engine == "spark" else frame.toPandas()
+            outcome = checkpoint.run(batch_parameters={"dataframe": data}, run_id=gx_project.run_identifier(run))
             [key] = outcome.run_results
             gx_project.update_docs(context, run)
             pages.append(gx_project.result_page(tmp_path, key))
@@ -36,9 +38,9 @@ def test_a_run_s_results_get_their_pages_and_index_rows_in_one_update(spark: Spa
     frame = spark.createDataFrame([(1,), (2,)], "id BIGINT")
     with gx_project.project(tmp_path) as context:
         pages = []
-        for gate in ("events", "situations"):
-            checkpoint = gx_project.checkpoint(context, f"q.{gate}", EXPECTATIONS, "BOOLEAN_ONLY")
-            outcome = checkpoint.run(batch_parameters={"dataframe": frame}, run_id=gx_project.run_identifier("r1"))
+        for gate, data, engine in (("events", frame, "spark"), ("situations", frame.toPandas(), "pandas")):
+            checkpoint = gx_project.checkpoint(context, f"q.{gate}", EXPECTATIONS, "BOOLEAN_ONLY", engine=engine)
+            outcome = checkpoint.run(batch_parameters={"dataframe": data}, run_id=gx_project.run_identifier("r1"))
             [key] = outcome.run_results
             pages.append(gx_project.result_page(tmp_path, key))
         assert not any(page.exists() for page in pages)  # a checkpoint alone renders nothing
