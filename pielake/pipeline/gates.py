@@ -181,7 +181,7 @@ def batch_data(frame: DataFrame, expectations: list[dict[str, Any]]) -> tuple[An
     `driver_gate_rows()` rows of `DRIVER_TYPES` and no expectation checks Spark's types: a micro-batch's staged
     output is a few thousand rows, which GX's Spark engine would check in about three Spark jobs an expectation.
     Otherwise the frame itself, checked by Spark. Both engines give a suite the same verdict on the same rows
-    (`tests/integration/test_gate_engines.py`).
+    (`tests/integration/test_gates_and_backfill.py`).
     """
     limit = driver_gate_rows()
     types = {f.name: f.dataType for f in frame.schema.fields}
