@@ -180,18 +180,17 @@ def batch_data(frame: DataFrame, expectations: list[dict[str, Any]]) -> tuple[An
     The columns the suite reads, collected to the driver and checked by pandas, when they are at most
     `driver_gate_rows()` rows of `DRIVER_TYPES` and no expectation checks Spark's types: a micro-batch's staged
     output is a few thousand rows, which GX's Spark engine would check in about three Spark jobs an expectation.
-    Otherwise the frame itself, checked by Spark. The frame is cached (`run_gate`), so counting it first costs a
-    large one nothing that Spark's checks would not compute anyway, where collecting up to the limit and throwing
-    the rows away would. Both engines give a suite the same verdict on the same rows
+    Otherwise the frame itself, checked by Spark. Both engines give a suite the same verdict on the same rows
     (`tests/integration/test_gates_and_backfill.py`).
     """
     limit = driver_gate_rows()
     types = {f.name: f.dataType for f in frame.schema.fields}
     columns = _checked_columns(expectations)
     if limit <= 0 or any(e["type"] == SPARK_TYPE_CHECK for e in expectations) or not all(
-            isinstance(types[c], DRIVER_TYPES) for c in columns) or frame.count() > limit:
+            isinstance(types[c], DRIVER_TYPES) for c in columns):
         return frame, "spark"
-    return frame.select(*(_collected(frame[c], types[c]).alias(c) for c in columns)).toPandas(), "pandas"
+    rows = frame.select(*(_collected(frame[c], types[c]).alias(c) for c in columns)).limit(limit + 1).toPandas()
+    return (rows, "pandas") if len(rows) <= limit else (frame, "spark")
 
 
 def _checked_columns(expectations: list[dict[str, Any]]) -> list[str]:
