@@ -180,7 +180,9 @@ def batch_data(frame: DataFrame, expectations: list[dict[str, Any]]) -> tuple[An
     The columns the suite reads, collected to the driver and checked by pandas, when they are at most
     `driver_gate_rows()` rows of `DRIVER_TYPES` and no expectation checks Spark's types: a micro-batch's staged
     output is a few thousand rows, which GX's Spark engine would check in about three Spark jobs an expectation.
-    Otherwise the frame itself, checked by Spark. Both engines give a suite the same verdict on the same rows
+    Otherwise the frame itself, checked by Spark. The frame is cached (`run_gate`), so an output over the limit
+    pays only the collect of `limit + 1` rows thrown away: counting every frame first instead costs each
+    micro-batch more than that (docs/performance.md). Both engines give a suite the same verdict on the same rows
     (`tests/integration/test_gates_and_backfill.py`).
     """
     limit = driver_gate_rows()
