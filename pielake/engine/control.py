@@ -95,9 +95,10 @@ def status(lake_dir: str) -> str:
     except EngineError as error:
         raise PielakeError(f"the engine of {Path(lake_dir).resolve()} does not answer: {error}") from None
     running = ", ".join(said["running"]) or "nothing"
+    held = ", ".join(said["held"]) or "none"
     return (f"engine of {Path(lake_dir).resolve()}: pid {said['pid']}, Spark {said['spark']} on {said['master']}, "
             f"since {said['started_at']}\n  {address.connect_url.split(';')[0]} (Spark Connect), {address.runs_url} "
-            f"(runs); running: {running}")
+            f"(runs); running: {running}; runs held between their steps: {held}")
 
 
 def stop(lake_dir: str) -> str:

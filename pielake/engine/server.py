@@ -12,9 +12,10 @@ once: one process, one Spark application with Delta and the lake's catalog, serv
   query's text and the run's request; the engine runs it, or one step of it, in a Spark session of its own
   (its own settings and views, the application's warm JVM and workers), and streams its progress back.
 
-A run on the engine is the same code as a run in a process of its own (`pielake.pipeline.runner`): a whole run
-keeps its stage outputs in the engine's memory, a step of an Airflow run hands them on in `_staging/`, so a step
-the engine was killed in is redone by running it again, as any stopped step.
+A run on the engine is the same code as a run in a process of its own (`pielake.pipeline.runner`), and keeps its
+stage outputs in the engine's memory: a whole run until it ends, an Airflow run's steps from one task to the next
+(`pielake.engine.held`). A step the engine was killed in is redone by running it again, as any stopped step; if
+the engine was restarted, the step first runs again the run's earlier steps, whose outputs it lost.
 
 One engine per lake: it holds `<lake>/_engine/engine.lock` while it runs (the kernel releases it when the process
 ends, however it ends), and a second is refused with the first one's address. The engine listens on loopback
@@ -50,6 +51,7 @@ from pyspark.sql import SparkSession
 
 from pielake import vocabulary as V
 from pielake.engine.client import ENGINE_FILE, EngineAddress, RunOrder
+from pielake.engine.held import HeldRuns, RunKey
 from pielake.engine.session import build_session, resolve_jars
 from pielake.engine.settings import delta_package
 from pielake.errors import PielakeError
@@ -195,6 +197,7 @@ class RunService:
         self.address = address
         self.started = datetime.now(UTC)
         self.running: dict[str, str] = {}  # thread name -> what it runs
+        self.held = HeldRuns(spark)
         self.server = ThreadingHTTPServer((address.host, address.port + 1), self._handler())
         self.server.daemon_threads = True
 
@@ -207,7 +210,8 @@ class RunService:
 
     def status(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "started_at": self.started.isoformat(), "spark": self.spark.version,
-                "master": self.spark.sparkContext.master, "running": sorted(self.running.values())}
+                "master": self.spark.sparkContext.master, "running": sorted(self.running.values()),
+                "held": sorted(f"{k.query} {k.run_id}" for k in self.held.held())}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         service = self
@@ -254,7 +258,7 @@ class RunService:
         def work() -> None:
             self.running[threading.current_thread().name] = doing
             try:
-                result = run_order(self.spark.newSession(), order, lambda line: messages.put({"progress": line}))
+                result = run_order(self.spark, self.held, order, lambda line: messages.put({"progress": line}))
                 messages.put({"result": result})
             except PielakeError as error:
                 messages.put({"error": str(error), "exit_code": error.exit_code})
@@ -271,15 +275,25 @@ class RunService:
             yield message
 
 
-def run_order(spark: SparkSession, order: RunOrder, say: Callable[[str], None]) -> dict[str, Any]:
-    """Run an order on `spark` as `pielake run` or an Airflow task runs it in a process of its own."""
+def run_order(spark: SparkSession, held: HeldRuns, order: RunOrder, say: Callable[[str], None]) -> dict[str, Any]:
+    """Run an order as `pielake run` or an Airflow task runs it in a process of its own: a whole run in a session
+    of `spark`'s; a step in its run's session, its stage outputs held in memory for the run's next step
+    (`pielake.engine.held`)."""
     plan = load_query(order.query, order.name)
-    lake = Lake(spark, order.lake)
     request = RunRequest(**order.request)
     if order.step is None:
-        summary = run_query(lake, plan, order.run_id, request, progress=say)
+        summary = run_query(Lake(spark.newSession(), order.lake), plan, order.run_id, request, progress=say)
         return {"summary": summary.render(), "matches": summary.matches}
-    outcome = Run(lake, plan, order.run_id, request, progress=say).step(order.step)
+    key, run = RunKey.of(order.lake, order.name, order.run_id), None
+    try:
+        with held.turn(key) as kept:
+            run = Run(Lake(kept.session, order.lake).staged_in(kept.staging), plan, order.run_id, request,
+                      progress=say)
+            outcome = run.resume(order.step, kept.done)
+    finally:
+        if run is not None and run.over:  # after its turn: freeing a run waits for the step that has the turn
+            held.release(key)
+    held.release_others(key)
     if isinstance(outcome, StageResult):
         return {"step": order.step, "rows": outcome.rows, "seconds": round(outcome.seconds, 3)}
     return {"step": order.step, "gate": outcome.text() if outcome else "skipped"}

@@ -33,6 +33,8 @@ from pielake.errors import PielakeError
 from pielake.lake import results
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from pielake.lake.staging import Staging
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,99}$")
@@ -194,6 +196,20 @@ class Lake:
         actions = (json.loads(line) for line in newest.read_text(encoding="utf-8").splitlines() if line.strip())
         info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
         return {**info, "operationMetrics": info.get("operationMetrics", {}), "version": int(newest.stem)}
+
+    def committed_by(self, table: str, writer: str, since: datetime) -> bool:
+        """Whether `writer` (`once`) has committed to the table at or after `since`: its commits are those that
+        record a transaction of its application id. Read from the log files, newest first, down to the first
+        commit older than `since`, so a question about a run costs the few commits made while it ran."""
+        folder = Path(self.path(table))
+        floor = since.timestamp() * 1000
+        for commit in sorted(_commits(folder), key=lambda p: int(p.stem), reverse=True):
+            actions = [json.loads(line) for line in commit.read_text(encoding="utf-8").splitlines() if line.strip()]
+            if any(a.get("txn", {}).get("appId") == writer for a in actions):
+                return True
+            if next((a["commitInfo"].get("timestamp", 0) for a in actions if "commitInfo" in a), 0) < floor:
+                return False
+        return False
 
     def commit_note(self, table: str) -> str | None:
         """The `commit_note` the table's last write was given (its `userMetadata`), if any."""

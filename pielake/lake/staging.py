@@ -1,12 +1,14 @@
 """Where a run's stage outputs wait for their gates: Delta tables under `<lake>/_staging/`, or the Spark session.
 
-A run whose steps are separate processes (Airflow's tasks, `spark-submit jobs/<step>.py`) must hand each stage's
-output to the next step through the lake, so it stages Delta tables: a killed write is never half-visible, and a
-retried step finds what the steps before it committed. A run whose steps all run in one process (`pielake run`,
-`pielake bench`) has no other reader and nothing to resume: a crash ends the run and the next one recomputes from
-the published tables. It keeps its stage outputs in the Spark session instead (`SessionStaging`: local
+A run whose steps are processes of their own (Airflow's tasks run by `spark-submit jobs/<step>.py`) must hand
+each stage's output to the next step through the lake, so it stages Delta tables: a killed write is never
+half-visible, and a retried step finds what the steps before it committed. A run whose steps all run in one
+process (`pielake run`, `pielake bench`, and Airflow's tasks on the engine, which outlives them:
+`pielake.engine.held`) keeps its stage outputs in the Spark session instead (`SessionStaging`: local
 checkpoints, spilled to local disk past memory), which saves a Delta commit and its snapshot jobs on every staged
-write and read, about a second each, a third of the fixed cost of a small run.
+write and read, about a second each, a third of the fixed cost of a small run. What such a run staged ends with
+its process: a run in one process that crashes is over, and the next one recomputes from the published tables;
+a step on an engine that was restarted runs the run's earlier steps again (`Run.resume`).
 
 Both are a `Staging`: the stages and gates read and write through it and do not know which one they have.
 """

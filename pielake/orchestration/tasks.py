@@ -24,7 +24,8 @@ def run_step_on_engine(*, conn_id: str, query: str, lake: str, run_id: str, step
                        request: dict[str, Any]) -> dict[str, Any]:
     """Run one step of a run on the engine of `conn_id`. A failed gate or a query that is wrong fails the task for
     good (running it again gives the same answer); anything else (the engine not up, a busy lock, the engine
-    stopped mid-step) is left to the task's retries, which redo the step from what earlier steps staged."""
+    stopped mid-step) is left to the task's retries, which redo the step from what the engine holds of the run's
+    earlier steps, running them again first if the engine has restarted since (`Run.resume`)."""
     address = EngineAddress.parse(SparkConnectHook(conn_id).get_connection_url())
     source, name = read_query_file(query)
     order = RunOrder(source, name, lake, run_id, {**request, "events_path": request.get("events_path") or None},

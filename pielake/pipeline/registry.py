@@ -112,6 +112,17 @@ class Registry:
         names = ", ".join(s.name for s in self.steps(plan))
         raise PielakeError(f"no step '{name}' in a run of {plan.name}; the steps are {names}")
 
+    def before(self, plan: QueryPlan, name: str) -> list[Step]:
+        """The steps an orchestrator runs before the step called `name` starts: those of every layer before its
+        own, not the steps beside it (`pairs_c2` comes after `check_situations`, not after `pairs_c1`)."""
+        target = self.step(plan, name)
+        out: list[Step] = []
+        for layer in self.layers(plan):
+            if any(step.stage == target.stage and step.check == target.check for step in layer):
+                break
+            out += layer
+        return out
+
     def last(self, plan: QueryPlan) -> Step:
         """The step that ends a run: after it the run is published."""
         return self.steps(plan)[-1]

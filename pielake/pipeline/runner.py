@@ -1,9 +1,10 @@
 """A run of a query: its steps (`pielake.pipeline.registry`) in order, each holding the query's lock and leaving
 its record for the run report.
 
-`Run.step` runs one step, as an Airflow task or a spark-submit job does (`pielake.pipeline.jobs`), staging the
-stage outputs in the lake's `_staging/`; `run_query` runs every step in one process, staging them in the Spark
-session (`pielake.lake.staging`) and checking its gates beside the stages (`Auditor`), and prints a summary.
+`Run.step` runs one step, as a spark-submit job does (`pielake.pipeline.jobs`), staging the stage outputs in the
+lake's `_staging/`; `Run.resume` runs one as an Airflow task on the engine does, its outputs held in the engine
+(`pielake.engine.held`); `run_query` runs every step in one process, staging them in the Spark session
+(`pielake.lake.staging`) and checking its gates beside the stages (`Auditor`), and prints a summary.
 Modes (docs/semantics.md §7): `batch` recomputes everything; `incremental` appends the file as the next
 micro-batch and recomputes only its keys from their cut; `backfill` re-admits history in a range (the file and
 the quarantined late events) and recomputes from before it.
@@ -30,14 +31,15 @@ from pielake.lake.staging import SessionStaging
 from pielake.pipeline.gates import GateError, GateResult, build_docs, run_gate
 from pielake.pipeline.gx_project import docs_index
 from pielake.pipeline.ingest import IngestReport, stream_for
-from pielake.pipeline.job import QueryJob, RunRequest, StageResult, StepContext
+from pielake.pipeline.job import QueryJob, RunRequest, StageResult, StepContext, events_table
 from pielake.pipeline.registry import STAGES, Registry, Step
-from pielake.pipeline.report import StepRecord, publish_report, record_step
+from pielake.pipeline.report import StepRecord, publish_report, record_step, step_records
 from pielake.pipeline.stages import match_counts
 from pielake.query.analyzer import QueryPlan, bind
 
 Progress = Callable[[str], None]
 Outcome = StageResult | GateResult | None
+AGAIN = "again: its staged output was held by an engine that has stopped since"  # said by `Run.resume`
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class Run:
         self.lock = RunLock(lake.root, plan.name)
         self.progress = progress
         self.docs_at_last_gate = True  # the run's last gate builds its Data Docs (an `Auditor` builds them later)
+        self.over = False  # the run has ended: published, stopped by a gate or failed for good
 
     def step(self, name: str) -> Outcome:
         """Run the step called `name` (`attempt`), and end the run where it ends: after its last step, at a gate
@@ -92,6 +95,34 @@ class Run:
         if self.registry.step(self.job.plan, name) == self.registry.last(self.job.plan):
             self._finish(V.PUBLISHED)
         return outcome
+
+    def resume(self, name: str, done: set[str]) -> Outcome:
+        """Run the step called `name` of a run whose steps keep their staged outputs in memory between them (the
+        engine's, `pielake.engine.held`); `done` names the steps that ran since that memory was made, and gains
+        each step that succeeds here.
+
+        Every step before `name` (`Registry.before`) that is not in `done` runs first, as it ran the first time:
+        what it staged is gone with the engine that held it (stopped, or killed). So a step resumes a run
+        wherever its earlier steps ran, as a retried task resumes one from `_staging/`. Ingest and its gate are
+        left out once the run has appended its events to the stream's table (`Lake.once`): the events are the
+        stream's then, the situations stage reads them there, and ingested again they would count as
+        duplicates of themselves."""
+        for step in self.registry.before(self.job.plan, name):
+            if step.name in done or (V.EVENTS in step.stage.stages and self._events_admitted()):
+                continue
+            if self.progress:
+                self.progress(f"{step.name} {AGAIN}")
+            self.step(step.name)
+            done.add(step.name)
+        outcome = self.step(name)
+        done.add(name)
+        return outcome
+
+    def _events_admitted(self) -> bool:
+        """The run has appended its events to the stream's table, in a commit of its own since it started."""
+        started = [r.started_at for r in step_records(self.job.lake, self.job.plan.name, self.job.run_id)]
+        return bool(started) and self.job.lake.committed_by(events_table(self.job.stream), self.job.writer,
+                                                            min(started))
 
     def attempt(self, name: str) -> Outcome:
         """Run the step called `name`, holding the query's lock for this run, and leave its record for the run
@@ -151,6 +182,7 @@ class Run:
 
     def _finish(self, status: str) -> None:
         """The run is over: its row in the `runs` table, then the lock goes."""
+        self.over = True
         self.matches = match_counts(self.job, just_published=status == V.PUBLISHED)
         publish_report(self.job.lake, self.job.plan.name, self.job.run_id, mode=self.request.mode, status=status,
                        matches=self.matches)

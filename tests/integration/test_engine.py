@@ -23,7 +23,9 @@ from pielake.cli import main
 from pielake.engine.client import EngineAddress, EngineError, RunOrder, run_on_engine
 from pielake.exitcodes import EXIT_UNAVAILABLE
 from pielake.lake.delta import Lake
+from pielake.pipeline.ingest import IngestReport
 from pielake.pipeline.registry import STAGES
+from pielake.pipeline.runner import AGAIN
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from pielake.streams import save_schema
@@ -88,20 +90,25 @@ def test_a_second_engine_on_the_lake_and_a_client_without_the_token_are_refused(
     assert said.startswith("error: ") and "a token is needed" in said and len(said.strip().splitlines()) == 1
 
 
-def kill_while_staging(engine: EngineForTests, table: Path) -> None:
-    """SIGKILL the engine's whole process (its JVM too) once a data file of staged `table` is on disk."""
+def kill(engine: EngineForTests, written: Path | None = None) -> None:
+    """SIGKILL the engine's whole process (its JVM too): once a data file of the table at `written` is on disk,
+    or now."""
     pid = int((engine.lake / "_engine" / "engine.lock").read_text().split()[1])
     deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and not (table.is_dir() and any(table.rglob("*.parquet"))):
+    while written is not None and time.monotonic() < deadline and not (written.is_dir() and
+                                                                        any(written.rglob("*.parquet"))):
         time.sleep(0.005)
     os.killpg(pid, signal.SIGKILL)
 
 
 def test_an_engine_killed_mid_step_fails_the_step_and_the_step_run_again_publishes_a_clean_run(
         tmp_path: Path, spark: SparkSession) -> None:
-    """The steps as Airflow's tasks send them, one order each, staged in `_staging/`. The situations step's engine
-    is killed as it writes; the order fails with the engine unavailable; after a restart the same step, and the
-    rest, publish the reference's tables."""
+    """The steps as Airflow's tasks send them, one order each, their outputs held in the engine between them. The
+    engine is killed as the situations step appends the events: the order fails with the engine unavailable;
+    after a restart the same step runs ingest and its gate again first, whose staged events died with the
+    engine. Killed again between the situations gate and the pairs, the next step runs situations and its gate
+    again, but not ingest, as the events are the stream's by then. The run publishes the reference's tables, and
+    its ingest counts every event once."""
     engine = start_engine(tmp_path / "engine")
     root = new_lake(tmp_path / "lake")
     events = write(tmp_path / "events.json", EVENTS)
@@ -110,21 +117,34 @@ def test_an_engine_killed_mid_step_fails_the_step_and_the_step_run_again_publish
     def order(step: str) -> RunOrder:
         return RunOrder(QUERY, "mid", str(root), "scheduled", {"mode": "incremental", "events_path": events}, step)
 
+    def said_by(step: str) -> list[str]:
+        lines: list[str] = []
+        run_on_engine(engine.address, order(step), lines.append)
+        return lines
+
     try:
         steps = [s.name for s in STAGES.steps(plan)]
         for step in steps[:steps.index("situations")]:
-            run_on_engine(engine.address, order(step), print)
+            said_by(step)
         with ThreadPoolExecutor(1) as pool:
-            killed = pool.submit(kill_while_staging, engine, root / "_staging" / "segments_mid")
+            killed = pool.submit(kill, engine, root / "events_line")
             with pytest.raises(EngineError) as stopped:
                 run_on_engine(engine.address, order("situations"), print)
             killed.result()
         assert stopped.value.exit_code == EXIT_UNAVAILABLE
         engine = start_engine(engine.lake)
-        for step in steps[steps.index("situations"):]:
-            run_on_engine(engine.address, order(step), print)
+        assert {f"ingest {AGAIN}", f"check_events {AGAIN}"} <= set(said_by("situations"))
+        said_by("check_situations")
+        kill(engine)
+        engine = start_engine(engine.lake)
+        again = set(said_by(steps[steps.index("check_situations") + 1]))
+        assert f"situations {AGAIN}" in again and f"ingest {AGAIN}" not in again
+        for step in steps[steps.index("check_situations") + 2:]:
+            said_by(step)
     finally:
         engine.cli("stop")
     assert_tables_equal_the_reference(spark, root, EVENTS)
     [run] = Lake(spark, root).read("runs").collect()
-    assert run.status == "published" and [s.step for s in run.steps] == steps
+    assert run.status == "published" and sorted(s.step for s in run.steps) == sorted(steps)
+    [ingested] = [IngestReport.of(s.rows) for s in run.steps if s.step == "ingest"]
+    assert (ingested.events, ingested.duplicates_dropped) == (len(EVENTS), 0), ingested
