@@ -67,6 +67,11 @@ def _commits(folder: Path) -> list[Path]:
     return [p for p in log.iterdir() if COMMIT_FILE.match(p.name)] if log.is_dir() else []
 
 
+def _actions(commit: Path) -> list[dict]:
+    """The actions of one commit file of a Delta log, one JSON object a line."""
+    return [json.loads(line) for line in commit.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def _committed(folder: Path) -> bool:
     """A Delta table with at least one commit. A first write killed before its commit leaves data files and an
     empty `_delta_log/`: that is no table yet, and the next write creates it."""
@@ -193,8 +198,7 @@ class Lake:
         if not commits:
             raise LakeError(f"no table '{table}' in the lake at {self.root}")
         newest = max(commits, key=lambda p: int(p.stem))
-        actions = (json.loads(line) for line in newest.read_text(encoding="utf-8").splitlines() if line.strip())
-        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        info = next((a["commitInfo"] for a in _actions(newest) if "commitInfo" in a), {})
         return {**info, "operationMetrics": info.get("operationMetrics", {}), "version": int(newest.stem)}
 
     def committed_by(self, table: str, writer: str, since: datetime) -> bool:
@@ -204,7 +208,7 @@ class Lake:
         folder = Path(self.path(table))
         floor = since.timestamp() * 1000
         for commit in sorted(_commits(folder), key=lambda p: int(p.stem), reverse=True):
-            actions = [json.loads(line) for line in commit.read_text(encoding="utf-8").splitlines() if line.strip()]
+            actions = _actions(commit)
             if any(a.get("txn", {}).get("appId") == writer for a in actions):
                 return True
             if next((a["commitInfo"].get("timestamp", 0) for a in actions if "commitInfo" in a), 0) < floor:

@@ -107,9 +107,10 @@ class Run:
         left out once the run has appended its events to the stream's table (`Lake.once`): the events are the
         stream's then, the situations stage reads them there, and ingested again they would count as
         duplicates of themselves."""
-        for step in self.registry.before(self.job.plan, name):
-            if step.name in done or (V.EVENTS in step.stage.stages and self._events_admitted()):
-                continue
+        pending = [step for step in self.registry.before(self.job.plan, name) if step.name not in done]
+        if any(V.EVENTS in step.stage.stages for step in pending) and self._events_admitted():
+            pending = [step for step in pending if V.EVENTS not in step.stage.stages]
+        for step in pending:
             if self.progress:
                 self.progress(f"{step.name} {AGAIN}")
             self.step(step.name)
