@@ -28,7 +28,7 @@ from pielake.engine.client import DEFAULT_PORT, RunOrder, engine_for, run_on_eng
 from pielake.engine.settings import keep_days
 from pielake.errors import PielakeError, QueryError
 from pielake.exitcodes import EXIT_USAGE
-from pielake.explain import explain, explain_dot, relation_pictures
+from pielake.explain import explain, explain_dot, found_by, relation_pictures
 from pielake.lake.catalog import PASSWORD_VARIABLE
 from pielake.lake.lock import RunLock
 from pielake.query.analyzer import QueryPlan, analyze, bind, load_query_file, read_query_file
@@ -91,17 +91,18 @@ def explain_command(query_file: str, *, show: str, fmt: str, automata: bool) -> 
         click.echo(query_text(parsed.query), nl=False)
         return
     plan = analyze(parsed, name)
-    # With the stream's schema at hand, the columns are checked as a run checks them, so an explained query does
+    # With the streams' schemas at hand, the columns are checked as a run checks them, so an explained query does
     # not fail later on a misspelt column.
-    stream = load_schema(plan.stream)
-    if stream is not None:
-        plan = bind(plan, stream)
+    schemas = [schema for source in plan.sources if (schema := load_schema(source.stream)) is not None]
+    if schemas:
+        plan = bind(plan, schemas)
     if fmt == "json":
         click.echo(json.dumps(plan_json(plan), indent=2))
     elif fmt == "dot":
         click.echo(explain_dot(plan, automata=automata), nl=False)
     else:
-        click.echo(explain(plan, intervals=stream is not None and stream.end_column is not None), nl=False)
+        intervals = frozenset(schema.name for schema in schemas if schema.end_column is not None)
+        click.echo(explain(plan, intervals=intervals), nl=False)
 
 
 @main.command("relations")
@@ -535,12 +536,13 @@ def demo_command(*, lake_dir: str, master: str | None, remote: str | None) -> No
 
 def plan_json(plan: QueryPlan) -> dict[str, Any]:
     return {
-        "name": plan.name, "stream": plan.stream, "alias": plan.alias, "keys": list(plan.keys),
-        "window_seconds": float(plan.window_seconds),
-        "symbols": [{"name": s.name, "predicate": expr_text(s.predicate),
+        "name": plan.name, "streams": [{"stream": s.stream, "alias": s.alias} for s in plan.sources],
+        "keys": list(plan.keys), "window_seconds": float(plan.window_seconds),
+        "symbols": [{"name": s.name, "stream": s.source, "predicate": expr_text(s.predicate),
                      "min_seconds": None if s.min_seconds is None else float(s.min_seconds),
                      "max_seconds": None if s.max_seconds is None else float(s.max_seconds)} for s in plan.symbols],
-        "constraints": [{"id": c.id, "left": c.left, "right": c.right, "relations": list(c.ordered_relations())}
+        "constraints": [{"id": c.id, "left": c.left, "right": c.right, "relations": list(c.ordered_relations()),
+                         "found_by": {r: found_by(plan, c, r) for r in c.ordered_relations()}}
                         for c in plan.constraints],
         "join_order": [c.id for c in join_order(plan.constraints)],
         "returns": [{"name": r.name, "expr": expr_text(r.expr)} for r in plan.returns],

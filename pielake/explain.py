@@ -49,8 +49,15 @@ def _duration(symbol: SymbolDef) -> str:
 
 
 def _symbols(plan: QueryPlan) -> list[str]:
+    """One line a symbol; over several streams each says which stream its situations come from."""
     width = max(len(s.name) for s in plan.symbols)
-    return [f"  {s.name:<{width}}  {expr_text(s.predicate)}{_duration(s)}" for s in plan.symbols]
+    over = (lambda s: f"  [{s.source}]") if len(plan.sources) > 1 else (lambda s: "")
+    return [f"  {s.name:<{width}}  {expr_text(s.predicate)}{_duration(s)}{over(s)}" for s in plan.symbols]
+
+
+def from_text(plan: QueryPlan) -> str:
+    """The query's FROM entries as written: `CarSensors CS, RoadWorks RW`."""
+    return ", ".join(s.stream + (f" {s.alias}" if s.alias else "") for s in plan.sources)
 
 
 def _constraint(c: PairConstraint) -> list[str]:
@@ -76,7 +83,27 @@ def _automaton(a: PairAutomaton, left: str, right: str) -> list[str]:
     return lines
 
 
-def _pair_detection(c: PairConstraint) -> list[str]:
+def found_by(plan: QueryPlan, c: PairConstraint, relation: str) -> str:
+    """How a constraint's pairs in one relation are found: the PiePair automaton over one stream's events, a
+    range join of the situations (`before`/`after`, which have no automaton), or, across two streams, the
+    situations' endpoints."""
+    if plan.crosses_streams(c):
+        return "endpoints"
+    return "automaton" if relation in AUTOMATA else "range join"
+
+
+def _endpoint_detection(plan: QueryPlan, c: PairConstraint) -> list[str]:
+    """A pair across two streams: no automaton reads both streams' events, so the pair is found from the two
+    situation tables' endpoints, each relation decided at the endpoint `_constraint` names, once both streams
+    have told their events up to it (docs/semantics.md §5)."""
+    left, right = plan.symbol(c.left).source, plan.symbol(c.right).source
+    return [f"  {c.id} ({c.left}, {c.right}): across streams {left} and {right}: from the situations' endpoints, "
+            f"each relation decided at its endpoint above, once both streams' events reach it"]
+
+
+def _pair_detection(plan: QueryPlan, c: PairConstraint) -> list[str]:
+    if plan.crosses_streams(c):
+        return _endpoint_detection(plan, c)
     legend = ", ".join(f"{m} = {_rename(MINTERM_MEANING[m], c.left, c.right)}" for m in ALPHABET)
     lines = [f"  {c.id} ({c.left}, {c.right}): {legend}"]
     for name in c.ordered_relations():
@@ -96,15 +123,23 @@ SITUATIONS_OF = {
 }
 
 
-def explain(plan: QueryPlan, *, intervals: bool = False) -> str:
-    """The explain report of an analyzed query, as text; `intervals`: its stream's rows are intervals
+def _situations_heading(plan: QueryPlan, intervals: frozenset[str]) -> str:
+    if len(plan.sources) == 1:
+        return SITUATIONS_OF[plan.sources[0].stream in intervals]
+    rows = ", ".join(s.label for s in plan.sources if s.stream in intervals)
+    return ("symbols, each over its stream (situations = maximal runs of its stream's events satisfying the "
+            "predicate" + (f"; of {rows}, unions of the interval rows satisfying it" if rows else "") + ")")
+
+
+def explain(plan: QueryPlan, *, intervals: frozenset[str] = frozenset()) -> str:
+    """The explain report of an analyzed query, as text; `intervals`: the streams whose rows are intervals
     (docs/semantics.md §2)."""
     keys = ", ".join(plan.keys) or "(none: one global key)"
     order = join_order(plan.constraints)
-    out = [f"query {plan.name}: FROM {plan.stream}" + (f" {plan.alias}" if plan.alias else ""),
+    out = [f"query {plan.name}: FROM {from_text(plan)}",
            f"  partition by: {keys}",
            f"  window: {_seconds(plan.window_seconds)}  (max(te) - min(ts) over the bound situations)",
-           "", SITUATIONS_OF[intervals], *_symbols(plan),
+           "", _situations_heading(plan, intervals), *_symbols(plan),
            "", "constraints (mPiePairs, normalised to definition order)"]
     for c in plan.constraints:
         out += _constraint(c)
@@ -119,7 +154,7 @@ def explain(plan: QueryPlan, *, intervals: bool = False) -> str:
     out += ["", "pair detection (automata over the minterms of each pair's predicates; ^ = before a key's first "
             "event)"]
     for c in plan.constraints:
-        out += _pair_detection(c)
+        out += _pair_detection(plan, c)
     out += ["", "a match is detected at the latest decision time of its constraints (and not before any start, "
             "nor before the end of a duration-constrained situation)"]
     for warning in plan.warnings:
@@ -148,7 +183,7 @@ def _edge(source: str, target: str, label: str | None = None, **attributes: str)
 
 def _decomposition_dot(plan: QueryPlan) -> list[str]:
     keys = ", ".join(plan.keys) or "one global key"
-    title = f"query {plan.name}: FROM {plan.stream}, PARTITION BY {keys}, WITHIN {_seconds(plan.window_seconds)}"
+    title = f"query {plan.name}: FROM {from_text(plan)}, PARTITION BY {keys}, WITHIN {_seconds(plan.window_seconds)}"
     lines = ["  subgraph cluster_query {", f"    label={_dot_text(title)};"]
     for s in plan.symbols:
         lines.append(_node(_dot_id("symbol", s.name), f"{s.name}\n{expr_text(s.predicate)}{_duration(s)}", shape="box"))
@@ -183,6 +218,8 @@ def explain_dot(plan: QueryPlan, *, automata: bool = True) -> str:
              '  node [fontname="Helvetica", fontsize=10];', '  edge [fontname="Helvetica", fontsize=9];',
              *_decomposition_dot(plan)]
     for c in plan.constraints if automata else ():
+        if plan.crosses_streams(c):
+            continue
         for relation in c.ordered_relations():
             if relation in AUTOMATA:
                 lines += _automaton_dot(c, AUTOMATA[relation])

@@ -61,7 +61,7 @@ from pielake.lake.delta import Lake
 from pielake.pipeline.gates import import_gx_meanwhile
 from pielake.pipeline.job import RunRequest, StageResult
 from pielake.pipeline.runner import Run, run_query
-from pielake.query.analyzer import load_query
+from pielake.query.analyzer import load_query, runnable
 
 CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 log = logging.getLogger("pielake.engine")
@@ -279,7 +279,7 @@ def run_order(spark: SparkSession, held: HeldRuns, order: RunOrder, say: Callabl
     """Run an order as `pielake run` or an Airflow task runs it in a process of its own: a whole run in a session
     of `spark`'s; a step in its run's session, its stage outputs held in memory for the run's next step
     (`pielake.engine.held`)."""
-    plan = load_query(order.query, order.name)
+    plan = runnable(load_query(order.query, order.name))
     request = RunRequest(**order.request)
     if order.step is None:
         summary = run_query(Lake(spark.newSession(), order.lake), plan, order.run_id, request, progress=say)

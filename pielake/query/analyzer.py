@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -38,14 +38,31 @@ MATCH_COLUMNS = frozenset({"detected_at", "completed_at", "status", "run_id"})
 
 
 @dataclass(frozen=True)
+class Source:
+    """One stream a query reads (an entry of FROM), and the alias its columns may be qualified by."""
+
+    stream: str
+    alias: str | None = None
+    span: Span = field(default=ast.NOWHERE, compare=False)
+
+    @property
+    def label(self) -> str:
+        """How the query names the stream: its alias, or its own name."""
+        return self.alias or self.stream
+
+
+@dataclass(frozen=True)
 class SymbolDef:
-    """One DEFINE: the predicate of a situation stream and its duration bounds in seconds (inclusive)."""
+    """One DEFINE: the predicate of a situation stream and its duration bounds in seconds (inclusive).
+    `source` is the label (`Source.label`) of the stream the predicate reads: the symbol's situations come from
+    that stream's events alone (docs/semantics.md §2)."""
 
     name: str
     predicate: ast.Expr
     min_seconds: Fraction | None = None
     max_seconds: Fraction | None = None
     span: Span = field(default=ast.NOWHERE, compare=False)
+    source: str = ""
 
     @property
     def has_duration(self) -> bool:
@@ -77,8 +94,7 @@ class QueryPlan:
     """A checked query: what the reference, `explain` and the Spark kernels all consume."""
 
     name: str
-    stream: str
-    alias: str | None
+    sources: tuple[Source, ...]
     keys: tuple[str, ...]
     symbols: tuple[SymbolDef, ...]
     constraints: tuple[PairConstraint, ...]
@@ -94,20 +110,58 @@ class QueryPlan:
     def symbol_names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.symbols)
 
+    def source_of(self, symbol: str) -> Source:
+        """The stream a symbol's situations come from."""
+        label = self.symbol(symbol).source
+        return next(s for s in self.sources if s.label == label)
+
+    def crosses_streams(self, constraint: PairConstraint) -> bool:
+        """Whether a constraint relates symbols of two streams: it is then decided from its situations'
+        endpoints, with both streams' knowledge (docs/semantics.md §5), not by a PiePair automaton, which reads
+        one stream's events."""
+        return self.symbol(constraint.left).source != self.symbol(constraint.right).source
+
+    def one_stream(self) -> Source:
+        """The stream of a query over one stream, which is every query the Spark pipeline runs. A query over
+        several is refused here, with the position of its second stream: the pipeline's loaders ask first
+        (`runnable`), and every pipeline path reads its stream through `stream` or `alias`, so none runs such a
+        query by half."""
+        if len(self.sources) > 1:
+            second = self.sources[1]
+            width = max(1, second.span.end - second.span.start)
+            raise QuerySemanticError([ErrorDetail(
+                f"the pipeline runs a query over one stream; this one reads {len(self.sources)} "
+                f"({', '.join(s.stream for s in self.sources)})", second.span.line, second.span.col,
+                self.source[second.span.start:second.span.end],
+                source_excerpt(self.source, second.span.line, second.span.col, width),
+                "`pielake explain` shows its plan, and the reference computes its matches "
+                "(docs/semantics.md §1, several streams); `pielake run` does not run it.")])
+        return self.sources[0]
+
+    @property
+    def stream(self) -> str:
+        return self.one_stream().stream
+
+    @property
+    def alias(self) -> str | None:
+        return self.one_stream().alias
+
 
 class _Analyzer:
-    def __init__(self, parsed: ParseResult, name: str, stream: StreamSchema | None):
+    def __init__(self, parsed: ParseResult, name: str, schemas: dict[str, StreamSchema]):
         self.parsed = parsed
         self.query = parsed.query
         self.name = name
-        self.stream = stream
-        self.columns = {c.lower(): c for c in stream.column_names} if stream is not None else None
+        self.entries = self.query.streams
+        # Per FROM entry: its schema and its columns by lower-case name, where the schema is known.
+        self.schemas = [schemas.get(e.name.text.lower()) for e in self.entries]
+        self.columns = [{c.lower(): c for c in schema.column_names} if schema is not None else None
+                        for schema in self.schemas]
         self.errors: list[ErrorDetail] = []
         self.symbols: dict[str, str] = {}  # lower-case -> as defined
+        self.symbol_entry: dict[str, int] = {}  # lower-case symbol -> the FROM entry its predicate reads
         self.mentioned: set[str] = set()  # symbols named in PATTERN, even in a constraint with errors
-        self.qualifiers = {self.query.stream.name.text.lower()}
-        if self.query.stream.alias:
-            self.qualifiers.add(self.query.stream.alias.text.lower())
+        self.qualifiers: dict[str, int] = {}  # lower-case stream name or alias -> its FROM entry
 
     def error(self, message: str, span: Span, suggestion: str | None = None) -> None:
         width = max(1, span.end - span.start)
@@ -116,32 +170,69 @@ class _Analyzer:
                                        source_excerpt(self.parsed.source, span.line, span.col, width), suggestion))
 
     def run(self) -> QueryPlan:
+        sources = self.sources()
         keys = tuple(self.key_column(c) for c in self.query.partition_by)
         self.covers_stream_keys(keys)
         symbols = self.symbol_defs()
+        if not self.errors:  # a stream seems unread where a predicate's column did not resolve
+            self.unread_streams()
         constraints = self.constraints()
         self.unused_symbols(symbols)
         window = self.query.window.seconds
         if window <= 0:
             self.error("the window must be longer than zero", self.query.window.span)
         returns = self.returns(keys)
-        if self.stream is not None and not self.errors:
+        if not self.errors:
+            self.check_streams_agree(keys)
+        if not self.errors:
             self.check_types(symbols, returns)
         if self.errors:
             self.errors.sort(key=lambda e: (e.line, e.col))
             raise QuerySemanticError(self.errors)
-        alias = self.query.stream.alias.text if self.query.stream.alias else None
-        return QueryPlan(self.name, self.query.stream.name.text, alias, keys, symbols, constraints, window,
-                         returns, self.parsed.warnings, self.parsed.source)
+        return QueryPlan(self.name, sources, keys, symbols, constraints, window, returns, self.parsed.warnings,
+                         self.parsed.source)
 
     # ------------------------------------------------------------ FROM / PARTITION BY
 
+    def sources(self) -> tuple[Source, ...]:
+        """The FROM entries; each stream appears once, and no name or alias names two entries (docs/semantics.md
+        §1): a column qualified by it would be ambiguous."""
+        for index, entry in enumerate(self.entries):
+            for name in (entry.name, entry.alias):
+                if name is None:
+                    continue
+                taken = self.qualifiers.setdefault(name.text.lower(), index)
+                if taken == index:
+                    continue
+                if name is entry.name and self.entries[taken].name.text.lower() == name.text.lower():
+                    self.error(f"stream {name.text} appears twice in FROM", name.span,
+                               "Its symbols relate to each other already: define them all over one entry.")
+                else:
+                    self.error(f"'{name.text}' names two streams of FROM", name.span,
+                               "Give each stream an alias of its own.")
+        return tuple(Source(e.name.text, e.alias.text if e.alias else None, e.span) for e in self.entries)
+
+    def label(self, index: int) -> str:
+        entry = self.entries[index]
+        return (entry.alias or entry.name).text
+
     def key_column(self, column: ast.Column) -> str:
-        """A PARTITION BY column: a column of the stream, whose name no column of the result tables has (each of
-        them holds the key columns beside its own)."""
+        """A PARTITION BY column: a column of every stream, whose name no column of the result tables has (each
+        of them holds the key columns beside its own). A qualifier names no stream in particular: the key is the
+        column of that name in each."""
         if column.qualifier and column.qualifier.lower() not in self.qualifiers:
             self.error(f"unknown stream alias '{column.qualifier}'", column.span, self._qualifier_hint())
-        name = self.known_column(column.name, column.span)
+        if len(self.entries) == 1:
+            name = self.known_column(column.name, column.span, 0)
+        else:
+            name = next((cols[column.name.lower()] for cols in self.columns
+                         if cols is not None and column.name.lower() in cols), column.name)
+            for index, cols in enumerate(self.columns):
+                if cols is not None and column.name.lower() not in cols:
+                    stream = self.entries[index].name
+                    self.error(f"stream {stream.text} has no column '{column.name}', which PARTITION BY names",
+                               stream.span, f"Every stream of the query has each key column; {stream.text} has: "
+                               f"{', '.join(sorted(cols.values()))}.")
         if name.lower() in V.TAKEN_BY_RESULTS:
             self.error(f"key column '{name}' has the name of a column of the result tables", column.span,
                        f"Give the stream's column another name (e.g. '{name}_key') in its schema and its files.")
@@ -150,29 +241,54 @@ class _Analyzer:
     def covers_stream_keys(self, keys: tuple[str, ...]) -> None:
         """Events are unique per key of their stream and time (docs/semantics.md §1): a query over a keyed stream
         partitions by every key column of it (and may by more), or two events of one time would meet in a key."""
-        if self.stream is None:
-            return
-        missing = [k for k in self.stream.keys if k.lower() not in {q.lower() for q in keys}]
-        if missing:
-            stream = self.query.stream.name
-            partition = ", ".join([*keys, *missing])
-            self.error(f"stream {stream.text} is keyed by {', '.join(self.stream.keys)}, which the query does not "
-                       f"partition by", stream.span, f"Write FROM {stream.text} PARTITION BY {partition}.")
+        for entry, schema in zip(self.entries, self.schemas, strict=True):
+            if schema is None:
+                continue
+            missing = [k for k in schema.keys if k.lower() not in {q.lower() for q in keys}]
+            if missing:
+                stream = entry.name
+                partition = ", ".join([*keys, *missing])
+                streams = ", ".join(e.name.text for e in self.entries)
+                self.error(f"stream {stream.text} is keyed by {', '.join(schema.keys)}, which the query does not "
+                           f"partition by", stream.span, f"Write FROM {streams} PARTITION BY {partition}.")
 
-    def known_column(self, name: str, span: Span) -> str:
-        if self.columns is None:
+    def check_streams_agree(self, keys: tuple[str, ...]) -> None:
+        """Several streams meet on their keys and their times (docs/semantics.md §1): each key column, and the
+        time, is of one kind in all of them, so values of two streams compare."""
+        known = [(entry, schema) for entry, schema in zip(self.entries, self.schemas, strict=True) if schema]
+        if len(known) < 2:
+            return
+        (first, first_schema), rest = known[0], known[1:]
+        for entry, schema in rest:
+            for key in keys:
+                kinds = family(first_schema.type_of(key)), family(schema.type_of(key))
+                if kinds[0] != kinds[1]:
+                    self.error(f"key column '{key}' is {kinds[1]} in {entry.name.text} and {kinds[0]} in "
+                               f"{first.name.text}", entry.name.span,
+                               "Key values of the streams are compared: give the column one type in every schema.")
+            if time_kind(schema) != time_kind(first_schema):
+                self.error(f"stream {entry.name.text}'s times are {time_kind(schema)}, {first.name.text}'s "
+                           f"{time_kind(first_schema)}", entry.name.span,
+                           "The streams' times are compared with each other: give every stream of the query "
+                           "times of one kind (docs/semantics.md §1).")
+
+    def known_column(self, name: str, span: Span, entry: int) -> str:
+        columns = self.columns[entry]
+        if columns is None:
             return name
-        if name.lower() in self.columns:
-            return self.columns[name.lower()]
-        close = difflib.get_close_matches(name.lower(), list(self.columns), n=1)
-        hint = f"Did you mean '{self.columns[close[0]]}'?" if close else \
-            f"The stream has: {', '.join(sorted(self.columns.values()))}."
+        if name.lower() in columns:
+            return columns[name.lower()]
+        close = difflib.get_close_matches(name.lower(), list(columns), n=1)
+        hint = f"Did you mean '{columns[close[0]]}'?" if close else \
+            f"The stream has: {', '.join(sorted(columns.values()))}."
         self.error(f"unknown column '{name}'", span, hint)
         return name
 
     def _qualifier_hint(self) -> str:
-        alias = self.query.stream.alias.text if self.query.stream.alias else self.query.stream.name.text
-        return f"Qualify columns with '{alias}.' or leave them bare."
+        if len(self.entries) == 1:
+            return f"Qualify columns with '{self.label(0)}.' or leave them bare."
+        labels = ", ".join(f"'{self.label(i)}.'" for i in range(len(self.entries)))
+        return f"Qualify columns with one of {labels}."
 
     # ------------------------------------------------------------ DEFINE
 
@@ -187,10 +303,37 @@ class _Analyzer:
                 self.error(f"'{name.text}' is a relation name and cannot be a symbol", name.span,
                            "Choose another symbol name.")
             self.symbols[name.text.lower()] = name.text
-            self.check_predicate(define.predicate)
+            entry = self.predicate_stream(define)
+            self.symbol_entry[name.text.lower()] = entry
             low, high = self.duration_bounds(define.duration)
-            out.append(SymbolDef(name.text, define.predicate, low, high, name.span))
+            out.append(SymbolDef(name.text, define.predicate, low, high, name.span, self.label(entry)))
         return tuple(out)
+
+    def predicate_stream(self, define: ast.Define) -> int:
+        """The FROM entry a predicate reads: a symbol's situations come from one stream (docs/semantics.md §1)."""
+        read = self.check_predicate(define.predicate)
+        if len(self.entries) == 1:
+            return 0
+        if len(read) == 1:
+            return read.pop()
+        labels = ", ".join(self.label(i) for i in sorted(read) or range(len(self.entries)))
+        if read:
+            self.error(f"the predicate of {define.symbol.text} reads several streams ({labels})",
+                       define.predicate.span, "A symbol's situations come from one stream: define one symbol per "
+                       "stream and relate them in PATTERN.")
+        elif not any(isinstance(node, ast.Column) for node in walk(define.predicate)):
+            self.error(f"the predicate of {define.symbol.text} reads no stream's column", define.predicate.span,
+                       f"Say which stream its situations come from: use a column of one of {labels}.")
+        return 0
+
+    def unread_streams(self) -> None:
+        """Every stream of FROM has a symbol: one that has none would only hold back the others' decisions
+        (docs/semantics.md §5)."""
+        read = set(self.symbol_entry.values())
+        for index, entry in enumerate(self.entries):
+            if index not in read and self.symbols:
+                self.error(f"no symbol reads stream {entry.name.text}", entry.name.span,
+                           "Define a symbol over it, or remove it from FROM.")
 
     def duration_bounds(self, bound: ast.DurationConstraint | None) -> tuple[Fraction | None, Fraction | None]:
         if bound is None:
@@ -204,18 +347,24 @@ class _Analyzer:
             self.error("a situation lasts longer than zero, so AT MOST needs a positive duration", bound.span)
         return low, high
 
-    def check_predicate(self, expr: ast.Expr) -> None:
+    def check_predicate(self, expr: ast.Expr) -> set[int]:
+        """Check a predicate; returns the FROM entries its columns are of."""
+        read: set[int] = set()
         for node in walk(expr):
             if isinstance(node, ast.Column):
-                self.predicate_column(node)
+                entry = self.predicate_column(node)
+                if entry is not None:
+                    read.add(entry)
             elif isinstance(node, ast.Call):
                 if node.name in AGGREGATES or node.name == "duration":
                     self.error(f"{node.name}() reads a situation and belongs in RETURN, not in a predicate",
                                node.span, "A predicate looks at one event's own columns.")
                 else:
                     self.scalar_call(node)
+        return read
 
-    def predicate_column(self, column: ast.Column) -> None:
+    def predicate_column(self, column: ast.Column) -> int | None:
+        """Check a predicate's column; returns the FROM entry it is of (None where that is an error)."""
         qualifier = column.qualifier
         if qualifier is not None and qualifier.lower() not in self.qualifiers:
             if qualifier.lower() in self.symbols:
@@ -223,8 +372,29 @@ class _Analyzer:
                            "Predicates test a single event; compare its columns directly (docs/semantics.md §2).")
             else:
                 self.error(f"unknown stream alias '{qualifier}'", column.span, self._qualifier_hint())
-            return
-        self.known_column(column.name, column.span)
+            return None
+        if qualifier is not None:
+            entry = self.qualifiers[qualifier.lower()]
+        elif len(self.entries) == 1:
+            entry = 0
+        else:
+            return self.bare_column(column)
+        self.known_column(column.name, column.span, entry)
+        return entry
+
+    def bare_column(self, column: ast.Column) -> int | None:
+        """The one stream of several that has a bare column's name; a column two streams may have is
+        ambiguous (a stream whose schema is not known may have any)."""
+        name = column.name.lower()
+        having = [i for i, cols in enumerate(self.columns) if cols is None or name in cols]
+        if len(having) == 1:
+            return having[0]
+        if having:
+            self.error(f"column '{column.name}' may be of {' or '.join(self.label(i) for i in having)}",
+                       column.span, f"Qualify it: {self.label(having[0])}.{column.name}.")
+        else:
+            self.error(f"unknown column '{column.name}'", column.span, "No stream of FROM has it.")
+        return None
 
     def scalar_call(self, call: ast.Call) -> None:
         if call.name not in SCALAR_FUNCTIONS:
@@ -341,14 +511,24 @@ class _Analyzer:
     # ------------------------------------------------------------ types
 
     def check_types(self, symbols: tuple[SymbolDef, ...], returns: tuple[OutputColumn, ...]) -> None:
-        """Every predicate a condition, every operator given the family it takes (`pielake.query.typecheck`)."""
-        assert self.stream is not None
-        types = {n.lower(): t for n, t in self.stream.columns}
-        time = TIME if self.stream.time_unit == TIMESTAMP_UNIT else family(self.stream.type_of(self.stream.time_column))
+        """Every predicate a condition, every operator given the family it takes (`pielake.query.typecheck`),
+        where the schemas are known: a column is typed by its symbol's stream, a key column by any stream's."""
+        types = [{n.lower(): t for n, t in schema.columns} if schema else None for schema in self.schemas]
+        if all(t is None for t in types):
+            return
+        keyed = next(t for t in types if t is not None)
+        time = next(time_family(schema) for schema in self.schemas if schema is not None)
         for symbol in symbols:
-            check_predicate(symbol.predicate, types, self.error)
+            own = types[self.symbol_entry[symbol.name.lower()]]
+            if own is not None:
+                check_predicate(symbol.predicate, own, self.error)
+
+        def column_type(column: ast.Column) -> str:
+            own = keyed if column.qualifier is None else types[self.symbol_entry[column.qualifier.lower()]]
+            return "?" if own is None else own.get(column.name.lower(), "?")
+
         for out in returns:
-            check_return(out.expr, types, time, self.symbols, self.error)
+            check_return(out.expr, column_type, time, self.symbols, self.error)
 
     def is_match_column(self, expr: ast.Expr, keys: tuple[str, ...]) -> bool:
         """A key column or a situation endpoint: a column of every match."""
@@ -382,7 +562,7 @@ class _Analyzer:
         if arg.qualifier.lower() not in self.symbols:
             self.resolve_symbol(ast.Name(arg.qualifier, arg.span))
             return
-        self.known_column(arg.name, arg.span)
+        self.known_column(arg.name, arg.span, self.symbol_entry[arg.qualifier.lower()])
 
     def return_column(self, column: ast.Column, keys: tuple[str, ...]) -> None:
         if column.qualifier and column.qualifier.lower() in self.symbols:
@@ -427,30 +607,44 @@ def walk(expr: ast.Expr) -> Iterator[ast.Expr]:
         yield from walk(child)
 
 
-def analyze(parsed: ParseResult, name: str = "query", stream: StreamSchema | None = None) -> QueryPlan:
+def time_kind(schema: StreamSchema) -> str:
+    """What a stream's times are, for comparing two streams': TIMESTAMP, or integers of a unit."""
+    return "TIMESTAMP" if schema.time_unit == TIMESTAMP_UNIT else f"integers of unit '{schema.time_unit}'"
+
+
+def time_family(schema: StreamSchema) -> str:
+    """The type family of a stream's times, which `S.ts` and `S.te` have."""
+    return TIME if schema.time_unit == TIMESTAMP_UNIT else family(schema.type_of(schema.time_column))
+
+
+def analyze(parsed: ParseResult, name: str = "query",
+            schemas: StreamSchema | Iterable[StreamSchema] | None = None) -> QueryPlan:
     """Check a parsed query and build its plan.
 
     Args:
         parsed: the parser's result (AST, warnings, source text).
         name: the query's name, used for table names (`matches_<name>`).
-        stream: the stream's schema when known: a column it lacks is then an error, the query must partition by
-            each of its keys, and every expression must have a type its operators take (`typecheck`).
+        schemas: the schemas of the streams it reads, where known (one, or several): a column a stream lacks is
+            then an error, the query must partition by each of its keys, and every expression must have a type
+            its operators take (`typecheck`).
 
     Raises:
         QuerySemanticError: listing every problem found, sorted by position.
     """
-    return _Analyzer(parsed, name, stream).run()
+    given = [schemas] if isinstance(schemas, StreamSchema) else list(schemas or ())
+    return _Analyzer(parsed, name, {s.name.lower(): s for s in given}).run()
 
 
-def load_query(source: str, name: str = "query", stream: StreamSchema | None = None) -> QueryPlan:
+def load_query(source: str, name: str = "query",
+               schemas: StreamSchema | Iterable[StreamSchema] | None = None) -> QueryPlan:
     """Parse and analyze query text in one call."""
-    return analyze(parse(source), name, stream)
+    return analyze(parse(source), name, schemas)
 
 
-def bind(plan: QueryPlan, stream: StreamSchema) -> QueryPlan:
-    """The plan checked against its stream's schema (`analyze`), column names then spelled as the stream spells
-    them."""
-    return load_query(plan.source, plan.name, stream)
+def bind(plan: QueryPlan, schemas: StreamSchema | Iterable[StreamSchema]) -> QueryPlan:
+    """The plan checked against its streams' schemas (`analyze`), column names then spelled as the streams
+    spell them."""
+    return load_query(plan.source, plan.name, schemas)
 
 
 def read_query_file(path: str) -> tuple[str, str]:
@@ -471,7 +665,15 @@ def read_query_file(path: str) -> tuple[str, str]:
         raise PielakeError(f"query file {path} is not UTF-8 text (byte {error.start}); save it as UTF-8") from None
 
 
+def runnable(plan: QueryPlan) -> QueryPlan:
+    """The plan, if the pipeline runs it (`QueryPlan.one_stream`): refused before a run starts Spark or writes
+    to a lake."""
+    plan.one_stream()
+    return plan
+
+
 def load_query_file(path: str | Path) -> QueryPlan:
-    """The checked plan of a query file: what the CLI, the spark-submit jobs and the DAG factory all load."""
+    """The checked plan of a query file, as the pipeline runs it: what the CLI, the spark-submit jobs and the DAG
+    factory all load."""
     source, name = read_query_file(str(path))
-    return load_query(source, name)
+    return runnable(load_query(source, name))

@@ -168,6 +168,8 @@ class Constraint:
 
 @dataclass(frozen=True)
 class StreamRef:
+    """One entry of FROM: a stream and the alias its columns may be qualified by."""
+
     name: Name
     alias: Name | None = None
     span: Span = _span()
@@ -184,7 +186,7 @@ class ReturnItem:
 
 @dataclass(frozen=True)
 class Query:
-    stream: StreamRef
+    streams: tuple[StreamRef, ...]
     partition_by: tuple[Column, ...]
     defines: tuple[Define, ...]
     pattern: tuple[Constraint, ...]

@@ -125,7 +125,7 @@ class Parser:
     def query(self) -> ast.Query:
         start = self.tok.span
         self.expect_keyword("FROM", "A query starts with FROM <stream>.")
-        stream = self.stream()
+        streams = self.comma_list(self.stream)
         partition: tuple[ast.Column, ...] = ()
         if self.at_keyword("PARTITION"):
             self.advance()
@@ -149,7 +149,7 @@ class Parser:
         if self.tok.kind is not Kind.EOF:
             raise self.error(f"unexpected {self.describe(self.tok)} after the end of the query",
                              suggestion="A query file holds exactly one query; remove the trailing text.")
-        return ast.Query(stream, partition, defines, tuple(pattern), window, returns, self.span_from(start))
+        return ast.Query(streams, partition, defines, tuple(pattern), window, returns, self.span_from(start))
 
     def after_defines(self) -> None:
         """PATTERN follows the definitions. What stands there instead is most often one of two slips, each

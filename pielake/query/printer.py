@@ -98,8 +98,8 @@ def return_text(item: ast.ReturnItem) -> str:
 
 def query_text(q: ast.Query) -> str:
     """The whole query, one clause per line."""
-    stream = q.stream.name.text + (f" {q.stream.alias.text}" if q.stream.alias else "")
-    lines = [f"FROM {stream}" + (f" PARTITION BY {', '.join(map(_column_text, q.partition_by))}"
+    streams = ", ".join(s.name.text + (f" {s.alias.text}" if s.alias else "") for s in q.streams)
+    lines = [f"FROM {streams}" + (f" PARTITION BY {', '.join(map(_column_text, q.partition_by))}"
                                  if q.partition_by else "")]
     defines = [f"{d.symbol.text} AS {expr_text(d.predicate)}" + (f" {bound_text(d.duration)}" if d.duration else "")
                for d in q.defines]

@@ -134,14 +134,15 @@ def check_predicate(predicate: ast.Expr, columns: Mapping[str, str], report: Rep
     checker.expect(predicate, BOOLEAN, "a predicate")
 
 
-def check_return(expr: ast.Expr, columns: Mapping[str, str], time: str, symbols: Mapping[str, str],
+def check_return(expr: ast.Expr, column_type: Callable[[ast.Column], str], time: str, symbols: Mapping[str, str],
                  report: Report) -> None:
-    """A RETURN expression: `S.ts`, `S.te` are times of the stream's family `time`; `first`, `last`, `min` and
+    """A RETURN expression: `S.ts`, `S.te` are times of the streams' family `time`; `first`, `last`, `min` and
     `max` have their column's family, `avg` and `sum` take numbers, `count` and `duration` are numbers.
-    `symbols`: the lower-case symbol names."""
+    `column_type` gives the Spark type of a column RETURN reads (`S.col` of S's stream, a bare key column),
+    "?" where unknown; `symbols`: the lower-case symbol names."""
     def column(ref: ast.Column) -> str:
         endpoint = ref.qualifier is not None and ref.qualifier.lower() in symbols and ref.name.lower() in ("ts", "te")
-        return time if endpoint else family(columns.get(ref.name.lower(), "?"))
+        return time if endpoint else family(column_type(ref))
 
     def call(ref: ast.Call) -> str:
         if ref.name in ("count", "duration"):

@@ -6,7 +6,9 @@ which asks at each event time whether anything could still break the constraint.
 implementation in pielake (the Spark kernels, micro-batches, backfills) is tested against this module.
 
 Input events must already follow §1 (validated by ingest): per key, event times strictly increasing; interval
-rows (an interval stream's) each ending after they start, unique per key, start and end.
+rows (an interval stream's) each ending after they start, unique per key, start and end. A query over several
+streams takes each stream's events apart (`StreamEvents`): a symbol's situations come from its own stream, and
+a pair across two streams is decided with both streams' knowledge (§5).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 from pielake.errors import PielakeError
 from pielake.query import ast
-from pielake.query.analyzer import PairConstraint, QueryPlan
+from pielake.query.analyzer import PairConstraint, QueryPlan, SymbolDef
 from pielake.query.evaluate import Evaluator, holds
 from pielake.semantics.detection import Endpoints, decision_time
 from pielake.vocabulary import COMPLETE, PROVISIONAL, RETRACTED
@@ -70,20 +72,32 @@ class Match:
         return (self.key, *(s.ts for _, s in self.bindings))
 
 
+@dataclass(frozen=True)
+class StreamEvents:
+    """One stream's events as the reference reads them: rows, the event-time column (an interval stream's
+    start) and, of an interval stream, the end column."""
+
+    rows: Sequence[Row]
+    time_column: str = "ts"
+    end_column: str | None = None
+
+
 class _KeyStream:
-    """One key's instants in time order, with every symbol's truth at each instant (docs/semantics.md §2).
+    """One key's instants in one stream, in time order, with its symbols' truth at each (docs/semantics.md §2).
 
     A point stream's instants are its events. An interval stream's are its rows' starts and ends up to its latest
     start, and a symbol holds at one when a row covering it satisfies the predicate. `rows` are in start order,
-    rows sharing a start in end order.
+    rows sharing a start in end order. `now` is the key's latest event (latest start): nothing is known of the
+    stream beyond it.
     """
 
-    def __init__(self, key: tuple[Any, ...], rows: list[Row], plan: QueryPlan, time_column: str,
+    def __init__(self, key: tuple[Any, ...], rows: list[Row], symbols: Sequence[SymbolDef], time_column: str,
                  end_column: str | None = None):
         self.key = key
         self.rows = rows
         self.starts = [_field(r, time_column) for r in rows]
-        self.satisfied = {s.name: [holds(s.predicate, r) for r in rows] for s in plan.symbols}
+        self.now = self.starts[-1]
+        self.satisfied = {s.name: [holds(s.predicate, r) for r in rows] for s in symbols}
         if end_column is None:
             self.times, self.truth = self.starts, self.satisfied
             return
@@ -113,16 +127,56 @@ class _KeyStream:
         high = len(self.starts) if te is None else bisect.bisect_left(self.starts, te)
         return tuple(self.rows[i] for i in range(low, high) if self.satisfied[symbol][i])
 
+    def holds_within(self, symbol: str, low: Any, high: Any) -> bool:
+        """Whether the symbol holds at an instant in `[low, high)`."""
+        return any(value for value, t in zip(self.truth[symbol], self.times, strict=True) if low <= t < high)
+
+
+class _KeyTimeline:
+    """One key across the query's streams: each symbol reads its own stream's instants (docs/semantics.md §1-§2),
+    and a pair of symbols is judged on what both their streams tell (§3, §5). A stream the key is missing from
+    gives its symbols no situations."""
+
+    def __init__(self, key: tuple[Any, ...], streams: dict[str, _KeyStream], plan: QueryPlan):
+        self.key = key
+        self.plan = plan
+        self.streams = streams
+
+    def stream_of(self, symbol: str) -> _KeyStream | None:
+        return self.streams.get(self.plan.symbol(symbol).source)
+
+    def situations(self, symbol: str) -> list[Situation]:
+        stream = self.stream_of(symbol)
+        return [] if stream is None else stream.situations(symbol)
+
+    def now(self, symbol: str) -> Any:
+        """How far the key's time is known in the symbol's stream."""
+        stream = self.stream_of(symbol)
+        assert stream is not None
+        return stream.now
+
+    def times(self, c: PairConstraint) -> list[Any]:
+        """The instants at which the constraint's pair may be decided: both streams' instants, up to the earlier
+        of the two streams' times (beyond it, the slower stream may still bring events). Of two symbols of one
+        stream, that stream's instants."""
+        left, right = self.stream_of(c.left), self.stream_of(c.right)
+        assert left is not None and right is not None
+        if left is right:
+            return left.times
+        known = min(left.now, right.now)
+        return sorted({t for t in [*left.times, *right.times] if t <= known})
+
     def quiet_gap(self, c: PairConstraint, a: Situation, b: Situation) -> bool:
-        """No event between the earlier situation's end and the later one's start satisfies either predicate."""
+        """No event between the earlier situation's end and the later one's start satisfies either predicate,
+        each judged on its own symbol's stream."""
         if a.te is not None and a.te < b.ts:
             lo, hi = a.te, b.ts
         elif b.te is not None and b.te < a.ts:
             lo, hi = b.te, a.ts
         else:
             return False
-        left, right = self.truth[c.left], self.truth[c.right]
-        return not any(left[i] or right[i] for i, t in enumerate(self.times) if lo <= t < hi)
+        return not any(stream.holds_within(symbol, lo, hi) for symbol in (c.left, c.right)
+                       if (stream := self.stream_of(symbol)) is not None)
 
 
 def _field(row: Row, name: str) -> Any:
@@ -135,6 +189,7 @@ def _field(row: Row, name: str) -> Any:
 
 def _group_by_key(events: Iterable[Row], plan: QueryPlan, time_column: str,
                   end_column: str | None) -> dict[tuple[Any, ...], list[Row]]:
+    """One stream's rows per key, in time order, checked against §1."""
     groups: dict[tuple[Any, ...], list[Row]] = defaultdict(list)
     for row in events:
         groups[tuple(_field(row, k) for k in plan.keys)].append(row)
@@ -149,17 +204,39 @@ def _group_by_key(events: Iterable[Row], plan: QueryPlan, time_column: str,
     return dict(groups)
 
 
-def _streams(events: Iterable[Row], plan: QueryPlan, time_column: str, end_column: str | None) -> list[_KeyStream]:
-    return [_KeyStream(key, rows, plan, time_column, end_column) for key, rows in
-            sorted(_group_by_key(events, plan, time_column, end_column).items(), key=lambda kv: repr(kv[0]))]
+def _timelines(streams: Mapping[str, StreamEvents], plan: QueryPlan) -> list[_KeyTimeline]:
+    """Every key of any stream, in a stable order, with its rows of each stream."""
+    unknown = {name.lower() for name in streams} - {s.stream.lower() for s in plan.sources}
+    if unknown:
+        raise PielakeError(f"events given for {', '.join(sorted(unknown))}, which the query does not read")
+    by_key: dict[tuple[Any, ...], dict[str, _KeyStream]] = defaultdict(dict)
+    for source in plan.sources:
+        given = next((e for name, e in streams.items() if name.lower() == source.stream.lower()), StreamEvents(()))
+        symbols = [s for s in plan.symbols if s.source == source.label]
+        grouped = _group_by_key(given.rows, plan, given.time_column, given.end_column)
+        for key, rows in grouped.items():
+            by_key[key][source.label] = _KeyStream(key, rows, symbols, given.time_column, given.end_column)
+    return [_KeyTimeline(key, by_key[key], plan) for key in sorted(by_key, key=repr)]
+
+
+def _one_stream(plan: QueryPlan, events: Iterable[Row], time_column: str,
+                end_column: str | None) -> dict[str, StreamEvents]:
+    """The events of a query over one stream, as `StreamEvents` of that stream."""
+    return {plan.sources[0].stream: StreamEvents(list(events), time_column, end_column)}
 
 
 def derive_situations(events: Iterable[Row], plan: QueryPlan, time_column: str = "ts",
                       end_column: str | None = None) -> list[Situation]:
     """Every situation of every symbol and key, open ones included (te None); `end_column` names the end of an
     interval stream's rows (`time_column` is then their start)."""
-    return [s for stream in _streams(events, plan, time_column, end_column) for sym in plan.symbol_names
-            for s in stream.situations(sym)]
+    return derive_situations_of(_one_stream(plan, events, time_column, end_column), plan)
+
+
+def derive_situations_of(streams: Mapping[str, StreamEvents], plan: QueryPlan) -> list[Situation]:
+    """`derive_situations` of a query over any number of streams: `streams` maps each stream's name to its
+    events."""
+    return [s for timeline in _timelines(streams, plan) for sym in plan.symbol_names
+            for s in timeline.situations(sym)]
 
 
 class _Matcher:
@@ -183,7 +260,7 @@ class _Matcher:
         low_ok = symbol.min_seconds is None or length >= symbol.min_seconds
         return low_ok and (symbol.max_seconds is None or length <= symbol.max_seconds)
 
-    def matches(self, stream: _KeyStream) -> list[Match]:
+    def matches(self, stream: _KeyTimeline) -> list[Match]:
         """Every binding of the symbols to situations that `match` accepts, tried one symbol at a time: a partial
         binding is given up where a constraint between symbols bound so far is never decided, or where their
         starts already lie further apart than the window (a match is detected at or after its latest start, and
@@ -212,17 +289,18 @@ class _Matcher:
         return found
 
     @staticmethod
-    def decided(stream: _KeyStream, c: PairConstraint, binding: dict[str, Situation],
+    def decided(stream: _KeyTimeline, c: PairConstraint, binding: dict[str, Situation],
                 decisions: dict[tuple[str, Any, Any], Any | None]) -> Any | None:
-        """When constraint `c` is decided for the binding's pair (None: never), computed once per pair."""
+        """When constraint `c` is decided for the binding's pair (None: never, or not yet known), computed once
+        per pair."""
         a, b = binding[c.left], binding[c.right]
         pair = (c.id, a.ts, b.ts)
         if pair not in decisions:
-            decisions[pair] = decision_time(c.relations, a.endpoints, b.endpoints, stream.times,
+            decisions[pair] = decision_time(c.relations, a.endpoints, b.endpoints, stream.times(c),
                                             stream.quiet_gap(c, a, b))
         return decisions[pair]
 
-    def match(self, stream: _KeyStream, binding: dict[str, Situation],
+    def match(self, stream: _KeyTimeline, binding: dict[str, Situation],
               decisions: dict[tuple[str, Any, Any], Any | None]) -> Match | None:
         decided = []
         for c in self.plan.constraints:
@@ -236,15 +314,18 @@ class _Matcher:
                         *(s.te for s in situations if self.plan.symbol(s.symbol).has_duration)])
         if self.seconds(detected - first_start) > self.plan.window_seconds:
             return None  # can never fit the window: never reported
-        status, completed = self.status(situations, first_start, stream.times[-1])
+        status, completed = self.status(situations, first_start, stream)
         values = tuple((out.name, self.value(out.expr, binding, stream.key)) for out in self.plan.returns)
         bindings = tuple((symbol, binding[symbol]) for symbol in self.plan.symbol_names)
         return Match(stream.key, bindings, detected, completed, status, values)
 
-    def status(self, situations: Sequence[Situation], first_start: Any, now: Any) -> tuple[str, Any | None]:
-        """Status at `now`, the key's last event time (§5)."""
-        if any(s.is_open for s in situations):
-            alive = self.seconds(now - first_start) <= self.plan.window_seconds
+    def status(self, situations: Sequence[Situation], first_start: Any,
+               stream: _KeyTimeline) -> tuple[str, Any | None]:
+        """Status as the key's events tell (§5): an open situation is known to last at least to its stream's
+        latest event."""
+        open_until = [stream.now(s.symbol) for s in situations if s.is_open]
+        if open_until:
+            alive = all(self.seconds(now - first_start) <= self.plan.window_seconds for now in open_until)
             return (PROVISIONAL if alive else RETRACTED), None
         last_end = max(s.te for s in situations)
         if self.seconds(last_end - first_start) <= self.plan.window_seconds:
@@ -303,5 +384,12 @@ def find_matches(events: Iterable[Row], plan: QueryPlan, time_column: str = "ts"
         time_unit_seconds: how many seconds one unit of event time is (windows and durations are in seconds).
         end_column: of an interval stream, the column its rows end at; `time_column` is then their start.
     """
+    return find_matches_of(_one_stream(plan, events, time_column, end_column), plan, time_unit_seconds)
+
+
+def find_matches_of(streams: Mapping[str, StreamEvents], plan: QueryPlan,
+                    time_unit_seconds: Fraction | float | int = 1) -> list[Match]:
+    """`find_matches` of a query over any number of streams: `streams` maps each stream's name to its events
+    (a stream given no events has none)."""
     matcher = _Matcher(plan, time_unit_seconds)
-    return [m for stream in _streams(events, plan, time_column, end_column) for m in matcher.matches(stream)]
+    return [m for timeline in _timelines(streams, plan) for m in matcher.matches(timeline)]

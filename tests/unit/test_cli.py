@@ -41,7 +41,10 @@ def test_explain_json_lists_constraints_and_join_order() -> None:
     result = invoke(["explain", EXAMPLE, "--format", "json"], EXIT_OK)
     plan = json.loads(result.output)
     assert plan["join_order"] == ["c1", "c2", "c3"]
-    assert plan["constraints"][2] == {"id": "c3", "left": "A", "right": "C", "relations": ["before"]}
+    assert plan["constraints"][2] == {"id": "c3", "left": "A", "right": "C", "relations": ["before"],
+                                      "found_by": {"before": "range join"}}
+    assert plan["constraints"][0]["found_by"]["meets"] == "automaton"
+    assert plan["streams"] == [{"stream": "CarSensors", "alias": "CS"}]
 
 
 @pytest.mark.parametrize("show", ["tokens", "ast", "query"])

@@ -153,7 +153,7 @@ def stream(*columns: str, keys: tuple[str, ...] = ()) -> StreamSchema:
 def test_unknown_columns_are_errors_when_the_schema_is_known() -> None:
     with pytest.raises(QueryError) as caught:
         load_query("FROM S DEFINE A AS sped > 1, B AS y PATTERN A meets B WITHIN 5 s",
-                   stream=stream("speed DOUBLE", "y BOOLEAN"))
+                   schemas=stream("speed DOUBLE", "y BOOLEAN"))
     assert caught.value.first.description == "unknown column 'sped'"
     assert caught.value.first.suggestion == "Did you mean 'speed'?"
 
@@ -161,7 +161,7 @@ def test_unknown_columns_are_errors_when_the_schema_is_known() -> None:
 def test_a_key_column_may_not_have_the_name_of_a_result_table_column() -> None:
     with pytest.raises(QueryError) as caught:
         load_query("FROM S PARTITION BY kind DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s",
-                   stream=stream("kind STRING", "x BOOLEAN", "y BOOLEAN", keys=("kind",)))
+                   schemas=stream("kind STRING", "x BOOLEAN", "y BOOLEAN", keys=("kind",)))
     assert caught.value.first.description == "key column 'kind' has the name of a column of the result tables"
     assert (caught.value.first.line, caught.value.first.col, caught.value.first.highlight) == (1, 21, "kind")
     assert "kind_key" in caught.value.first.suggestion
@@ -187,9 +187,9 @@ def test_an_unnamed_return_column_is_named_after_its_expression(returned: str, n
 def test_a_query_partitions_by_every_key_of_its_stream() -> None:
     query = "FROM S PARTITION BY unit DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s"
     columns = ("unit STRING", "site STRING", "x BOOLEAN", "y BOOLEAN")
-    assert load_query(query, stream=stream(*columns, keys=("unit",))).keys == ("unit",)
+    assert load_query(query, schemas=stream(*columns, keys=("unit",))).keys == ("unit",)
     with pytest.raises(QueryError) as caught:
-        load_query(query, stream=stream(*columns, keys=("site", "unit")))
+        load_query(query, schemas=stream(*columns, keys=("site", "unit")))
     assert caught.value.first.description == "stream S is keyed by site, unit, which the query does not partition by"
     assert caught.value.first.suggestion == "Write FROM S PARTITION BY unit, site."
     assert (caught.value.first.line, caught.value.first.col) == (1, 6)
@@ -207,7 +207,7 @@ def test_a_query_partitions_by_every_key_of_its_stream() -> None:
 def test_an_expression_mixing_types_of_the_stream_is_an_error(written: str, message: str, col: int) -> None:
     with pytest.raises(QueryError) as caught:
         load_query(f"FROM S DEFINE {written}, B AS flag PATTERN A meets B WITHIN 5 s RETURN avg(A.speed)",
-                   stream=stream("speed DOUBLE", "label STRING", "flag BOOLEAN"))
+                   schemas=stream("speed DOUBLE", "label STRING", "flag BOOLEAN"))
     assert (caught.value.first.description, caught.value.first.col) == (message, col)
 
 
@@ -216,11 +216,11 @@ def test_well_typed_expressions_pass_the_check() -> None:
     plan = load_query("FROM S DEFINE A AS speed BETWEEN 1 AND 2.5 AND lower(label) IN ('a', 'b') AND NOT flag, "
                       "B AS seen > '2026-01-01' OR label IS NULL OR greatest(speed, 3) % 2 = 1 "
                       "PATTERN A meets B WITHIN 5 s RETURN avg(A.speed) + 1 AS s, upper(first(B.label)) AS l, "
-                      "duration(A) * 2 AS d, B.ts - A.ts AS gap", stream=stream(*columns))
+                      "duration(A) * 2 AS d, B.ts - A.ts AS gap", schemas=stream(*columns))
     assert [r.name for r in plan.returns] == ["s", "l", "d", "gap"]
 
 
 def test_return_sums_numbers_only() -> None:
     with pytest.raises(QueryError, match=r"sum\(\) takes a number, and A.label is a string"):
         load_query("FROM S DEFINE A AS flag, B AS flag PATTERN A meets B WITHIN 5 s RETURN sum(A.label) AS s",
-                   stream=stream("label STRING", "flag BOOLEAN"))
+                   schemas=stream("label STRING", "flag BOOLEAN"))
