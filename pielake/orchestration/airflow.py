@@ -55,7 +55,7 @@ from pielake.query.analyzer import QueryPlan, load_query_file
 PROJECT = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT / "jobs"
 DEFAULT_SCHEDULE = "@hourly"
-SETTINGS = ("schedule", "events", "format", "time_column", "time_unit", "runner")
+SETTINGS = ("schedule", "events", "format", "time_column", "time_unit", "runner", "step_timeout")
 RUNNERS = ("engine", "spark-submit")
 ENGINE_CONNECTION = os.environ.get("PIELAKE_ENGINE_CONN", "pielake_engine")
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)  # aware: Airflow reads a naive date in its configured zone
@@ -73,11 +73,25 @@ class Registration:
     time_column: str = "ts"
     time_unit: str = "s"
     runner: str = os.environ.get("PIELAKE_RUNNER", "engine")  # where the steps run: RUNNERS
+    # Minutes a step may run before Airflow stops its task, which is then retried: a step whose engine hangs,
+    # or whose connection is lost without an error, would otherwise hold the run (and its query's lock) forever.
+    step_timeout: str = os.environ.get("PIELAKE_STEP_TIMEOUT", "60")
 
     def __post_init__(self) -> None:
+        sidecar = self.path.with_suffix(".yaml")
         if self.runner not in RUNNERS:
-            raise PielakeError(f"{self.path.with_suffix('.yaml')}: runner '{self.runner}' is not one of "
-                               f"{', '.join(RUNNERS)}")
+            raise PielakeError(f"{sidecar}: runner '{self.runner}' is not one of {', '.join(RUNNERS)}")
+        try:
+            minutes = float(self.step_timeout)
+        except ValueError:
+            minutes = 0.0
+        if not 0 < minutes < float("inf"):
+            raise PielakeError(f"{sidecar}: step_timeout '{self.step_timeout}' is not a number of minutes above 0 "
+                               "(e.g. step_timeout: 30)")
+
+    @property
+    def execution_timeout(self) -> timedelta:
+        return timedelta(minutes=float(self.step_timeout))
 
 
 @dataclass(frozen=True)
@@ -132,6 +146,7 @@ def _task(dag: DAG, registration: Registration, step: Step, request: dict[str, A
     """The task of one step: sent to the engine (a thin client), or a spark-submit of `jobs/step.py`. The step
     that publishes declares the tables it changes as its outlets."""
     common = {"task_id": step.name, "dag": dag, "doc_md": _step_doc(step),
+              "execution_timeout": registration.execution_timeout,
               "outlets": [table_asset(registration.plan.name, kind) for kind in step.stage.publishes]}
     if registration.runner == "engine":
         return PythonOperator(python_callable=run_step_on_engine, **common,

@@ -39,6 +39,8 @@ print(json.dumps({{"seconds": time.perf_counter() - started, "loaded_at": time.t
                                        "outlets": {{t.task_id: [a.uri for a in t.outlets] for t in d.tasks
                                                    if t.outlets}},
                                        "groups": {{t.task_id: t.task_group.group_id for t in d.tasks}},
+                                       "timeouts": {{t.task_id: t.execution_timeout.total_seconds()
+                                                    for t in d.tasks if t.execution_timeout}},
                                        "tasks": {{t.task_id: sorted(t.downstream_task_ids) for t in d.tasks}}}}
                            for d in bag.dags.values()}}}}))
 """
@@ -62,7 +64,8 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     queries = home / "queries"
     queries.mkdir()
     (queries / "flag_pairs.tpq").write_text(QUERY)
-    (queries / "flag_pairs.yaml").write_text('schedule: "*/5 * * * *"\nevents: /landing/flags.json\n')
+    (queries / "flag_pairs.yaml").write_text('schedule: "*/5 * * * *"\nevents: /landing/flags.json\n'
+                                             'step_timeout: 15\n')
     (queries / "broken.tpq").write_text(BROKEN)
     return {**load_dags(home, queries), "lake": str(home / "lake")}
 
@@ -81,6 +84,8 @@ def test_each_valid_query_is_a_scheduled_and_a_backfill_dag_of_the_run_s_steps(l
     assert scheduled["schedule"] == "*/5 * * * *" and backfill["schedule"] == "None"
     assert scheduled["tags"] == ["pielake"] and backfill["tags"] == ["backfill", "pielake"]
     assert scheduled["retries"] == backfill["retries"] == 2
+    # A step that hangs is stopped after the registration's step_timeout (minutes), and retried.
+    assert scheduled["timeouts"] == backfill["timeouts"] == dict.fromkeys(EXPECTED_GRAPH, 15 * 60.0)
     assert scheduled["start_zone"] == backfill["start_zone"] == "UTC"
 
 
