@@ -56,8 +56,11 @@ def _symbols(plan: QueryPlan) -> list[str]:
 
 
 def from_text(plan: QueryPlan) -> str:
-    """The query's FROM entries as written: `CarSensors CS, RoadWorks RW`."""
-    return ", ".join(s.stream + (f" {s.alias}" if s.alias else "") for s in plan.sources)
+    """The query's FROM entries as written, `CarSensors CS, RoadWorks RW`, each stream of another query's
+    matches saying so."""
+    return ", ".join(s.stream + (f" {s.alias}" if s.alias else "")
+                     + (f" (the complete matches of query {s.upstream})" if s.reads_matches else "")
+                     for s in plan.sources)
 
 
 def _constraint(c: PairConstraint) -> list[str]:
@@ -136,6 +139,7 @@ def explain(plan: QueryPlan, *, intervals: frozenset[str] = frozenset()) -> str:
     (docs/semantics.md §2)."""
     keys = ", ".join(plan.keys) or "(none: one global key)"
     order = join_order(plan.constraints)
+    intervals |= {s.stream for s in plan.sources if s.reads_matches}  # a query's matches are interval rows
     out = [f"query {plan.name}: FROM {from_text(plan)}",
            f"  partition by: {keys}",
            f"  window: {_seconds(plan.window_seconds)}  (max(te) - min(ts) over the bound situations)",

@@ -49,6 +49,7 @@ RELATION = "relation"
 DECIDED_AT = "decided_at"
 DETECTED_AT = "detected_at"
 COMPLETED_AT = "completed_at"
+STARTED_AT = "started_at"  # a match's earliest situation start: where it begins as a row of a matches stream
 RUN_ID = "run_id"
 REASON = "reason"
 RAW = "raw"

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import NoReturn
 
 from pielake import vocabulary as V
 from pielake.errors import ErrorDetail, PielakeError, QuerySemanticError, source_excerpt
@@ -34,7 +35,10 @@ SCALAR_FUNCTIONS: dict[str, tuple[int, int | None]] = {
 QUERY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")  # a query's name is part of its tables' names
 AGGREGATES = frozenset({"first", "last", "min", "max", "avg", "sum", "count"})
 SITUATION_ENDPOINTS = frozenset({"ts", "te"})
-MATCH_COLUMNS = frozenset({"detected_at", "completed_at", "status", "run_id"})
+# A match's own columns, and `started_at`, its start as a row of its matches stream (docs/semantics.md §1): no
+# RETURN column may take their names.
+MATCHES_PREFIX = f"{V.MATCHES}_"  # a stream named `matches_<query>` is that query's matches
+MATCH_COLUMNS = frozenset({V.DETECTED_AT, V.COMPLETED_AT, V.STATUS, V.RUN_ID, V.STARTED_AT})
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,16 @@ class Source:
     def label(self) -> str:
         """How the query names the stream: its alias, or its own name."""
         return self.alias or self.stream
+
+    @property
+    def reads_matches(self) -> bool:
+        """`FROM matches_<query>` reads that query's matches as an interval stream (docs/semantics.md §1)."""
+        return self.stream.lower().startswith(MATCHES_PREFIX)
+
+    @property
+    def upstream(self) -> str:
+        """The query whose matches a `matches_<query>` stream is."""
+        return self.stream[len(MATCHES_PREFIX):]
 
 
 @dataclass(frozen=True)
@@ -122,21 +136,26 @@ class QueryPlan:
         return self.symbol(constraint.left).source != self.symbol(constraint.right).source
 
     def one_stream(self) -> Source:
-        """The stream of a query over one stream, which is every query the Spark pipeline runs. A query over
-        several is refused here, with the position of its second stream: the pipeline's loaders ask first
-        (`runnable`), and every pipeline path reads its stream through `stream` or `alias`, so none runs such a
-        query by half."""
+        """The stream of a query over one stream of events, which is every query the Spark pipeline runs. A query
+        over several streams, or over another query's matches, is refused here, naming the stream: the pipeline's
+        loaders ask first (`runnable`), and every pipeline path reads its stream through `stream` or `alias`, so
+        none runs such a query by half."""
         if len(self.sources) > 1:
-            second = self.sources[1]
-            width = max(1, second.span.end - second.span.start)
-            raise QuerySemanticError([ErrorDetail(
-                f"the pipeline runs a query over one stream; this one reads {len(self.sources)} "
-                f"({', '.join(s.stream for s in self.sources)})", second.span.line, second.span.col,
-                self.source[second.span.start:second.span.end],
-                source_excerpt(self.source, second.span.line, second.span.col, width),
-                "`pielake explain` shows its plan, and the reference computes its matches "
-                "(docs/semantics.md §1, several streams); `pielake run` does not run it.")])
+            self.refuse(self.sources[1], f"the pipeline runs a query over one stream; this one reads "
+                        f"{len(self.sources)} ({', '.join(s.stream for s in self.sources)})", "several streams")
+        if self.sources[0].reads_matches:
+            self.refuse(self.sources[0], f"the pipeline runs a query over a stream of events; this one reads the "
+                        f"matches of query {self.sources[0].upstream}", "a query over another query's matches")
         return self.sources[0]
+
+    def refuse(self, source: Source, message: str, rules: str) -> NoReturn:
+        """A query the pipeline does not run, with the position of the stream that makes it so."""
+        width = max(1, source.span.end - source.span.start)
+        raise QuerySemanticError([ErrorDetail(
+            message, source.span.line, source.span.col, self.source[source.span.start:source.span.end],
+            source_excerpt(self.source, source.span.line, source.span.col, width),
+            f"`pielake explain` shows its plan, and the reference computes its matches (docs/semantics.md §1, "
+            f"{rules}); `pielake run` does not run it.")])
 
     @property
     def stream(self) -> str:
@@ -210,7 +229,12 @@ class _Analyzer:
                 else:
                     self.error(f"'{name.text}' names two streams of FROM", name.span,
                                "Give each stream an alias of its own.")
-        return tuple(Source(e.name.text, e.alias.text if e.alias else None, e.span) for e in self.entries)
+        sources = tuple(Source(e.name.text, e.alias.text if e.alias else None, e.span) for e in self.entries)
+        for source in sources:
+            if source.reads_matches and source.upstream.lower() == self.name.lower():
+                self.error(f"query {self.name} reads its own matches", source.span,
+                           "A query reads the matches of another query; its own would depend on themselves.")
+        return sources
 
     def label(self, index: int) -> str:
         entry = self.entries[index]

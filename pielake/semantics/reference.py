@@ -17,7 +17,7 @@ import bisect
 import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -26,7 +26,16 @@ from pielake.query import ast
 from pielake.query.analyzer import PairConstraint, QueryPlan, SymbolDef
 from pielake.query.evaluate import Evaluator, holds
 from pielake.semantics.detection import Endpoints, decision_time
-from pielake.vocabulary import COMPLETE, PROVISIONAL, RETRACTED
+from pielake.vocabulary import (
+    COMPLETE,
+    COMPLETED_AT,
+    DETECTED_AT,
+    PROVISIONAL,
+    RETRACTED,
+    STARTED_AT,
+    symbol_te,
+    symbol_ts,
+)
 
 Row = Mapping[str, Any]
 
@@ -75,11 +84,15 @@ class Match:
 @dataclass(frozen=True)
 class StreamEvents:
     """One stream's events as the reference reads them: rows, the event-time column (an interval stream's
-    start) and, of an interval stream, the end column."""
+    start) and, of an interval stream, the end column. A matches stream (`matches_stream`) adds the columns
+    that order its rows sharing a start and an end (`order_columns`), and each key's horizon (`known_until`):
+    how far its time is known, beyond its latest row."""
 
     rows: Sequence[Row]
     time_column: str = "ts"
     end_column: str | None = None
+    order_columns: tuple[str, ...] = ()
+    known_until: Mapping[tuple[Any, ...], Any] = field(default_factory=dict)
 
 
 class _KeyStream:
@@ -91,18 +104,17 @@ class _KeyStream:
     stream beyond it.
     """
 
-    def __init__(self, key: tuple[Any, ...], rows: list[Row], symbols: Sequence[SymbolDef], time_column: str,
-                 end_column: str | None = None):
+    def __init__(self, key: tuple[Any, ...], rows: list[Row], symbols: Sequence[SymbolDef], given: StreamEvents):
         self.key = key
         self.rows = rows
-        self.starts = [_field(r, time_column) for r in rows]
-        self.now = self.starts[-1]
+        self.starts = [_field(r, given.time_column) for r in rows]
+        self.now = max(self.starts[-1], given.known_until.get(key, self.starts[-1]))
         self.satisfied = {s.name: [holds(s.predicate, r) for r in rows] for s in symbols}
-        if end_column is None:
+        if given.end_column is None:
             self.times, self.truth = self.starts, self.satisfied
             return
-        ends = [_field(r, end_column) for r in rows]
-        self.times = sorted({t for t in [*self.starts, *ends] if t <= self.starts[-1]})
+        ends = [_field(r, given.end_column) for r in rows]
+        self.times = sorted({t for t in [*self.starts, *ends] if t <= self.now})
         spans = list(zip(self.starts, ends, strict=True))
         self.truth = {name: [any(ok and start <= t < end for ok, (start, end) in zip(flags, spans, strict=True))
                              for t in self.times] for name, flags in self.satisfied.items()}
@@ -187,19 +199,19 @@ def _field(row: Row, name: str) -> Any:
     raise PielakeError(f"event has no column '{name}': {dict(row)}")
 
 
-def _group_by_key(events: Iterable[Row], plan: QueryPlan, time_column: str,
-                  end_column: str | None) -> dict[tuple[Any, ...], list[Row]]:
-    """One stream's rows per key, in time order, checked against §1."""
+def _group_by_key(given: StreamEvents, plan: QueryPlan) -> dict[tuple[Any, ...], list[Row]]:
+    """One stream's rows per key, in time order (then end, then `order_columns`), checked against §1."""
     groups: dict[tuple[Any, ...], list[Row]] = defaultdict(list)
-    for row in events:
+    for row in given.rows:
         groups[tuple(_field(row, k) for k in plan.keys)].append(row)
-    times = [time_column] if end_column is None else [time_column, end_column]
+    ends = () if given.end_column is None else (given.end_column,)
+    columns = (given.time_column, *ends, *given.order_columns)
     for key, rows in groups.items():
-        rows.sort(key=lambda r: tuple(_field(r, t) for t in times))
-        order = [tuple(_field(r, t) for t in times) for r in rows]
+        rows.sort(key=lambda r: tuple(_field(r, c) for c in columns))
+        order = [tuple(_field(r, c) for c in columns) for r in rows]
         if any(a >= b for a, b in itertools.pairwise(order)):
-            raise PielakeError(f"key {key}: {' and '.join(times)} must be unique per key (docs/semantics.md §1)")
-        if end_column is not None and any(end <= start for start, end in order):
+            raise PielakeError(f"key {key}: {' and '.join(columns)} must be unique per key (docs/semantics.md §1)")
+        if ends and any(end <= start for start, end, *_ in order):
             raise PielakeError(f"key {key}: every interval row must end after it starts (docs/semantics.md §1)")
     return dict(groups)
 
@@ -213,9 +225,8 @@ def _timelines(streams: Mapping[str, StreamEvents], plan: QueryPlan) -> list[_Ke
     for source in plan.sources:
         given = next((e for name, e in streams.items() if name.lower() == source.stream.lower()), StreamEvents(()))
         symbols = [s for s in plan.symbols if s.source == source.label]
-        grouped = _group_by_key(given.rows, plan, given.time_column, given.end_column)
-        for key, rows in grouped.items():
-            by_key[key][source.label] = _KeyStream(key, rows, symbols, given.time_column, given.end_column)
+        for key, rows in _group_by_key(given, plan).items():
+            by_key[key][source.label] = _KeyStream(key, rows, symbols, given)
     return [_KeyTimeline(key, by_key[key], plan) for key in sorted(by_key, key=repr)]
 
 
@@ -393,3 +404,26 @@ def find_matches_of(streams: Mapping[str, StreamEvents], plan: QueryPlan,
     (a stream given no events has none)."""
     matcher = _Matcher(plan, time_unit_seconds)
     return [m for timeline in _timelines(streams, plan) for m in matcher.matches(timeline)]
+
+
+def matches_stream(streams: Mapping[str, StreamEvents], plan: QueryPlan,
+                   time_unit_seconds: Fraction | float | int = 1) -> StreamEvents:
+    """The matches of `plan` over `streams` as the interval stream a query over them reads (docs/semantics.md §1,
+    a query over another query's matches): a row per complete match that starts at or before its key's horizon,
+    the key's time less the window, by which every match starting there is final."""
+    matcher = _Matcher(plan, time_unit_seconds)
+    window = plan.window_seconds / matcher.unit  # in the stream's time unit
+    timelines = _timelines(streams, plan)
+    horizon = {t.key: min(s.now for s in t.streams.values()) - window for t in timelines
+               if len(t.streams) == len(plan.sources)}  # a key missing from a stream has no matches
+    rows = [_match_row(m, plan) for t in timelines for m in matcher.matches(t)
+            if m.status == COMPLETE and min(s.ts for _, s in m.bindings) <= horizon[m.key]]
+    return StreamEvents(rows, STARTED_AT, COMPLETED_AT, tuple(symbol_ts(s) for s in plan.symbol_names), horizon)
+
+
+def _match_row(match: Match, plan: QueryPlan) -> dict[str, Any]:
+    """A complete match as a row of its matches stream: keys, its span, its situations' ends, its RETURN values."""
+    ends = {column: value for symbol, s in match.bindings
+            for column, value in ((symbol_ts(symbol), s.ts), (symbol_te(symbol), s.te))}
+    return {**dict(zip(plan.keys, match.key, strict=True)), STARTED_AT: min(s.ts for _, s in match.bindings),
+            COMPLETED_AT: match.completed_at, DETECTED_AT: match.detected_at, **ends, **dict(match.values)}
