@@ -12,15 +12,19 @@ resumes the run (`Run.resume`): the earlier steps run again first, from the same
 The steps of one run take turns: they share a session, whose settings a step changes while it runs
 (`settings_within`), so Airflow's side-by-side `pairs_c*` tasks are run one after another.
 
-A run's memory is freed when the run ends (published, stopped by a gate, failed for good), and when a step of
-another run of the same query has run: it held the query's lock, so the first run had ended without its last
-step, and no retry of it will come.
+A run's memory is freed when the run ends (published, stopped by a gate, failed for good), when a step of
+another run of the same query has run (it held the query's lock, so the first run had ended without its last
+step, and no retry of it will come), and when no step of the run has come for `HELD_IDLE_SECONDS`: a run whose
+retries Airflow gave up, of a query that is not run again, would otherwise be held until the engine stops. A
+run freed so early costs nothing but time: its next step resumes it as after a restart.
 """
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +32,9 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from pielake.lake.staging import SessionStaging
+
+# Longer than any pause between two steps of a run that goes on: Airflow's retries wait 10 minutes at most.
+HELD_IDLE_SECONDS = float(os.environ.get("PIELAKE_HELD_IDLE", "3600"))
 
 
 @dataclass(frozen=True)
@@ -54,25 +61,48 @@ class HeldRun:
     staging: SessionStaging = field(default_factory=SessionStaging)
     done: set[str] = field(default_factory=set)  # the steps run since this was made (`Run.resume`)
     turn: threading.Lock = field(default_factory=threading.Lock)
+    steps: int = 0  # its steps running or waiting for their turn
+    used: float = 0.0  # when its last step ended (`HeldRuns.clock`)
 
 
 class HeldRuns:
     """The runs an engine holds, by `RunKey`."""
 
-    def __init__(self, spark: SparkSession):
+    def __init__(self, spark: SparkSession, idle_seconds: float = HELD_IDLE_SECONDS,
+                 clock: Callable[[], float] = time.monotonic):
         self.spark = spark
+        self.idle_seconds = idle_seconds
+        self.clock = clock
         self._runs: dict[RunKey, HeldRun] = {}
         self._lock = threading.Lock()
 
     @contextmanager
     def turn(self, key: RunKey) -> Iterator[HeldRun]:
-        """The run `key`, held from now on if it was not, for one step: the run's other steps wait meanwhile."""
+        """The run `key`, held from now on if it was not, for one step: the run's other steps wait meanwhile.
+        Runs idle for longer than `idle_seconds` are freed first."""
+        self.release_idle()
         with self._lock:
             held = self._runs.get(key)
             if held is None:
                 held = self._runs[key] = HeldRun(self.spark.newSession())
-        with held.turn:
-            yield held
+            held.steps += 1
+        try:
+            with held.turn:
+                yield held
+        finally:
+            with self._lock:
+                held.steps -= 1
+                held.used = self.clock()
+
+    def release_idle(self) -> None:
+        """Free every run no step of which has come for `idle_seconds`. Each is taken out under the lock that a
+        step takes to find its run, so a step coming meanwhile finds none and resumes its run afresh."""
+        now = self.clock()
+        with self._lock:
+            idle = [k for k, held in self._runs.items() if not held.steps and now - held.used > self.idle_seconds]
+            freed = [self._runs.pop(k) for k in idle]
+        for held in freed:
+            held.staging.release()
 
     def release(self, key: RunKey) -> None:
         """Free the run's staged outputs: it is over."""
@@ -91,5 +121,6 @@ class HeldRuns:
 
     def held(self) -> list[RunKey]:
         """The runs held now (the engine's status)."""
+        self.release_idle()
         with self._lock:
             return list(self._runs)
