@@ -35,9 +35,9 @@ SCALAR_FUNCTIONS: dict[str, tuple[int, int | None]] = {
 QUERY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")  # a query's name is part of its tables' names
 AGGREGATES = frozenset({"first", "last", "min", "max", "avg", "sum", "count"})
 SITUATION_ENDPOINTS = frozenset({"ts", "te"})
+MATCHES_PREFIX = f"{V.MATCHES}_"  # a stream named `matches_<query>` is that query's matches
 # A match's own columns, and `started_at`, its start as a row of its matches stream (docs/semantics.md §1): no
 # RETURN column may take their names.
-MATCHES_PREFIX = f"{V.MATCHES}_"  # a stream named `matches_<query>` is that query's matches
 MATCH_COLUMNS = frozenset({V.DETECTED_AT, V.COMPLETED_AT, V.STATUS, V.RUN_ID, V.STARTED_AT})
 
 
@@ -123,11 +123,6 @@ class QueryPlan:
     @property
     def symbol_names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.symbols)
-
-    def source_of(self, symbol: str) -> Source:
-        """The stream a symbol's situations come from."""
-        label = self.symbol(symbol).source
-        return next(s for s in self.sources if s.label == label)
 
     def crosses_streams(self, constraint: PairConstraint) -> bool:
         """Whether a constraint relates symbols of two streams: it is then decided from its situations'
