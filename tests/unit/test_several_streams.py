@@ -273,3 +273,34 @@ def test_what_streams_out_of_step_tell_is_final(case: tuple, s_cut: int, r_cut: 
     known = min(max(r["ts"] for r in s_part), max(r["ts"] for r in r_part))
     found = {(m.situation("A").ts, m.situation("B").ts) for m in early}
     assert {k for k, m in whole.items() if m.detected_at <= known} <= found
+
+
+def carried_forward(s_rows: list[dict], r_rows: list[dict]) -> list[dict]:
+    """S's and R's events as one stream at the union of their instants, each flag carried forward from its own
+    stream's latest event (false before its first)."""
+    a_at, b_at = {r["ts"]: r["a"] for r in s_rows}, {r["ts"]: r["b"] for r in r_rows}
+    merged, a, b = [], False, False
+    for t in sorted(a_at.keys() | b_at.keys()):
+        a, b = a_at.get(t, a), b_at.get(t, b)
+        merged.append({"key": "k", "ts": t, "a": a, "b": b})
+    return merged
+
+
+TIMES = st.sets(st.integers(0, 9), max_size=8).map(lambda times: sorted(times | {10}))
+
+
+@settings(max_examples=200, deadline=None)
+@given(s_times=TIMES, r_times=TIMES, flags=st.lists(st.booleans(), min_size=22, max_size=22),
+       relations=RELATION_LISTS)
+def test_streams_that_reach_the_same_time_are_one_timeline_carried_forward(s_times: list, r_times: list,
+                                                                          flags: list, relations: str) -> None:
+    """Two streams that have both told their events up to the same time find what one stream finds at the union
+    of their instants, each symbol's truth carried forward from its own stream's latest event: situations change
+    only at their own stream's events, and a decision is taken at one of its endpoints. So the one-stream kernels
+    can run several streams, once decisions across streams stop at the slower stream and statuses read each
+    stream's own time (docs/semantics.md §5)."""
+    s_rows = [{"key": "k", "ts": t, "a": flags[i]} for i, t in enumerate(s_times)]
+    r_rows = [{"key": "k", "ts": t, "b": flags[11 + i]} for i, t in enumerate(r_times)]
+    one, two = one_and_two(f"A {relations} B")
+    split = find_matches_of({"S": StreamEvents(s_rows), "R": StreamEvents(r_rows)}, two)
+    assert described(split) == described(find_matches(carried_forward(s_rows, r_rows), one))
