@@ -139,10 +139,6 @@ class _KeyStream:
         high = len(self.starts) if te is None else bisect.bisect_left(self.starts, te)
         return tuple(self.rows[i] for i in range(low, high) if self.satisfied[symbol][i])
 
-    def holds_within(self, symbol: str, low: Any, high: Any) -> bool:
-        """Whether the symbol holds at an instant in `[low, high)`."""
-        return any(value for value, t in zip(self.truth[symbol], self.times, strict=True) if low <= t < high)
-
 
 class _KeyTimeline:
     """One key across the query's streams: each symbol reads its own stream's instants (docs/semantics.md §1-§2),
@@ -153,13 +149,16 @@ class _KeyTimeline:
         self.key = key
         self.plan = plan
         self.streams = streams
+        self._situations: dict[str, list[Situation]] = {}
 
     def stream_of(self, symbol: str) -> _KeyStream | None:
         return self.streams.get(self.plan.symbol(symbol).source)
 
     def situations(self, symbol: str) -> list[Situation]:
-        stream = self.stream_of(symbol)
-        return [] if stream is None else stream.situations(symbol)
+        if symbol not in self._situations:
+            stream = self.stream_of(symbol)
+            self._situations[symbol] = [] if stream is None else stream.situations(symbol)
+        return self._situations[symbol]
 
     def now(self, symbol: str) -> Any:
         """How far the key's time is known in the symbol's stream."""
@@ -179,16 +178,18 @@ class _KeyTimeline:
         return sorted({t for t in [*left.times, *right.times] if t <= known})
 
     def quiet_gap(self, c: PairConstraint, a: Situation, b: Situation) -> bool:
-        """No event between the earlier situation's end and the later one's start satisfies either predicate,
-        each judged on its own symbol's stream."""
+        """Neither symbol holds at any time between the earlier situation's end and the later one's start: no
+        situation of either overlaps the gap. Of one stream, that is that no event in the gap satisfies either
+        predicate (a situation overlapping it holds at its first instant, the earlier situation's end); across
+        streams, a situation of the other stream may begin before the gap and still hold in it."""
         if a.te is not None and a.te < b.ts:
             lo, hi = a.te, b.ts
         elif b.te is not None and b.te < a.ts:
             lo, hi = b.te, a.ts
         else:
             return False
-        return not any(stream.holds_within(symbol, lo, hi) for symbol in (c.left, c.right)
-                       if (stream := self.stream_of(symbol)) is not None)
+        return not any(s.ts < hi and (s.te is None or s.te > lo)
+                       for symbol in (c.left, c.right) for s in self.situations(symbol))
 
 
 def _field(row: Row, name: str) -> Any:

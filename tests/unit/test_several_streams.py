@@ -164,6 +164,9 @@ def test_followed_by_across_streams_judges_each_predicate_on_its_own_stream() ->
     assert found == [(0, 2, 3, 4, 3, 4, COMPLETE)]
     # An event satisfying A in S between them breaks the succession; one in R (which has no A) does not.
     assert matches(drawn(a="XX.X...."), drawn(b="....X..."), pattern="A followed-by B") == []
+    # R's B of [0, 2) still holds after A ends at 1, though R has no event in the gap: B at 3 does not follow A.
+    r_events = [{"key": "k", "ts": t, "b": b} for t, b in ((0, True), (2, False), (3, True), (10, False))]
+    assert matches(drawn(a="X."), r_events, pattern="A followed-by B") == []
 
 
 def test_an_open_situation_is_retracted_by_its_own_streams_time() -> None:
