@@ -167,6 +167,7 @@ class _Analyzer:
         self.query = parsed.query
         self.name = name
         self.entries = self.query.streams
+        self.sources = tuple(Source(e.name.text, e.alias.text if e.alias else None, e.span) for e in self.entries)
         # Per FROM entry: its schema and its columns by lower-case name, where the schema is known.
         self.schemas = [schemas.get(e.name.text.lower()) for e in self.entries]
         self.columns = [{c.lower(): c for c in schema.column_names} if schema is not None else None
@@ -184,7 +185,7 @@ class _Analyzer:
                                        source_excerpt(self.parsed.source, span.line, span.col, width), suggestion))
 
     def run(self) -> QueryPlan:
-        sources = self.sources()
+        self.check_sources()
         keys = tuple(self.key_column(c) for c in self.query.partition_by)
         self.covers_stream_keys(keys)
         symbols = self.symbol_defs()
@@ -203,14 +204,14 @@ class _Analyzer:
         if self.errors:
             self.errors.sort(key=lambda e: (e.line, e.col))
             raise QuerySemanticError(self.errors)
-        return QueryPlan(self.name, sources, keys, symbols, constraints, window, returns, self.parsed.warnings,
+        return QueryPlan(self.name, self.sources, keys, symbols, constraints, window, returns, self.parsed.warnings,
                          self.parsed.source)
 
     # ------------------------------------------------------------ FROM / PARTITION BY
 
-    def sources(self) -> tuple[Source, ...]:
-        """The FROM entries; each stream appears once, and no name or alias names two entries (docs/semantics.md
-        §1): a column qualified by it would be ambiguous."""
+    def check_sources(self) -> None:
+        """Each stream of FROM appears once, and no name or alias names two entries (docs/semantics.md §1): a
+        column qualified by it would be ambiguous."""
         for index, entry in enumerate(self.entries):
             for name in (entry.name, entry.alias):
                 if name is None:
@@ -224,16 +225,13 @@ class _Analyzer:
                 else:
                     self.error(f"'{name.text}' names two streams of FROM", name.span,
                                "Give each stream an alias of its own.")
-        sources = tuple(Source(e.name.text, e.alias.text if e.alias else None, e.span) for e in self.entries)
-        for source in sources:
+        for source in self.sources:
             if source.reads_matches and source.upstream.lower() == self.name.lower():
                 self.error(f"query {self.name} reads its own matches", source.span,
                            "A query reads the matches of another query; its own would depend on themselves.")
-        return sources
 
     def label(self, index: int) -> str:
-        entry = self.entries[index]
-        return (entry.alias or entry.name).text
+        return self.sources[index].label
 
     def key_column(self, column: ast.Column) -> str:
         """A PARTITION BY column: a column of every stream, whose name no column of the result tables has (each
