@@ -150,6 +150,7 @@ class _KeyTimeline:
         self.plan = plan
         self.streams = streams
         self._situations: dict[str, list[Situation]] = {}
+        self._times: dict[str, list[Any]] = {}  # by constraint id: every pair of the constraint reads them
 
     def stream_of(self, symbol: str) -> _KeyStream | None:
         return self.streams.get(self.plan.symbol(symbol).source)
@@ -170,12 +171,13 @@ class _KeyTimeline:
         """The instants at which the constraint's pair may be decided: both streams' instants, up to the earlier
         of the two streams' times (beyond it, the slower stream may still bring events). Of two symbols of one
         stream, that stream's instants."""
-        left, right = self.stream_of(c.left), self.stream_of(c.right)
-        assert left is not None and right is not None
-        if left is right:
-            return left.times
-        known = min(left.now, right.now)
-        return sorted({t for t in [*left.times, *right.times] if t <= known})
+        if c.id not in self._times:
+            left, right = self.stream_of(c.left), self.stream_of(c.right)
+            assert left is not None and right is not None
+            known = min(left.now, right.now)
+            self._times[c.id] = left.times if left is right else \
+                sorted({t for t in [*left.times, *right.times] if t <= known})
+        return self._times[c.id]
 
     def quiet_gap(self, c: PairConstraint, a: Situation, b: Situation) -> bool:
         """Neither symbol holds at any time between the earlier situation's end and the later one's start: no
