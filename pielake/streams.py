@@ -41,12 +41,24 @@ class StreamSchema:
     time_unit: str
     columns: tuple[tuple[str, str], ...]  # (name, Spark SQL type), in order
     end_column: str | None = None  # where an interval stream's rows end; None for a point stream
+    # A query's matches read as a stream (docs/semantics.md §1): its rows up to a key's time less this lag (the
+    # query's window, in whole kernel time units) are final. None for a stream of events.
+    horizon_lag: int | None = None
+    # Of a matches stream, the columns that tell apart and order its rows sharing a start and an end: each
+    # symbol's start, in definition order (docs/semantics.md §1).
+    order_columns: tuple[str, ...] = ()
+
+    @property
+    def of_matches(self) -> bool:
+        """The stream is a query's published matches, not events from outside."""
+        return self.horizon_lag is not None
 
     @property
     def natural_key(self) -> tuple[str, ...]:
         """What makes an event one (docs/semantics.md §1): its key and time; an interval row's key, start and end,
-        so that rows of one key may share a start (a state and an alarm beginning in the same second)."""
-        return (*self.keys, *self.time_columns)
+        so that rows of one key may share a start (a state and an alarm beginning in the same second); of a
+        matches stream, also its order columns (two matches may span the same interval)."""
+        return (*self.keys, *self.time_columns, *self.order_columns)
 
     @property
     def time_columns(self) -> tuple[str, ...]:
@@ -90,26 +102,31 @@ def from_mapping(doc: dict, origin: str) -> StreamSchema:
         name, keys, time, ddl = doc["stream"], doc.get("keys", []), doc["time"], doc["columns"]
         unit = str(time.get("unit", "s")).lower()
         column, end = (time["start"], time["end"]) if "start" in time else (time["column"], None)
+        lag, order = time.get("horizon_lag"), tuple(doc.get("order", ()))
     except (KeyError, TypeError) as missing:
         raise SchemaError(f"{origin}: missing {missing}; a schema has stream, keys, columns and time.column "
                           "(or time.start and time.end, for interval rows)") from None
     columns = parse_ddl(ddl)
     names = {n.lower() for n, _ in columns}
-    for needed in [*keys, column, *([end] if end else [])]:
+    for needed in [*keys, column, *([end] if end else []), *order]:
         if needed.lower() not in names:
             raise SchemaError(f"{origin}: column '{needed}' is named in keys/time but not defined in columns")
     if end is not None and end.lower() == column.lower():
         raise SchemaError(f"{origin}: time.start and time.end name the same column '{end}'")
     if unit != TIMESTAMP_UNIT and unit not in TIME_UNIT_SECONDS:
         raise SchemaError(f"{origin}: unknown time unit '{unit}'")
-    return StreamSchema(name, tuple(keys), column, unit, columns, end)
+    if lag is not None and (end is None or not isinstance(lag, int) or lag < 0):
+        raise SchemaError(f"{origin}: time.horizon_lag is a whole number >= 0, of an interval stream")
+    return StreamSchema(name, tuple(keys), column, unit, columns, end, lag, order)
 
 
 def to_mapping(schema: StreamSchema) -> dict:
     time = {"column": schema.time_column} if schema.end_column is None else \
         {"start": schema.time_column, "end": schema.end_column}
-    return {"stream": schema.name, "keys": list(schema.keys), "time": {**time, "unit": schema.time_unit},
-            "columns": schema.ddl}
+    lag = {} if schema.horizon_lag is None else {"horizon_lag": schema.horizon_lag}
+    order = {"order": list(schema.order_columns)} if schema.order_columns else {}
+    return {"stream": schema.name, "keys": list(schema.keys), "time": {**time, "unit": schema.time_unit, **lag},
+            **order, "columns": schema.ddl}
 
 
 def save_schema(schema: StreamSchema, directory: Path) -> Path:

@@ -45,6 +45,7 @@ from pielake.lake.delta import Lake, LakeError, check_run_id
 from pielake.lake.lock import exclusive
 from pielake.pipeline.job import RunRequest, StageResult, StepContext, events_table, quarantine_table, timed
 from pielake.pipeline.scope import mark_unprocessed
+from pielake.pipeline.upstream import matches_input
 from pielake.query.analyzer import QueryPlan
 from pielake.streams import FORMATS, SCHEMAS_DIR, TIMESTAMP_UNIT, StreamSchema, load_schema, save_schema
 
@@ -73,23 +74,27 @@ class IngestReport:
     events: int
     quarantined: int
     duplicates_dropped: int
+    horizon_marks: int = 0  # a matches stream's (`pielake.pipeline.upstream`): staged, but no input rows
 
     def rows(self) -> dict[str, int]:
         """As the ingest stage reports its rows."""
+        marks = {HORIZON_MARKS: self.horizon_marks} if self.horizon_marks else {}
         return {ROWS_IN: self.rows_in, STAGED_EVENTS: self.events, QUARANTINED: self.quarantined,
-                DUPLICATES_DROPPED: self.duplicates_dropped}
+                DUPLICATES_DROPPED: self.duplicates_dropped, **marks}
 
     @classmethod
     def of(cls, rows: dict[str, int]) -> IngestReport:
-        return cls(rows[ROWS_IN], rows[STAGED_EVENTS], rows[QUARANTINED], rows[DUPLICATES_DROPPED])
+        return cls(rows[ROWS_IN], rows[STAGED_EVENTS], rows[QUARANTINED], rows[DUPLICATES_DROPPED],
+                   rows.get(HORIZON_MARKS, 0))
 
     def text(self) -> str:
+        marks = f"; {self.horizon_marks} horizon marks" if self.horizon_marks else ""
         return (f"{self.rows_in} rows in = {self.events} events + {self.quarantined} quarantined + "
-                f"{self.duplicates_dropped} exact duplicates dropped")
+                f"{self.duplicates_dropped} exact duplicates dropped{marks}")
 
 
-ROWS_IN, STAGED_EVENTS, QUARANTINED, DUPLICATES_DROPPED = (
-    "rows in", "staged events", "quarantined", "exact duplicates dropped")
+ROWS_IN, STAGED_EVENTS, QUARANTINED, DUPLICATES_DROPPED, HORIZON_MARKS = (
+    "rows in", "staged events", "quarantined", "exact duplicates dropped", "horizon marks")
 
 
 def read_raw(spark: SparkSession, path: str, fmt: str) -> DataFrame:
@@ -165,10 +170,11 @@ def _interval_checks(stream: StreamSchema) -> list[tuple[Column, Column]]:
 
 
 def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id: str, *, staged_as: str,
-                admission: Admission | None = None) -> IngestReport:
+                admission: Admission | None = None, marks: DataFrame | None = None) -> IngestReport:
     """Stage the good events of `raws` (files as `read_raw` reads them) as `staged_as`, for `events_<stream>`;
     write the bad rows to `quarantine_<stream>`. The staged table's note is the version of the stream's table
-    they were compared with (`publish_events` reads it)."""
+    they were compared with (`publish_events` reads it). A matches stream's horizon marks (`marks`,
+    `pielake.pipeline.upstream`) are staged with the events, unchecked: they are no input, but the run's own."""
     if not raws:
         raws = [lake.spark.createDataFrame([], _as_text(stream))]
     casts = [_cast(raw, stream) for raw in raws]
@@ -200,12 +206,19 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
     bad = bad.select(V.REASON, V.RAW, F.lit(run_id).alias(V.RUN_ID), F.current_timestamp().alias("quarantined_at"))
     try:
         # The staged events count what they wrote: counting the rows before would compute them once more.
-        events = lake.staging.overwrite(fresh.select(*stream.column_names, F.lit(run_id).alias(V.RUN_ID)),
-                                        staged_as, commit_note=str(seen))
+        staged = fresh.select(*stream.column_names)
+        horizons = 0
+        if marks is not None:
+            marks, horizons = hold(marks)
+            staged = staged.unionByName(marks)
+        written = lake.staging.overwrite(staged.withColumn(V.RUN_ID, F.lit(run_id)), staged_as, commit_note=str(seen))
+        events = written - horizons
         quarantined = _quarantine(lake, bad, stream, run_id)
     finally:
         release(checked)  # read by nothing after the writes; held, it would crowd the staged tables out of memory
-    return IngestReport(rows_in, events, quarantined, rows_in - events - quarantined)
+        if marks is not None:
+            release(marks)
+    return IngestReport(rows_in, events, quarantined, rows_in - events - quarantined, horizons)
 
 
 def _quarantine(lake: Lake, bad: DataFrame, stream: StreamSchema, run_id: str) -> int:
@@ -357,12 +370,33 @@ def lake_streams(lake: Lake) -> Path:
 def stream_for(lake: Lake, plan: QueryPlan, request: RunRequest, schemas_dir: Path = SCHEMAS_DIR) -> StreamSchema:
     """The schema of the query's stream: the one the lake was ingested with, else the project's `schemas/`, else,
     for a run that reads an events file, inferred from it; saved in the lake for the steps after this one."""
+    source = plan.one_stream()
+    if source.reads_matches:
+        return _matches_stream(lake, plan, request)
     known = load_schema(plan.stream, lake_streams(lake)) or load_schema(plan.stream, schemas_dir)
     if known is None and request.events_path is None:
         raise PielakeError(f"stream {plan.stream} has not been ingested into {lake.root}; run the ingest stage first")
     if known is None:
         known = _infer_stream(lake, plan, request)
     save_schema(known, lake_streams(lake))
+    return known
+
+
+def _matches_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamSchema:
+    """The stream of a query over another query's matches, as the upstream's last publish described it
+    (`pielake.pipeline.upstream`). Its rows come from the lake, never from a file."""
+    source = plan.one_stream()
+    if request.events_path is not None:
+        plan.refuse(source, f"query {plan.name} reads the matches query {source.upstream} publishes, not a file",
+                    "Run it without --events (Airflow: without `events` in its registration).")
+    known = load_schema(source.stream, lake_streams(lake))
+    if known is None or not known.of_matches:
+        plan.refuse(source, f"query {source.upstream} has published no matches in {lake.root}",
+                    f"Run query {source.upstream} first (or check the name after `matches_`).")
+    if request.mode == "backfill":
+        plan.refuse(source, f"the pipeline does not backfill query {plan.name}, which reads the matches of query "
+                    f"{source.upstream}", f"After a backfill of query {source.upstream}, drop the tables of query "
+                    f"{plan.name} and events_{source.stream.lower()}, and run it again (docs/semantics.md §1).")
     return known
 
 
@@ -384,17 +418,22 @@ def _infer_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamSch
 
 
 def ingest(ctx: StepContext) -> StageResult:
-    """The ingest stage: the events file (and, for a backfill, the quarantined late events in its range) into
-    staging, the bad rows into the quarantine."""
+    """The ingest stage: the events file (and, for a backfill, the quarantined late events in its range), or of a
+    query over matches the upstream's final matches, into staging, the bad rows into the quarantine."""
     job, request = ctx.job, ctx.request
 
     def work() -> dict[str, int]:
-        raws = [read_raw(job.lake.spark, request.events_path, request.fmt or guess_format(request.events_path))] \
-            if request.events_path else []
+        marks = None
+        if job.stream.of_matches:
+            matches, marks = matches_input(job, request.mode)
+            raws = [matches]
+        else:
+            raws = [read_raw(job.lake.spark, request.events_path, request.fmt or guess_format(request.events_path))] \
+                if request.events_path else []
         if ctx.backfill_range is not None:
             raws.append(replay_quarantined(job.lake, job.stream, job.declared_query.kernel_time, *ctx.backfill_range))
         report = ingest_rows(job.lake, raws, job.stream, job.run_id, staged_as=job.staged_events,
-                             admission=_admission(ctx))
+                             admission=_admission(ctx), marks=marks)
         return report.rows()
 
     return timed("ingest", work)

@@ -26,7 +26,7 @@ from pielake import vocabulary as V
 from pielake.engine.session import settings_within
 from pielake.lake.delta import Lake, LakeError
 from pielake.lake.results import ANCHOR, KIND, combine, pack, results_table, row_key
-from pielake.pipeline.ingest import admit_events
+from pielake.pipeline.ingest import admit_events, lake_streams
 from pielake.pipeline.job import QueryJob, StageResult, StepContext, events_table, timed
 from pielake.pipeline.scope import (
     EVENTS_VERSION,
@@ -38,10 +38,12 @@ from pielake.pipeline.scope import (
     plan_scope,
     unsettled,
 )
+from pielake.pipeline.upstream import matches_stream_schema
 from pielake.spark import columns as C
 from pielake.spark.matches import MATCHES_SETTINGS, find_matches
 from pielake.spark.pairs import detect_pairs
 from pielake.spark.query import SparkQuery
+from pielake.streams import save_schema
 
 BYTES_PER_PARTITION = 32 * 1024 * 1024
 FILES_PER_TIME_RANGE = 4  # at most this many events files per time range a shuffle would make: read in place
@@ -171,7 +173,8 @@ def join_matches(ctx: StepContext) -> StageResult:
 
 def publish(ctx: StepContext) -> StageResult:
     """Merge the staged rows of every kind, and the progress the next micro-batch starts from, into the query's
-    results table (`pielake.lake.results`) in one commit; a batch run replaces the table.
+    results table (`pielake.lake.results`) in one commit; a batch run replaces the table. Then describe the
+    published matches as a stream (`pielake.pipeline.upstream`), for queries over them to read.
 
     The commit is the run's (`Lake.once`): a retried publish commits nothing again. Until it is made, the lake
     holds none of the run's rows and the next run has the same scope and recomputes the same rows, so a publish
@@ -188,6 +191,7 @@ def publish(ctx: StepContext) -> StageResult:
                               run_starts=job.staged(V.SEGMENTS).select(*q.keys, F.col(C.START).alias(C.T)))
         with job.lake.once(job.writer), job.lake.writing(ROWS_PER_FILE, plain=times):
             written = _publish_rows(job, {kind: job.staged(kind) for kind in tables}, state, scope)
+        save_schema(matches_stream_schema(job), lake_streams(job.lake))  # what a query over its matches reads
         return {results_table(job.plan.name): written}
 
     return timed("publish", work)

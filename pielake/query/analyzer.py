@@ -131,26 +131,23 @@ class QueryPlan:
         return self.symbol(constraint.left).source != self.symbol(constraint.right).source
 
     def one_stream(self) -> Source:
-        """The stream of a query over one stream of events, which is every query the Spark pipeline runs. A query
-        over several streams, or over another query's matches, is refused here, naming the stream: the pipeline's
-        loaders ask first (`runnable`), and every pipeline path reads its stream through `stream` or `alias`, so
-        none runs such a query by half."""
+        """The stream of a query over one stream (of events, or of another query's matches), which is every query
+        the Spark pipeline runs. A query over several streams is refused here, naming its second stream: the
+        pipeline's loaders ask first (`runnable`), and every pipeline path reads its stream through `stream` or
+        `alias`, so none runs such a query by half."""
         if len(self.sources) > 1:
             self.refuse(self.sources[1], f"the pipeline runs a query over one stream; this one reads "
-                        f"{len(self.sources)} ({', '.join(s.stream for s in self.sources)})", "several streams")
-        if self.sources[0].reads_matches:
-            self.refuse(self.sources[0], f"the pipeline runs a query over a stream of events; this one reads the "
-                        f"matches of query {self.sources[0].upstream}", "a query over another query's matches")
+                        f"{len(self.sources)} ({', '.join(s.stream for s in self.sources)})",
+                        "`pielake explain` shows its plan, and the reference computes its matches "
+                        "(docs/semantics.md §1, several streams); `pielake run` does not run it.")
         return self.sources[0]
 
-    def refuse(self, source: Source, message: str, rules: str) -> NoReturn:
-        """A query the pipeline does not run, with the position of the stream that makes it so."""
+    def refuse(self, source: Source, message: str, hint: str) -> NoReturn:
+        """A query that cannot run as it is, with the position of the stream that makes it so."""
         width = max(1, source.span.end - source.span.start)
         raise QuerySemanticError([ErrorDetail(
             message, source.span.line, source.span.col, self.source[source.span.start:source.span.end],
-            source_excerpt(self.source, source.span.line, source.span.col, width),
-            f"`pielake explain` shows its plan, and the reference computes its matches (docs/semantics.md §1, "
-            f"{rules}); `pielake run` does not run it.")])
+            source_excerpt(self.source, source.span.line, source.span.col, width), hint)])
 
     @property
     def stream(self) -> str:
@@ -257,7 +254,9 @@ class _Analyzer:
 
     def covers_stream_keys(self, keys: tuple[str, ...]) -> None:
         """Events are unique per key of their stream and time (docs/semantics.md §1): a query over a keyed stream
-        partitions by every key column of it (and may by more), or two events of one time would meet in a key."""
+        partitions by every key column of it (and may by more), or two events of one time would meet in a key.
+        A query over matches partitions by its upstream's key alone: how far a key's rows are known (its horizon,
+        docs/semantics.md §1) is known per upstream key."""
         for entry, schema in zip(self.entries, self.schemas, strict=True):
             if schema is None:
                 continue
@@ -268,6 +267,12 @@ class _Analyzer:
                 streams = ", ".join(e.name.text for e in self.entries)
                 self.error(f"stream {stream.text} is keyed by {', '.join(schema.keys)}, which the query does not "
                            f"partition by", stream.span, f"Write FROM {streams} PARTITION BY {partition}.")
+            extra = [k for k in keys if k.lower() not in {s.lower() for s in schema.keys}]
+            if schema.of_matches and extra and not missing:
+                stream = entry.name
+                self.error(f"a query over matches partitions by its upstream's key ({', '.join(schema.keys) or 'none'}"
+                           f"), not by {', '.join(extra)}: a key's horizon is the upstream's", stream.span,
+                           "Partition by the upstream query's PARTITION BY columns alone.")
 
     def check_streams_agree(self, keys: tuple[str, ...]) -> None:
         """Several streams meet on their keys and their times (docs/semantics.md §1): each key column, and the

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -413,9 +414,10 @@ def matches_stream(streams: Mapping[str, StreamEvents], plan: QueryPlan,
                    time_unit_seconds: Fraction | float | int = 1) -> StreamEvents:
     """The matches of `plan` over `streams` as the interval stream a query over them reads (docs/semantics.md §1,
     a query over another query's matches): a row per complete match that starts at or before its key's horizon,
-    the key's time less the window, by which every match starting there is final."""
+    the key's time less the window (rounded up to a whole time unit: times are whole units), by which every match
+    starting there is final."""
     matcher = _Matcher(plan, time_unit_seconds)
-    window = plan.window_seconds / matcher.unit  # in the stream's time unit
+    window = math.ceil(plan.window_seconds / matcher.unit)  # in whole units of the stream's time
     timelines = _timelines(streams, plan)
     horizon = {t.key: min(s.now for s in t.streams.values()) - window for t in timelines
                if len(t.streams) == len(plan.sources)}  # a key missing from a stream has no matches

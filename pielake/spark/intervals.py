@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pielake.spark.query import SparkQuery
 
 OPENS = "__opens"  # the time is the start of some row (instants stop at the latest start)
+EDGE = "__edge"  # the time is a row's start or end, not only a horizon mark's: an instant
 LATEST = "__latest_start"
 UNTIL = "__until"  # a row's end in kernel time: rows sharing a start are in end order
 
@@ -38,31 +39,34 @@ def _covering(index: int) -> str:
 
 
 def _satisfies(q: SparkQuery, index: int) -> Column:
-    """Symbol number `index`'s predicate on a row, NULL counting as false."""
-    return F.coalesce(predicate(q.plan.symbols[index].predicate, q.column), F.lit(False))
+    """Symbol number `index`'s predicate on a row, NULL counting as false; a horizon mark satisfies none."""
+    return F.coalesce(predicate(q.plan.symbols[index].predicate, q.column) & q.is_row(), F.lit(False))
 
 
 def instants(rows: DataFrame, q: SparkQuery) -> DataFrame:
-    """The kernel input of an interval stream's rows: keys, `__t` (an instant) and the flags words."""
+    """The kernel input of an interval stream's rows: keys, `__t` (an instant) and the flags words. A horizon
+    mark moves the key's latest start to it, and is no instant itself."""
     symbols = range(len(q.plan.symbols))
-    opened = rows.select(*q.keys, q.event_time().alias(C.T), F.lit(True).alias(OPENS),
+    opened = rows.select(*q.keys, q.event_time().alias(C.T), F.lit(True).alias(OPENS), q.is_row().alias(EDGE),
                          *(_satisfies(q, i).cast("int").alias(_covering(i)) for i in symbols))
-    closed = rows.select(*q.keys, q.reach_time().alias(C.T), F.lit(False).alias(OPENS),
-                         *((-_satisfies(q, i).cast("int")).alias(_covering(i)) for i in symbols))
+    closed = rows.filter(q.is_row()).select(*q.keys, q.reach_time().alias(C.T), F.lit(False).alias(OPENS),
+                                            F.lit(True).alias(EDGE),
+                                            *((-_satisfies(q, i).cast("int")).alias(_covering(i)) for i in symbols))
     edges = (opened.unionByName(closed).groupBy(*q.keys, C.T)
-             .agg(F.bool_or(OPENS).alias(OPENS), *(F.sum(_covering(i)).alias(_covering(i)) for i in symbols)))
+             .agg(F.bool_or(OPENS).alias(OPENS), F.bool_or(EDGE).alias(EDGE),
+                  *(F.sum(_covering(i)).alias(_covering(i)) for i in symbols)))
     key = Window.partitionBy(*q.keys)
     so_far = key.orderBy(C.T).rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    counted = edges.select(*q.keys, C.T, F.max(F.when(F.col(OPENS), F.col(C.T))).over(key).alias(LATEST),
+    counted = edges.select(*q.keys, C.T, EDGE, F.max(F.when(F.col(OPENS), F.col(C.T))).over(key).alias(LATEST),
                            *(F.sum(_covering(i)).over(so_far).alias(_covering(i)) for i in symbols))
-    known = counted.filter(F.col(C.T) <= F.col(LATEST))
+    known = counted.filter((F.col(C.T) <= F.col(LATEST)) & F.col(EDGE))
     return known.select(*q.keys, C.T, *q.words(lambda i: F.col(_covering(i)) > 0))
 
 
-def _rule(p: Partial, value: Column) -> Column:
-    """A partial over the rows of one situation, in start order, rows sharing a start in end order (a key's rows
-    are unique per start and end, so the order is total)."""
-    order = F.struct(C.T, UNTIL)
+def _rule(p: Partial, value: Column, q: SparkQuery) -> Column:
+    """A partial over the rows of one situation, in start order, rows sharing a start in end order, then in the
+    order columns' (a key's rows are unique per start, end and order columns, so the order is total)."""
+    order = F.struct(C.T, UNTIL, *q.order_columns)
     return {"first": F.min_by(value, order), "last": F.max_by(value, order), "min": F.min(value),
             "max": F.max(value), "sum": F.sum(value), "count": F.count(value)}[p.func].cast(p.spark_type).alias(p.name)
 
@@ -73,12 +77,12 @@ def with_partials(situations: DataFrame, rows: DataFrame, q: SparkQuery) -> Data
         partials = q.partials_of(index)
         if not partials:
             continue
+        read = dict.fromkeys([*q.order_columns, *(p.source for p in partials)])
         own = rows.filter(_satisfies(q, index)).select(*q.keys, q.event_time().alias(C.T),
-                                                       q.reach_time().alias(UNTIL),
-                                                       *{p.source for p in partials})
+                                                       q.reach_time().alias(UNTIL), *read)
         spans = situations.filter(F.col(C.SERIES) == index).select(*q.keys, V.TS, V.TE)
         inside = (F.col(C.T) >= F.col(V.TS)) & (F.col(V.TE).isNull() | (F.col(C.T) < F.col(V.TE)))
         merged = (spans.join(own, list(q.keys)).filter(inside).groupBy(*q.keys, V.TS)
-                  .agg(*(_rule(p, F.col(p.source)) for p in partials)).withColumn(C.SERIES, F.lit(index)))
+                  .agg(*(_rule(p, F.col(p.source), q) for p in partials)).withColumn(C.SERIES, F.lit(index)))
         situations = situations.join(merged, [*q.keys, C.SERIES, V.TS], "left")
     return situations

@@ -147,8 +147,25 @@ class SparkQuery:
         return self.kernel_time(self.stored_time())
 
     def stored_reach(self) -> Column:
-        """How far in time an event tells, as stored: a point event's time, an interval row's end."""
-        return F.col(self.names[self.stream.end_column.lower()]) if self.intervals else self.stored_time()
+        """How far in time an event tells, as stored: a point event's time, an interval row's end (of a matches
+        stream's horizon mark, which has no end, its start: `pielake.pipeline.upstream`). The end column itself
+        where there are no marks, so that Delta skips files by it."""
+        if not self.intervals:
+            return self.stored_time()
+        end = F.col(self.names[self.stream.end_column.lower()])
+        return F.coalesce(end, self.stored_time()) if self.stream.of_matches else end
+
+    def is_row(self) -> Column:
+        """An interval stream's row holds somewhere; a matches stream's horizon mark (no end) holds at no time
+        and only tells how far the key's time is known."""
+        if not self.stream.of_matches:
+            return F.lit(True)
+        return F.col(self.names[self.stream.end_column.lower()]).isNotNull()
+
+    @property
+    def order_columns(self) -> tuple[str, ...]:
+        """What orders rows sharing a start and an end, after them (a matches stream's symbol starts)."""
+        return tuple(self.names[c.lower()] for c in self.stream.order_columns)
 
     def reach_time(self) -> Column:
         return self.kernel_time(self.stored_reach())

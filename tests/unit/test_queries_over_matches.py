@@ -3,6 +3,7 @@ random upstream streams cut at random times, level by level."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from pielake.explain import explain
 from pielake.query.analyzer import QueryPlan, load_query, runnable
 from pielake.semantics.reference import StreamEvents, derive_situations_of, find_matches_of, matches_stream
 from pielake.semantics.relations import RELATIONS
+from pielake.streams import SchemaError, StreamSchema, load_schema, save_schema
 from pielake.vocabulary import COMPLETE, RETRACTED
 from tests.helpers import drawn
 
@@ -72,17 +74,43 @@ def test_rows_sharing_a_start_and_an_end_are_distinct_matches_in_binding_order()
     assert [(r["started_at"], r["completed_at"], r["b_ts"]) for r in stream.rows] == [(0, 5, 1), (0, 5, 3)]
 
 
-def test_explain_reads_matches_as_interval_rows_and_the_pipeline_refuses_them_naming_the_stream() -> None:
+def test_explain_reads_matches_as_interval_rows_and_the_pipeline_runs_them() -> None:
     down = load_query(DOWNSTREAM.format(relations="before"), "down")
     text = explain(down)
     assert "FROM matches_up M (the complete matches of query up)" in text
     assert "unions of the interval rows" in text
+    assert runnable(down) is down
+
+
+def test_a_horizon_is_a_whole_time_unit_at_or_before_the_key_s_time_less_the_window() -> None:
+    events = [*drawn(a="XX......X.", b="..X......X"), *quiet(10, 11)]
+    stream = matches_stream({"S": StreamEvents(events)}, upstream(within="2500 ms"))
+    assert stream.known_until == {("k",): 8}  # 11 - 2.5 s, rounded down to a whole second
+
+
+MATCHES_SCHEMA = StreamSchema("matches_up", ("key",), "started_at", "s",
+                              (("key", "STRING"), ("started_at", "BIGINT"), ("completed_at", "BIGINT"),
+                               ("a_ts", "BIGINT"), ("nb", "BIGINT")),
+                              "completed_at", horizon_lag=3, order_columns=("a_ts",))
+
+
+def test_a_matches_stream_s_schema_keeps_its_horizon_lag_and_order_in_the_lake(tmp_path: Path) -> None:
+    path = save_schema(MATCHES_SCHEMA, tmp_path)
+    assert load_schema("matches_up", tmp_path) == MATCHES_SCHEMA
+    assert MATCHES_SCHEMA.natural_key == ("key", "started_at", "completed_at", "a_ts")
+    path.write_text(path.read_text().replace("horizon_lag: 3", "horizon_lag: -1"))
+    with pytest.raises(SchemaError, match="horizon_lag is a whole number >= 0"):
+        load_schema("matches_up", tmp_path)
+
+
+def test_a_query_over_matches_partitions_by_its_upstream_s_key_alone() -> None:
+    schema = MATCHES_SCHEMA
+    text = "FROM matches_up M PARTITION BY key, nb DEFINE X AS M.nb >= 1, Y AS M.nb < 1 PATTERN X before Y WITHIN 9 s"
     with pytest.raises(QueryError) as caught:
-        runnable(down)
+        load_query(text, "down", schema)
     first = caught.value.first
-    assert (first.line, first.col, first.highlight) == (1, 6, "matches_up M")
-    assert first.description == "the pipeline runs a query over a stream of events; this one reads the matches " \
-                                "of query up"
+    assert (first.line, first.col, first.highlight) == (1, 6, "matches_up")
+    assert first.description.startswith("a query over matches partitions by its upstream's key (key), not by nb")
 
 
 def test_a_query_reading_its_own_matches_is_an_error_naming_the_stream() -> None:

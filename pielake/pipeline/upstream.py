@@ -1,0 +1,108 @@
+"""A query over another query's matches (docs/semantics.md §1): the upstream's published matches as the
+downstream's interval stream.
+
+The lake is all the two levels share. Every publish of a query describes its matches as a stream
+(`matches_stream_schema`, saved as `<lake>/_streams/matches_<query>.yaml`): its key, `started_at` and
+`completed_at`, the symbols' starts that order rows spanning one interval, and its horizon lag, the query's
+window. A run of a query over them ingests them from the upstream's results table, read at one version, so that
+the matches and the progress it reads are one commit's (`matches_input`):
+
+- the rows are the complete matches starting after the key's processed time downstream and at or before the
+  key's **horizon**, the upstream's time less its window: every match starting there is final;
+- each key whose horizon moved gets a **horizon mark**, a row at its horizon with no end. It holds at no time
+  (`pielake.spark.intervals`), but it moves the key's time on, so that situations close and statuses settle as
+  the upstream's time moves, with new rows or none. Marks are not input: ingest stages them beside the admitted
+  rows and counts them apart.
+"""
+
+from __future__ import annotations
+
+import pyspark.sql.functions as F
+from pyspark.sql import DataFrame
+
+from pielake import vocabulary as V
+from pielake.errors import PielakeError
+from pielake.lake.results import results_table
+from pielake.pipeline.job import QueryJob, events_table
+from pielake.pipeline.scope import mark_unprocessed
+from pielake.query.analyzer import MATCHES_PREFIX
+from pielake.spark.matches import LAST_TIME
+from pielake.streams import StreamSchema
+
+HORIZON = "__horizon"
+NEW = "__new"
+
+
+def matches_stream_schema(job: QueryJob) -> StreamSchema:
+    """The published matches of `job`'s query as a stream: its keys, `started_at`, `completed_at`,
+    `detected_at`, each symbol's `_ts` and `_te`, and the RETURN columns, typed as the matches table types them."""
+    q, plan = job.query, job.plan
+    types = {f.name.lower(): f.dataType.simpleString().upper()
+             for f in job.lake.read(job.table(V.MATCHES)).schema.fields}
+    times = types[V.COMPLETED_AT]
+    spans = [column for s in plan.symbols for column in (V.symbol_ts(s.name), V.symbol_te(s.name))]
+    keys = q.stored(q.keys)
+    columns = [*((k, types[k.lower()]) for k in keys),
+               *((c, times) for c in (V.STARTED_AT, V.COMPLETED_AT, V.DETECTED_AT)),
+               *((c, types[c.lower()]) for c in [*spans, *(r.name for r in plan.returns)])]
+    return StreamSchema(V.table_name(V.MATCHES, plan.name), keys, V.STARTED_AT, job.stream.time_unit,
+                        tuple(columns), V.COMPLETED_AT, q.window_ceiling,
+                        tuple(V.symbol_ts(s.name) for s in plan.symbols))
+
+
+def upstream_of(stream: StreamSchema) -> str:
+    return stream.name[len(MATCHES_PREFIX):]
+
+
+def matches_input(job: QueryJob, mode: str) -> tuple[DataFrame, DataFrame]:
+    """The upstream's matches a run of `job` ingests, in the stream's columns, and the horizon marks of the keys
+    whose horizon moved. A batch run reads every final match; a micro-batch those after its keys' processed
+    time (the earlier ones are the stream's already)."""
+    stream, q, lake = job.stream, job.declared_query, job.lake
+    upstream = upstream_of(stream)
+    if not lake.exists(results_table(upstream)):
+        raise PielakeError(f"query {upstream} has published nothing in {lake.root}; run it before query "
+                           f"{job.plan.name}, which reads its matches")
+    version = lake.version(results_table(upstream))
+    keys = list(stream.keys)
+    assert stream.horizon_lag is not None
+    horizons = lake.read(V.table_name(V.PROGRESS, upstream), version) \
+        .select(*keys, (F.col(LAST_TIME) - stream.horizon_lag).alias(HORIZON))
+    complete = lake.read(V.table_name(V.MATCHES, upstream), version).filter(F.col(V.STATUS) == V.COMPLETE) \
+        .withColumn(V.STARTED_AT, F.least(*(F.col(c) for c in stream.order_columns)))
+    rows = (complete.crossJoin(horizons) if not keys else complete.join(horizons, keys)) \
+        .filter(q.kernel_time(F.col(V.STARTED_AT)) <= F.col(HORIZON))
+    marks = horizons.withColumn(V.STARTED_AT, q.time_out(F.col(HORIZON)))
+    processed = job.published(V.PROGRESS) if mode == "incremental" else None
+    if processed is not None:
+        rows = _after(job, rows, processed)
+    known = processed if processed is not None else _latest_starts(job)
+    if known is not None:
+        marks = _after(job, marks, known)
+    return rows.select(*stream.column_names), _as_marks(marks, stream)
+
+
+def _after(job: QueryJob, rows: DataFrame, processed: DataFrame) -> DataFrame:
+    """`rows` that start after their key's time in `processed` (keys, `__last_t`)."""
+    q = job.declared_query
+    marked = mark_unprocessed(q.keyed(rows), processed, q, time=q.event_time(), mark=NEW)
+    return q.unkeyed(marked.filter(F.col(NEW)).drop(NEW))
+
+
+def _latest_starts(job: QueryJob) -> DataFrame | None:
+    """Per key, the latest start the stream's table holds (a row's, or a mark's), for a batch run, which reads
+    every final match again (ingest drops those the table holds) but marks only a horizon that moved."""
+    table = events_table(job.stream)
+    if not job.lake.exists(table):
+        return None
+    q = job.declared_query
+    return q.keyed(job.lake.read(table)).groupBy(*q.keys).agg(F.max(q.event_time()).alias(LAST_TIME))
+
+
+def _as_marks(horizons: DataFrame, stream: StreamSchema) -> DataFrame:
+    """A horizon mark per key: its key and its start, every other column NULL, in the stream's columns."""
+    kinds = dict(stream.columns)
+    present = {*stream.keys, stream.time_column}
+    return horizons.select(*(F.col(c) if c in present else F.lit(None).cast(kinds[c]).alias(c)
+                             for c in stream.column_names))
+

@@ -1,0 +1,114 @@
+"""A query over another query's matches, run by the pipeline (docs/semantics.md §1): after every micro-batch of
+the upstream and the downstream's run after it, both levels' published tables equal the reference's over the
+events so far."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import event, example, given
+from hypothesis import strategies as st
+from pyspark.sql import SparkSession
+
+from pielake.errors import QueryError
+from pielake.lake.delta import Lake
+from pielake.pipeline.job import RunRequest
+from pielake.pipeline.runner import run_query
+from pielake.query.analyzer import QueryPlan, load_query
+from pielake.semantics.reference import StreamEvents, derive_situations_of, find_matches_of, matches_stream
+from pielake.streams import save_schema
+from tests.integration.test_incremental import MICRO_SETTINGS, micro_batches, situation_rows
+from tests.spark.kernels import reference_rows, spark_rows
+from tests.strategies import RELATION_NAMES, Case
+
+pytestmark = pytest.mark.heavy(seconds=240)
+
+PREDICATES = ("M.nb >= 1", "M.nb >= 2", "M.sa > 3", "NOT (M.nb >= 2)", "M.a_te > M.b_ts")
+
+
+@st.composite
+def downstream(draw: st.DrawFn, keys: tuple[str, ...]) -> str:
+    """A query over the matches of `tests.strategies.scenario`'s query (RETURN sa, nb, da), named `up`."""
+    relations = ";".join(draw(st.lists(st.sampled_from(RELATION_NAMES), min_size=1, max_size=4, unique=True)))
+    partition = f" PARTITION BY {', '.join(keys)}" if keys else ""
+    return (f"FROM matches_up M{partition} DEFINE X AS {draw(st.sampled_from(PREDICATES))}, "
+            f"Y AS {draw(st.sampled_from(PREDICATES))} PATTERN X {relations} Y WITHIN {draw(st.integers(2, 60))} s "
+            f"RETURN count(X.nb) AS n, first(Y.sa) AS fy, last(X.b_ts) AS lb")
+
+
+def expected(case: Case, rows: list[dict], up: QueryPlan, down: QueryPlan) -> tuple[list[tuple], list[tuple]]:
+    """The reference's matches and situations of `down` over the matches `up` finds in `rows`."""
+    upstream = {"S": StreamEvents(case.kernel_rows(rows), "ts", case.end_column)}
+    streams = {"matches_up": matches_stream(upstream, up, time_unit_seconds=case.unit)}
+    matches = find_matches_of(streams, down, time_unit_seconds=case.unit)
+    situations = sorted((s.key, s.symbol, s.ts, s.te) for s in derive_situations_of(streams, down))
+    return reference_rows(matches, down), situations
+
+
+def assert_both_levels_equal_the_reference(spark: SparkSession, root: Path, case: tuple[Case, list[list[dict]]],
+                                           down_text: str) -> int:
+    """Micro-batches of the upstream, each followed by a run of the downstream; returns how many complete
+    upstream matches the downstream read in the end."""
+    drawn, batches = case
+    shutil.rmtree(root, ignore_errors=True)
+    save_schema(drawn.stream, root / "_streams")
+    lake = Lake(spark, root)
+    up, down = load_query(drawn.query, "up"), load_query(down_text, "down")
+    seen: list[dict] = []
+    for index, batch in enumerate(batches):
+        path = root / f"batch{index}.json"
+        path.write_text("\n".join(json.dumps(r) for r in drawn.json_rows(batch)))
+        run_query(lake, up, f"u{index}", RunRequest(mode="incremental", events_path=str(path), checks=index == 0))
+        summary = run_query(lake, down, f"d{index}", RunRequest(mode="incremental", checks=index == 0))
+        assert summary.ingest is not None and summary.ingest.quarantined == 0
+        seen += [r for r in batch if r in drawn.rows]
+        matches, situations = expected(drawn, seen, up, down)
+        assert spark_rows(lake.read("matches_down"), down) == matches, (drawn.query, down_text, index)
+        assert situation_rows(lake, down) == situations, (drawn.query, down_text, index)
+    again = run_query(lake, down, "batch", RunRequest(checks=False))  # a batch run: every final match again
+    assert again.ingest is not None and (again.ingest.events, again.ingest.horizon_marks) == (0, 0)
+    assert spark_rows(lake.read("matches_down"), down) == matches
+    return lake.read("events_matches_up").filter("completed_at IS NOT NULL").count()
+
+
+def _hand_case() -> tuple[Case, list[list[dict]]]:
+    """Key k: A meets B three times; the second batch completes the first two matches, the third moves the
+    horizon past them without a match of its own, so the downstream's situations close on a horizon mark."""
+    a = "XX..XX.....X..........."
+    b = "..XX..XX....X.........."
+    rows = [{"key": "k", "ts": t, "a": a[t] == "X", "b": b[t] == "X", "c": False, "x": float(t)} for t in range(len(a))]
+    case = Case("FROM S PARTITION BY key DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s "
+                "RETURN sum(A.x) AS sa, count(B.x) AS nb, duration(A) AS da", rows, ("key",), timed=False)
+    return case, [rows[:6], rows[6:12], rows[12:]]
+
+
+HAND_DOWNSTREAM = ("FROM matches_up M PARTITION BY key DEFINE X AS M.nb >= 1, Y AS M.sa > 3 "
+                   "PATTERN X overlaps; meets; before Y WITHIN 30 s RETURN count(X.nb) AS n, first(Y.sa) AS fy, "
+                   "last(X.b_ts) AS lb")
+
+
+@MICRO_SETTINGS
+@given(case=micro_batches(), data=st.data())
+@example(case=_hand_case(), data=None)
+def test_a_query_over_matches_equals_the_reference_after_every_micro_batch_of_its_upstream(
+        spark: SparkSession, tmp_path: Path, case: tuple[Case, list[list[dict]]], data: st.DataObject | None) -> None:
+    if data is not None:  # a short upstream window: most of its matches become final within the stream
+        window = data.draw(st.integers(1, 8))
+        case = (replace(case[0], query=re.sub(r"WITHIN \d+ s", f"WITHIN {window} s", case[0].query)), case[1])
+    down_text = HAND_DOWNSTREAM if data is None else data.draw(downstream(case[0].keys))
+    read = assert_both_levels_equal_the_reference(spark, tmp_path / "lake", case, down_text)
+    event(f"upstream matches read: {'none' if not read else 'some'}")
+    if data is None:
+        assert read == 3
+
+
+def test_a_query_over_matches_that_have_not_been_published_is_refused_naming_the_stream(
+        spark: SparkSession, tmp_path: Path) -> None:
+    with pytest.raises(QueryError) as caught:
+        run_query(Lake(spark, tmp_path / "lake"), load_query(HAND_DOWNSTREAM, "down"), "d0", RunRequest())
+    assert "query up has published no matches" in str(caught.value) and "Line 1, Col 6" in str(caught.value)
