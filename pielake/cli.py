@@ -32,6 +32,7 @@ from pielake.explain import explain, explain_dot, found_by, relation_pictures
 from pielake.lake.catalog import PASSWORD_VARIABLE
 from pielake.lake.lock import RunLock
 from pielake.query.analyzer import QueryPlan, analyze, bind, load_query_file, read_query_file
+from pielake.query.hierarchy import check_upstreams
 from pielake.query.join_order import join_order
 from pielake.query.parser import parse
 from pielake.query.printer import expr_text, query_text
@@ -121,6 +122,8 @@ def check_command(query_files: tuple[str, ...], fmt: str) -> None:
     for path in query_files:
         try:
             plan = load_query_file(path)
+            folder = Path(path).resolve().parent
+            check_upstreams(plan, lambda name, folder=folder: _query_beside(folder, name), str(folder))
             report.append({"file": path, "ok": True, "warnings": [w.render() for w in plan.warnings]})
             if fmt == "text":
                 click.echo(f"{path}: ok" + "".join(f"\n  {w.render()}" for w in plan.warnings))
@@ -138,6 +141,17 @@ def check_command(query_files: tuple[str, ...], fmt: str) -> None:
         click.echo(json.dumps(report, indent=2))
     if failed:
         sys.exit(EXIT_USAGE)
+
+
+def _query_beside(folder: Path, name: str) -> QueryPlan | None:
+    """The query `name` as a file in `folder` (`<name>.tpq`, any case), where a query over its matches finds it."""
+    found = next((p for p in sorted(folder.glob("*.tpq")) if p.stem.lower() == name.lower()), None)
+    if found is None:
+        return None
+    try:
+        return load_query_file(found)
+    except QueryError as error:
+        raise PielakeError(f"query {name}, whose matches it reads, does not load: {found}: {error}") from None
 
 
 def new_run_id() -> str:
@@ -228,7 +242,8 @@ def _run(query_file: str, events_path: str | None, lake_dir: str, *, master: str
 
 @main.command("run")
 @click.argument("query_file")
-@click.option("--events", "events_path", required=True, help="CSV (with header), Parquet or JSON-lines events.")
+@click.option("--events", "events_path", default=None,
+              help="CSV (with header), Parquet or JSON-lines events (none for a query over another query's matches).")
 @click.option("--incremental", is_flag=True,
               help="Append the events as the next micro-batch and recompute only what they change.")
 @run_options
@@ -236,6 +251,8 @@ def _run(query_file: str, events_path: str | None, lake_dir: str, *, master: str
 def run_command(query_file: str, *, events_path: str, incremental: bool, lake_dir: str, master: str | None,
                 remote: str | None, run_id: str | None, **options: Any) -> None:
     """Run QUERY_FILE over the events: ingest, situations, pairs, matches, each gated, then publish."""
+    if events_path is None and not load_query_file(query_file).one_stream().reads_matches:
+        raise click.UsageError("Missing option '--events': the query reads a stream of events.")
     _run(query_file, events_path, lake_dir, master=master, remote=remote, run_id=run_id,
          mode="incremental" if incremental else "batch", **options)
 

@@ -51,6 +51,7 @@ from pielake.errors import PielakeError
 from pielake.orchestration.tasks import maintain_on_engine, run_step_on_engine
 from pielake.pipeline.registry import STAGES, Registry, Step
 from pielake.query.analyzer import QueryPlan, load_query_file
+from pielake.query.hierarchy import check_upstreams
 
 PROJECT = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT / "jobs"
@@ -103,25 +104,42 @@ class Broken:
 
 
 def register(path: Path) -> Registration:
-    """A query file with its settings from `<name>.yaml` beside it."""
+    """A query file with its settings from `<name>.yaml` beside it. A query over another query's matches runs
+    when that query has published (`scheduled_dag`) and reads no file: it takes neither a schedule nor events."""
     plan = load_query_file(path)
     sidecar = path.with_suffix(".yaml")
     settings = (yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}) if sidecar.is_file() else {}
     unknown = set(settings) - set(SETTINGS)
     if unknown:
         raise PielakeError(f"{sidecar}: unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(SETTINGS)}")
+    source = plan.one_stream()
+    fixed = sorted({"schedule", "events"} & set(settings)) if source.reads_matches else []
+    if fixed:
+        raise PielakeError(f"{sidecar}: query {plan.name} reads the matches of query {source.upstream} and runs "
+                           f"each time that query publishes them; drop {' and '.join(fixed)}")
     return Registration(path, plan, **{k: str(v) for k, v in settings.items()})
 
 
 def registrations(folder: Path) -> list[Registration | Broken]:
-    """Every `*.tpq` in `folder`, registered, or broken with its error: one query's error hides no other's."""
+    """Every `*.tpq` in `folder`, registered, or broken with its error: one query's error hides no other's. A
+    query over another query's matches is broken where that query is not registered here, or where the queries
+    read each other's matches in a cycle (`pielake.query.hierarchy`)."""
     found: list[Registration | Broken] = []
     for path in sorted(folder.glob("*.tpq")):
         try:
             found.append(register(path))
         except PielakeError as error:
             found.append(Broken(path, error))
-    return found
+    registered = {r.plan.name.lower(): r.plan for r in found if isinstance(r, Registration)}
+    checked: list[Registration | Broken] = []
+    for each in found:
+        try:
+            if isinstance(each, Registration):
+                check_upstreams(each.plan, lambda name: registered.get(name.lower()), str(folder))
+            checked.append(each)
+        except PielakeError as error:
+            checked.append(Broken(each.path, error))
+    return checked
 
 
 def operator_arguments() -> dict[str, object]:
@@ -203,7 +221,7 @@ DEFAULT_ARGS = {"owner": "pielake", "retries": 2,
 
 def _request(registration: Registration, mode: str, events: str, **more: str) -> dict[str, Any]:
     """The run's request (`pielake.pipeline.job.RunRequest`'s fields), its values Airflow templates."""
-    return {"mode": mode, "events_path": events, "fmt": registration.format or None,
+    return {"mode": mode, "events_path": events or None, "fmt": registration.format or None,
             "time_column": registration.time_column, "time_unit": registration.time_unit, "lock_wait": lock_wait(),
             **more}
 
@@ -222,11 +240,16 @@ def _dag_doc(registration: Registration, purpose: str) -> str:
 
 def scheduled_dag(registration: Registration, registry: Registry = STAGES) -> DAG:
     """Micro-batches on the query's schedule; runs never overlap (max_active_runs=1) and run in order."""
-    name = registration.plan.name
-    dag = DAG(f"pielake_{name}", schedule=registration.schedule, start_date=START_DATE,
+    name, source = registration.plan.name, registration.plan.one_stream()
+    schedule: str | list[Asset] = registration.schedule
+    purpose = "Micro-batch detection: each run reads the events that landed since the last one."
+    if source.reads_matches:  # a level of a hierarchy: after each publish of the query below it
+        schedule = [table_asset(source.upstream, V.MATCHES)]
+        purpose = (f"Micro-batch detection over the matches of query {source.upstream}: each run follows a "
+                   "publish of them and reads the matches that became final since the last one.")
+    dag = DAG(f"pielake_{name}", schedule=schedule, start_date=START_DATE,
               catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS, tags=["pielake"],
-              doc_md=_dag_doc(registration, "Micro-batch detection: each run reads the events that landed since "
-                                            "the last one."))
+              doc_md=_dag_doc(registration, purpose))
     _wire(dag, registration, _request(registration, "incremental", registration.events), registry)
     return dag
 
@@ -296,13 +319,17 @@ def maintenance_dag(registered: list[Registration]) -> DAG:
 
 
 def build_dags(folder: Path, registry: Registry = STAGES) -> dict[str, DAG]:
-    """Both DAGs of every registered query, and one for each that does not parse, by dag id; and the lake's
-    maintenance DAG."""
+    """Both DAGs of every registered query (a query over matches: its scheduled one), and one for each that does
+    not parse, by dag id; and the lake's maintenance DAG."""
     dags = {}
     found = registrations(folder)
     for each in found:
-        made = [broken_dag(each)] if isinstance(each, Broken) else \
-            [scheduled_dag(each, registry), backfill_dag(each, registry)]
+        if isinstance(each, Broken):
+            made = [broken_dag(each)]
+        elif each.plan.one_stream().reads_matches:  # the pipeline backfills no query over matches
+            made = [scheduled_dag(each, registry)]
+        else:
+            made = [scheduled_dag(each, registry), backfill_dag(each, registry)]
         dags |= {dag.dag_id: dag for dag in made}
     maintenance = maintenance_dag([r for r in found if isinstance(r, Registration)])
     return dags | {maintenance.dag_id: maintenance}

@@ -16,6 +16,8 @@ from tests.helpers import process_env
 
 ROOT = Path(__file__).parents[2]
 BROKEN = "FROM S DEFINE A AS x, B AS y PATTERN A overlap B WITHIN 5 s\n"
+SPANS = ("FROM matches_flag_pairs M PARTITION BY key DEFINE L AS M.b_te - M.a_ts >= 4, S AS M.b_te - M.a_ts < 4 "
+         "PATTERN L before; meets S WITHIN 1 min\n")
 LOAD = """
 import json, time
 started = time.perf_counter()
@@ -67,6 +69,12 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (queries / "flag_pairs.yaml").write_text('schedule: "*/5 * * * *"\nevents: /landing/flags.json\n'
                                              'step_timeout: 15\n')
     (queries / "broken.tpq").write_text(BROKEN)
+    (queries / "flag_spans.tpq").write_text(SPANS)
+    (queries / "orphan.tpq").write_text("FROM matches_nowhere M DEFINE X AS M.a_ts > 0, Y AS M.a_ts < 0 "
+                                        "PATTERN X before Y WITHIN 1 h\n")
+    for name, other in (("ping", "pong"), ("pong", "ping")):
+        (queries / f"{name}.tpq").write_text(f"FROM matches_{other} M DEFINE X AS M.x_ts > 0, Y AS M.x_ts < 0 "
+                                             "PATTERN X before Y WITHIN 1 h\n")
     return {**load_dags(home, queries), "lake": str(home / "lake")}
 
 
@@ -102,6 +110,7 @@ def test_each_dag_shows_its_query_and_tables_and_publish_declares_them_as_assets
 def test_a_query_that_does_not_parse_is_a_dag_that_names_its_file_line_and_column(loaded: dict) -> None:
     broken = loaded["dags"]["pielake_broken"]
     assert set(loaded["dags"]) == {"pielake_flag_pairs", "pielake_flag_pairs_backfill", "pielake_broken",
+                                   "pielake_flag_spans", "pielake_orphan", "pielake_ping", "pielake_pong",
                                    "pielake_maintenance"}
     assert broken["tags"] == ["broken", "pielake"] and broken["schedule"] == "None"
     assert broken["tasks"] == {"parse_query": []}
@@ -111,7 +120,7 @@ def test_a_query_that_does_not_parse_is_a_dag_that_names_its_file_line_and_colum
 
 def test_the_lake_has_a_daily_maintenance_dag_with_a_task_per_valid_query(loaded: dict) -> None:
     maintenance = loaded["dags"]["pielake_maintenance"]
-    assert maintenance["tasks"] == {"maintain_flag_pairs": []}
+    assert maintenance["tasks"] == {"maintain_flag_pairs": [], "maintain_flag_spans": []}
     assert maintenance["schedule"] == "@daily" and maintenance["tags"] == ["maintenance", "pielake"]
     assert "OPTIMIZE" in maintenance["doc"] and "VACUUM" in maintenance["doc"]
 
@@ -122,3 +131,22 @@ def test_a_scheduler_just_started_runs_the_queries_at_once_and_leaves_maintenanc
     first runs wait behind it."""
     scheduled, maintenance = loaded["dags"]["pielake_flag_pairs"], loaded["dags"]["pielake_maintenance"]
     assert scheduled["first_run"] <= loaded["loaded_at"] < maintenance["first_run"]
+
+
+def test_a_query_over_matches_runs_after_each_publish_of_the_query_it_reads(loaded: dict) -> None:
+    spans = loaded["dags"]["pielake_flag_spans"]
+    matches = (Path(loaded["lake"]).resolve() / "matches_flag_pairs").as_uri()
+    assert matches in spans["schedule"] and spans["first_run"] is None  # no clock: the Asset's events
+    assert spans["tasks"] == EXPECTED_GRAPH and SPANS.strip() in spans["doc"]
+    assert "pielake_flag_spans_backfill" not in loaded["dags"]  # the pipeline backfills no query over matches
+
+
+def test_a_query_over_unregistered_or_cyclic_matches_is_a_broken_dag_naming_its_from(loaded: dict) -> None:
+    orphan = loaded["dags"]["pielake_orphan"]
+    assert orphan["tags"] == ["broken", "pielake"]
+    assert "orphan.tpq: no query nowhere (nowhere.tpq) is in" in orphan["doc"]
+    assert "whose matches query orphan reads. Line 1, Col 6. Put nowhere.tpq beside it" in orphan["doc"]
+    for name in ("ping", "pong"):
+        other = "pong" if name == "ping" else "ping"
+        doc = loaded["dags"][f"pielake_{name}"]["doc"]
+        assert f"queries read each other's matches in a cycle: {name} -> {other} -> {name}. Line 1, Col 6" in doc

@@ -1,6 +1,7 @@
 """A whole scheduled run of a generated DAG (`airflow dags test`) writes the same tables the reference computes:
 on the engine, every task a thin client on the `spark_connect` connection, after which the scheduler starts the
-downstream DAG docs/operations.md shows, scheduled on the matches Asset; and where no engine runs, every step a
+downstream DAG docs/operations.md shows and the DAG of a query over the matches, both scheduled on the matches
+Asset, and that query's run publishes what the reference finds over them; and where no engine runs, every step a
 real spark-submit, although the `situations` task's driver is killed (SIGKILL) in the middle of its writes and
 Airflow retries the task. (The DAG folder's integrity: tests/dags; the maintenance DAG: test_maintenance.py.)
 
@@ -26,8 +27,8 @@ from pyspark.sql import SparkSession
 from pielake.engine.settings import JAVA_OPTIONS, driver_heap
 from pielake.lake.delta import Lake
 from pielake.query.analyzer import load_query
-from pielake.semantics.reference import derive_situations, find_matches
-from tests.dags.test_dag_integrity import EXPECTED_GRAPH
+from pielake.semantics.reference import StreamEvents, derive_situations, find_matches, find_matches_of, matches_stream
+from tests.dags.test_dag_integrity import EXPECTED_GRAPH, SPANS
 from tests.integration.conftest import BIN, QUERY, ROOT, airflow_command
 
 pytestmark = pytest.mark.heavy(seconds=580)  # about this long in CI: scheduled first
@@ -84,11 +85,13 @@ def test_a_scheduled_run_on_the_engine_writes_the_reference_tables_and_triggers_
         airflow: dict[str, str], tmp_path: Path, spark: SparkSession) -> None:
     lake, dags = tmp_path / "lake", tmp_path / "dags"
     dags.mkdir()
+    (Path(airflow["PIELAKE_QUERIES"]) / "flag_spans.tpq").write_text(SPANS)  # a second level, over its matches
     (dags / "pielake_dags.py").symlink_to(ROOT / "dags" / "pielake_dags.py")
     (dags / "notify_flag_pairs.py").write_text(downstream_dag(lake))
     env = {**airflow, "PIELAKE_LAKE": str(lake), "AIRFLOW__CORE__DAGS_FOLDER": str(dags)}
     airflow_command(env, "dags", "reserialize")  # what the DAG processor does: both DAGs known, with their Assets
-    airflow_command(env, "dags", "unpause", "notify_flag_pairs")  # as a user turns it on
+    for dag in ("notify_flag_pairs", "pielake_flag_spans"):
+        airflow_command(env, "dags", "unpause", dag)  # as a user turns them on
     started = time.perf_counter()
     log = airflow_command(env, "dags", "test", "pielake_flag_pairs")
     assert "state=success" in log, log[-4000:]
@@ -104,9 +107,27 @@ def test_a_scheduled_run_on_the_engine_writes_the_reference_tables_and_triggers_
         airflow_command(env, "scheduler", "--num-runs", "1")
     finally:
         airflow_command(env, "pools", "set", "default_pool", "128", "Default pool")
-    listed = airflow_command(env, "dags", "list-runs", "notify_flag_pairs", "--output", "json").splitlines()
-    runs = next(json.loads(line) for line in reversed(listed) if line.startswith("[{") or line == "[]")
-    assert [r["run_id"].split("__")[0] for r in runs] == ["asset_triggered"], runs
+    for dag in ("notify_flag_pairs", "pielake_flag_spans"):
+        listed = airflow_command(env, "dags", "list-runs", dag, "--output", "json").splitlines()
+        runs = next(json.loads(line) for line in reversed(listed) if line.startswith("[{") or line == "[]")
+        assert [r["run_id"].split("__")[0] for r in runs] == ["asset_triggered"], (dag, runs)
+
+    # The query over flag_pairs' matches, registered beside it, publishes what the reference finds in them.
+    log = airflow_command(env, "dags", "test", "pielake_flag_spans")
+    assert "state=success" in log, log[-4000:]
+    assert_level_two_equals_the_reference(spark, airflow, lake)
+
+
+def assert_level_two_equals_the_reference(spark: SparkSession, airflow: dict[str, str], lake: Path) -> None:
+    """The matches of `flag_spans` in `lake` are those the reference finds over flag_pairs' matches."""
+    rows = [json.loads(line) for line in (Path(airflow["AIRFLOW_HOME"]) / "flags.json").read_text().splitlines()]
+    upstream = matches_stream({"Flags": StreamEvents(rows)}, load_query(QUERY, "flag_pairs"))
+    plan = load_query(SPANS, "flag_spans")
+    want = sorted((m.key[0], m.situation("L").ts, m.situation("S").ts, m.detected_at, m.status)
+                  for m in find_matches_of({"matches_flag_pairs": upstream}, plan))
+    got = sorted((r.key, r.l_ts, r.s_ts, r.detected_at, r.status)
+                 for r in Lake(spark, lake).read("matches_flag_spans").collect())
+    assert got == want and want
 
 
 def test_a_spark_submit_run_killed_mid_task_and_retried_writes_the_reference_tables(airflow: dict[str, str],

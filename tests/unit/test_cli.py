@@ -77,6 +77,18 @@ def test_check_reports_every_file_as_json(tmp_path: Path) -> None:
     assert report[1]["errors"][0]["line"] == 1
 
 
+def test_check_finds_the_query_whose_matches_a_query_reads_beside_it_and_refuses_a_cycle(tmp_path: Path) -> None:
+    down = tmp_path / "down.tpq"
+    down.write_text("FROM matches_up M DEFINE X AS M.a_ts > 0, Y AS M.a_ts < 0 PATTERN X before Y WITHIN 1 h")
+    invoke(["check", str(down)], EXIT_USAGE, f"no query up (up.tpq) is in {tmp_path}, whose matches query down reads. "
+           "Line 1, Col 6")
+    (tmp_path / "up.tpq").write_text("FROM S DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s")
+    invoke(["check", str(down)], EXIT_OK, f"{down}: ok")
+    (tmp_path / "up.tpq").write_text("FROM matches_down D DEFINE A AS D.x_ts > 0, B AS D.x_ts < 0 "
+                                     "PATTERN A meets B WITHIN 5 s")
+    invoke(["check", str(down)], EXIT_USAGE, "queries read each other's matches in a cycle: down -> up -> down")
+
+
 def test_an_engine_on_a_taken_port_says_so_in_one_line_before_starting_spark(tmp_path: Path) -> None:
     handler = signal.getsignal(signal.SIGTERM)
     with socket.socket() as taken:
