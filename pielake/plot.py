@@ -151,7 +151,8 @@ def draw(picture: Timeline, out: Path) -> Path:
     times += [t for m in picture.brackets for t in (m.start, m.end, m.detected_at) if t is not None]
     left, right = min(times, default=0), max(times, default=1)
     lanes = len(picture.lanes)
-    figure, axes = plt.subplots(figsize=(12, 1.2 + 0.7 * lanes + 0.1 * len(picture.brackets)))
+    # Constrained layout keeps room below the axes for the time label and, under it, the legend.
+    figure, axes = plt.subplots(figsize=(12, 1.5 + 0.7 * lanes + 0.1 * len(picture.brackets)), layout="constrained")
     for bar in picture.bars:
         start, width = bar_extent(bar, left, right)
         if bar.end is None:
@@ -171,13 +172,12 @@ def draw(picture: Timeline, out: Path) -> Path:
     legend = [Patch(color=SITUATION_COLOUR, label="situation"),
               Patch(facecolor="white", edgecolor=SITUATION_COLOUR, hatch=OPEN_HATCH, label="open situation"),
               *(Line2D([], [], color=c, marker="v", label=f"{s} match") for s, c in STATUS_COLOURS.items())]
-    axes.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, fontsize=8, frameon=False)
+    figure.legend(handles=legend, loc="outside lower center", ncol=4, fontsize=8, frameon=False)
     axes.set_yticks(range(lanes), picture.lanes)
     axes.set_ylim(-0.8, lanes + 0.1)
     axes.set_xlabel("time (triangles: detected_at)")
     axes.set_title(picture.title)
     axes.grid(axis="x", alpha=0.3)
-    figure.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(out, dpi=120)
     plt.close(figure)
