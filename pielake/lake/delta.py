@@ -365,16 +365,20 @@ class Lake:
         metrics = self.last_commit(table)["operationMetrics"]
         return {k: int(metrics.get(f"numTargetRows{k.capitalize()}", 0)) for k in ("inserted", "updated", "deleted")}
 
-    def append(self, df: DataFrame, table: str, *, change_feed: bool = False, writer: str | None = None) -> None:
-        """Append `df`; a table created here with `change_feed` records its inserts for `inserted_since`. With a
-        `writer`, the append is made `once`; the table is created before, outside it (creating it is a commit
-        too, and would leave the append nothing to do)."""
+    def append(self, df: DataFrame, table: str, *, change_feed: bool = False, writer: str | None = None,
+               replace: bool = False) -> None:
+        """Append `df` (with `replace`, write it in place of the table's rows and columns); a table created here with
+        `change_feed` records its inserts for `inserted_since`. With a `writer`, the write is made `once`; the
+        table is created before, outside it (creating it is a commit too, and would leave the write nothing to
+        do)."""
         if change_feed and not self.exists(table):
             (DeltaTable.createIfNotExists(self.spark).location(self.path(table)).addColumns(df.schema)
              .property("delta.enableChangeDataFeed", "true")
              .property("delta.setTransactionRetentionDuration", RUN_COMMITS_KEPT).execute())
+        write = df.write.format("delta")
+        write = write.mode("overwrite").option("overwriteSchema", "true") if replace else write.mode("append")
         with self.writing(), self.once(writer) if writer is not None else nullcontext():
-            df.write.format("delta").mode("append").save(self.path(table))
+            write.save(self.path(table))
 
     def inserted_since(self, table: str, version: int) -> DataFrame | None:
         """Rows inserted after `version` (from the Change Data Feed: only the newer files are read), or None if

@@ -28,7 +28,7 @@ any that another query's run appended meanwhile (`publish_events`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
@@ -45,7 +45,7 @@ from pielake.lake.delta import Lake, LakeError, check_run_id
 from pielake.lake.lock import exclusive
 from pielake.pipeline.job import RunRequest, StageResult, StepContext, events_table, quarantine_table, timed
 from pielake.pipeline.scope import mark_unprocessed
-from pielake.pipeline.upstream import matches_input
+from pielake.pipeline.upstream import matches_input, mirrors
 from pielake.query.analyzer import QueryPlan
 from pielake.streams import FORMATS, SCHEMAS_DIR, TIMESTAMP_UNIT, StreamSchema, load_schema, save_schema
 
@@ -170,11 +170,13 @@ def _interval_checks(stream: StreamSchema) -> list[tuple[Column, Column]]:
 
 
 def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id: str, *, staged_as: str,
-                admission: Admission | None = None, marks: DataFrame | None = None) -> IngestReport:
+                admission: Admission | None = None, marks: DataFrame | None = None,
+                replaces: bool = False) -> IngestReport:
     """Stage the good events of `raws` (files as `read_raw` reads them) as `staged_as`, for `events_<stream>`;
     write the bad rows to `quarantine_<stream>`. The staged table's note is the version of the stream's table
     they were compared with (`publish_events` reads it). A matches stream's horizon marks (`marks`,
-    `pielake.pipeline.upstream`) are staged with the events, unchecked: they are no input, but the run's own."""
+    `pielake.pipeline.upstream`) are staged with the events, unchecked: they are no input, but the run's own.
+    Rows that will `replace` the stream's table are compared with nothing in it."""
     if not raws:
         raws = [lake.spark.createDataFrame([], _as_text(stream))]
     casts = [_cast(raw, stream) for raw in raws]
@@ -190,7 +192,8 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
     # 2. Against what is ingested already: identical -> dropped, different -> conflict.
     table = events_table(stream)
     seen = lake.version(table) if lake.exists(table) else NO_VERSION
-    candidates = _with_ingested(lake, stream, candidates, version=seen)
+    candidates = candidates.withColumn(OLD_PAYLOAD, F.lit(None).cast("string")) if replaces else \
+        _with_ingested(lake, stream, candidates, version=seen)
     fresh = candidates.filter(F.col(OLD_PAYLOAD).isNull())
     refused = [checked.limit(0)]
     if admission is not None:
@@ -261,7 +264,7 @@ def _other_values(payload: Column) -> Column:
     return F.col(OLD_PAYLOAD).isNotNull() & (F.col(OLD_PAYLOAD) != payload)
 
 
-def publish_events(lake: Lake, stream: StreamSchema, staged_as: str, writer: str) -> int:
+def publish_events(lake: Lake, stream: StreamSchema, staged_as: str, writer: str, *, replace: bool = False) -> int:
     """Append the staged events (after their gate passed) to `events_<stream>` as `writer`'s (`QueryJob.writer`),
     once (`Lake.once`): a step that is retried after it appended them does not append them again. Returns how
     many of them the table held already.
@@ -270,19 +273,20 @@ def publish_events(lake: Lake, stream: StreamSchema, staged_as: str, writer: str
     table (the version its staged table notes). The append then first drops the staged events the table holds
     now; the comparison and the append are one section of the stream's (`exclusive`), so two runs that ingested
     the same event append it once. An event the table now holds with other values stops the run: run again, and
-    ingest quarantines it as a `conflicting_duplicate`."""
+    ingest quarantines it as a `conflicting_duplicate`. Staged events that `replace` the table's rows
+    (`ingest_rows`) are written in their place, in the same section."""
     table = events_table(stream)
     staged = lake.staging.read(staged_as)
     with exclusive(lake.root, table):
         held = None
-        if lake.exists(table) and lake.staging.commit_note(staged_as) != str(lake.version(table)):
+        if not replace and lake.exists(table) and lake.staging.commit_note(staged_as) != str(lake.version(table)):
             staged, held = _not_in_table(lake, stream, staged)
         try:
             rows = staged.count()
             ordered = (staged.repartitionByRange(events_files(rows, lake.spark.sparkContext.defaultParallelism),
                                                  stream.time_column, *stream.keys)
                        .sortWithinPartitions(*stream.keys, stream.time_column))
-            lake.append(ordered, table, change_feed=True, writer=writer)
+            lake.append(ordered, table, change_feed=True, writer=writer, replace=replace)
             return 0 if held is None else held[1] - rows
         finally:
             if held is not None:
@@ -393,11 +397,23 @@ def _matches_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamS
     if known is None or not known.of_matches:
         plan.refuse(source, f"query {source.upstream} has published no matches in {lake.root}",
                     f"Run query {source.upstream} first (or check the name after `matches_`).")
+    rebuild = (f"Run it in batch mode (`pielake run` without --incremental): it reads every final match of query "
+               f"{source.upstream} again (docs/semantics.md §1).")
     if request.mode == "backfill":
         plan.refuse(source, f"the pipeline does not backfill query {plan.name}, which reads the matches of query "
-                    f"{source.upstream}", f"After a backfill of query {source.upstream}, drop the tables of query "
-                    f"{plan.name} and events_{source.stream.lower()}, and run it again (docs/semantics.md §1).")
+                    f"{source.upstream}", rebuild)
+    table = events_table(known)
+    if request.mode == "incremental" and lake.exists(table):
+        held = [(f.name, f.dataType.simpleString().upper()) for f in lake.read(table).schema.fields
+                if f.name != V.RUN_ID]
+        if held != list(known.columns):
+            plan.refuse(source, f"the matches of query {source.upstream} now have the columns "
+                        f"{_described(known.columns)}; {table} holds {_described(held)}", rebuild)
     return known
+
+
+def _described(columns: Iterable[tuple[str, str]]) -> str:
+    return ", ".join(f"{name} {kind}" for name, kind in columns)
 
 
 def _infer_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamSchema:
@@ -433,7 +449,7 @@ def ingest(ctx: StepContext) -> StageResult:
         if ctx.backfill_range is not None:
             raws.append(replay_quarantined(job.lake, job.stream, job.declared_query.kernel_time, *ctx.backfill_range))
         report = ingest_rows(job.lake, raws, job.stream, job.run_id, staged_as=job.staged_events,
-                             admission=_admission(ctx), marks=marks)
+                             admission=_admission(ctx), marks=marks, replaces=mirrors(job.stream, request.mode))
         return report.rows()
 
     return timed("ingest", work)
@@ -460,7 +476,8 @@ def admit_events(ctx: StepContext) -> int:
     how many of them another run had appended meanwhile (`publish_events`)."""
     job, already = ctx.job, 0
     if job.staging.exists(job.staged_events):  # a run in one process frees them once admitted: nothing left to do
-        already = publish_events(job.lake, job.stream, job.staged_events, job.writer)
+        already = publish_events(job.lake, job.stream, job.staged_events, job.writer,
+                                 replace=mirrors(job.stream, ctx.request.mode))
         job.staging.done_with(job.staged_events)
     if ctx.backfill_range is not None:
         forget_replayed(job.lake, job.stream, job.declared_query.kernel_time, *ctx.backfill_range)

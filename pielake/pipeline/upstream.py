@@ -13,6 +13,8 @@ the matches and the progress it reads are one commit's (`matches_input`):
   (`pielake.spark.intervals`), but it moves the key's time on, so that situations close and statuses settle as
   the upstream's time moves, with new rows or none. Marks are not input: ingest stages them beside the admitted
   rows and counts them apart.
+
+A batch run replaces the stream's table instead of appending to it (`mirrors`).
 """
 
 from __future__ import annotations
@@ -23,9 +25,8 @@ from pyspark.sql import DataFrame
 from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.lake.results import results_table
-from pielake.pipeline.job import QueryJob, events_table
+from pielake.pipeline.job import QueryJob
 from pielake.pipeline.scope import mark_unprocessed
-from pielake.query.analyzer import MATCHES_PREFIX
 from pielake.spark.matches import LAST_TIME
 from pielake.streams import StreamSchema
 
@@ -50,16 +51,12 @@ def matches_stream_schema(job: QueryJob) -> StreamSchema:
                         tuple(V.symbol_ts(s.name) for s in plan.symbols))
 
 
-def upstream_of(stream: StreamSchema) -> str:
-    return stream.name[len(MATCHES_PREFIX):]
-
-
 def matches_input(job: QueryJob, mode: str) -> tuple[DataFrame, DataFrame]:
     """The upstream's matches a run of `job` ingests, in the stream's columns, and the horizon marks of the keys
-    whose horizon moved. A batch run reads every final match; a micro-batch those after its keys' processed
-    time (the earlier ones are the stream's already)."""
+    whose horizon moved. A batch run reads every final match and marks every key (`mirrors`); a micro-batch those
+    after its keys' processed time (the earlier ones are the stream's already)."""
     stream, q, lake = job.stream, job.declared_query, job.lake
-    upstream = upstream_of(stream)
+    upstream = job.plan.one_stream().upstream
     if not lake.exists(results_table(upstream)):
         raise PielakeError(f"query {upstream} has published nothing in {lake.root}; run it before query "
                            f"{job.plan.name}, which reads its matches")
@@ -75,11 +72,15 @@ def matches_input(job: QueryJob, mode: str) -> tuple[DataFrame, DataFrame]:
     marks = horizons.withColumn(V.STARTED_AT, q.time_out(F.col(HORIZON)))
     processed = job.published(V.PROGRESS) if mode == "incremental" else None
     if processed is not None:
-        rows = _after(job, rows, processed)
-    known = processed if processed is not None else _latest_starts(job)
-    if known is not None:
-        marks = _after(job, marks, known)
+        rows, marks = (_after(job, part, processed) for part in (rows, marks))
     return rows.select(*stream.column_names), _as_marks(marks, stream)
+
+
+def mirrors(stream: StreamSchema, mode: str) -> bool:
+    """A batch run over a matches stream replaces the stream's table with the upstream's final matches and a
+    mark per key: the table mirrors what the upstream has published, so a batch run also repairs it after a
+    backfill of the upstream changed matches it holds."""
+    return stream.of_matches and mode == "batch"
 
 
 def _after(job: QueryJob, rows: DataFrame, processed: DataFrame) -> DataFrame:
@@ -87,16 +88,6 @@ def _after(job: QueryJob, rows: DataFrame, processed: DataFrame) -> DataFrame:
     q = job.declared_query
     marked = mark_unprocessed(q.keyed(rows), processed, q, time=q.event_time(), mark=NEW)
     return q.unkeyed(marked.filter(F.col(NEW)).drop(NEW))
-
-
-def _latest_starts(job: QueryJob) -> DataFrame | None:
-    """Per key, the latest start the stream's table holds (a row's, or a mark's), for a batch run, which reads
-    every final match again (ingest drops those the table holds) but marks only a horizon that moved."""
-    table = events_table(job.stream)
-    if not job.lake.exists(table):
-        return None
-    q = job.declared_query
-    return q.keyed(job.lake.read(table)).groupBy(*q.keys).agg(F.max(q.event_time()).alias(LAST_TIME))
 
 
 def _as_marks(horizons: DataFrame, stream: StreamSchema) -> DataFrame:
