@@ -30,13 +30,13 @@ BAD_SPANS = {"empty_interval": 0, "end_before_start": -1, "null_end": None}  # a
 
 
 @st.composite
-def micro_batches(draw: st.DrawFn, intervals: bool = False) -> tuple[Case, list[list[dict]]]:
-    """A scenario whose events (interval rows: `intervals`) are cut, per key in time order, into 1-8
+def micro_batches(draw: st.DrawFn, intervals: bool = False, most: int = 8) -> tuple[Case, list[list[dict]]]:
+    """A scenario whose events (interval rows: `intervals`) are cut, per key in time order, into 1 to `most`
     micro-batches at random places, never between rows sharing a start (docs/semantics.md §1: the later would be
     late). Interval rows come with up to three bad ones (`BAD_SPANS`), each at a start no good row of its key has,
     in a batch of its own choosing: ingest quarantines them."""
     case = draw(scenario(intervals))
-    count = draw(st.integers(1, 8))
+    count = draw(st.integers(1, most))
     batches: list[list[dict]] = [[] for _ in range(count)]
     for key in dict.fromkeys(map(case.key_of, case.rows)):
         own = [r for r in case.rows if case.key_of(r) == key]

@@ -73,8 +73,9 @@ def assert_both_levels_equal_the_reference(spark: SparkSession, root: Path, case
     for index, batch in enumerate(batches):
         path = root / f"batch{index}.json"
         path.write_text("\n".join(json.dumps(r) for r in drawn.json_rows(batch)))
-        run_query(lake, up, f"u{index}", RunRequest(mode="incremental", events_path=str(path), checks=index == 0))
-        summary = run_query(lake, down, f"d{index}", RunRequest(mode="incremental", checks=index == 0))
+        # The gates over a matches stream run in test_demo.py and test_airflow.py; here the tables are compared.
+        run_query(lake, up, f"u{index}", RunRequest(mode="incremental", events_path=str(path), checks=False))
+        summary = run_query(lake, down, f"d{index}", RunRequest(mode="incremental", checks=False))
         assert summary.ingest is not None and summary.ingest.quarantined == 0
         seen += [r for r in batch if r in drawn.rows]
         matches, situations = expected(drawn, seen, up, down)
@@ -107,7 +108,7 @@ HAND_DOWNSTREAM = ("FROM matches_up M PARTITION BY key DEFINE X AS M.nb >= 1, Y 
 
 
 @MICRO_SETTINGS
-@given(case=st.booleans().flatmap(lambda intervals: micro_batches(intervals=intervals)), data=st.data())
+@given(case=st.booleans().flatmap(lambda intervals: micro_batches(intervals=intervals, most=4)), data=st.data())
 @example(case=_hand_case(), data=None)
 def test_a_query_over_matches_equals_the_reference_after_every_micro_batch_of_its_upstream(
         spark: SparkSession, tmp_path: Path, case: tuple[Case, list[list[dict]]], data: st.DataObject | None) -> None:
