@@ -233,9 +233,7 @@ def events_frame(job: QueryJob) -> Frame:
     """The staged events, and the stream's keys, time, columns and types. A matches stream's horizon marks are
     the run's own rows, not input (`pielake.pipeline.upstream`): the suite checks the rest."""
     stream = job.stream
-    staged = job.staging.read(job.staged_events)
-    if stream.of_matches:
-        staged = staged.filter(F.col(stream.end_column).isNotNull())
+    staged = job.staging.read(job.staged_events).filter(job.declared_query.is_row())
     declared = job.lake.spark.createDataFrame([], stream.ddl).schema
     types = {f.name: type(f.dataType).__name__ for f in declared.fields}
     if stream.time_unit == TIMESTAMP_UNIT:

@@ -28,7 +28,7 @@ any that another query's run appended meanwhile (`publish_events`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
@@ -43,9 +43,10 @@ from pielake.engine.checkpoints import hold, release
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake, LakeError, check_run_id
 from pielake.lake.lock import exclusive
+from pielake.lake.results import results_table
 from pielake.pipeline.job import RunRequest, StageResult, StepContext, events_table, quarantine_table, timed
 from pielake.pipeline.scope import mark_unprocessed
-from pielake.pipeline.upstream import matches_input, mirrors
+from pielake.pipeline.upstream import matches_input, mirrors, rebuild_hint
 from pielake.query.analyzer import QueryPlan
 from pielake.streams import FORMATS, SCHEMAS_DIR, TIMESTAMP_UNIT, StreamSchema, load_schema, save_schema
 
@@ -192,8 +193,7 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
     # 2. Against what is ingested already: identical -> dropped, different -> conflict.
     table = events_table(stream)
     seen = lake.version(table) if lake.exists(table) else NO_VERSION
-    candidates = candidates.withColumn(OLD_PAYLOAD, F.lit(None).cast("string")) if replaces else \
-        _with_ingested(lake, stream, candidates, version=seen)
+    candidates = _with_ingested(lake, stream, candidates, version=NO_VERSION if replaces else seen)
     fresh = candidates.filter(F.col(OLD_PAYLOAD).isNull())
     refused = [checked.limit(0)]
     if admission is not None:
@@ -394,26 +394,13 @@ def _matches_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamS
         plan.refuse(source, f"query {plan.name} reads the matches query {source.upstream} publishes, not a file",
                     "Run it without --events (Airflow: without `events` in its registration).")
     known = load_schema(source.stream, lake_streams(lake))
-    if known is None or not known.of_matches:
+    if known is None or not known.of_matches or not lake.exists(results_table(source.upstream)):
         plan.refuse(source, f"query {source.upstream} has published no matches in {lake.root}",
                     f"Run query {source.upstream} first (or check the name after `matches_`).")
-    rebuild = (f"Run it in batch mode (`pielake run` without --incremental): it reads every final match of query "
-               f"{source.upstream} again (docs/semantics.md §1).")
     if request.mode == "backfill":
         plan.refuse(source, f"the pipeline does not backfill query {plan.name}, which reads the matches of query "
-                    f"{source.upstream}", rebuild)
-    table = events_table(known)
-    if request.mode == "incremental" and lake.exists(table):
-        held = [(f.name, f.dataType.simpleString().upper()) for f in lake.read(table).schema.fields
-                if f.name != V.RUN_ID]
-        if held != list(known.columns):
-            plan.refuse(source, f"the matches of query {source.upstream} now have the columns "
-                        f"{_described(known.columns)}; {table} holds {_described(held)}", rebuild)
+                    f"{source.upstream}", rebuild_hint(plan))
     return known
-
-
-def _described(columns: Iterable[tuple[str, str]]) -> str:
-    return ", ".join(f"{name} {kind}" for name, kind in columns)
 
 
 def _infer_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamSchema:

@@ -189,9 +189,11 @@ def publish(ctx: StepContext) -> StageResult:
         times = (ANCHOR, *(f"{kind}.{t}" for kind, derived in tables.items() for t in derived.times))
         state = next_progress(scope, q, situations=job.staged(V.SITUATIONS), pairs=job.staged(V.PAIRS),
                               run_starts=job.staged(V.SEGMENTS).select(*q.keys, F.col(C.START).alias(C.T)))
+        staged = {kind: job.staged(kind) for kind in tables}
         with job.lake.once(job.writer), job.lake.writing(ROWS_PER_FILE, plain=times):
-            written = _publish_rows(job, {kind: job.staged(kind) for kind in tables}, state, scope)
-        save_schema(matches_stream_schema(job), lake_streams(job.lake))  # what a query over its matches reads
+            written = _publish_rows(job, staged, state, scope)
+        # What a query over its matches reads, typed as the staged matches the commit published.
+        save_schema(matches_stream_schema(job, staged[V.MATCHES]), lake_streams(job.lake))
         return {results_table(job.plan.name): written}
 
     return timed("publish", work)

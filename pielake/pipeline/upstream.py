@@ -19,14 +19,16 @@ A batch run replaces the stream's table instead of appending to it (`mirrors`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pyspark.sql.functions as F
 from pyspark.sql import DataFrame
 
 from pielake import vocabulary as V
-from pielake.errors import PielakeError
 from pielake.lake.results import results_table
-from pielake.pipeline.job import QueryJob
+from pielake.pipeline.job import QueryJob, events_table
 from pielake.pipeline.scope import mark_unprocessed
+from pielake.query.analyzer import QueryPlan
 from pielake.spark.matches import LAST_TIME
 from pielake.streams import StreamSchema
 
@@ -34,12 +36,12 @@ HORIZON = "__horizon"
 NEW = "__new"
 
 
-def matches_stream_schema(job: QueryJob) -> StreamSchema:
+def matches_stream_schema(job: QueryJob, matches: DataFrame) -> StreamSchema:
     """The published matches of `job`'s query as a stream: its keys, `started_at`, `completed_at`,
-    `detected_at`, each symbol's `_ts` and `_te`, and the RETURN columns, typed as the matches table types them."""
+    `detected_at`, each symbol's `_ts` and `_te`, and the RETURN columns, typed as `matches` (the rows the run
+    published, in the stream's time) types them."""
     q, plan = job.query, job.plan
-    types = {f.name.lower(): f.dataType.simpleString().upper()
-             for f in job.lake.read(job.table(V.MATCHES)).schema.fields}
+    types = {f.name.lower(): f.dataType.simpleString().upper() for f in matches.schema.fields}
     times = types[V.COMPLETED_AT]
     spans = [column for s in plan.symbols for column in (V.symbol_ts(s.name), V.symbol_te(s.name))]
     keys = q.stored(q.keys)
@@ -57,9 +59,8 @@ def matches_input(job: QueryJob, mode: str) -> tuple[DataFrame, DataFrame]:
     after its keys' processed time (the earlier ones are the stream's already)."""
     stream, q, lake = job.stream, job.declared_query, job.lake
     upstream = job.plan.one_stream().upstream
-    if not lake.exists(results_table(upstream)):
-        raise PielakeError(f"query {upstream} has published nothing in {lake.root}; run it before query "
-                           f"{job.plan.name}, which reads its matches")
+    if mode == "incremental":
+        _check_columns(job)
     version = lake.version(results_table(upstream))
     keys = list(stream.keys)
     assert stream.horizon_lag is not None
@@ -74,6 +75,30 @@ def matches_input(job: QueryJob, mode: str) -> tuple[DataFrame, DataFrame]:
     if processed is not None:
         rows, marks = (_after(job, part, processed) for part in (rows, marks))
     return rows.select(*stream.column_names), _as_marks(marks, stream)
+
+
+def rebuild_hint(plan: QueryPlan) -> str:
+    """How a query over matches catches up with what its upstream has published whole."""
+    return (f"Run it in batch mode (`pielake run` without --incremental): it reads every final match of query "
+            f"{plan.one_stream().upstream} again (docs/semantics.md §1).")
+
+
+def _check_columns(job: QueryJob) -> None:
+    """A micro-batch appends to the stream's table: the upstream's matches must still have its columns (a
+    changed RETURN changes them; a batch run rebuilds the table with the new ones)."""
+    table = events_table(job.stream)
+    if not job.lake.exists(table):
+        return
+    held = [(f.name, f.dataType.simpleString().upper()) for f in job.lake.read(table).schema.fields
+            if f.name != V.RUN_ID]
+    if held != list(job.stream.columns):
+        job.plan.refuse(job.plan.one_stream(), f"the matches of query {job.plan.one_stream().upstream} now have "
+                        f"the columns {_described(job.stream.columns)}; {table} holds {_described(held)}",
+                        rebuild_hint(job.plan))
+
+
+def _described(columns: Iterable[tuple[str, str]]) -> str:
+    return ", ".join(f"{name} {kind}" for name, kind in columns)
 
 
 def mirrors(stream: StreamSchema, mode: str) -> bool:

@@ -60,21 +60,31 @@ def expected(case: Case, rows: list[dict], up: QueryPlan, down: QueryPlan) -> tu
     return reference_rows(matches, down), situations
 
 
+def case_lake(spark: SparkSession, root: Path, case: Case) -> Lake:
+    """A new lake at `root` that knows the case's stream."""
+    shutil.rmtree(root, ignore_errors=True)
+    save_schema(case.stream, root / "_streams")
+    return Lake(spark, root)
+
+
+def events_file(path: Path, case: Case, rows: list[dict]) -> str:
+    """`rows` of the case's stream as a JSON-lines file at `path`."""
+    path.write_text("\n".join(json.dumps(r) for r in case.json_rows(rows)))
+    return str(path)
+
+
 def assert_both_levels_equal_the_reference(spark: SparkSession, root: Path, case: tuple[Case, list[list[dict]]],
                                            down_text: str) -> int:
     """Micro-batches of the upstream, each followed by a run of the downstream; returns how many complete
     upstream matches the downstream read in the end."""
     drawn, batches = case
-    shutil.rmtree(root, ignore_errors=True)
-    save_schema(drawn.stream, root / "_streams")
-    lake = Lake(spark, root)
+    lake = case_lake(spark, root, drawn)
     up, down = load_query(drawn.query, "up"), load_query(down_text, "down")
     seen: list[dict] = []
     for index, batch in enumerate(batches):
-        path = root / f"batch{index}.json"
-        path.write_text("\n".join(json.dumps(r) for r in drawn.json_rows(batch)))
+        path = events_file(root / f"batch{index}.json", drawn, batch)
         # The gates over a matches stream run in test_demo.py and test_airflow.py; here the tables are compared.
-        run_query(lake, up, f"u{index}", RunRequest(mode="incremental", events_path=str(path), checks=False))
+        run_query(lake, up, f"u{index}", RunRequest(mode="incremental", events_path=path, checks=False))
         summary = run_query(lake, down, f"d{index}", RunRequest(mode="incremental", checks=False))
         assert summary.ingest is not None and summary.ingest.quarantined == 0
         seen += [r for r in batch if r in drawn.rows]
@@ -128,16 +138,14 @@ def test_a_batch_run_over_matches_repairs_them_after_a_backfill_of_the_upstream(
     case, _ = _hand_case()
     held = case.rows[6]
     root = tmp_path / "lake"
-    save_schema(case.stream, root / "_streams")
-    lake = Lake(spark, root)
+    lake = case_lake(spark, root, case)
     up, down = load_query(case.query, "up"), load_query(HAND_DOWNSTREAM, "down")
-    for name, rows in (("history.json", [r for r in case.rows if r is not held]), ("late.json", [held])):
-        (root / name).write_text("\n".join(json.dumps(r) for r in case.json_rows(rows)))
-    run_query(lake, up, "u0", RunRequest(events_path=str(root / "history.json"), checks=False))
+    history = events_file(root / "history.json", case, [r for r in case.rows if r is not held])
+    run_query(lake, up, "u0", RunRequest(events_path=history, checks=False))
     run_query(lake, down, "d0", RunRequest(checks=False))
     before = spark_rows(lake.read("matches_down"), down)
-    run_query(lake, up, "u1", RunRequest(mode="backfill", events_path=str(root / "late.json"), since="6", until="6",
-                                         checks=False))
+    late = events_file(root / "late.json", case, [held])
+    run_query(lake, up, "u1", RunRequest(mode="backfill", events_path=late, since="6", until="6", checks=False))
     run_query(lake, down, "d1", RunRequest(checks=False))
     matches, situations = expected(case, case.rows, up, down)
     assert spark_rows(lake.read("matches_down"), down) == matches != before
@@ -149,16 +157,14 @@ def test_matches_whose_columns_changed_are_refused_to_a_micro_batch_and_rebuilt_
     """The upstream gains a RETURN column: its matches stream is no longer the table the downstream holds."""
     case, _ = _hand_case()
     root = tmp_path / "lake"
-    save_schema(case.stream, root / "_streams")
-    lake = Lake(spark, root)
-    (root / "events.json").write_text("\n".join(json.dumps(r) for r in case.json_rows(case.rows)))
+    lake = case_lake(spark, root, case)
+    events = events_file(root / "events.json", case, case.rows)
     down = load_query(HAND_DOWNSTREAM, "down")
-    run_query(lake, load_query(case.query, "up"), "u0", RunRequest(events_path=str(root / "events.json"),
-                                                                   checks=False))
+    run_query(lake, load_query(case.query, "up"), "u0", RunRequest(events_path=events, checks=False))
     run_query(lake, down, "d0", RunRequest(checks=False))
     wider = replace(case, query=case.query.replace("RETURN ", "RETURN max(B.x) AS mb, "))
     up = load_query(wider.query, "up")
-    run_query(lake, up, "u1", RunRequest(events_path=str(root / "events.json"), checks=False))
+    run_query(lake, up, "u1", RunRequest(events_path=events, checks=False))
     with pytest.raises(QueryError) as caught:
         run_query(lake, down, "d1", RunRequest(mode="incremental", checks=False))
     assert "the matches of query up now have the columns key STRING, started_at BIGINT" in str(caught.value)
