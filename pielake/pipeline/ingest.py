@@ -54,6 +54,8 @@ PAYLOAD = "__payload"
 OLD_PAYLOAD = "__old"  # the payload an ingested event at the same key and time has
 NO_VERSION = -1  # the stream's table did not exist yet
 ADMITTED = "__admitted"
+PAYLOADS, COPY = "__payloads", "__copy"  # how many payloads a row's natural key has in the file; which copy it is
+DROPPED = "__dropped"  # an exact duplicate: neither staged nor quarantined, counted
 FLOATING = ("DOUBLE", "FLOAT", "REAL")
 ROWS_PER_EVENTS_FILE = 1_000_000
 REPLACEMENT_CHARACTER = "\ufffd"  # what Spark's UTF-8 decoder puts in place of bytes it cannot decode
@@ -177,51 +179,69 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
     write the bad rows to `quarantine_<stream>`. The staged table's note is the version of the stream's table
     they were compared with (`publish_events` reads it). A matches stream's horizon marks (`marks`,
     `pielake.pipeline.upstream`) are staged with the events, unchecked: they are no input, but the run's own.
-    Rows that will `replace` the stream's table are compared with nothing in it."""
+    Rows that will `replace` the stream's table are compared with nothing in it.
+
+    Every row is judged once (`_judge`) and the verdicts are held: the staged events and the quarantined rows are
+    both read from them, so the window over the natural key and the join with the ingested events run once a
+    run, not once for each output. What is held is narrow (the stream's columns, the verdict, and the raw row
+    only of a quarantined one): holding every cast row as well, to read the file once, cost a 10^6-row batch
+    more than reading it again for the time range of the join (docs/performance.md)."""
     if not raws:
         raws = [lake.spark.createDataFrame([], _as_text(stream))]
     casts = [_cast(raw, stream) for raw in raws]
-    checked, rows_in = hold(reduce(DataFrame.unionByName, casts).withColumn(V.REASON, _reason(stream)))
-    natural_key = list(stream.natural_key)
-    good = checked.filter(F.col(V.REASON).isNull()).withColumn(PAYLOAD, _payload(stream))
-    # 1. Within the file: one payload per (key, time) keeps its first copy; several payloads conflict.
-    same_key = Window.partitionBy(*natural_key)
-    judged = (good.withColumn("__payloads", F.size(F.collect_set(PAYLOAD).over(same_key)))
-              .withColumn("__copy", F.row_number().over(same_key.orderBy(PAYLOAD))))
-    in_file_conflicts = judged.filter(F.col("__payloads") > 1).withColumn(V.REASON, F.lit("conflicting_duplicate"))
-    candidates = judged.filter((F.col("__payloads") == 1) & (F.col("__copy") == 1))
-    # 2. Against what is ingested already: identical -> dropped, different -> conflict.
+    checked = reduce(DataFrame.unionByName, casts).withColumn(V.REASON, _reason(stream))
     table = events_table(stream)
     seen = lake.version(table) if lake.exists(table) else NO_VERSION
-    candidates = _with_ingested(lake, stream, candidates, version=NO_VERSION if replaces else seen)
-    fresh = candidates.filter(F.col(OLD_PAYLOAD).isNull())
-    refused = [checked.limit(0)]
-    if admission is not None:
-        judged_fresh = admission.judge(fresh)
-        fresh = judged_fresh.filter(F.col(ADMITTED))
-        refused = [judged_fresh.filter(~F.col(ADMITTED)).withColumn(V.REASON, F.lit(admission.reason))
-                   .select(*checked.columns)]
-    ingested_conflicts = candidates.filter(_other_values(F.col(PAYLOAD))) \
-        .withColumn(V.REASON, F.lit("conflicting_duplicate: differs from an ingested event"))
-    bad = reduce(DataFrame.unionByName, [checked.filter(F.col(V.REASON).isNotNull()),
-                                         in_file_conflicts.select(*checked.columns),
-                                         ingested_conflicts.select(*checked.columns), *refused])
-    bad = bad.select(V.REASON, V.RAW, F.lit(run_id).alias(V.RUN_ID), F.current_timestamp().alias("quarantined_at"))
+    judged, rows_in = hold(_judge(lake, stream, checked, NO_VERSION if replaces else seen, admission)
+                           .select(*stream.column_names, V.REASON, DROPPED,
+                                   F.when(F.col(V.REASON).isNotNull(), F.col(V.RAW)).alias(V.RAW)))
+    horizons = 0
     try:
         # The staged events count what they wrote: counting the rows before would compute them once more.
-        staged = fresh.select(*stream.column_names)
-        horizons = 0
+        staged = judged.filter(F.col(V.REASON).isNull() & ~F.col(DROPPED)).select(*stream.column_names)
         if marks is not None:
             marks, horizons = hold(marks)
             staged = staged.unionByName(marks)
         written = lake.staging.overwrite(staged.withColumn(V.RUN_ID, F.lit(run_id)), staged_as, commit_note=str(seen))
-        events = written - horizons
+        bad = judged.filter(F.col(V.REASON).isNotNull()).select(
+            V.REASON, V.RAW, F.lit(run_id).alias(V.RUN_ID), F.current_timestamp().alias("quarantined_at"))
         quarantined = _quarantine(lake, bad, stream, run_id)
     finally:
-        release(checked)  # read by nothing after the writes; held, it would crowd the staged tables out of memory
+        release(judged)
         if marks is not None:
             release(marks)
+    events = written - horizons
     return IngestReport(rows_in, events, quarantined, rows_in - events - quarantined, horizons)
+
+
+def _judge(lake: Lake, stream: StreamSchema, checked: DataFrame, version: int,
+           admission: Admission | None) -> DataFrame:
+    """Every row of `checked` with its verdict: the reason it is quarantined (`__reason`), or `__dropped` for an
+    exact duplicate, or neither for an event to stage. The rules apply in this order:
+    1. a row that broke a rule of `_reason` keeps that reason;
+    2. within the file, one payload per natural key keeps its first copy (the others are dropped); several
+       payloads are all `conflicting_duplicate`;
+    3. against the events `version` of the stream's table holds, an identical event is dropped, a different one
+       is a `conflicting_duplicate`;
+    4. the run's own rule (`admission`) refuses what is left with its reason."""
+    good = F.col(V.REASON).isNull()
+    # A bad row has no payload: the set of a key's payloads leaves it out, and its copies come after the good ones.
+    same_key = Window.partitionBy(*stream.natural_key)
+    rows = (_with_ingested(lake, stream, checked, version=version)
+            .withColumn(PAYLOAD, F.when(good, _payload(stream)))
+            .withColumn(PAYLOADS, F.size(F.collect_set(PAYLOAD).over(same_key)))
+            .withColumn(COPY, F.row_number().over(same_key.orderBy(F.col(PAYLOAD).asc_nulls_last()))))
+    first = good & (F.col(PAYLOADS) == 1) & (F.col(COPY) == 1)
+    fresh = first & F.col(OLD_PAYLOAD).isNull()
+    reason = (F.when(~good, F.col(V.REASON))
+              .when(F.col(PAYLOADS) > 1, F.lit("conflicting_duplicate"))
+              .when(first & _other_values(F.col(PAYLOAD)),
+                    F.lit("conflicting_duplicate: differs from an ingested event")))
+    if admission is not None:
+        rows = admission.judge(rows)
+        reason = reason.when(fresh & ~F.col(ADMITTED), F.lit(admission.reason))
+    dropped = good & (F.col(PAYLOADS) == 1) & ~fresh & reason.isNull()
+    return rows.withColumns({V.REASON: reason, DROPPED: dropped})  # both judged on the rows as they came
 
 
 def _quarantine(lake: Lake, bad: DataFrame, stream: StreamSchema, run_id: str) -> int:
