@@ -58,6 +58,7 @@ PAYLOADS, COPY = "__payloads", "__copy"  # how many payloads a row's natural key
 DROPPED = "__dropped"  # an exact duplicate: neither staged nor quarantined, counted
 FLOATING = ("DOUBLE", "FLOAT", "REAL")
 ROWS_PER_EVENTS_FILE = 1_000_000
+MIN_ROWS_PER_CORE = 100_000  # fewer events a core than this are one file, as a micro-batch's are
 REPLACEMENT_CHARACTER = "\ufffd"  # what Spark's UTF-8 decoder puts in place of bytes it cannot decode
 
 
@@ -184,8 +185,8 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
     Every row is judged once (`_judge`) and the verdicts are held: the staged events and the quarantined rows are
     both read from them, so the window over the natural key and the join with the ingested events run once a
     run, not once for each output. What is held is narrow (the stream's columns, the verdict, and the raw row
-    only of a quarantined one): holding every cast row as well, to read the file once, cost a 10^6-row batch
-    more than reading it again for the time range of the join (docs/performance.md)."""
+    only of a quarantined one): holding every cast row as well, so that the join's time range is not read from
+    the file again, made a 10^6-row ingest slower, not faster (docs/performance.md)."""
     if not raws:
         raws = [lake.spark.createDataFrame([], _as_text(stream))]
     casts = [_cast(raw, stream) for raw in raws]
@@ -327,14 +328,16 @@ def _not_in_table(lake: Lake, stream: StreamSchema, staged: DataFrame) -> tuple[
 
 
 def events_files(rows: int, cores: int) -> int:
-    """How many files an append of `rows` events is written as: one for a micro-batch, else a whole number of
-    files per core of about `ROWS_PER_EVENTS_FILE` rows.
+    """How many files an append of `rows` events is written as: one for a micro-batch (fewer than
+    `MIN_ROWS_PER_CORE` events a core), else a whole number of files per core of at most `ROWS_PER_EVENTS_FILE`
+    rows.
 
     Each file is a range of time sorted on (key, time), the order the runs kernel reads, so a batch run reads
     each file as a task of its own, without a shuffle (`pielake.spark.runs`). A whole number per core keeps every
-    core busy to the end; files of a million rows keep a task's Python worker small.
+    core busy to the end, in the append that writes them as in the runs that read them; files of a million rows
+    keep a task's Python worker small.
     """
-    if rows <= ROWS_PER_EVENTS_FILE:
+    if rows < cores * MIN_ROWS_PER_CORE:
         return 1
     return cores * math.ceil(rows / (cores * ROWS_PER_EVENTS_FILE))
 
