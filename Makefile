@@ -8,7 +8,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup browser demo test lint unit bench clean
 
+## The environment, and the archive of the classes Spark's JVM loads for a run (pielake/engine/class_archive.py):
+## built once for this Java, Spark and Delta, so that every JVM started after it starts sooner.
 setup: .venv/.synced
+	$(PY) -m pielake.engine.class_archive
 
 $(UV):
 	python3 -m venv .tools

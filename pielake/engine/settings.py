@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
+from pielake.engine.class_archive import archive_options
+
 DEFAULT_MASTER = "local[*]"
 # The heap of a run's Spark (in local mode all of it): enough for the chain benchmarks at 10^7 events and 18
 # symbols, no faster when larger (docs/performance.md). Raise it (PIELAKE_DRIVER_MEMORY) for larger inputs.
@@ -116,8 +118,10 @@ def engine_settings() -> dict[str, str]:
 
 def java_options() -> dict[str, str]:
     """`JAVA_OPTIONS` for the driver and the executors, as their default options: Spark puts them before any
-    `extraJavaOptions`, so a user's own (in spark-defaults.conf, or the lake metastore's) still apply."""
-    return {"spark.driver.defaultJavaOptions": JAVA_OPTIONS, "spark.executor.defaultJavaOptions": JAVA_OPTIONS}
+    `extraJavaOptions`, so a user's own (in spark-defaults.conf, or the lake metastore's) still apply. The driver
+    also maps the class archive, where setup built one (`pielake.engine.class_archive`)."""
+    driver = f"{JAVA_OPTIONS} {archive_options()}".rstrip()  # the driver's JVM starts here: it maps the archive
+    return {"spark.driver.defaultJavaOptions": driver, "spark.executor.defaultJavaOptions": JAVA_OPTIONS}
 
 
 def master_settings(master: str) -> dict[str, str]:

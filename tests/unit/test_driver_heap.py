@@ -12,6 +12,7 @@ from pielake.engine.settings import (
     JAVA_OPTIONS,
     LOG_RETENTION_DEFAULT,
     driver_heap,
+    java_options,
     master_settings,
     submit_arguments,
 )
@@ -34,7 +35,8 @@ def test_the_environment_sets_the_heap(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_spark_submit_gets_pielake_s_java_options_as_defaults_that_a_user_s_own_add_to() -> None:
     arguments = submit_arguments()
-    assert f"spark.driver.defaultJavaOptions={JAVA_OPTIONS}" in arguments
+    assert f"spark.driver.defaultJavaOptions={java_options()['spark.driver.defaultJavaOptions']}" in arguments
+    assert java_options()["spark.driver.defaultJavaOptions"].startswith(JAVA_OPTIONS)  # and the class archive
     assert f"spark.executor.defaultJavaOptions={JAVA_OPTIONS}" in arguments
     assert not any("extraJavaOptions" in a for a in arguments)
 
