@@ -81,11 +81,12 @@ def _train(work: Path, options: str) -> None:
     """A batch run of a small chain query, then a micro-batch, in a session whose JVM has `options`; the JVM's
     exit awaited, since it writes the archive as it exits."""
     import pyarrow as pa  # noqa: PLC0415 (only setup trains)
+    import pyarrow.compute as pc  # noqa: PLC0415
     import pyarrow.csv as pacsv  # noqa: PLC0415
     from pyspark import SparkContext  # noqa: PLC0415
 
     from pielake.bench.queries import chain_query  # noqa: PLC0415
-    from pielake.engine.session import build_session  # noqa: PLC0415
+    from pielake.engine.session import build_session, end_jvm  # noqa: PLC0415
     from pielake.lake.delta import Lake  # noqa: PLC0415
     from pielake.pipeline.job import RunRequest  # noqa: PLC0415
     from pielake.pipeline.runner import run_query  # noqa: PLC0415
@@ -94,18 +95,16 @@ def _train(work: Path, options: str) -> None:
 
     events = pa.concat_tables(key_table(k, 2_000, 3, 7) for k in range(2))
     files = [work / "history.csv", work / "landed.csv"]
-    pacsv.write_csv(events.filter(pa.compute.less(events["ts"], 1_500)), files[0])
-    pacsv.write_csv(events.filter(pa.compute.greater_equal(events["ts"], 1_500)), files[1])
+    pacsv.write_csv(events.filter(pc.less(events["ts"], 1_500)), files[0])
+    pacsv.write_csv(events.filter(pc.greater_equal(events["ts"], 1_500)), files[1])
     spark = build_session("local[2]", conf={"spark.driver.extraJavaOptions": options})
     lake, plan = Lake(spark, work / "lake"), load_query(chain_query(3), "train")
     for index, (mode, path) in enumerate(zip(("batch", "incremental"), files, strict=True)):
         run_query(lake, plan, f"train-{index}", RunRequest(mode=mode, events_path=str(path), checks=False))
     gateway = SparkContext._gateway
     spark.stop()
-    gateway.shutdown()
-    gateway.proc.stdin.close()  # the launcher's JVM ends when its stdin closes, and writes the archive then
-    gateway.proc.wait()
-    SparkContext._gateway = SparkContext._jvm = None
+    end_jvm(gateway)
+    SparkContext._gateway = SparkContext._jvm = None  # a session built after this one starts a JVM of its own
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from delta import configure_spark_with_delta_pip
+from py4j.java_gateway import JavaGateway
 from pyspark import SparkConf
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
@@ -110,10 +111,16 @@ def resolve_jars(packages: Sequence[str]) -> list[str]:
     try:
         jars = gateway.jvm.java.lang.System.getProperty("spark.jars") or ""
     finally:
-        gateway.shutdown()
-        gateway.proc.stdin.close()  # the launcher's JVM ends when its stdin closes
-        gateway.proc.wait()
+        end_jvm(gateway)
     return [jar.removeprefix("file://") for jar in jars.split(",") if jar]
+
+
+def end_jvm(gateway: JavaGateway) -> None:
+    """End the JVM PySpark's launcher started for `gateway`, and wait until it has exited: it ends when its
+    stdin closes, and what it does as it exits (write the class archive) is then done."""
+    gateway.shutdown()
+    gateway.proc.stdin.close()
+    gateway.proc.wait()
 
 
 def build_session(master: str | None = None, app_name: str = "pielake", *, ui: bool = False,
