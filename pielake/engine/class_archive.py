@@ -22,9 +22,8 @@ import sys
 import tempfile
 from collections.abc import Callable
 from importlib.metadata import version
+from importlib.util import find_spec
 from pathlib import Path
-
-import pyspark
 
 ARCHIVE_DIR = Path(sys.prefix) / "share" / "pielake"  # beside the jars it fits: in the environment pielake runs in
 QUIET = "-Xlog:cds*=off"  # an archive that does not fit is not an error: the JVM starts as without it
@@ -47,9 +46,17 @@ def _fingerprint() -> str:
     """What the archive depends on: the Java runtime Spark starts (its binary's path, size and time), the jars on
     its class path (pyspark's, by name) and Delta's version."""
     java = _java()
-    jars = sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    jars = sorted(p.name for p in _pyspark_jars().glob("*.jar"))
     facts = [str(java), str(java.stat().st_size), str(java.stat().st_mtime_ns), version("delta-spark"), *jars]
     return hashlib.sha256("\n".join(facts).encode()).hexdigest()[:16]
+
+
+def _pyspark_jars() -> Path:
+    """pyspark's jars, found without importing pyspark: the CLI's commands that run no Spark import none."""
+    spec = find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("pyspark is not installed; run `make setup`")
+    return Path(next(iter(spec.submodule_search_locations))) / "jars"
 
 
 def _java() -> Path:
