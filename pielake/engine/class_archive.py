@@ -36,16 +36,18 @@ def archive_path() -> Path:
 
 def archive_options() -> str:
     """The driver JVM's options that map the archive, when it is built and not turned off; else none."""
-    path = archive_path()
-    if os.environ.get("PIELAKE_CLASS_ARCHIVE", "1") == "0" or not path.is_file():
+    if os.environ.get("PIELAKE_CLASS_ARCHIVE", "1") == "0" or _java() is None:  # no Java here: Airflow's scheduler
         return ""
-    return f"-XX:SharedArchiveFile={path} {QUIET}"
+    path = archive_path()
+    return f"-XX:SharedArchiveFile={path} {QUIET}" if path.is_file() else ""
 
 
 def _fingerprint() -> str:
     """What the archive depends on: the Java runtime Spark starts (its binary's path, size and time), the jars on
     its class path (pyspark's, by name) and Delta's version."""
     java = _java()
+    if java is None:
+        raise RuntimeError("no java on PATH and no JAVA_HOME: Spark needs Java 17")
     jars = sorted(p.name for p in _pyspark_jars().glob("*.jar"))
     facts = [str(java), str(java.stat().st_size), str(java.stat().st_mtime_ns), version("delta-spark"), *jars]
     return hashlib.sha256("\n".join(facts).encode()).hexdigest()[:16]
@@ -59,11 +61,12 @@ def _pyspark_jars() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "jars"
 
 
-def _java() -> Path:
-    """The `java` Spark's launcher runs: `$JAVA_HOME/bin/java`, else the first on PATH."""
+def _java() -> Path | None:
+    """The `java` Spark's launcher runs: `$JAVA_HOME/bin/java`, else the first on PATH; None where there is none
+    (a machine that only plans, such as Airflow's scheduler parsing the DAGs)."""
     home = os.environ.get("JAVA_HOME")
-    found = Path(home) / "bin" / "java" if home else Path(shutil.which("java") or "java")
-    return found.resolve()
+    found = Path(home) / "bin" / "java" if home else (Path(w) if (w := shutil.which("java")) else None)
+    return found.resolve() if found is not None and found.is_file() else None
 
 
 def build(say: Callable[[str], None] = print) -> Path:

@@ -45,3 +45,12 @@ def test_another_java_gets_an_archive_of_its_own(archive_dir: Path, tmp_path: Pa
     other.write_text("#!/bin/sh\n")
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
     assert archive_path() != ours and archive_path().parent == ours.parent
+
+
+def test_a_machine_without_java_starts_no_jvm_with_it(archive_dir: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Airflow's scheduler builds spark-submit's arguments where no Java may be installed: no archive, no error."""
+    archive_path().write_bytes(b"")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    assert archive_options() == ""
+    assert java_options()["spark.driver.defaultJavaOptions"] == JAVA_OPTIONS
