@@ -29,25 +29,22 @@ ARCHIVE_DIR = Path(sys.prefix) / "share" / "pielake"  # beside the jars it fits:
 QUIET = "-Xlog:cds*=off"  # an archive that does not fit is not an error: the JVM starts as without it
 
 
-def archive_path() -> Path:
-    """Where the archive that fits this machine's Java and this environment's Spark and Delta is, or goes."""
-    return ARCHIVE_DIR / f"spark-classes-{_fingerprint()}.jsa"
+def archive_path() -> Path | None:
+    """Where the archive that fits this machine's Java and this environment's Spark and Delta is, or goes; None
+    on a machine without Java (one that only plans, such as Airflow's scheduler parsing the DAGs)."""
+    java = _java()
+    return None if java is None else ARCHIVE_DIR / f"spark-classes-{_fingerprint(java)}.jsa"
 
 
 def archive_options() -> str:
     """The driver JVM's options that map the archive, when it is built and not turned off; else none."""
-    if os.environ.get("PIELAKE_CLASS_ARCHIVE", "1") == "0" or _java() is None:  # no Java here: Airflow's scheduler
-        return ""
-    path = archive_path()
-    return f"-XX:SharedArchiveFile={path} {QUIET}" if path.is_file() else ""
+    path = None if os.environ.get("PIELAKE_CLASS_ARCHIVE", "1") == "0" else archive_path()
+    return f"-XX:SharedArchiveFile={path} {QUIET}" if path is not None and path.is_file() else ""
 
 
-def _fingerprint() -> str:
+def _fingerprint(java: Path) -> str:
     """What the archive depends on: the Java runtime Spark starts (its binary's path, size and time), the jars on
     its class path (pyspark's, by name) and Delta's version."""
-    java = _java()
-    if java is None:
-        raise RuntimeError("no java on PATH and no JAVA_HOME: Spark needs Java 17")
     jars = sorted(p.name for p in _pyspark_jars().glob("*.jar"))
     facts = [str(java), str(java.stat().st_size), str(java.stat().st_mtime_ns), version("delta-spark"), *jars]
     return hashlib.sha256("\n".join(facts).encode()).hexdigest()[:16]
@@ -62,8 +59,7 @@ def _pyspark_jars() -> Path:
 
 
 def _java() -> Path | None:
-    """The `java` Spark's launcher runs: `$JAVA_HOME/bin/java`, else the first on PATH; None where there is none
-    (a machine that only plans, such as Airflow's scheduler parsing the DAGs)."""
+    """The `java` Spark's launcher runs: `$JAVA_HOME/bin/java`, else the first on PATH; None where there is none."""
     home = os.environ.get("JAVA_HOME")
     found = Path(home) / "bin" / "java" if home else (Path(w) if (w := shutil.which("java")) else None)
     return found.resolve() if found is not None and found.is_file() else None
@@ -73,6 +69,8 @@ def build(say: Callable[[str], None] = print) -> Path:
     """Build the archive unless it is there: a JVM that runs a small batch run and a micro-batch writes it as it
     exits, to a file of its own that then takes the archive's name (a JVM never maps a half-written one)."""
     target = archive_path()
+    if target is None:
+        raise RuntimeError("no java on PATH and no JAVA_HOME: Spark needs Java 17")
     if target.is_file():
         say(f"class archive: {target} (built before)")
         return target
