@@ -44,6 +44,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG, Asset, BaseOperator, Param, TaskGroup
 from airflow.sdk.exceptions import AirflowFailException
+from airflow.timetables.trigger import CronTriggerTimetable
 
 from pielake import vocabulary as V
 from pielake.engine.settings import keep_days, lock_wait, submit_settings
@@ -296,7 +297,11 @@ def maintenance_dag(registered: list[Registration]) -> DAG:
     It has no start date, so its first run is the schedule's next time after a scheduler first sees it: with a
     start date in the past Airflow runs the latest past time at once, and a scheduler just started would compact
     the lake first, holding every query's lock for minutes while the queries' first runs wait behind it."""
-    dag = DAG("pielake_maintenance", schedule=os.environ.get("PIELAKE_MAINTENANCE_SCHEDULE", "@daily"),
+    # A cron schedule given as text runs its latest past time at once when that is within a tenth of the period
+    # (2.4 h of a day): a buffer of none waits for the next time whatever the hour.
+    schedule = CronTriggerTimetable(os.environ.get("PIELAKE_MAINTENANCE_SCHEDULE", "@daily"), timezone="UTC",
+                                    run_immediately=timedelta(0))
+    dag = DAG("pielake_maintenance", schedule=schedule,
               catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS,
               tags=["pielake", "maintenance"],
               doc_md=f"Table care for the lake `{_lake()}`: each registered query's tables compacted back into time "

@@ -23,8 +23,11 @@ import json, time
 started = time.perf_counter()
 from airflow.dag_processing.dagbag import DagBag
 from airflow.serialization.serialized_objects import DagSerialization
-from airflow.timetables.base import TimeRestriction
+from airflow.timetables.base import TimeRestriction, Timetable
 bag = DagBag(dag_folder={dags!r})
+
+def schedule(dag):
+    return dag.timetable.summary if isinstance(dag.schedule, Timetable) else str(dag.schedule)
 
 def first_run(dag):
     scheduled = DagSerialization.from_dict(DagSerialization.to_dict(dag))
@@ -34,7 +37,7 @@ def first_run(dag):
 
 print(json.dumps({{"seconds": time.perf_counter() - started, "loaded_at": time.time(),
                   "errors": {{str(k): str(v) for k, v in bag.import_errors.items()}},
-                  "dags": {{d.dag_id: {{"tags": sorted(d.tags), "doc": d.doc_md, "schedule": str(d.schedule),
+                  "dags": {{d.dag_id: {{"tags": sorted(d.tags), "doc": d.doc_md, "schedule": schedule(d),
                                        "retries": d.default_args.get("retries"),
                                        "start_zone": str(d.start_date.tzinfo) if d.start_date else None,
                                        "first_run": first_run(d),
@@ -121,7 +124,7 @@ def test_a_query_that_does_not_parse_is_a_dag_that_names_its_file_line_and_colum
 def test_the_lake_has_a_daily_maintenance_dag_with_a_task_per_valid_query(loaded: dict) -> None:
     maintenance = loaded["dags"]["pielake_maintenance"]
     assert maintenance["tasks"] == {"maintain_flag_pairs": [], "maintain_flag_spans": []}
-    assert maintenance["schedule"] == "@daily" and maintenance["tags"] == ["maintenance", "pielake"]
+    assert maintenance["schedule"] == "0 0 * * *" and maintenance["tags"] == ["maintenance", "pielake"]
     assert "OPTIMIZE" in maintenance["doc"] and "VACUUM" in maintenance["doc"]
 
 
