@@ -188,6 +188,14 @@ class Lake:
         except (OSError, ValueError):
             return None
 
+    def _properties(self, table: str, version: int) -> dict[str, str]:
+        """The table's properties at `version`: from its checksum where there is one (`_checksum` says why), else
+        from Delta's detail of the table."""
+        checksum = self._checksum(table, version)
+        if checksum is not None:
+            return dict(checksum["metadata"].get("configuration", {}))
+        return DeltaTable.forPath(self.spark, self.path(table)).detail().first()["properties"]
+
     def last_commit(self, table: str) -> dict:
         """The newest commit's `commitInfo` (operation, metrics) and `version`, read from its log file.
 
@@ -384,10 +392,9 @@ class Lake:
         """Rows inserted after `version` (from the Change Data Feed: only the newer files are read), or None if
         the table does not record its changes, or its log no longer reaches back to `version` (Delta deletes
         commits older than the table's `delta.logRetentionDuration`)."""
-        properties = DeltaTable.forPath(self.spark, self.path(table)).detail().first()["properties"]
-        if properties.get("delta.enableChangeDataFeed") != "true":
-            return None
         held = [int(p.stem) for p in _commits(Path(self.path(table)))]  # one listing of the log for both bounds
+        if self._properties(table, max(held)).get("delta.enableChangeDataFeed") != "true":
+            return None
         if max(held) <= version:
             return self.read(table).limit(0)
         if min(held) > version + 1:
