@@ -91,7 +91,7 @@ class Registration:
 
     Asking the catalog is a metastore call that costs about a tenth of a CPU-second even for an empty lake; a
     listing of the lake's folder costs next to nothing. So a look asks the catalog only when the lake lists other
-    tables than at the previous look, and an engine that looks every second idles at about 1% of a core instead of
+    tables than at the previous look, and an engine that looks every second idles at under 1% of a core instead of
     12% (docs/performance.md). A table a SQL client drops from the catalog is registered again at the next change
     of the lake's tables, or at the engine's next start.
     """
