@@ -180,7 +180,8 @@ def _serve(spark: SparkSession, root: Path, ports: EnginePorts, address: EngineA
         runs.start()
         _publish_address(folder, address, ports, root)
         say(f"ready: {address.connect_url.split(';')[0]} (Spark Connect), {address.runs_url} (runs), "
-            f"{ports.jdbc_url} (JDBC); {len(lake.tables())} tables of {root} ({len(registered)} newly registered)")
+            f"{ports.jdbc_url} (JDBC); {len(registration.listed or ())} tables of {root} ({len(registered)} newly "
+            "registered)")
         while not stop.wait(ports.refresh):
             for name in registration.refresh():
                 say(f"registered {name}")

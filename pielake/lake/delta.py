@@ -393,9 +393,10 @@ class Lake:
         the table does not record its changes, or its log no longer reaches back to `version` (Delta deletes
         commits older than the table's `delta.logRetentionDuration`)."""
         held = [int(p.stem) for p in _commits(Path(self.path(table)))]  # one listing of the log for both bounds
-        if self._properties(table, max(held)).get("delta.enableChangeDataFeed") != "true":
+        newest = max(held)
+        if self._properties(table, newest).get("delta.enableChangeDataFeed") != "true":
             return None
-        if max(held) <= version:
+        if newest <= version:
             return self.read(table).limit(0)
         if min(held) > version + 1:
             return None
