@@ -297,5 +297,6 @@ def run_order(spark: SparkSession, held: HeldRuns, order: RunOrder, say: Callabl
             held.release(key)
     held.release_others(key)
     if isinstance(outcome, StageResult):
-        return {"step": order.step, "rows": outcome.rows, "seconds": round(outcome.seconds, 3)}
+        return {"step": order.step, "rows": outcome.rows, "seconds": round(outcome.seconds, 3),
+                "parts": {name: round(seconds, 3) for name, seconds in outcome.parts.items()}}
     return {"step": order.step, "gate": outcome.text() if outcome else "skipped"}

@@ -164,16 +164,21 @@ class StageResult:
     rows: dict[str, int]
     seconds: float
     details: dict[str, object] = field(default_factory=dict)
+    parts: dict[str, float] = field(default_factory=dict)  # seconds of named parts of the work, within `seconds`
 
     def rows_text(self) -> str:
         return ", ".join(f"{table}: {n}" for table, n in self.rows.items())
 
     def details_text(self) -> str:
-        return ", ".join(f"{name}: {value}" for name, value in self.details.items())
+        return ", ".join([*(f"{name}: {value}" for name, value in self.details.items()),
+                          *(f"{name} {seconds:.2f} s" for name, seconds in self.parts.items())])
 
 
-def timed(stage: str, work: Callable[[], dict[str, int]], details: dict[str, object] | None = None) -> StageResult:
-    """Run `work`; `details` is the stage's own record of how it went, which `work` may add to."""
+def timed(stage: str, work: Callable[[], dict[str, int]], details: dict[str, object] | None = None,
+          parts: dict[str, float] | None = None) -> StageResult:
+    """Run `work`; `details` is the stage's own record of how it went, and `parts` the seconds of the parts of
+    its work it names, which `work` may add to."""
     started = time.perf_counter()
     rows = work()
-    return StageResult(stage, rows, time.perf_counter() - started, details if details is not None else {})
+    return StageResult(stage, rows, time.perf_counter() - started, details if details is not None else {},
+                       parts if parts is not None else {})

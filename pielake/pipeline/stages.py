@@ -16,6 +16,7 @@ plans stay small.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from functools import reduce
 
@@ -47,6 +48,7 @@ from pielake.streams import save_schema
 
 BYTES_PER_PARTITION = 32 * 1024 * 1024
 FILES_PER_TIME_RANGE = 4  # at most this many events files per time range a shuffle would make: read in place
+ADMISSION = "events admitted in"  # the part of the situations stage that loads (a batch appends every event)
 ROWS_PER_FILE = 50_000  # published tables: small enough that a micro-batch rewrites little of them
 
 
@@ -80,9 +82,12 @@ def derive_situations(ctx: StepContext) -> StageResult:
     job, mode = ctx.job, ctx.request.mode
     since = ctx.backfill_range[0] if ctx.backfill_range is not None else None
     details: dict[str, object] = {"mode": mode}
+    parts: dict[str, float] = {}
 
     def work() -> dict[str, int]:
+        started = time.perf_counter()
         already = admit_events(ctx)
+        parts[ADMISSION] = time.perf_counter() - started
         if already:
             details["events another run appended first"] = already
         table = events_table(job.stream)
@@ -113,7 +118,7 @@ def derive_situations(ctx: StepContext) -> StageResult:
         written = job.staging.overwrite(situations, job.table(V.SITUATIONS))
         return {"keys in scope": keys, job.table(V.SITUATIONS): written}
 
-    return timed("situations", work, details)
+    return timed("situations", work, details, parts)
 
 
 def _new_events(job: QueryJob, progress: DataFrame | None) -> DataFrame | None:

@@ -26,6 +26,7 @@ from pielake.lake.delta import Lake
 from pielake.pipeline.ingest import IngestReport
 from pielake.pipeline.registry import STAGES
 from pielake.pipeline.runner import AGAIN
+from pielake.pipeline.stages import ADMISSION
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from pielake.streams import save_schema
@@ -117,9 +118,11 @@ def test_an_engine_killed_mid_step_fails_the_step_and_the_step_run_again_publish
     def order(step: str) -> RunOrder:
         return RunOrder(QUERY, "mid", str(root), "scheduled", {"mode": "incremental", "events_path": events}, step)
 
+    answers: dict[str, dict] = {}
+
     def said_by(step: str) -> list[str]:
         lines: list[str] = []
-        run_on_engine(engine.address, order(step), lines.append)
+        answers[step] = run_on_engine(engine.address, order(step), lines.append)
         return lines
 
     try:
@@ -144,6 +147,7 @@ def test_an_engine_killed_mid_step_fails_the_step_and_the_step_run_again_publish
     finally:
         engine.cli("stop")
     assert_tables_equal_the_reference(spark, root, EVENTS)
+    assert answers["situations"]["parts"][ADMISSION] > 0  # a step's answer tells its loading apart
     [run] = Lake(spark, root).read("runs").collect()
     assert run.status == "published" and sorted(s.step for s in run.steps) == sorted(steps)
     [ingested] = [IngestReport.of(s.rows) for s in run.steps if s.step == "ingest"]
