@@ -440,6 +440,8 @@ def generate_command(out: str, *, events: int, query_file: str | None, columns: 
 @click.option("--freshness", is_flag=True,
               help="Time landed-to-readable micro-batches and whole runs, as processes, on every route "
                    "(CLI and Airflow, in process and on the engine) instead.")
+@click.option("--engine", "on_engine", is_flag=True,
+              help="Run every case in process and on the lake's engine, alternated, and compare the two instead.")
 @click.option("--scheduler", "scheduled", type=click.IntRange(min=1), default=None, metavar="RUNS",
               help="Time RUNS consecutive runs of Airflow's real scheduler (a run a minute, on the engine) instead: "
                    "each run's minute to its publish.")
@@ -450,19 +452,21 @@ def generate_command(out: str, *, events: int, query_file: str | None, columns: 
 @click.option("--master", default=None, help="Spark master URL (default: local[*], or PIELAKE_SPARK_MASTER).")
 @user_errors
 def bench_command(*, shapes: tuple[str, ...], symbols: tuple[int, ...], events: tuple[int, ...], repeat: int,
-                  freshness: bool, scheduled: int | None, workdir: str, docs: str | None,
+                  freshness: bool, on_engine: bool, scheduled: int | None, workdir: str, docs: str | None,
                   master: str | None) -> None:
     """PieStream Figure 4 / TPStream shapes on the synthetic law: end-to-end and per-stage times, events/s,
     peak memory and two floors (a bare scan of the events, a bare write of the results), into WORKDIR/bench.csv
     and WORKDIR/bench.png (and, with --docs, a page's figures). With --freshness: the time from a file of new
     events landing to its matches in SQL, into WORKDIR/freshness.csv and .png; with --scheduler, that time for
-    runs of Airflow's scheduler."""
+    runs of Airflow's scheduler; with --engine, each case in process and on the engine."""
     folder = Path(workdir)
     folder.mkdir(parents=True, exist_ok=True)
     if scheduled is not None:
         _bench_scheduler(folder, events[0] if events else 1_000_000, scheduled, docs)
     elif freshness:
         _bench_freshness(folder, events[0] if events else 1_000_000, repeat, docs)
+    elif on_engine:
+        _bench_engine(folder, shapes, symbols, events or (100_000,), repeat=repeat, docs=docs, master=master)
     else:
         _bench_shapes(folder, shapes, symbols, events or (100_000,), repeat=repeat, docs=docs, master=master)
 
@@ -482,9 +486,31 @@ def _bench_shapes(folder: Path, shapes: tuple[str, ...], symbols: tuple[int, ...
     click.echo(summary(results))
     click.echo(f"wrote {write_csv(results, folder / 'bench.csv')} and {plot(results, folder / 'bench.png')}")
     if docs is not None:
-        command = " ".join(["pielake bench", *(f"--shape {x}" for x in shapes), *(f"--symbols {n}" for n in symbols),
-                            *(f"--events {n}" for n in events), f"--repeat {repeat}"])
+        command = _grid_command("pielake bench", shapes, symbols, events, repeat)
         click.echo(f"wrote the figures into {write_docs(results, Path(docs), command)}")
+
+
+def _grid_command(command: str, shapes: tuple[str, ...], symbols: tuple[int, ...], events: tuple[int, ...],
+                  repeat: int) -> str:
+    """The bench's command line as a page shows it above its figures."""
+    return " ".join([command, *(f"--shape {x}" for x in shapes), *(f"--symbols {n}" for n in symbols),
+                     *(f"--events {n}" for n in events), f"--repeat {repeat}"])
+
+
+def _bench_engine(folder: Path, shapes: tuple[str, ...], symbols: tuple[int, ...], events: tuple[int, ...], *,
+                  repeat: int, docs: str | None, master: str | None) -> None:
+    from pielake.bench import engine  # noqa: PLC0415 (module docstring)
+    from pielake.bench.shapes import grid  # noqa: PLC0415
+    from pielake.engine.session import build_session  # noqa: PLC0415
+
+    cases = [engine.Case(*case) for case in grid(list(shapes), sorted(symbols), sorted(events))]
+    spark = build_session(master, app_name="pielake-bench")
+    pairs = engine.run(spark, cases, workdir=folder, repeats=repeat, say=_say)
+    click.echo(engine.summary(pairs))
+    click.echo(f"wrote {engine.write_csv(pairs, folder / 'engine.csv')}")
+    if docs is not None:
+        command = _grid_command("pielake bench --engine", shapes, symbols, events, repeat)
+        click.echo(f"wrote the figures into {engine.write_docs(pairs, Path(docs), command)}")
 
 
 def _bench_scheduler(folder: Path, events: int, runs: int, docs: str | None) -> None:

@@ -143,6 +143,12 @@ def start(workdir: Path, say: Callable[[str], None]) -> Bench:
     return Bench(workdir, engine_lake, lake_engine(engine_lake), say)
 
 
+def stop(bench: Bench) -> None:
+    """Stop the bench's engine."""
+    process([str(BIN / "pielake"), "engine", "stop", "--lake", str(bench.engine_lake)],
+            bench.workdir / "engine-stop.log")
+
+
 def airflow_env(bench: Bench, lake: Path, queries: Path, runner: str) -> dict[str, str]:
     """Airflow's environment for a lake and a registry folder: a home of their own (a route's DAG differs from
     another route's under the same name), the engine's connection and `runner`."""
@@ -292,8 +298,7 @@ def run(workdir: Path, *, events: int, rounds: int, say: Callable[[str], None]) 
         return run_rounds(bench, history, slices,
                           lambda lake: Lake(spark, lake).read(V.table_name(V.MATCHES, QUERY)).count())
     finally:
-        process([str(BIN / "pielake"), "engine", "stop", "--lake", str(bench.engine_lake)],
-                workdir / "engine-stop.log")
+        stop(bench)
 
 
 def write_docs(timings: list[Timing], events: int, page: Path, command: str) -> Path:

@@ -170,12 +170,18 @@ def write_seconds(lake: Lake, table: str, floor: Path) -> float:
         release(held)
 
 
-def measure(spark: SparkSession, shape: str, symbols: int, events: int, *, workdir: Path, repeat: int) -> Measurement:
-    """One run of one shape on `events` events of the synthetic law, in a fresh lake."""
-    text, symbols = shape_query(shape, symbols)
+def synthetic_events(symbols: int, events: int, workdir: Path) -> Path:
+    """The folder of `events` events of the synthetic law with `symbols` columns, generated once and kept."""
     data = workdir / f"synthetic-n{symbols}-{events}"
     if not data.exists():
         generate(data, events, columns=symbols)
+    return data
+
+
+def measure(spark: SparkSession, shape: str, symbols: int, events: int, *, workdir: Path, repeat: int) -> Measurement:
+    """One run of one shape on `events` events of the synthetic law, in a fresh lake."""
+    text, symbols = shape_query(shape, symbols)
+    data = synthetic_events(symbols, events, workdir)
     root = workdir / "lake"
     shutil.rmtree(root, ignore_errors=True)
     lake = Lake(spark, root)
@@ -201,11 +207,17 @@ def measure(spark: SparkSession, shape: str, symbols: int, events: int, *, workd
                        round(memory.jvm / GIB, 2), round(memory.total / GIB, 2), matches)
 
 
+def grid(shapes: list[str], symbol_counts: list[int], event_counts: list[int]) -> list[tuple[str, int, int]]:
+    """Every (shape, symbols, events) once, in that order; Q1-Q3 once per event count (they have three
+    symbols)."""
+    return list(dict.fromkeys((shape, shape_query(shape, n)[1], events) for shape in shapes for n in symbol_counts
+                              for events in event_counts))
+
+
 def run_grid(spark: SparkSession, shapes: list[str], symbol_counts: list[int], event_counts: list[int], *,
              workdir: Path, repeats: int, say: Callable[[str], None]) -> list[Measurement]:
-    """Every (shape, symbols, events) `repeats` times; Q1-Q3 once per event count (they have three symbols)."""
-    cases = dict.fromkeys((shape, shape_query(shape, n)[1], events) for shape in shapes for n in symbol_counts
-                          for events in event_counts)
+    """Every case of the `grid` `repeats` times."""
+    cases = grid(shapes, symbol_counts, event_counts)
     out = []
     for index, (shape, symbols, events) in enumerate(cases, 1):
         for repeat in range(1, repeats + 1):

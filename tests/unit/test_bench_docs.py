@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pytest
 
-from pielake.bench import freshness, scheduler
+from pielake.bench import engine, freshness, scheduler
 from pielake.bench.freshness import ROUTES, Timing
 from pielake.bench.pages import markers
 from pielake.bench.scheduler import ScheduledRun
@@ -92,3 +92,18 @@ def test_each_minute_s_slice_lands_under_the_name_airflow_renders_for_that_minut
     # `{{ data_interval_end | ts_nodash }}` of a run due at 13:00 UTC renders as 20260101T130000
     assert (landed / "20260101T130000.csv").read_text() == "id,ts\n0,1\n"
     assert sorted(p.name for p in landed.iterdir()) == ["20260101T125900.csv", "20260101T130000.csv"]
+
+
+def test_the_engine_figures_give_each_case_both_medians_and_whether_the_engine_is_within_ten_percent(
+        tmp_path: Path) -> None:
+    start, end = markers("engine")
+    page = tmp_path / "performance.md"
+    page.write_text(f"# Performance\n\n{start}\nold\n{end}\n")
+    fast, slow = engine.Case("chain", 4, 10_000_000), engine.Case("chain", 18, 10_000_000)
+    pairs = [engine.Pair(fast, 1, 9.0, 9.9, 181276), engine.Pair(fast, 2, 10.0, 9.0, 181276),
+             engine.Pair(fast, 3, 8.0, 8.8, 181276), engine.Pair(slow, 1, 30.0, 34.0, 7)]
+    engine.write_docs(pairs, page, "pielake bench --engine")
+    text = page.read_text()
+    assert "| chain | 4 | 10,000,000 | 9.00 | 9.00 | 1.00 | ✓ | 1.10, 0.90, 1.10 | 181276 |" in text
+    assert "| chain | 18 | 10,000,000 | 30.00 | 34.00 | 1.13 | ✗ | 1.13 | 7 |" in text
+    assert "`pielake bench --engine`" in text and "old" not in text
