@@ -459,6 +459,10 @@ def bench_command(*, shapes: tuple[str, ...], symbols: tuple[int, ...], events: 
     and WORKDIR/bench.png (and, with --docs, a page's figures). With --freshness: the time from a file of new
     events landing to its matches in SQL, into WORKDIR/freshness.csv and .png; with --scheduler, that time for
     runs of Airflow's scheduler; with --engine, each case in process and on the engine."""
+    chosen = [flag for flag, given in (("--freshness", freshness), ("--engine", on_engine),
+                                       ("--scheduler", scheduled is not None)) if given]
+    if len(chosen) > 1:
+        raise click.UsageError(f"{' and '.join(chosen)} are different benchmarks; run one at a time")
     folder = Path(workdir)
     folder.mkdir(parents=True, exist_ok=True)
     if scheduled is not None:

@@ -89,6 +89,12 @@ def test_check_finds_the_query_whose_matches_a_query_reads_beside_it_and_refuses
     invoke(["check", str(down)], EXIT_USAGE, "queries read each other's matches in a cycle: down -> up -> down")
 
 
+def test_two_benchmarks_at_once_are_refused_in_one_line(tmp_path: Path) -> None:
+    invoke(["bench", "--engine", "--freshness", "--workdir", str(tmp_path / "bench")], EXIT_USAGE,
+           "--freshness and --engine are different benchmarks; run one at a time")
+    assert not (tmp_path / "bench").exists()
+
+
 def test_an_engine_on_a_taken_port_says_so_in_one_line_before_starting_spark(tmp_path: Path) -> None:
     handler = signal.getsignal(signal.SIGTERM)
     with socket.socket() as taken:
