@@ -56,7 +56,7 @@ from pielake.engine.session import build_session, resolve_jars
 from pielake.engine.settings import delta_package
 from pielake.errors import PielakeError
 from pielake.exitcodes import EXIT_INTERNAL
-from pielake.lake.catalog import DATABASE, Metastore, Registration
+from pielake.lake.catalog import DATABASE, CatalogRegistration, Metastore
 from pielake.lake.delta import Lake
 from pielake.pipeline.gates import import_gx_meanwhile
 from pielake.pipeline.job import RunRequest, StageResult
@@ -171,7 +171,7 @@ def _engine_session(root: Path, ports: EnginePorts, address: EngineAddress, *, m
 def _serve(spark: SparkSession, root: Path, ports: EnginePorts, address: EngineAddress, *, folder: Path,
            stop: threading.Event, say: Callable[[str], None]) -> None:
     lake = Lake(spark, root)
-    registration = Registration(lake)
+    registration = CatalogRegistration(lake)
     registered = registration.refresh()
     thrift = spark._jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
         spark._jsparkSession.sqlContext())

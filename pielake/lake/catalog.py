@@ -63,9 +63,9 @@ class Metastore:
         return conf
 
 
-def register_tables(lake: Lake) -> list[str]:
-    """Register every table of the lake the catalog does not know yet, and each kind of a results table as a
-    view; returns their names.
+def register_tables(lake: Lake, listed: list[str]) -> list[str]:
+    """Register every table of the lake (`listed`, as `Lake.tables` just listed them) the catalog does not know
+    yet, and each kind of a results table as a view; returns their names.
 
     The lake's session must use the metastore (`Metastore.spark_conf`). A table is registered through Spark's
     Catalog API with its validated name and folder. A kind's view has no such API: its statement is built from
@@ -76,17 +76,17 @@ def register_tables(lake: Lake) -> list[str]:
 
     spark = lake.spark
     known = {table.name for table in spark.catalog.listTables(DATABASE)}
-    tables = [name for name in lake.tables() if name not in known]
+    tables = [name for name in listed if name not in known]
     for name in tables:
         spark.catalog.createTable(f"{DATABASE}.{name}", path=lake.path(name), source="delta")
-    views = [(kind, table) for table in lake.tables() for kind in results.kind_names(table) if kind not in known]
+    views = [(kind, table) for table in listed for kind in results.kind_names(table) if kind not in known]
     for name, table in views:
         spark.sql(kind_view(name, table, lake.read(table).columns)).collect()
     return [*tables, *(name for name, _ in views)]
 
 
 @dataclass
-class Registration:
+class CatalogRegistration:
     """The lake's tables registered as they appear: what the engine does every `refresh` seconds.
 
     Asking the catalog is a metastore call that costs about a tenth of a CPU-second even for an empty lake; a
@@ -104,7 +104,7 @@ class Registration:
         listed = self.lake.tables()
         if listed == self.listed:
             return []
-        registered = register_tables(self.lake)
+        registered = register_tables(self.lake, listed)
         self.listed = listed
         return registered
 

@@ -1,6 +1,6 @@
-"""The engine's look at the lake (`pielake.lake.catalog.Registration`): a table registers once its folder appears,
-and a look that finds the lake's tables unchanged asks the catalog nothing, so a table dropped from the catalog
-stays dropped until the lake's tables change."""
+"""The engine's look at the lake (`pielake.lake.catalog.CatalogRegistration`): a table registers once its folder
+appears, and a look that finds the lake's tables unchanged asks the catalog nothing, so a table dropped from the
+catalog stays dropped until the lake's tables change."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pielake.lake.catalog import DATABASE, Registration
+from pielake.lake.catalog import DATABASE, CatalogRegistration
 from pielake.lake.delta import Lake
 
 FIRST, SECOND = "events_registration_first", "events_registration_second"
@@ -30,7 +30,7 @@ def catalogued(spark: SparkSession) -> set[str]:
 def test_a_table_registers_when_it_appears_and_an_unchanged_lake_asks_the_catalog_nothing(
         spark: SparkSession, lake: Lake) -> None:
     # arrange
-    registration = Registration(lake)
+    registration = CatalogRegistration(lake)
     lake.overwrite(spark.range(3), FIRST)
     # act, assert: the first look registers the table, the next finds nothing new
     assert registration.refresh() == [FIRST]
