@@ -25,7 +25,7 @@ from urllib.parse import unquote, urljoin, urlparse
 
 import pyspark.sql.functions as F
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 
 from pielake import vocabulary as V
 from pielake.engine.session import settings_within
@@ -150,7 +150,7 @@ class Lake:
         checksum = self._checksum(table, version)
         if checksum is not None:
             return int(checksum["numFiles"]), int(checksum["tableSizeBytes"])
-        detail = DeltaTable.forPath(self.spark, self.path(table)).detail().first()
+        detail = self._detail(table)
         return int(detail["numFiles"]), int(detail["sizeInBytes"])
 
     def plain_files(self, table: str, version: int) -> tuple[str, ...]:
@@ -167,7 +167,7 @@ class Lake:
             reader, partitioned = protocol["minReaderVersion"], bool(metadata["partitionColumns"])
             uris = [urljoin(Path(self.path(table)).as_uri() + "/", f["path"]) for f in checksum["allFiles"]]
         else:
-            detail = DeltaTable.forPath(self.spark, self.path(table)).detail().first()
+            detail = self._detail(table)
             reader, partitioned = detail["minReaderVersion"], bool(detail["partitionColumns"])
             uris = self.read(table, version).inputFiles() if reader <= 1 and not partitioned else []
         files = [urlparse(uri) for uri in uris]
@@ -188,13 +188,19 @@ class Lake:
         except (OSError, ValueError):
             return None
 
+    def _detail(self, table: str) -> Row:
+        """Delta's detail of the table's newest snapshot (files, size, protocol, partitioning, properties): what the
+        readers of a version's checksum fall back on where the log has none. A Spark job, however warm the
+        session."""
+        return DeltaTable.forPath(self.spark, self.path(table)).detail().first()
+
     def _properties(self, table: str, version: int) -> dict[str, str]:
         """The table's properties at `version`: from its checksum where there is one (`_checksum` says why), else
         from Delta's detail of the table."""
         checksum = self._checksum(table, version)
         if checksum is not None:
             return dict(checksum["metadata"].get("configuration", {}))
-        return DeltaTable.forPath(self.spark, self.path(table)).detail().first()["properties"]
+        return self._detail(table)["properties"]
 
     def last_commit(self, table: str) -> dict:
         """The newest commit's `commitInfo` (operation, metrics) and `version`, read from its log file.
