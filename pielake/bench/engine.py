@@ -18,7 +18,7 @@ import csv
 import shutil
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -63,37 +63,26 @@ class Pair:
         return self.engine_s / self.in_process_s
 
 
-def _span(seconds: dict[str, float], parts: dict[str, float]) -> float:
-    """The timed stages' seconds (`pairs c1, c2` and `pairs` alike), less the events' admission."""
-    return sum(s for stage, s in seconds.items() if stage.split()[0] in STAGES) - parts.get(ADMISSION, 0.0)
+def _span(stages: Iterable[tuple[str, float, dict[str, float]]]) -> float:
+    """The seconds of the timed stages (`pairs c1, c2` and `pairs` alike) among `stages` (name, seconds, named
+    parts), less the events' admission."""
+    return sum(seconds - parts.get(ADMISSION, 0.0) for name, seconds, parts in stages if name.split()[0] in STAGES)
 
 
-def in_process(spark: SparkSession, text: str, name: str, lake: Path, request: RunRequest) -> tuple[float, int]:
-    """The timed span of a run in this process, every step in turn as `pielake run` takes them; its matches."""
+def in_process(spark: SparkSession, text: str, name: str, lake: Path, request: RunRequest) -> float:
+    """The timed span of a run in this process, every step in turn as `pielake run` takes them."""
     plan = load_query(text, name)
-    seconds: dict[str, float] = {}
-    parts: dict[str, float] = {}
     with one_process_run(Lake(spark, lake), plan, "bench", request) as run:
-        for step in REGISTRY.steps(plan, parallel=False):
-            outcome = run.step(step.name)
-            if isinstance(outcome, StageResult):
-                seconds[outcome.stage] = outcome.seconds
-                parts.update(outcome.parts)
-    return _span(seconds, parts), sum(run.matches.values())
+        outcomes = [run.step(step.name) for step in REGISTRY.steps(plan, parallel=False)]
+    return _span((o.stage, o.seconds, o.parts) for o in outcomes if isinstance(o, StageResult))
 
 
 def on_engine(address: EngineAddress, text: str, name: str, lake: Path, request: RunRequest) -> float:
-    """The timed span of a run on the engine, its steps sent one at a time (each answers with its seconds)."""
+    """The timed span of a run on the engine, its steps sent one at a time (a stage's answer has its seconds)."""
     plan = load_query(text, name)
-    seconds: dict[str, float] = {}
-    parts: dict[str, float] = {}
-    for step in REGISTRY.steps(plan, parallel=False):
-        order = RunOrder(text, name, str(lake), "bench", asdict(request), step.name)
-        answer = run_on_engine(address, order, lambda _line: None)
-        if "seconds" in answer:
-            seconds[step.name] = float(answer["seconds"])
-            parts.update(answer["parts"])
-    return _span(seconds, parts)
+    answers = [run_on_engine(address, RunOrder(text, name, str(lake), "bench", asdict(request), step.name),
+                             lambda _line: None) for step in REGISTRY.steps(plan, parallel=False)]
+    return _span((a["step"], a["seconds"], a["parts"]) for a in answers if "seconds" in a)
 
 
 def measure(spark: SparkSession, address: EngineAddress, case: Case, repeat: int, workdir: Path) -> Pair:
@@ -105,23 +94,18 @@ def measure(spark: SparkSession, address: EngineAddress, case: Case, repeat: int
     # A lake of its own per repeat: the engine's Delta keeps what it read of a table's log by its path.
     lakes = {side: (workdir / "lakes" / f"{side}-{name}-{case.events}-{repeat}").resolve()
              for side in ("process", "engine")}
+    sides = {"process": lambda: in_process(spark, text, name, lakes["process"], request),
+             "engine": lambda: on_engine(address, text, name, lakes["engine"], request)}
     for lake in lakes.values():
         shutil.rmtree(lake, ignore_errors=True)
-    sides = ["process", "engine"] if repeat % 2 else ["engine", "process"]
-    timed: dict[str, float] = {}
-    matches = 0
-    for side in sides:
-        if side == "process":
-            timed[side], matches = in_process(spark, text, name, lakes[side], request)
-        else:
-            timed[side] = on_engine(address, text, name, lakes[side], request)
-    on_engine_matches = Lake(spark, lakes["engine"]).read(V.table_name(V.MATCHES, name)).count()
-    if on_engine_matches != matches:
-        raise PielakeError(f"{name} at {case.events:,} events: {matches} matches in process, {on_engine_matches} "
-                           "on the engine")
+    timed = {side: sides[side]() for side in (("process", "engine") if repeat % 2 else ("engine", "process"))}
+    matches = {side: Lake(spark, lake).read(V.table_name(V.MATCHES, name)).count() for side, lake in lakes.items()}
+    if matches["process"] != matches["engine"]:
+        raise PielakeError(f"{name} at {case.events:,} events: {matches['process']} matches in process, "
+                           f"{matches['engine']} on the engine")
     for lake in lakes.values():
         shutil.rmtree(lake, ignore_errors=True)
-    return Pair(case, repeat, round(timed["process"], 2), round(timed["engine"], 2), matches)
+    return Pair(case, repeat, round(timed["process"], 2), round(timed["engine"], 2), matches["process"])
 
 
 def run(spark: SparkSession, cases: list[Case], *, workdir: Path, repeats: int,
