@@ -18,6 +18,7 @@ import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,6 +45,7 @@ LOG_RETENTION = "delta.logRetentionDuration"
 RUN_COMMITS_KEPT = "interval 30 days"  # how long a table remembers which runs committed to it (`Lake.once`)
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 def quoted_identifier(name: str) -> str:
@@ -70,6 +72,21 @@ def _commits(folder: Path) -> list[Path]:
 def _actions(commit: Path) -> list[dict]:
     """The actions of one commit file of a Delta log, one JSON object a line."""
     return [json.loads(line) for line in commit.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One commit of a Delta table: its version, its `commitInfo` (operation, timestamp, `userMetadata`), and the
+    application ids of the transactions it records (`Lake.once`)."""
+
+    version: int
+    info: dict
+    writers: frozenset[str]
+
+    @property
+    def note(self) -> str | None:
+        """The `commit_note` the write was given, if any."""
+        return self.info.get("userMetadata")
 
 
 def _committed(folder: Path) -> bool:
@@ -215,17 +232,23 @@ class Lake:
         info = next((a["commitInfo"] for a in _actions(newest) if "commitInfo" in a), {})
         return {**info, "operationMetrics": info.get("operationMetrics", {}), "version": int(newest.stem)}
 
+    def history(self, table: str) -> Iterator[Commit]:
+        """The table's commits, newest first, read from its log files one at a time: a caller that stops after the
+        few it asks about reads only those. `DeltaTable.history()` would cost a snapshot and a Spark job."""
+        for commit in sorted(_commits(Path(self.path(table))), key=lambda p: int(p.stem), reverse=True):
+            actions = _actions(commit)
+            yield Commit(int(commit.stem), next((a["commitInfo"] for a in actions if "commitInfo" in a), {}),
+                         frozenset(a["txn"]["appId"] for a in actions if "txn" in a))
+
     def committed_by(self, table: str, writer: str, since: datetime) -> bool:
         """Whether `writer` (`once`) has committed to the table at or after `since`: its commits are those that
-        record a transaction of its application id. Read from the log files, newest first, down to the first
-        commit older than `since`, so a question about a run costs the few commits made while it ran."""
-        folder = Path(self.path(table))
+        record a transaction of its application id. Read down to the first commit older than `since`, so a
+        question about a run costs the few commits made while it ran."""
         floor = since.timestamp() * 1000
-        for commit in sorted(_commits(folder), key=lambda p: int(p.stem), reverse=True):
-            actions = _actions(commit)
-            if any(a.get("txn", {}).get("appId") == writer for a in actions):
+        for commit in self.history(table):
+            if writer in commit.writers:
                 return True
-            if next((a["commitInfo"].get("timestamp", 0) for a in actions if "commitInfo" in a), 0) < floor:
+            if commit.info.get("timestamp", 0) < floor:
                 return False
         return False
 
@@ -261,7 +284,8 @@ class Lake:
         return self.rows_written(table, replace_where)
 
     @contextmanager
-    def writing(self, rows_per_file: int | None = None, *, plain: tuple[str, ...] = ()) -> Iterator[None]:
+    def writing(self, rows_per_file: int | None = None, *, plain: tuple[str, ...] = (),
+                note: str | None = None) -> Iterator[None]:
         """Session settings for the writes within, restored after: files of at most `rows_per_file` rows
         (Spark's `maxRecordsPerFile`, which MERGE takes only from the session: a table written in time order
         keeps each stretch of time in files of its own), and no statistics in a lake that keeps none.
@@ -270,8 +294,12 @@ class Lake:
         all distinct in a file, whose dictionary costs a hash lookup per value and ends up no smaller than the
         values. Parquet reads per-column settings from the write's Hadoop configuration, which Spark builds from
         the session's.
+
+        `note` is every commit's `userMetadata` (`commit_note`), as Delta takes it for a MERGE: from the session.
         """
         settings = {f"parquet.enable.dictionary#{column}": "false" for column in plain}
+        if note is not None:
+            settings[USER_METADATA] = note
         if rows_per_file is not None:
             settings["spark.sql.files.maxRecordsPerFile"] = str(rows_per_file)
         if not self.statistics:

@@ -46,7 +46,7 @@ from pielake.lake.lock import exclusive
 from pielake.lake.results import results_table
 from pielake.pipeline.job import RunRequest, StageResult, StepContext, events_table, quarantine_table, timed
 from pielake.pipeline.scope import mark_unprocessed
-from pielake.pipeline.upstream import matches_input, mirrors, rebuild_hint
+from pielake.pipeline.upstream import mirrors, read_upstream, rebuild_hint
 from pielake.query.analyzer import QueryPlan
 from pielake.streams import FORMATS, SCHEMAS_DIR, TIMESTAMP_UNIT, StreamSchema, load_schema, save_schema
 
@@ -447,11 +447,15 @@ def ingest(ctx: StepContext) -> StageResult:
     """The ingest stage: the events file (and, for a backfill, the quarantined late events in its range), or of a
     query over matches the upstream's final matches, into staging, the bad rows into the quarantine."""
     job, request = ctx.job, ctx.request
+    details: dict[str, object] = {}
 
     def work() -> dict[str, int]:
         marks = None
         if job.stream.of_matches:
-            matches, marks = matches_input(job, request.mode)
+            matches, marks, rebuilds = read_upstream(ctx)
+            if rebuilds:
+                details["mode"] = (f"batch: query {job.plan.one_stream().upstream} has published a batch run or a "
+                                   "backfill since this query last read its matches")
             raws = [matches]
         else:
             raws = [read_raw(job.lake.spark, request.events_path, request.fmt or guess_format(request.events_path))] \
@@ -459,10 +463,10 @@ def ingest(ctx: StepContext) -> StageResult:
         if ctx.backfill_range is not None:
             raws.append(replay_quarantined(job.lake, job.stream, job.declared_query.kernel_time, *ctx.backfill_range))
         report = ingest_rows(job.lake, raws, job.stream, job.run_id, staged_as=job.staged_events,
-                             admission=_admission(ctx), marks=marks, replaces=mirrors(job.stream, request.mode))
+                             admission=_admission(ctx), marks=marks, replaces=mirrors(job.stream, ctx.mode))
         return report.rows()
 
-    return timed("ingest", work)
+    return timed("ingest", work, details)
 
 
 def _admission(ctx: StepContext) -> Admission | None:
@@ -473,7 +477,7 @@ def _admission(ctx: StepContext) -> Admission | None:
         low, high = ctx.backfill_range
         return Admission("outside_backfill_range", lambda rows: rows.withColumn(
             ADMITTED, q.event_time().between(low, high)))
-    processed = job.published(V.PROGRESS) if ctx.request.mode == "incremental" else None
+    processed = job.published(V.PROGRESS) if ctx.mode == "incremental" else None
     if processed is None:
         return None
     return Admission("late", lambda rows: mark_unprocessed(q.keyed(rows), processed, q, time=q.event_time(),
@@ -487,7 +491,7 @@ def admit_events(ctx: StepContext) -> int:
     job, already = ctx.job, 0
     if job.staging.exists(job.staged_events):  # a run in one process frees them once admitted: nothing left to do
         already = publish_events(job.lake, job.stream, job.staged_events, job.writer,
-                                 replace=mirrors(job.stream, ctx.request.mode))
+                                 replace=mirrors(job.stream, ctx.mode))
         job.staging.done_with(job.staged_events)
     if ctx.backfill_range is not None:
         forget_replayed(job.lake, job.stream, job.declared_query.kernel_time, *ctx.backfill_range)

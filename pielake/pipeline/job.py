@@ -18,6 +18,7 @@ from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 from pielake.lake.staging import Staging
+from pielake.pipeline.report import upstream_read
 from pielake.pipeline.scope import FULL, MODES, Scope
 from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark.query import SparkQuery
@@ -127,6 +128,17 @@ class QueryJob:
         return known
 
 
+def run_mode(job: QueryJob, asked: str) -> str:
+    """The mode a run runs in: the one it was asked for, except a micro-batch of a query over matches whose ingest
+    found that the upstream rebuilt or backfilled them since the query last read them
+    (`pielake.pipeline.upstream.read_upstream`). That run is a batch run, which reads all of them again: the
+    matches it admitted before may have changed, and a micro-batch reads only those after its processed time."""
+    if asked != "incremental" or not job.stream.of_matches:
+        return asked
+    read = upstream_read(job.lake, job.plan.name, job.run_id)
+    return "batch" if read is not None and read.rebuilds else asked
+
+
 @dataclass(frozen=True)
 class StepContext:
     """One step of a run: its job and request, and for a step of a stage that runs per constraint, the
@@ -135,6 +147,11 @@ class StepContext:
     job: QueryJob
     request: RunRequest
     constraints: tuple[str, ...] = ()
+
+    @property
+    def mode(self) -> str:
+        """The mode the run runs in (`run_mode`)."""
+        return run_mode(self.job, self.request.mode)
 
     @cached_property
     def backfill_range(self) -> tuple[int, int] | None:

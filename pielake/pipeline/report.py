@@ -55,6 +55,31 @@ def _folder(lake: Lake, query: str, run_id: str) -> Path:
     return lake.root / V.RUNS_DIR / query / run_id
 
 
+@dataclass(frozen=True)
+class UpstreamRead:
+    """What the ingest of a run of a query over matches read of its upstream (`pielake.pipeline.upstream`): the
+    version of the upstream's results table, and whether the run rebuilds from all of it. Kept beside the run's
+    step records for its later steps, which under Airflow are processes of their own."""
+
+    version: int
+    rebuilds: bool
+
+
+UPSTREAM_READ = "upstream.read"  # not `*.json`: no step's record
+
+
+def record_upstream_read(lake: Lake, query: str, run_id: str, read: UpstreamRead) -> None:
+    folder = _folder(lake, query, run_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / UPSTREAM_READ).write_text(json.dumps(asdict(read)), encoding="utf-8")
+
+
+def upstream_read(lake: Lake, query: str, run_id: str) -> UpstreamRead | None:
+    """The run's `UpstreamRead`, or None before its ingest has read the upstream."""
+    path = _folder(lake, query, run_id) / UPSTREAM_READ
+    return UpstreamRead(**json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else None
+
+
 def record_step(lake: Lake, query: str, run_id: str, record: StepRecord) -> None:
     folder = _folder(lake, query, run_id)
     folder.mkdir(parents=True, exist_ok=True)

@@ -31,7 +31,7 @@ from pielake.lake.staging import SessionStaging
 from pielake.pipeline.gates import GateError, GateResult, build_docs, run_gate
 from pielake.pipeline.gx_project import docs_index
 from pielake.pipeline.ingest import IngestReport, stream_for
-from pielake.pipeline.job import QueryJob, RunRequest, StageResult, StepContext, events_table
+from pielake.pipeline.job import QueryJob, RunRequest, StageResult, StepContext, events_table, run_mode
 from pielake.pipeline.registry import STAGES, Registry, Step
 from pielake.pipeline.report import StepRecord, publish_report, record_step, step_records
 from pielake.pipeline.stages import match_counts
@@ -185,8 +185,8 @@ class Run:
         """The run is over: its row in the `runs` table, then the lock goes."""
         self.over = True
         self.matches = match_counts(self.job, just_published=status == V.PUBLISHED)
-        publish_report(self.job.lake, self.job.plan.name, self.job.run_id, mode=self.request.mode, status=status,
-                       matches=self.matches)
+        publish_report(self.job.lake, self.job.plan.name, self.job.run_id,
+                       mode=run_mode(self.job, self.request.mode), status=status, matches=self.matches)
         self.lock.release(self.job.run_id)
 
 

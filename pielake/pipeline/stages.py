@@ -39,7 +39,7 @@ from pielake.pipeline.scope import (
     plan_scope,
     unsettled,
 )
-from pielake.pipeline.upstream import matches_stream_schema
+from pielake.pipeline.upstream import matches_stream_schema, publish_note
 from pielake.spark import columns as C
 from pielake.spark.matches import MATCHES_SETTINGS, find_matches
 from pielake.spark.pairs import detect_pairs
@@ -79,7 +79,7 @@ def kernel_reading(lake: Lake, table: str, version: int, q: SparkQuery) -> Kerne
 def derive_situations(ctx: StepContext) -> StageResult:
     """Admit the audited events (`admit_events`), fix the run's scope, then derive all symbols in one pass over
     its slice: staged `segments_<q>`, `situations_<q>`."""
-    job, mode = ctx.job, ctx.request.mode
+    job, mode = ctx.job, ctx.mode
     since = ctx.backfill_range[0] if ctx.backfill_range is not None else None
     details: dict[str, object] = {"mode": mode}
     parts: dict[str, float] = {}
@@ -184,7 +184,7 @@ def publish(ctx: StepContext) -> StageResult:
     The commit is the run's (`Lake.once`): a retried publish commits nothing again. Until it is made, the lake
     holds none of the run's rows and the next run has the same scope and recomputes the same rows, so a publish
     that stops anywhere is repaired by running it again. The rows are written with one file size, and their times
-    without a dictionary (`Lake.writing`).
+    without a dictionary (`Lake.writing`); the commit's note says what the run was (`publish_note`).
     """
     job = ctx.job
 
@@ -195,7 +195,7 @@ def publish(ctx: StepContext) -> StageResult:
         state = next_progress(scope, q, situations=job.staged(V.SITUATIONS), pairs=job.staged(V.PAIRS),
                               run_starts=job.staged(V.SEGMENTS).select(*q.keys, F.col(C.START).alias(C.T)))
         staged = {kind: job.staged(kind) for kind in tables}
-        with job.lake.once(job.writer), job.lake.writing(ROWS_PER_FILE, plain=times):
+        with job.lake.once(job.writer), job.lake.writing(ROWS_PER_FILE, plain=times, note=publish_note(ctx)):
             written = _publish_rows(job, staged, state, scope)
         # What a query over its matches reads, typed as the staged matches the commit published.
         save_schema(matches_stream_schema(job, staged[V.MATCHES]), lake_streams(job.lake))

@@ -14,19 +14,27 @@ the matches and the progress it reads are one commit's (`matches_input`):
   the upstream's time moves, with new rows or none. Marks are not input: ingest stages them beside the admitted
   rows and counts them apart.
 
-A batch run replaces the stream's table instead of appending to it (`mirrors`).
+A batch run replaces the stream's table instead of appending to it (`mirrors`). A micro-batch is one too when the
+upstream has published a batch run or a backfill since the query's last publish read it (`read_upstream`): such
+a publish may change matches the query admitted before, and a micro-batch would only read the newer ones.
+Every publish says in its commit's note what it was and, over matches, which version of the upstream it read
+(`publish_note`), so the next run tells this from the two tables' logs.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from itertools import takewhile
 
 import pyspark.sql.functions as F
 from pyspark.sql import DataFrame
 
 from pielake import vocabulary as V
+from pielake.lake.delta import Commit
 from pielake.lake.results import results_table
-from pielake.pipeline.job import QueryJob, events_table
+from pielake.pipeline.job import QueryJob, StepContext, events_table
+from pielake.pipeline.report import UpstreamRead, record_upstream_read, upstream_read
 from pielake.pipeline.scope import mark_unprocessed
 from pielake.query.analyzer import QueryPlan
 from pielake.spark.matches import LAST_TIME
@@ -34,6 +42,8 @@ from pielake.streams import StreamSchema
 
 HORIZON = "__horizon"
 NEW = "__new"
+REWRITES = ("batch", "backfill")  # the publishes that may change matches a query over them has admitted
+KEEPS_ROWS = ("OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES")  # unnoted commits that change no row
 
 
 def matches_stream_schema(job: QueryJob, matches: DataFrame) -> StreamSchema:
@@ -53,15 +63,63 @@ def matches_stream_schema(job: QueryJob, matches: DataFrame) -> StreamSchema:
                         tuple(V.symbol_ts(s.name) for s in plan.symbols))
 
 
-def matches_input(job: QueryJob, mode: str) -> tuple[DataFrame, DataFrame]:
-    """The upstream's matches a run of `job` ingests, in the stream's columns, and the horizon marks of the keys
-    whose horizon moved. A batch run reads every final match and marks every key (`mirrors`); a micro-batch those
-    after its keys' processed time (the earlier ones are the stream's already)."""
+def read_upstream(ctx: StepContext) -> tuple[DataFrame, DataFrame, bool]:
+    """What the ingest of a run over matches reads of its upstream (`matches_input`), at the upstream's newest
+    version, and whether the run rebuilds from all of it: a micro-batch does if the upstream was rewritten since
+    (`_rewritten`). Both are recorded for the run's later steps (`pielake.pipeline.job.run_mode`)."""
+    job = ctx.job
+    version = job.lake.version(results_table(job.plan.one_stream().upstream))
+    rebuilds = ctx.request.mode == "incremental" and _rewritten(job, version)
+    record_upstream_read(job.lake, job.plan.name, job.run_id, UpstreamRead(version, rebuilds))
+    return *matches_input(job, ctx.mode, version), rebuilds
+
+
+def publish_note(ctx: StepContext) -> str:
+    """The note of a publish's commit: the mode the run ran in, and of a run over matches the version of the
+    upstream it read."""
+    job = ctx.job
+    read = upstream_read(job.lake, job.plan.name, job.run_id) if job.stream.of_matches else None
+    return json.dumps({"mode": ctx.mode, **({"read": read.version} if read is not None else {})})
+
+
+def _rewritten(job: QueryJob, version: int) -> bool:
+    """Whether the upstream's publishes after the version the query's last publish read, up to `version`, may
+    have changed matches it admitted: one is a batch run or a backfill, or has no note and changes rows, or the
+    upstream's log no longer holds them all; so may a query whose publishes name no version read. A query that
+    has published nothing reads everything anyway."""
+    lake, own = job.lake, results_table(job.plan.name)
+    if not lake.exists(own):
+        return False
+    last = next((note["read"] for commit in lake.history(own) if "read" in (note := _note(commit))), None)
+    if last is None:
+        return True
+    upstream = results_table(job.plan.one_stream().upstream)
+    newer = [c for c in takewhile(lambda c: c.version > last, lake.history(upstream)) if c.version <= version]
+    return len(newer) != version - last or any(_rewrites(c) for c in newer)
+
+
+def _note(commit: Commit) -> dict:
+    """A publish's note (`publish_note`); empty for any other commit."""
+    try:
+        note = json.loads(commit.note or "")
+    except ValueError:
+        return {}
+    return note if isinstance(note, dict) else {}
+
+
+def _rewrites(commit: Commit) -> bool:
+    mode = _note(commit).get("mode")
+    return mode in REWRITES if mode is not None else commit.info.get("operation") not in KEEPS_ROWS
+
+
+def matches_input(job: QueryJob, mode: str, version: int) -> tuple[DataFrame, DataFrame]:
+    """The upstream's matches a run of `job` ingests from `version` of its results, in the stream's columns, and
+    the horizon marks of the keys whose horizon moved. A batch run reads every final match and marks every key
+    (`mirrors`); a micro-batch those after its keys' processed time (the earlier ones are the stream's already)."""
     stream, q, lake = job.stream, job.declared_query, job.lake
     upstream = job.plan.one_stream().upstream
     if mode == "incremental":
         _check_columns(job)
-    version = lake.version(results_table(upstream))
     keys = list(stream.keys)
     assert stream.horizon_lag is not None
     horizons = lake.read(V.table_name(V.PROGRESS, upstream), version) \

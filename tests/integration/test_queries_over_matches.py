@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 from pielake.errors import QueryError
 from pielake.lake.delta import Lake
 from pielake.pipeline.job import RunRequest
+from pielake.pipeline.maintenance import maintain
 from pielake.pipeline.runner import run_query
 from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import StreamEvents, derive_situations_of, find_matches_of, matches_stream
@@ -73,6 +74,11 @@ def events_file(path: Path, case: Case, rows: list[dict]) -> str:
     return str(path)
 
 
+def run_modes(lake: Lake, query: str) -> dict[str, str]:
+    """Each run of `query` in the `runs` table, and the mode it ran in."""
+    return {r.run_id: r.mode for r in lake.read("runs").filter(f"query = '{query}'").collect()}
+
+
 def assert_both_levels_equal_the_reference(spark: SparkSession, root: Path, case: tuple[Case, list[list[dict]]],
                                            down_text: str) -> int:
     """Micro-batches of the upstream, each followed by a run of the downstream; returns how many complete
@@ -91,6 +97,8 @@ def assert_both_levels_equal_the_reference(spark: SparkSession, root: Path, case
         matches, situations = expected(drawn, seen, up, down)
         assert spark_rows(lake.read("matches_down"), down) == matches, (drawn.query, down_text, index)
         assert situation_rows(lake, down) == situations, (drawn.query, down_text, index)
+    # The upstream only ran micro-batches: none of the downstream's runs had to read everything again.
+    assert set(run_modes(lake, "down").values()) == {"incremental"}
     # A batch run replaces the stream's table with every final match and a mark per key, and finds the same.
     final, keys = lake.read("events_matches_up").filter("completed_at IS NOT NULL").count(), \
         lake.read("progress_up").count()
@@ -131,10 +139,12 @@ def test_a_query_over_matches_equals_the_reference_after_every_micro_batch_of_it
         assert read == 3
 
 
-def test_a_batch_run_over_matches_repairs_them_after_a_backfill_of_the_upstream(spark: SparkSession,
-                                                                                tmp_path: Path) -> None:
-    """The event at 6 s reaches the upstream only through its backfill, which changes a final match: the
-    downstream's next batch run replaces its stream's table and finds what the reference finds in every event."""
+def test_a_micro_batch_over_matches_after_a_backfill_of_the_upstream_runs_as_a_batch_run(spark: SparkSession,
+                                                                                      tmp_path: Path) -> None:
+    """The event at 6 s reaches the upstream only through its backfill, which changes a final match the downstream
+    had admitted: its next micro-batch replaces its stream's table, as a batch run, and finds what the reference
+    finds in every event. The upstream's table maintenance changes no row, and the micro-batches after it, or
+    after the rebuild, with no backfill between, stay micro-batches."""
     case, _ = _hand_case()
     held = case.rows[6]
     root = tmp_path / "lake"
@@ -142,19 +152,26 @@ def test_a_batch_run_over_matches_repairs_them_after_a_backfill_of_the_upstream(
     up, down = load_query(case.query, "up"), load_query(HAND_DOWNSTREAM, "down")
     history = events_file(root / "history.json", case, [r for r in case.rows if r is not held])
     run_query(lake, up, "u0", RunRequest(events_path=history, checks=False))
-    run_query(lake, down, "d0", RunRequest(checks=False))
+    run_query(lake, down, "d0", RunRequest(mode="incremental", checks=False))
+    maintain(lake, up, keep_days=0, say=lambda _: None)
+    run_query(lake, down, "d1", RunRequest(mode="incremental", checks=False))
     before = spark_rows(lake.read("matches_down"), down)
     late = events_file(root / "late.json", case, [held])
     run_query(lake, up, "u1", RunRequest(mode="backfill", events_path=late, since="6", until="6", checks=False))
-    run_query(lake, down, "d1", RunRequest(checks=False))
+    rebuilt = run_query(lake, down, "d2", RunRequest(mode="incremental", checks=False))
     matches, situations = expected(case, case.rows, up, down)
     assert spark_rows(lake.read("matches_down"), down) == matches != before
     assert situation_rows(lake, down) == situations
+    assert "published a batch run or a backfill" in str(rebuilt.stages[0].details["mode"])
+    run_query(lake, down, "d3", RunRequest(mode="incremental", checks=False))
+    assert spark_rows(lake.read("matches_down"), down) == matches
+    assert run_modes(lake, "down") == {"d0": "incremental", "d1": "incremental", "d2": "batch", "d3": "incremental"}
 
 
-def test_matches_whose_columns_changed_are_refused_to_a_micro_batch_and_rebuilt_by_a_batch_run(
-        spark: SparkSession, tmp_path: Path) -> None:
-    """The upstream gains a RETURN column: its matches stream is no longer the table the downstream holds."""
+def test_matches_whose_columns_changed_are_rebuilt_by_the_next_micro_batch(spark: SparkSession,
+                                                                          tmp_path: Path) -> None:
+    """The upstream gains a RETURN column in a batch run: the downstream's next micro-batch is a batch run and
+    its stream's table gains the column."""
     case, _ = _hand_case()
     root = tmp_path / "lake"
     lake = case_lake(spark, root, case)
@@ -165,13 +182,29 @@ def test_matches_whose_columns_changed_are_refused_to_a_micro_batch_and_rebuilt_
     wider = replace(case, query=case.query.replace("RETURN ", "RETURN max(B.x) AS mb, "))
     up = load_query(wider.query, "up")
     run_query(lake, up, "u1", RunRequest(events_path=events, checks=False))
+    run_query(lake, down, "d1", RunRequest(mode="incremental", checks=False))
+    assert "mb" in lake.read("events_matches_up").columns
+    assert spark_rows(lake.read("matches_down"), down) == expected(wider, wider.rows, up, down)[0]
+
+
+def test_a_micro_batch_over_matches_whose_columns_changed_in_a_micro_batch_of_the_upstream_is_refused(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """The upstream gains a RETURN column in a micro-batch, which rewrites none of its matches: the downstream's
+    stream table no longer has the matches' columns, and its micro-batch says so, naming both."""
+    case, batches = _hand_case()
+    root = tmp_path / "lake"
+    lake = case_lake(spark, root, case)
+    down = load_query(HAND_DOWNSTREAM, "down")
+    first, second = (events_file(root / f"b{i}.json", case, batches[i]) for i in (0, 1))
+    run_query(lake, load_query(case.query, "up"), "u0", RunRequest(mode="incremental", events_path=first,
+                                                                   checks=False))
+    run_query(lake, down, "d0", RunRequest(mode="incremental", checks=False))
+    wider = load_query(case.query.replace("RETURN ", "RETURN max(B.x) AS mb, "), "up")
+    run_query(lake, wider, "u1", RunRequest(mode="incremental", events_path=second, checks=False))
     with pytest.raises(QueryError) as caught:
         run_query(lake, down, "d1", RunRequest(mode="incremental", checks=False))
     assert "the matches of query up now have the columns key STRING, started_at BIGINT" in str(caught.value)
     assert "mb DOUBLE" in str(caught.value) and "Run it in batch mode" in str(caught.value)
-    run_query(lake, down, "d2", RunRequest(checks=False))
-    assert "mb" in lake.read("events_matches_up").columns
-    assert spark_rows(lake.read("matches_down"), down) == expected(wider, wider.rows, up, down)[0]
 
 
 def test_a_query_over_matches_that_have_not_been_published_is_refused_naming_the_stream(
