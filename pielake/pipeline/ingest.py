@@ -45,6 +45,7 @@ from pielake.lake.delta import Lake, LakeError, check_run_id
 from pielake.lake.lock import exclusive
 from pielake.lake.results import results_table
 from pielake.pipeline.job import RunRequest, StageResult, StepContext, events_table, quarantine_table, timed
+from pielake.pipeline.notes import check_definition
 from pielake.pipeline.scope import mark_unprocessed
 from pielake.pipeline.upstream import mirrors, read_upstream, rebuild_hint
 from pielake.query.analyzer import QueryPlan
@@ -448,6 +449,7 @@ def ingest(ctx: StepContext) -> StageResult:
     query over matches the upstream's final matches, into staging, the bad rows into the quarantine."""
     job, request = ctx.job, ctx.request
     details: dict[str, object] = {}
+    check_definition(ctx)
 
     def work() -> dict[str, int]:
         marks = None

@@ -29,6 +29,7 @@ from pielake.lake.delta import Lake, LakeError
 from pielake.lake.results import ANCHOR, KIND, combine, pack, results_table, row_key
 from pielake.pipeline.ingest import admit_events, lake_streams
 from pielake.pipeline.job import QueryJob, StageResult, StepContext, events_table, timed
+from pielake.pipeline.notes import publish_note
 from pielake.pipeline.scope import (
     EVENTS_VERSION,
     FULL,
@@ -39,7 +40,7 @@ from pielake.pipeline.scope import (
     plan_scope,
     unsettled,
 )
-from pielake.pipeline.upstream import matches_stream_schema, publish_note
+from pielake.pipeline.upstream import matches_stream_schema
 from pielake.spark import columns as C
 from pielake.spark.matches import MATCHES_SETTINGS, find_matches
 from pielake.spark.pairs import detect_pairs

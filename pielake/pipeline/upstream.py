@@ -18,13 +18,11 @@ A batch run replaces the stream's table instead of appending to it (`mirrors`). 
 upstream has published a batch run or a backfill since the query's last publish read it (`read_upstream`): such
 a publish may change matches the query admitted before, and a micro-batch would only read the newer ones.
 Every publish says in its commit's note what it was and, over matches, which version of the upstream it read
-(`publish_note`), so the next run tells this from the two tables' logs.
+(`pielake.pipeline.notes`), so the next run tells this from the two tables' logs.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
 from itertools import takewhile
 
 import pyspark.sql.functions as F
@@ -33,8 +31,9 @@ from pyspark.sql import DataFrame
 from pielake import vocabulary as V
 from pielake.lake.delta import Commit
 from pielake.lake.results import results_table
-from pielake.pipeline.job import QueryJob, StepContext, events_table
-from pielake.pipeline.report import UpstreamRead, record_upstream_read, upstream_read
+from pielake.pipeline.job import QueryJob, StepContext
+from pielake.pipeline.notes import last_noted, note_of
+from pielake.pipeline.report import UpstreamRead, record_upstream_read
 from pielake.pipeline.scope import mark_unprocessed
 from pielake.query.analyzer import QueryPlan
 from pielake.spark.matches import LAST_TIME
@@ -74,14 +73,6 @@ def read_upstream(ctx: StepContext) -> tuple[DataFrame, DataFrame, bool]:
     return *matches_input(job, ctx.mode, version), rebuilds
 
 
-def publish_note(ctx: StepContext) -> str:
-    """The note of a publish's commit: the mode the run ran in, and of a run over matches the version of the
-    upstream it read."""
-    job = ctx.job
-    read = upstream_read(job.lake, job.plan.name, job.run_id) if job.stream.of_matches else None
-    return json.dumps({"mode": ctx.mode, **({"read": read.version} if read is not None else {})})
-
-
 def _rewritten(job: QueryJob, version: int) -> bool:
     """Whether the upstream's publishes after the version the query's last publish read, up to `version`, may
     have changed matches it admitted: one is a batch run or a backfill, or has no note and changes rows, or the
@@ -90,7 +81,7 @@ def _rewritten(job: QueryJob, version: int) -> bool:
     lake, own = job.lake, results_table(job.plan.name)
     if not lake.exists(own):
         return False
-    last = next((note["read"] for commit in lake.history(own) if "read" in (note := _note(commit))), None)
+    last = last_noted(lake, own, "read")
     if last is None:
         return True
     upstream = results_table(job.plan.one_stream().upstream)
@@ -98,17 +89,8 @@ def _rewritten(job: QueryJob, version: int) -> bool:
     return len(newer) != version - last or any(_rewrites(c) for c in newer)
 
 
-def _note(commit: Commit) -> dict:
-    """A publish's note (`publish_note`); empty for any other commit."""
-    try:
-        note = json.loads(commit.note or "")
-    except ValueError:
-        return {}
-    return note if isinstance(note, dict) else {}
-
-
 def _rewrites(commit: Commit) -> bool:
-    mode = _note(commit).get("mode")
+    mode = note_of(commit).get("mode")
     return mode in REWRITES if mode is not None else commit.info.get("operation") not in KEEPS_ROWS
 
 
@@ -118,8 +100,6 @@ def matches_input(job: QueryJob, mode: str, version: int) -> tuple[DataFrame, Da
     (`mirrors`); a micro-batch those after its keys' processed time (the earlier ones are the stream's already)."""
     stream, q, lake = job.stream, job.declared_query, job.lake
     upstream = job.plan.one_stream().upstream
-    if mode == "incremental":
-        _check_columns(job)
     keys = list(stream.keys)
     assert stream.horizon_lag is not None
     horizons = lake.read(V.table_name(V.PROGRESS, upstream), version) \
@@ -139,24 +119,6 @@ def rebuild_hint(plan: QueryPlan) -> str:
     """How a query over matches catches up with what its upstream has published whole."""
     return (f"Run it in batch mode (`pielake run` without --incremental): it reads every final match of query "
             f"{plan.one_stream().upstream} again (docs/semantics.md §1).")
-
-
-def _check_columns(job: QueryJob) -> None:
-    """A micro-batch appends to the stream's table: the upstream's matches must still have its columns (a
-    changed RETURN changes them; a batch run rebuilds the table with the new ones)."""
-    table = events_table(job.stream)
-    if not job.lake.exists(table):
-        return
-    held = [(f.name, f.dataType.simpleString().upper()) for f in job.lake.read(table).schema.fields
-            if f.name != V.RUN_ID]
-    if held != list(job.stream.columns):
-        job.plan.refuse(job.plan.one_stream(), f"the matches of query {job.plan.one_stream().upstream} now have "
-                        f"the columns {_described(job.stream.columns)}; {table} holds {_described(held)}",
-                        rebuild_hint(job.plan))
-
-
-def _described(columns: Iterable[tuple[str, str]]) -> str:
-    return ", ".join(f"{name} {kind}" for name, kind in columns)
 
 
 def mirrors(stream: StreamSchema, mode: str) -> bool:

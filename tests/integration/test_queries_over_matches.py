@@ -187,26 +187,6 @@ def test_matches_whose_columns_changed_are_rebuilt_by_the_next_micro_batch(spark
     assert spark_rows(lake.read("matches_down"), down) == expected(wider, wider.rows, up, down)[0]
 
 
-def test_a_micro_batch_over_matches_whose_columns_changed_in_a_micro_batch_of_the_upstream_is_refused(
-        spark: SparkSession, tmp_path: Path) -> None:
-    """The upstream gains a RETURN column in a micro-batch, which rewrites none of its matches: the downstream's
-    stream table no longer has the matches' columns, and its micro-batch says so, naming both."""
-    case, batches = _hand_case()
-    root = tmp_path / "lake"
-    lake = case_lake(spark, root, case)
-    down = load_query(HAND_DOWNSTREAM, "down")
-    first, second = (events_file(root / f"b{i}.json", case, batches[i]) for i in (0, 1))
-    run_query(lake, load_query(case.query, "up"), "u0", RunRequest(mode="incremental", events_path=first,
-                                                                   checks=False))
-    run_query(lake, down, "d0", RunRequest(mode="incremental", checks=False))
-    wider = load_query(case.query.replace("RETURN ", "RETURN max(B.x) AS mb, "), "up")
-    run_query(lake, wider, "u1", RunRequest(mode="incremental", events_path=second, checks=False))
-    with pytest.raises(QueryError) as caught:
-        run_query(lake, down, "d1", RunRequest(mode="incremental", checks=False))
-    assert "the matches of query up now have the columns key STRING, started_at BIGINT" in str(caught.value)
-    assert "mb DOUBLE" in str(caught.value) and "Run it in batch mode" in str(caught.value)
-
-
 def test_a_query_over_matches_that_have_not_been_published_is_refused_naming_the_stream(
         spark: SparkSession, tmp_path: Path) -> None:
     with pytest.raises(QueryError) as caught:
