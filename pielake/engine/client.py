@@ -11,6 +11,7 @@ An engine listens on two ports of one host: Spark Connect on `port` (SQL clients
 from __future__ import annotations
 
 import json
+import random
 import socket
 import urllib.error
 import urllib.request
@@ -25,6 +26,8 @@ from pielake.errors import PielakeError
 from pielake.exitcodes import EXIT_UNAVAILABLE, EXIT_USAGE
 
 DEFAULT_PORT = 15002  # Spark Connect's own default port
+FIRST_CHOSEN_PORT = 20000  # `free_ports` draws from here up, above the ports services usually take
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 ENGINE_FILE = "engine.json"  # `<lake>/_engine/engine.json`: the address of the lake's running engine
 
 
@@ -145,23 +148,35 @@ def run_on_engine(address: EngineAddress, order: RunOrder, say: Callable[[str], 
                       "run it again", EXIT_UNAVAILABLE)
 
 
+def _ephemeral_floor() -> int:
+    """The lowest port the system hands out to a socket that asks for any; 32768 where it does not say (Linux's
+    default; BSD and macOS start higher)."""
+    try:
+        return int(EPHEMERAL_RANGE.read_text(encoding="utf-8").split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def engine_status(address: EngineAddress, timeout: float = 5.0) -> dict[str, Any]:
     """What the engine says of itself (its lake, process, ports, runs in progress)."""
     return next(_post(address, "/status", {}, timeout))
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on, for a server to listen on."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on, for a server to listen on (`free_ports`)."""
+    return free_ports(1)
 
 
 def free_ports(count: int) -> int:
     """The first of `count` consecutive TCP ports on 127.0.0.1 that nothing listens on (an engine takes two:
-    Spark Connect and its runs)."""
+    Spark Connect and its runs).
+
+    They are drawn below the range the system hands out to sockets that ask for any port (Linux's
+    `ip_local_port_range`): every outgoing connection and every server on port 0 (Spark's driver and block
+    manager, in the engine's own JVM among them) takes one from there, so a port of that range that is free now
+    may be taken before the server binds it."""
     for _ in range(100):
-        first = free_port()
+        first = random.randrange(FIRST_CHOSEN_PORT, _ephemeral_floor() - count)
         probes = [socket.socket() for _ in range(count)]
         try:
             for offset, probe in enumerate(probes):
