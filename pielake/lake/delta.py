@@ -220,25 +220,26 @@ class Lake:
         return self._detail(table)["properties"]
 
     def last_commit(self, table: str) -> dict:
-        """The newest commit's `commitInfo` (operation, metrics) and `version`, read from its log file.
-
-        Reading the one JSON file costs nothing; `DeltaTable.history(1)` costs a snapshot and a Spark job, and
-        every write asks for its row counts here.
-        """
-        commits = _commits(Path(self.path(self._holder(table)[0])))
-        if not commits:
-            raise LakeError(f"no table '{table}' in the lake at {self.root}")
-        newest = max(commits, key=lambda p: int(p.stem))
-        info = next((a["commitInfo"] for a in _actions(newest) if "commitInfo" in a), {})
-        return {**info, "operationMetrics": info.get("operationMetrics", {}), "version": int(newest.stem)}
+        """The newest commit's `commitInfo` (operation, metrics) and `version`, read from its log file (`history`):
+        every write asks for its row counts here."""
+        newest = self._newest(table)
+        return {**newest.info, "operationMetrics": newest.info.get("operationMetrics", {}), "version": newest.version}
 
     def history(self, table: str) -> Iterator[Commit]:
-        """The table's commits, newest first, read from its log files one at a time: a caller that stops after the
-        few it asks about reads only those. `DeltaTable.history()` would cost a snapshot and a Spark job."""
-        for commit in sorted(_commits(Path(self.path(table))), key=lambda p: int(p.stem), reverse=True):
+        """The table's commits (for a kind, its results table's), newest first, read from its log files one at a
+        time: a caller that stops after the few it asks about reads only those. `DeltaTable.history()` would cost
+        a snapshot and a Spark job, however warm the session."""
+        for commit in sorted(_commits(Path(self.path(self._holder(table)[0]))), key=lambda p: int(p.stem),
+                             reverse=True):
             actions = _actions(commit)
             yield Commit(int(commit.stem), next((a["commitInfo"] for a in actions if "commitInfo" in a), {}),
                          frozenset(a["txn"]["appId"] for a in actions if "txn" in a))
+
+    def _newest(self, table: str) -> Commit:
+        newest = next(self.history(table), None)
+        if newest is None:
+            raise LakeError(f"no table '{table}' in the lake at {self.root}")
+        return newest
 
     def committed_by(self, table: str, writer: str, since: datetime) -> bool:
         """Whether `writer` (`once`) has committed to the table at or after `since`: its commits are those that
@@ -254,7 +255,7 @@ class Lake:
 
     def commit_note(self, table: str) -> str | None:
         """The `commit_note` the table's last write was given (its `userMetadata`), if any."""
-        return self.last_commit(table).get("userMetadata")
+        return self._newest(table).note
 
     def done_with(self, table: str) -> None:
         """Nothing to free: a staged Delta table stays until the next run replaces it, for a retried step."""
