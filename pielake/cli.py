@@ -25,7 +25,7 @@ from pielake import vocabulary as V
 from pielake.bench.queries import TPSTREAM_QUERIES
 from pielake.engine import control
 from pielake.engine.client import DEFAULT_PORT, RunOrder, engine_for, run_on_engine
-from pielake.engine.settings import keep_days
+from pielake.engine.settings import WARM_UP_RUNS, keep_days
 from pielake.errors import PielakeError, QueryError
 from pielake.exitcodes import EXIT_USAGE
 from pielake.explain import explain, explain_dot, found_by, relation_pictures
@@ -312,6 +312,9 @@ def engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Maven coordinates to load, e.g. the driver org.postgresql:postgresql:42.7.4 (repeatable)."),
         click.option("--master", default=None,
                      help="Spark master the engine runs on (default: local[*], or PIELAKE_SPARK_MASTER)."),
+        click.option("--warm-up", type=click.IntRange(min=0), default=WARM_UP_RUNS, show_default=True,
+                     help="Micro-batches of a query of the engine's own it runs on a scratch lake before it serves, "
+                          "after a batch run, so that the first runs it is sent are warm (0: none)."),
     ]):
         command = option(command)
     return command

@@ -51,13 +51,13 @@ def _pid(lake_dir: str | Path) -> int | None:
 
 def serve_here(*, lake_dir: str, host: str, port: int, jdbc_port: int, refresh: float, metastore_url: str | None,
                metastore_driver: str | None, metastore_user: str | None, packages: tuple[str, ...],
-               master: str | None, stop: threading.Event, say: Callable[[str], None]) -> None:
+               master: str | None, warm_up: int, stop: threading.Event, say: Callable[[str], None]) -> None:
     """Run the engine in this process (`pielake engine serve`) until `stop` is set."""
     from pielake.engine.server import EnginePorts, serve  # noqa: PLC0415 (Spark, only where the engine runs)
 
     serve(lake_dir, EnginePorts(host, port, jdbc_port, refresh), token=os.environ.get("PIELAKE_ENGINE_TOKEN"),
           metastore=Metastore(metastore_url, metastore_driver, metastore_user), master=master, packages=packages,
-          stop=stop, say=say)
+          warm_up_runs=warm_up, stop=stop, say=say)
 
 
 def start(lake_dir: str, options: dict[str, Any]) -> str:

@@ -53,7 +53,8 @@ from pielake import vocabulary as V
 from pielake.engine.client import ENGINE_FILE, EngineAddress, RunOrder
 from pielake.engine.held import HeldRuns, RunKey
 from pielake.engine.session import build_session, resolve_jars
-from pielake.engine.settings import delta_package
+from pielake.engine.settings import WARM_UP_RUNS, delta_package
+from pielake.engine.warm_up import warm_up
 from pielake.errors import PielakeError
 from pielake.exitcodes import EXIT_INTERNAL
 from pielake.lake.catalog import DATABASE, CatalogRegistration, Metastore
@@ -126,8 +127,8 @@ def _publish_address(folder: Path, address: EngineAddress, ports: EnginePorts, r
 
 
 def serve(lake_dir: str | Path, ports: EnginePorts, *, token: str | None = None, metastore: Metastore | None = None,
-          master: str | None = None, packages: Sequence[str] = (), stop: threading.Event | None = None,
-          say: Callable[[str], None] = print) -> None:
+          master: str | None = None, packages: Sequence[str] = (), warm_up_runs: int = WARM_UP_RUNS,
+          stop: threading.Event | None = None, say: Callable[[str], None] = print) -> None:
     """Run the engine on the lake until `stop` is set (or the process is interrupted).
 
     Args:
@@ -137,6 +138,8 @@ def serve(lake_dir: str | Path, ports: EnginePorts, *, token: str | None = None,
         metastore: the catalog; None: embedded Derby under `<lake>/_catalog/`.
         master: the Spark master the engine runs on (`local[*]` by default, or a cluster's URL).
         packages: Maven coordinates to load besides Delta's, e.g. the metastore's JDBC driver.
+        warm_up_runs: micro-batches of the warm-up (`pielake.engine.warm_up`) run before the engine serves, after
+            its batch run; 0: no warm-up, the first runs sent to the engine compile its code paths.
         stop: set it to shut the engine down (the CLI sets it on SIGTERM).
         say: where the `ready:` line and the registrations are reported.
     """
@@ -148,6 +151,8 @@ def serve(lake_dir: str | Path, ports: EnginePorts, *, token: str | None = None,
         spark = _engine_session(root, ports, address, metastore=metastore or Metastore(), master=master,
                                 packages=packages)
         try:
+            if warm_up_runs > 0:
+                say(f"warmed up in {warm_up(spark, root, warm_up_runs, say):.1f} s")
             _serve(spark, root, ports, address, folder=folder, stop=stop or threading.Event(), say=say)
         finally:
             spark.stop()

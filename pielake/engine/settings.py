@@ -31,6 +31,9 @@ LOCAL_SHUFFLES = {"spark.shuffle.compress": "false", "spark.shuffle.spill.compre
 # the same query finds every class evicted, compiles them again, and HotSpot compiles their hot loops again. Room
 # for a few queries' classes lets a session that runs queries again (the engine, the bench, the tests) reuse them.
 CODEGEN_CACHE_ENTRIES = 1000
+# The engine's warm-up (`pielake.engine.warm_up`): a batch run and this many micro-batches before it serves. After
+# three, a micro-batch of the benchmark's query costs about what one after eight does (docs/performance.md).
+WARM_UP_RUNS = 3
 LOG_RETENTION_DEFAULT = "spark.databricks.delta.properties.defaults.logRetentionDuration"  # of new tables
 SCALA_VERSION = "2.13"  # Spark 4 is built for Scala 2.13 only
 IVY_CACHE = Path.home() / ".ivy2.5.2"  # Spark 4's default `spark.jars.ivy`

@@ -79,6 +79,16 @@ def test_runs_sent_to_the_engine_publish_the_reference_tables(engine: EngineForT
     assert {r["status"]: int(r["n"]) for r in rows} == expected
 
 
+def test_the_engine_warms_up_before_it_serves_and_leaves_nothing_of_its_warm_up(engine: EngineForTests) -> None:
+    """The tests' engine was started with a warm-up (`tests.conftest.engine`): its batch run and micro-batch ran
+    before the engine said it was ready, and their scratch lake is gone, so the lake holds no table of theirs."""
+    log = (engine.lake / "_engine" / "engine.log").read_text(encoding="utf-8")
+    assert "warm-up: batch run 1 of 2 done" in log and "warm-up: incremental run 2 of 2 done" in log, log
+    assert log.index("warmed up in") < log.index("ready: ")
+    assert not (engine.lake / "_engine" / "warm-up").exists()
+    assert not [p for p in engine.lake.iterdir() if "warm_up" in p.name]
+
+
 def test_a_second_engine_on_the_lake_and_a_client_without_the_token_are_refused(engine: EngineForTests,
                                                                                tmp_path: Path) -> None:
     again = engine.cli("start", "--port", "1", "--jdbc-port", "2")
