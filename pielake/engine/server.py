@@ -3,7 +3,8 @@
 Every Spark process pays fixed costs before it does any work: a JVM and its jars, Python modules (PySpark,
 pandas, Great Expectations), and Spark planning and compiling each plan's code for the first time. A scheduled
 micro-batch of a few hundred events is about a second of work behind a minute of those. The engine pays them
-once: one process, one Spark application with Delta and the lake's catalog, serving
+once, and before it serves it runs a small query of its own until the JIT has compiled the code every run takes
+(`pielake.engine.warm_up`): one process, one Spark application with Delta and the lake's catalog, serving
 
 - Spark Connect, for SQL clients, notebooks and `pielake sql --remote` (`spark.plugins`: Spark's own server);
 - the Thrift/JDBC endpoint, for BI tools: the lake's tables are registered in its catalog (`pielake.lake.catalog`)
