@@ -10,7 +10,8 @@
 # LAKE defaults to ./lake. The engine's address (with its token), log and pid live in LAKE/_engine/, its catalog
 # (embedded Derby) in LAKE/_catalog/. Settings: PIELAKE_ENGINE_HOST (127.0.0.1), PIELAKE_ENGINE_PORT (15002: Spark
 # Connect; runs on the next port), PIELAKE_JDBC_PORT (10000), PIELAKE_ENGINE_REFRESH (30 s between looks for new
-# tables), PIELAKE_SPARK_MASTER (local[*]), PIELAKE_ENGINE_TOKEN (default: a new random one); an external
+# tables), PIELAKE_SPARK_MASTER (local[*]), PIELAKE_ENGINE_TOKEN (default: a new random one); serving at once,
+# without the warm-up: PIELAKE_ENGINE_ARGS="--warm-up 0"; an external
 # metastore: PIELAKE_ENGINE_ARGS="--metastore-url … --metastore-driver … --metastore-user … --packages …" with the
 # password in PIELAKE_METASTORE_PASSWORD.
 set -euo pipefail

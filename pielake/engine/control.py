@@ -25,7 +25,7 @@ from pielake.engine.client import EngineError, engine_file, engine_status, lake_
 from pielake.errors import PielakeError
 from pielake.lake.catalog import Metastore
 
-STARTING_SECONDS = 300  # a first start resolves Delta's jars from Maven Central
+STARTING_SECONDS = 600  # a first start resolves Delta's jars from Maven Central; every start warms up
 STOPPING_SECONDS = 30
 
 
