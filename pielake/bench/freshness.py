@@ -32,17 +32,13 @@ from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
-
 from pielake import vocabulary as V
 from pielake.bench.pages import write_block
 from pielake.bench.queries import chain_query
 from pielake.engine.client import EngineAddress, free_port, free_ports, lake_engine
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
-from pielake.pipeline.synthetic import key_table
+from pielake.pipeline.synthetic import write_landings
 from pielake.plot import pyplot
 
 KEYS = 10
@@ -109,13 +105,7 @@ def split(workdir: Path, events: int, rounds: int) -> tuple[Path, list[Path]]:
     slices = [workdir / f"slice-{events}-{r}.csv" for r in range(1, rounds + 1)]
     if history.exists() and all(s.exists() for s in slices):
         return history, slices
-    per_key = events // KEYS
-    table = pa.concat_tables(key_table(k, per_key + rounds * SLICE // KEYS, 4, 42) for k in range(KEYS))
-    pacsv.write_csv(table.filter(pc.less(table["ts"], per_key)), history)
-    for r, path in enumerate(slices):
-        start = per_key + r * SLICE // KEYS
-        pacsv.write_csv(table.filter(pc.and_(pc.greater_equal(table["ts"], start),
-                                             pc.less(table["ts"], start + SLICE // KEYS))), path)
+    write_landings([history, *slices], keys=KEYS, history=events // KEYS, per_slice=SLICE // KEYS, columns=4, seed=42)
     return history, slices
 
 

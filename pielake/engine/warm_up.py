@@ -18,19 +18,15 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable
-from itertools import pairwise
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 from pyspark.sql import SparkSession
 
 from pielake import vocabulary as V
 from pielake.lake.delta import Lake
 from pielake.pipeline.job import RunRequest
 from pielake.pipeline.runner import run_query
-from pielake.pipeline.synthetic import key_table
+from pielake.pipeline.synthetic import write_landings
 from pielake.query.analyzer import load_query, runnable
 
 QUERY = """FROM Synthetic PARTITION BY id
@@ -65,11 +61,6 @@ def warm_up(spark: SparkSession, lake_root: Path, micro_batches: int, say: Calla
 def _event_files(folder: Path, micro_batches: int) -> list[Path]:
     """The batch run's events, then each micro-batch's newer ones, as CSV files in `folder`."""
     folder.mkdir(parents=True)
-    events = pa.concat_tables(key_table(k, HISTORY + micro_batches * SLICE, 3, seed=7) for k in range(KEYS))
-    bounds = [0, HISTORY, *(HISTORY + SLICE * (n + 1) for n in range(micro_batches))]
-    files = []
-    for number, (low, high) in enumerate(pairwise(bounds)):
-        path = folder / f"events-{number}.csv"
-        pacsv.write_csv(events.filter(pc.and_(pc.greater_equal(events["ts"], low), pc.less(events["ts"], high))), path)
-        files.append(path)
+    files = [folder / f"events-{number}.csv" for number in range(micro_batches + 1)]
+    write_landings(files, keys=KEYS, history=HISTORY, per_slice=SLICE, columns=3, seed=7)
     return files

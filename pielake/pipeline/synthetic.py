@@ -13,15 +13,17 @@ or the columns the query reads, typed by how it reads them), so a query can be t
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
@@ -51,6 +53,18 @@ def key_table(key: int, events: int, columns: int, seed: int) -> pa.Table:
     for c in range(1, columns + 1):
         data[f"a_{c}"] = pa.array(column(events, np.random.default_rng([seed, key, c])))
     return pa.table(data)
+
+
+def write_landings(paths: Sequence[Path], *, keys: int, history: int, per_slice: int, columns: int,
+                   seed: int) -> None:
+    """Events of `keys` keys as CSV files in time order, as they land: `paths[0]` holds each key's first `history`
+    events, each later path the next `per_slice` of each key. A batch run of the first and micro-batches of the
+    rest see a stream that goes on in time (the freshness bench, the engine's warm-up)."""
+    events = pa.concat_tables(key_table(k, history + (len(paths) - 1) * per_slice, columns, seed)
+                              for k in range(keys))
+    bounds = [0, *(history + per_slice * n for n in range(len(paths)))]
+    for path, (low, high) in zip(paths, pairwise(bounds), strict=True):
+        pacsv.write_csv(events.filter(pc.and_(pc.greater_equal(events["ts"], low), pc.less(events["ts"], high))), path)
 
 
 def generate(out: Path, events: int, *, columns: int = 4, keys: int = 1, seed: int = 42,
