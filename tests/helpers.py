@@ -13,6 +13,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from pielake.engine.class_archive import archive_path
+
 # The query the Airflow and registry tests schedule: two flags of one keyed stream.
 FLAGS_QUERY = "FROM Flags F PARTITION BY key DEFINE A AS a, B AS b PATTERN A overlaps; meets B WITHIN 1 min\n"
 DELTA_STATE = "Delta Table State"  # how Delta names the snapshot states it caches of the tables it reads
@@ -22,6 +24,15 @@ DELTA_STATE = "Delta Table State"  # how Delta names the snapshot states it cach
 # (C1) alone spends less CPU on it. The shared session of the test run, which lives for all of it, keeps C2: its
 # later runs gain from it.
 SHORT_LIVED_JVM = {"SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1"}
+
+
+def maps_the_class_archive(pid: int) -> bool:
+    """Whether the JVM of process `pid` holds the class archive setup built in its memory: a JVM whose class path
+    does not fit the archive unmaps it at start, and maps only the JDK's own (which `java.vm.info` calls sharing
+    too)."""
+    path = archive_path()
+    assert path is not None and path.is_file(), "no class archive for this Java and these jars: run `make setup`"
+    return str(path) in Path(f"/proc/{pid}/maps").read_text(encoding="utf-8")
 
 
 def process_env(**extra: str) -> dict[str, str]:

@@ -25,7 +25,8 @@ and the same bearer token for runs): SECURITY.md says what that exposes.
 
 Hive opens each Thrift client session with a class loader of its own that sees only the JVM's system class path,
 not the jars Spark loads from `spark.jars.packages`; a session that cannot load Delta's catalog fails at connect
-(delta-io/delta#1332). So Delta's jars are resolved first and put on the driver's class path as well.
+(delta-io/delta#1332). So Delta's jars are resolved first and put on the driver's system class path as well, after
+Spark's own jars, where they leave the class archive (`pielake.engine.class_archive`) usable.
 """
 
 from __future__ import annotations
@@ -161,10 +162,9 @@ def serve(lake_dir: str | Path, ports: EnginePorts, *, token: str | None = None,
 
 def _engine_session(root: Path, ports: EnginePorts, address: EngineAddress, *, metastore: Metastore,
                     master: str | None, packages: Sequence[str]) -> SparkSession:
-    classpath = resolve_jars([delta_package(), *packages])
-    return build_session(master, app_name="pielake-engine", packages=packages, conf={
+    return build_session(master, app_name="pielake-engine", packages=packages,
+                         system_jars=resolve_jars([delta_package(), *packages]), conf={
         **metastore.spark_conf(root),
-        "spark.driver.extraClassPath": os.pathsep.join(classpath),
         "spark.hadoop.hive.server2.thrift.bind.host": ports.host,
         "spark.hadoop.hive.server2.thrift.port": str(ports.jdbc_port),
         "spark.plugins": CONNECT_PLUGIN,

@@ -8,6 +8,7 @@ in the Ivy cache (~/.ivy2.5.2), so later starts are offline; the JVMs started he
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -17,6 +18,7 @@ from pathlib import Path
 from delta import configure_spark_with_delta_pip
 from py4j.java_gateway import JavaGateway
 from pyspark import SparkConf
+from pyspark import __version__ as pyspark_version
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
@@ -29,6 +31,8 @@ from pielake.engine.settings import (
     master_settings,
     workers_python,
 )
+
+SYSTEM_JARS = "SPARK_DIST_CLASSPATH"  # what Spark's launcher appends to the driver JVM's class path
 
 
 @contextmanager
@@ -104,15 +108,53 @@ def resolve_jars(packages: Sequence[str]) -> list[str]:
 
     A class the JVM must find on its system class path (Hive's sessions in the Thrift server look only there) can
     only be put there before the JVM starts, and only the resolution says which files that is. So a JVM of its own
-    resolves them (offline once the Ivy cache has them) and is shut down again.
+    resolves them (offline once the Ivy cache has them, still three seconds) and is shut down again. Its answer is
+    kept beside the jars in the Ivy cache (`_resolution_record`) and read back while every file it names is there.
     """
+    record = _resolution_record(packages)
+    if record.is_file():
+        kept = record.read_text(encoding="utf-8").split()
+        if kept and all(Path(jar).is_file() for jar in kept):
+            return kept
     with _jvm_start_turn():
         gateway = launch_gateway(SparkConf().set("spark.jars.packages", ",".join(packages)))
     try:
-        jars = gateway.jvm.java.lang.System.getProperty("spark.jars") or ""
+        listed = gateway.jvm.java.lang.System.getProperty("spark.jars") or ""
     finally:
         end_jvm(gateway)
-    return [jar.removeprefix("file://") for jar in jars.split(",") if jar]
+    jars = [jar.removeprefix("file://") for jar in listed.split(",") if jar]
+    draft = record.with_suffix(f".{os.getpid()}")
+    draft.write_text("\n".join(jars), encoding="utf-8")
+    draft.replace(record)  # whole or not at all, as another process may read it now
+    return jars
+
+
+def _resolution_record(packages: Sequence[str]) -> Path:
+    """Where the resolution of `packages` is kept: named by the packages and by the Spark that resolved them."""
+    key = hashlib.sha256("\n".join([pyspark_version, *sorted(packages)]).encode()).hexdigest()[:16]
+    folder = IVY_CACHE / "pielake-resolved"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{key}.txt"
+
+
+@contextmanager
+def _on_system_class_path(jars: Sequence[str]) -> Iterator[None]:
+    """While the block starts a JVM, `jars` go on its system class path after Spark's own.
+
+    Spark's launcher puts `spark.driver.extraClassPath` before its jars and `SPARK_DIST_CLASSPATH` (meant for a
+    Hadoop of one's own, whose value is kept) after them. The class archive (`pielake.engine.class_archive`) was
+    written for Spark's class path, and a JVM maps it only if that path begins its own: after, not before.
+    """
+    before = os.environ.get(SYSTEM_JARS)
+    if jars:
+        os.environ[SYSTEM_JARS] = os.pathsep.join([*filter(None, [before]), *jars])
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(SYSTEM_JARS, None)
+        else:
+            os.environ[SYSTEM_JARS] = before
 
 
 def end_jvm(gateway: JavaGateway) -> None:
@@ -126,7 +168,7 @@ def end_jvm(gateway: JavaGateway) -> None:
 def build_session(master: str | None = None, app_name: str = "pielake", *, ui: bool = False,
                   shuffle_partitions: int | None = None, driver_memory: str | None = None,
                   conf: Mapping[str, str] | None = None, packages: Sequence[str] = (),
-                  console: Path | None = None) -> SparkSession:
+                  system_jars: Sequence[str] = (), console: Path | None = None) -> SparkSession:
     """A SparkSession with Delta Lake enabled.
 
     Args:
@@ -139,6 +181,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
             running already, with the heap spark-submit gave it (`submit_settings`).
         conf: further Spark settings (the SQL endpoint's metastore and Thrift port), applied last.
         packages: Maven coordinates to load besides Delta's (a metastore's JDBC driver).
+        system_jars: jar files the driver's JVM must find on its system class path (`_on_system_class_path`).
         console: a file for the output of the JVM this starts (launcher, Ivy, log4j); None: this process's.
     """
     master = master or os.environ.get("PIELAKE_SPARK_MASTER", DEFAULT_MASTER)
@@ -166,7 +209,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
     )
     for key, value in {**engine_settings(), **master_settings(master), **(conf or {})}.items():
         builder = builder.config(key, value)
-    with _jvm_start_turn(), _console_to(console):
+    with _jvm_start_turn(), _console_to(console), _on_system_class_path(system_jars):
         session = configure_spark_with_delta_pip(builder, extra_packages=list(packages)).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session

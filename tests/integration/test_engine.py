@@ -15,6 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import psutil
 import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
@@ -31,6 +32,7 @@ from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from pielake.streams import save_schema
 from tests.conftest import EngineForTests, start_engine
+from tests.helpers import maps_the_class_archive
 from tests.integration.test_gates_and_backfill import EVENTS, QUERY, STREAM, write
 from tests.spark.kernels import reference_rows, spark_rows
 
@@ -87,6 +89,15 @@ def test_the_engine_warms_up_before_it_serves_and_leaves_nothing_of_its_warm_up(
     assert log.index("warmed up in") < log.index("ready: ")
     assert not (engine.lake / "_engine" / "warm-up").exists()
     assert not [p for p in engine.lake.iterdir() if "warm_up" in p.name]
+
+
+def test_the_engines_jvm_maps_the_class_archive_though_it_has_delta_on_its_class_path(
+        engine: EngineForTests) -> None:
+    """The engine's JVM needs Delta's jars on its class path for the JDBC endpoint; put after Spark's own, they
+    leave it the class archive every other driver JVM maps."""
+    pid = int((engine.lake / "_engine" / "engine.lock").read_text().split()[1])
+    [jvm] = [p for p in psutil.Process(pid).children(recursive=True) if p.name() == "java"]
+    assert maps_the_class_archive(jvm.pid)
 
 
 def test_a_second_engine_on_the_lake_and_a_client_without_the_token_are_refused(engine: EngineForTests,

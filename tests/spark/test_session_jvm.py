@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 from pielake.bench.shapes import measure
 from pielake.engine.class_archive import archive_path
 from pielake.engine.settings import JAVA_OPTIONS
+from tests.helpers import maps_the_class_archive
 
 pytestmark = pytest.mark.heavy(seconds=40)  # about this long in CI, two runs of a query: scheduled first
 
@@ -77,13 +78,11 @@ def test_the_collector_aims_for_throughput(spark: SparkSession) -> None:
 def test_the_driver_maps_the_class_archive_setup_built(spark: SparkSession) -> None:
     """`make setup` builds the class archive that fits this Java and these jars (`pielake.engine.class_archive`),
     and a session's JVM starts with it: its classes come from the archive, not from the jars."""
-    path = archive_path()
-    assert path is not None and path.is_file(), "no class archive for this Java and these jars: run `make setup`"
     jvm = spark._jvm
     diagnostics = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
         jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
-    assert diagnostics.getVMOption("SharedArchiveFile").getValue() == str(path)
-    assert "sharing" in jvm.java.lang.System.getProperty("java.vm.info")
+    assert diagnostics.getVMOption("SharedArchiveFile").getValue() == str(archive_path())
+    assert maps_the_class_archive(jvm.java.lang.ProcessHandle.current().pid())
 
 
 def compilations(spark: SparkSession) -> int:
