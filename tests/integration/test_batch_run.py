@@ -192,9 +192,11 @@ def test_plot_writes_an_image_and_says_what_it_drew(lake: Path, tmp_path: Path) 
 
 @pytest.fixture(scope="module")
 def served(lake: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    """The batch run's lake served by its engine, started as the infra script starts it; stopped afterwards."""
+    """The batch run's lake served by its engine, started as the infra script starts it, without the warm-up (the
+    option infra/engine.sh documents; the tests' shared engine shows the warm-up); stopped afterwards."""
     env = process_env(PIELAKE_ENGINE_PORT=str(free_ports(2)), PIELAKE_JDBC_PORT=str(free_port()),
-                      PIELAKE_ENGINE_REFRESH="1", PIELAKE_SPARK_MASTER="local[1]")
+                      PIELAKE_ENGINE_REFRESH="1", PIELAKE_SPARK_MASTER="local[1]",
+                      PIELAKE_ENGINE_ARGS="--warm-up 0")
     started = subprocess.run(["bash", str(ENGINE), "start", str(lake)], env=env, capture_output=True, text=True,
                              timeout=300, check=False)
     try:
