@@ -233,7 +233,7 @@ def _run(query_file: str, events_path: str | None, lake_dir: str, *, master: str
     if options["checks"]:
         import_gx_meanwhile()
     console = spark_console(lake_dir, run_id)
-    lake = Lake(build_session(master, console=console), lake_dir)
+    lake = Lake(build_session(master, console=console, short_lived=options["mode"] == "incremental"), lake_dir)
     summary = run_query(lake, plan, run_id, RunRequest(events_path=events_path, **options), progress=_say)
     click.echo(summary.render())
     if console is not None:

@@ -14,16 +14,16 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from pielake.engine.class_archive import archive_path
+from pielake.engine.settings import SHORT_LIVED_JIT
 
 # The query the Airflow and registry tests schedule: two flags of one keyed stream.
 FLAGS_QUERY = "FROM Flags F PARTITION BY key DEFINE A AS a, B AS b PATTERN A overlaps; meets B WITHIN 1 min\n"
 DELTA_STATE = "Delta Table State"  # how Delta names the snapshot states it caches of the tables it reads
 
 # A JVM a test starts in a process of its own (a `pielake run`, an Airflow step's spark-submit, a cluster's driver)
-# lives for one small run, over before HotSpot's optimising compiler (C2) pays back, so HotSpot's quick compiler
-# (C1) alone spends less CPU on it. The shared session of the test run, which lives for all of it, keeps C2: its
-# later runs gain from it.
-SHORT_LIVED_JVM = {"SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1"}
+# lives for one small run, as a micro-batch's does (`SHORT_LIVED_JIT`), whatever the run. The shared session of the
+# test run, which lives for all of it, keeps C2: its later runs gain from it.
+SHORT_LIVED_JVM = {"SPARK_SUBMIT_OPTS": SHORT_LIVED_JIT}
 
 
 def maps_the_class_archive(pid: int) -> bool:

@@ -25,7 +25,9 @@ from pyspark.sql import SparkSession
 from pielake.engine.client import EngineAddress
 from pielake.engine.settings import (
     DEFAULT_MASTER,
+    DRIVER_OPTIONS,
     IVY_CACHE,
+    SHORT_LIVED_JIT,
     driver_heap,
     engine_settings,
     master_settings,
@@ -168,7 +170,8 @@ def end_jvm(gateway: JavaGateway) -> None:
 def build_session(master: str | None = None, app_name: str = "pielake", *, ui: bool = False,
                   shuffle_partitions: int | None = None, driver_memory: str | None = None,
                   conf: Mapping[str, str] | None = None, packages: Sequence[str] = (),
-                  system_jars: Sequence[str] = (), console: Path | None = None) -> SparkSession:
+                  system_jars: Sequence[str] = (), console: Path | None = None,
+                  short_lived: bool = False) -> SparkSession:
     """A SparkSession with Delta Lake enabled.
 
     Args:
@@ -183,6 +186,8 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         packages: Maven coordinates to load besides Delta's (a metastore's JDBC driver).
         system_jars: jar files the driver's JVM must find on its system class path (`_on_system_class_path`).
         console: a file for the output of the JVM this starts (launcher, Ivy, log4j); None: this process's.
+        short_lived: the session runs one micro-batch and its process exits: its JVM compiles with C1 alone
+            (`SHORT_LIVED_JIT`).
     """
     master = master or os.environ.get("PIELAKE_SPARK_MASTER", DEFAULT_MASTER)
     python = os.environ["PYSPARK_PYTHON"] = workers_python()  # PySpark's own launches read the environment too
@@ -207,7 +212,10 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         # lines, which the error's stack trace shows anyway.
         .config("spark.python.sql.dataFrameDebugging.enabled", "false")
     )
-    for key, value in {**engine_settings(), **master_settings(master), **(conf or {})}.items():
+    settings = {**engine_settings(), **master_settings(master), **(conf or {})}
+    if short_lived:
+        settings[DRIVER_OPTIONS] = f"{settings[DRIVER_OPTIONS]} {SHORT_LIVED_JIT}"
+    for key, value in settings.items():
         builder = builder.config(key, value)
     with _jvm_start_turn(), _console_to(console), _on_system_class_path(system_jars):
         session = configure_spark_with_delta_pip(builder, extra_packages=list(packages)).getOrCreate()

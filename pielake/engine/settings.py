@@ -31,6 +31,12 @@ LOCAL_SHUFFLES = {"spark.shuffle.compress": "false", "spark.shuffle.spill.compre
 # the same query finds every class evicted, compiles them again, and HotSpot compiles their hot loops again. Room
 # for a few queries' classes lets a session that runs queries again (the engine, the bench, the tests) reuse them.
 CODEGEN_CACHE_ENTRIES = 1000
+# A JVM that runs one micro-batch and exits lives for half a minute, over before HotSpot's optimising compiler (C2)
+# pays back: on two cores its compiler threads take CPU from the run itself. With the quick compiler (C1) alone a
+# cold `pielake run --incremental` took 0.83-0.87x as long (docs/performance.md). JVMs that live on (the engine, the
+# bench's sessions) keep C2, which their later runs gain from.
+SHORT_LIVED_JIT = "-XX:TieredStopAtLevel=1"
+DRIVER_OPTIONS = "spark.driver.defaultJavaOptions"
 # The engine's warm-up (`pielake.engine.warm_up`): a batch run and this many micro-batches before it serves. After
 # three, a micro-batch of the benchmark's query costs about what one after eight does (docs/performance.md).
 WARM_UP_RUNS = 3
@@ -124,7 +130,7 @@ def java_options() -> dict[str, str]:
     `extraJavaOptions`, so a user's own (in spark-defaults.conf, or the lake metastore's) still apply. The driver
     also maps the class archive, where setup built one (`pielake.engine.class_archive`)."""
     driver = f"{JAVA_OPTIONS} {archive_options()}".rstrip()  # the driver's JVM starts here: it maps the archive
-    return {"spark.driver.defaultJavaOptions": driver, "spark.executor.defaultJavaOptions": JAVA_OPTIONS}
+    return {DRIVER_OPTIONS: driver, "spark.executor.defaultJavaOptions": JAVA_OPTIONS}
 
 
 def master_settings(master: str) -> dict[str, str]:

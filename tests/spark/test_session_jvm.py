@@ -3,6 +3,9 @@ settings and Spark's (`build_session`)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyspark.sql.functions as F
@@ -16,6 +19,7 @@ from pielake.engine.class_archive import archive_path
 from pielake.engine.settings import JAVA_OPTIONS
 from tests.helpers import maps_the_class_archive
 
+ROOT = Path(__file__).parents[2]
 pytestmark = pytest.mark.heavy(seconds=40)  # about this long in CI, two runs of a query: scheduled first
 
 
@@ -66,23 +70,25 @@ def test_a_local_session_starts_with_uncompressed_shuffles(spark: SparkSession) 
     assert conf.get("spark.shuffle.compress") == conf.get("spark.shuffle.spill.compress") == "false"
 
 
-def test_the_collector_aims_for_throughput(spark: SparkSession) -> None:
-    """`JAVA_OPTIONS` reach the JVM: G1's pause-time goal is pielake's, not its default of 200 ms."""
+def vm_option(spark: SparkSession, name: str) -> str:
+    """The value the session's JVM runs with for HotSpot's option `name`."""
     jvm = spark._jvm
     diagnostics = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
         jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
-    assert diagnostics.getVMOption("MaxGCPauseMillis").getValue() == "1000"
+    return diagnostics.getVMOption(name).getValue()
+
+
+def test_the_collector_aims_for_throughput(spark: SparkSession) -> None:
+    """`JAVA_OPTIONS` reach the JVM: G1's pause-time goal is pielake's, not its default of 200 ms."""
+    assert vm_option(spark, "MaxGCPauseMillis") == "1000"
     assert "-XX:MaxGCPauseMillis=1000" in JAVA_OPTIONS
 
 
 def test_the_driver_maps_the_class_archive_setup_built(spark: SparkSession) -> None:
     """`make setup` builds the class archive that fits this Java and these jars (`pielake.engine.class_archive`),
     and a session's JVM starts with it: its classes come from the archive, not from the jars."""
-    jvm = spark._jvm
-    diagnostics = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
-        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
-    assert diagnostics.getVMOption("SharedArchiveFile").getValue() == str(archive_path())
-    assert maps_the_class_archive(jvm.java.lang.ProcessHandle.current().pid())
+    assert vm_option(spark, "SharedArchiveFile") == str(archive_path())
+    assert maps_the_class_archive(spark._jvm.java.lang.ProcessHandle.current().pid())
 
 
 def compilations(spark: SparkSession) -> int:
@@ -97,3 +103,16 @@ def test_a_query_run_again_reuses_the_code_spark_generated_for_it(spark: SparkSe
     before = compilations(spark)
     measure(spark, "chain", 4, 2_000, workdir=tmp_path, repeat=2)
     assert compilations(spark) - before < 30
+
+
+def test_a_session_for_one_micro_batch_compiles_with_c1_alone_and_a_long_lived_one_with_c2(
+        spark: SparkSession) -> None:
+    """`build_session(short_lived=True)`, as `pielake run --incremental` in process builds it: its JVM stops at
+    HotSpot's quick compiler. The tests' session lives for the whole run, as the engine does, and keeps C2."""
+    probe = ("from pielake.engine.session import build_session; from tests.spark.test_session_jvm import vm_option; "
+             "print('tier', vm_option(build_session('local[1]', short_lived=True), 'TieredStopAtLevel'))")
+    env = {**{k: v for k, v in os.environ.items() if k != "SPARK_SUBMIT_OPTS"}, "PYTHONPATH": str(ROOT)}
+    said = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=300, check=False)
+    assert "tier 1" in said.stdout.splitlines(), said.stdout + said.stderr[-2000:]
+    assert vm_option(spark, "TieredStopAtLevel") == "4"
