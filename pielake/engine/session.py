@@ -25,9 +25,7 @@ from pyspark.sql import SparkSession
 from pielake.engine.client import EngineAddress
 from pielake.engine.settings import (
     DEFAULT_MASTER,
-    DRIVER_OPTIONS,
     IVY_CACHE,
-    SHORT_LIVED_JIT,
     driver_heap,
     engine_settings,
     master_settings,
@@ -212,10 +210,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         # lines, which the error's stack trace shows anyway.
         .config("spark.python.sql.dataFrameDebugging.enabled", "false")
     )
-    settings = {**engine_settings(), **master_settings(master), **(conf or {})}
-    if short_lived:
-        settings[DRIVER_OPTIONS] = f"{settings[DRIVER_OPTIONS]} {SHORT_LIVED_JIT}"
-    for key, value in settings.items():
+    for key, value in {**engine_settings(short_lived=short_lived), **master_settings(master), **(conf or {})}.items():
         builder = builder.config(key, value)
     with _jvm_start_turn(), _console_to(console), _on_system_class_path(system_jars):
         session = configure_spark_with_delta_pip(builder, extra_packages=list(packages)).getOrCreate()

@@ -36,7 +36,6 @@ CODEGEN_CACHE_ENTRIES = 1000
 # cold `pielake run --incremental` took 0.83-0.87x as long (docs/performance.md). JVMs that live on (the engine, the
 # bench's sessions) keep C2, which their later runs gain from.
 SHORT_LIVED_JIT = "-XX:TieredStopAtLevel=1"
-DRIVER_OPTIONS = "spark.driver.defaultJavaOptions"
 # The engine's warm-up (`pielake.engine.warm_up`): a batch run and this many micro-batches before it serves. After
 # three, a micro-batch of the benchmark's query costs about what one after eight does (docs/performance.md).
 WARM_UP_RUNS = 3
@@ -117,20 +116,21 @@ class SubmitSettings:
                 **engine_settings()}
 
 
-def engine_settings() -> dict[str, str]:
+def engine_settings(*, short_lived: bool = False) -> dict[str, str]:
     """What every pielake session has, built here or by spark-submit: UTC, room for the generated code of a few
     queries (`CODEGEN_CACHE_ENTRIES`), the log retention of the tables it creates (`keep_days`), the JVM
-    options."""
+    options (`java_options`)."""
     return {"spark.sql.session.timeZone": "UTC", "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
-            LOG_RETENTION_DEFAULT: log_retention(keep_days()), **java_options()}
+            LOG_RETENTION_DEFAULT: log_retention(keep_days()), **java_options(short_lived=short_lived)}
 
 
-def java_options() -> dict[str, str]:
+def java_options(*, short_lived: bool = False) -> dict[str, str]:
     """`JAVA_OPTIONS` for the driver and the executors, as their default options: Spark puts them before any
     `extraJavaOptions`, so a user's own (in spark-defaults.conf, or the lake metastore's) still apply. The driver
-    also maps the class archive, where setup built one (`pielake.engine.class_archive`)."""
-    driver = f"{JAVA_OPTIONS} {archive_options()}".rstrip()  # the driver's JVM starts here: it maps the archive
-    return {DRIVER_OPTIONS: driver, "spark.executor.defaultJavaOptions": JAVA_OPTIONS}
+    also maps the class archive, where setup built one (`pielake.engine.class_archive`), and a `short_lived` one
+    compiles with C1 alone (`SHORT_LIVED_JIT`)."""
+    driver = " ".join(filter(None, [JAVA_OPTIONS, archive_options(), SHORT_LIVED_JIT if short_lived else ""]))
+    return {"spark.driver.defaultJavaOptions": driver, "spark.executor.defaultJavaOptions": JAVA_OPTIONS}
 
 
 def master_settings(master: str) -> dict[str, str]:
