@@ -123,6 +123,7 @@ def resolve_jars(packages: Sequence[str]) -> list[str]:
     finally:
         end_jvm(gateway)
     jars = [jar.removeprefix("file://") for jar in listed.split(",") if jar]
+    record.parent.mkdir(parents=True, exist_ok=True)
     draft = record.with_suffix(f".{os.getpid()}")
     draft.write_text("\n".join(jars), encoding="utf-8")
     draft.replace(record)  # whole or not at all, as another process may read it now
@@ -132,9 +133,7 @@ def resolve_jars(packages: Sequence[str]) -> list[str]:
 def _resolution_record(packages: Sequence[str]) -> Path:
     """Where the resolution of `packages` is kept: named by the packages and by the Spark that resolved them."""
     key = hashlib.sha256("\n".join([pyspark_version, *sorted(packages)]).encode()).hexdigest()[:16]
-    folder = IVY_CACHE / "pielake-resolved"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"{key}.txt"
+    return IVY_CACHE / "pielake-resolved" / f"{key}.txt"
 
 
 @contextmanager
