@@ -91,12 +91,16 @@ def test_the_engine_warms_up_before_it_serves_and_leaves_nothing_of_its_warm_up(
     assert not [p for p in engine.lake.iterdir() if "warm_up" in p.name]
 
 
+def engine_pid(engine: EngineForTests) -> int:
+    """The engine's process, as its lock file names it (the JVM is its child)."""
+    return int((engine.lake / "_engine" / "engine.lock").read_text().split()[1])
+
+
 def test_the_engines_jvm_maps_the_class_archive_though_it_has_delta_on_its_class_path(
         engine: EngineForTests) -> None:
     """The engine's JVM needs Delta's jars on its class path for the JDBC endpoint; put after Spark's own, they
     leave it the class archive every other driver JVM maps."""
-    pid = int((engine.lake / "_engine" / "engine.lock").read_text().split()[1])
-    [jvm] = [p for p in psutil.Process(pid).children(recursive=True) if p.name() == "java"]
+    [jvm] = [p for p in psutil.Process(engine_pid(engine)).children(recursive=True) if p.name() == "java"]
     assert maps_the_class_archive(jvm.pid)
 
 
@@ -115,12 +119,11 @@ def test_a_second_engine_on_the_lake_and_a_client_without_the_token_are_refused(
 def kill(engine: EngineForTests, written: Path | None = None) -> None:
     """SIGKILL the engine's whole process (its JVM too): once a data file of the table at `written` is on disk,
     or now."""
-    pid = int((engine.lake / "_engine" / "engine.lock").read_text().split()[1])
     deadline = time.monotonic() + 600
     while written is not None and time.monotonic() < deadline and not (written.is_dir() and
                                                                         any(written.rglob("*.parquet"))):
         time.sleep(0.005)
-    os.killpg(pid, signal.SIGKILL)
+    os.killpg(engine_pid(engine), signal.SIGKILL)
 
 
 def test_an_engine_killed_mid_step_fails_the_step_and_the_step_run_again_publishes_a_clean_run(
