@@ -108,10 +108,10 @@ def derive_situations(ctx: StepContext) -> StageResult:
             reading = kernel_reading(job.lake, table, version, q)
             encoded = q.runs(events, reading.partitions, in_place=reading.in_place, files=reading.files)
             keys = stage_scope(encoded.key_bounds)
-        else:  # a micro-batch's slice is small, and the scope says what it is
+        else:  # the scope says what the slice is; a micro-batch's is small: its keys whole in a task each
             keys = stage_scope()
             events = job.scope().slice(events, q)
-            encoded = q.runs(events, 2 * job.lake.spark.sparkContext.defaultParallelism)
+            encoded = q.runs(events, 2 * job.lake.spark.sparkContext.defaultParallelism, by_key=mode == "incremental")
         details["events read"] = encoded.reading
         job.staging.overwrite(encoded.runs, job.table(V.SEGMENTS), partition_by=(C.SERIES,))
         situations = job.scope().owned(q.situations(job.staged(V.SEGMENTS), events),

@@ -259,12 +259,12 @@ class SparkQuery:
 
     # ------------------------------------------------------------ runs and situations
 
-    def runs(self, events: DataFrame, partitions: int, *, in_place: bool = False,
+    def runs(self, events: DataFrame, partitions: int, *, in_place: bool = False, by_key: bool = False,
              files: tuple[str, ...] = ()) -> EncodedRuns:
-        """The stitched runs of `events`; `files`, the local Parquet files `events` reads, if the kernel's tasks
-        may read them themselves (as plain Parquet: `Lake.plain_files`)."""
+        """The stitched runs of `events` (`encode_runs`); `files`, the local Parquet files `events` reads, if the
+        kernel's tasks may read them themselves (as plain Parquet: `Lake.plain_files`)."""
         reading = self.arrow_input if files else None
-        return encode_runs(self.prepare(events), self.spec, partitions, in_place=in_place,
+        return encode_runs(self.prepare(events), self.spec, partitions, in_place=in_place, by_key=by_key,
                            files=None if reading is None else EventFiles(files, reading))
 
     def pair_series(self, constraint: PairConstraint) -> int:

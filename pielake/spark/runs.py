@@ -11,7 +11,9 @@ either range-partitioned on (key, time), which a shuffle of every event buys, or
 file chunk: the events table is written in time ranges, each file sorted on (key, time) (`publish_events`), so
 its file chunks are such stretches already. Whether they are is checked, not assumed: each task also reports its
 keys' first and last times, and if any two tasks' stretches of one key overlap (late events appended by a
-backfill, a table written otherwise) the fragments are dropped and the events range-partitioned after all.
+backfill, a table written otherwise) the fragments are dropped and the events range-partitioned after all. A
+slice of few events a key (a micro-batch's) is instead shuffled by key, every key whole in one task: its runs are
+final as the kernel emits them, and nothing is stitched (`_whole_keys`).
 
 Read in place, the files are read by the kernel's tasks themselves where they can be (`EventFiles`: plain Parquet
 files, and predicates that `pielake.spark.arrow_predicates` computes in Arrow): Spark then hands the kernel no
@@ -167,26 +169,32 @@ PENDING_COLUMNS = tuple(c for side in SIDES for c in (side.since_pending, side.u
 PENDING_BITS = {column: 1 << bit for bit, column in enumerate(PENDING_COLUMNS)}
 
 
+# Where a partition's keys may go on in other partitions (`_Partition`), by how the events were partitioned.
+EVERY_KEY = "every key"  # read in place: an events file is a range of time holding every key's events in it
+OUTER_KEYS = "outer keys"  # a range partition on (key, time): whole keys between its first and its last
+NO_KEY = "no key"  # partitioned by key: every key whole in one partition
+
+
 class _Partition:
     """One sorted partition's arrays, shared by the encoding of every series.
 
-    `every_key_spans`: any key may go on in other partitions, not only the first and the last. So it is for
-    events read in place: an events file is a range of time holding every key's events in it (`publish_events`),
-    where a range partition on (key, time) holds whole keys between its first and its last. Each key's first and
-    last run in the partition are then edge fragments, for the stitch to join with the key's other partitions.
+    `spans` says which keys may go on in other partitions (`EVERY_KEY`, `OUTER_KEYS`, `NO_KEY`). Their first and
+    last runs here are edge fragments, for the stitch to join with the key's other partitions; of a partition
+    that holds whole keys there are none, and its runs are final as the kernel emits them.
     """
 
-    def __init__(self, table: pa.Table, spec: RunSpec, *, every_key_spans: bool):
+    def __init__(self, table: pa.Table, spec: RunSpec, *, spans: str):
         self.table = table
         self.spec = spec
         self.n = table.num_rows
         self.t = table.column(C.T).to_numpy()
         self.key_starts = _key_starts(table, spec.keys)
         self.opens = np.zeros(self.n, dtype=bool)  # events whose key may have events before them elsewhere
-        self.opens[0] = True
-        if every_key_spans:
+        self.opens[0] = spans != NO_KEY
+        if spans == EVERY_KEY:
             self.opens |= self.key_starts
-        self.closes = np.append(self.opens[1:], True)  # events whose key may have events after them elsewhere
+        # events whose key may have events after them elsewhere
+        self.closes = np.append(self.opens[1:], spans != NO_KEY)
         words = {name: table.column(name).to_numpy() for name in dict.fromkeys(map(C.flags_word, range(spec.symbols)))}
         self.flags = [((words[C.flags_word(i)] >> (i % C.FLAGS_PER_WORD)) & 1).astype(bool)
                       for i in range(spec.symbols)]
@@ -206,10 +214,11 @@ class _Partition:
         the stitch finds it by."""
         runs = self.symbol_runs[symbol]
         index = np.searchsorted(runs, at, side="right")
-        following = np.append(runs, self.n)[index]
+        following = np.append(runs, self.n)[index]  # the next run's first event; n: the partition ends first
         pending = self.closes[following - 1]
+        inside = following < self.n
         following = np.minimum(following, self.n - 1)
-        ends = pending | ~self.key_starts[following]
+        ends = pending | (inside & ~self.key_starts[following])
         return np.where(pending, self.t[runs[index - 1]], self.t[following]), ends, pending
 
     def _situation_columns(self, series: int, starts: np.ndarray, after: np.ndarray, has_prev: np.ndarray,
@@ -308,13 +317,16 @@ class _Partition:
         return out
 
 
-def _kernel(spec: RunSpec, *, in_place: bool):  # type: ignore[no-untyped-def]
+def _kernel(spec: RunSpec, *, spans: str):  # type: ignore[no-untyped-def]
+    """The kernel over one partition; events read in place (`EVERY_KEY`) are sorted here, the others arrive so."""
+    in_place = spans == EVERY_KEY
+
     def encode_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches = [b for b in batches if b.num_rows]
         if not batches:
             return
         table = pa.Table.from_batches(batches)
-        part = _Partition(_in_order(table, (*spec.keys, C.T)) if in_place else table, spec, every_key_spans=in_place)
+        part = _Partition(_in_order(table, (*spec.keys, C.T)) if in_place else table, spec, spans=spans)
         if in_place:
             yield part.bounds()
         for symbol in range(spec.symbols):
@@ -328,7 +340,7 @@ def _kernel(spec: RunSpec, *, in_place: bool):  # type: ignore[no-untyped-def]
 
 def _file_kernel(spec: RunSpec, files: EventFiles):  # type: ignore[no-untyped-def]
     """The in-place kernel over whole events files that each task reads itself: task i reads `files.paths[i]`."""
-    encode = _kernel(spec, in_place=True)
+    encode = _kernel(spec, spans=EVERY_KEY)
 
     def encode_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -370,27 +382,33 @@ class EventFiles:
 @dataclass(frozen=True)
 class EncodedRuns:
     """Stitched runs, and how the events were read: in place (`by_pyarrow`: by the kernel's tasks themselves),
-    else range-partitioned (a shuffle)."""
+    else range-partitioned or, `by_key`, partitioned by key (a shuffle either way)."""
 
     runs: DataFrame
     read_in_place: bool
     by_pyarrow: bool = False
     key_bounds: DataFrame | None = None  # read in place: each task's first and last time of each key (START, END)
+    by_key: bool = False
 
     @property
     def reading(self) -> str:
+        if self.by_key:
+            return "partitioned by key"
         if not self.read_in_place:
             return "range-partitioned"
         return "in place, by pyarrow" if self.by_pyarrow else "in place"
 
 
 def encode_runs(events: DataFrame, spec: RunSpec, partitions: int, *, in_place: bool = False,
-                files: EventFiles | None = None) -> EncodedRuns:
+                files: EventFiles | None = None, by_key: bool = False) -> EncodedRuns:
     """Stitched runs of every series: one row per maximal run per key (see the module docstring).
 
     `in_place`: try reading the events as their file chunks lie first, from `files` if given (the files that
     `events` reads); `partitions`: the time ranges of the shuffle otherwise (or when the chunks overlap).
+    `by_key`: shuffle them into `partitions` by key instead (`_whole_keys`).
     """
+    if by_key:
+        return EncodedRuns(_whole_keys(events, spec, partitions), read_in_place=False, by_key=True)
     if in_place:
         fragments = _fragments_in_place(events, spec, files)
         aside = _set_aside(fragments)
@@ -402,8 +420,26 @@ def encode_runs(events: DataFrame, spec: RunSpec, partitions: int, *, in_place: 
         release(aside)
     ordered = [*spec.keys, C.T]
     sorted_events = events.repartitionByRange(partitions, *ordered).sortWithinPartitions(*ordered)
-    fragments = sorted_events.mapInArrow(_kernel(spec, in_place=False), spec.output_ddl()).localCheckpoint()
+    fragments = sorted_events.mapInArrow(_kernel(spec, spans=OUTER_KEYS), spec.output_ddl()).localCheckpoint()
     return EncodedRuns(stitch(fragments, _set_aside(fragments), spec), read_in_place=False)
+
+
+def _whole_keys(events: DataFrame, spec: RunSpec, partitions: int) -> DataFrame:
+    """The runs of events shuffled by key, each key whole in one partition: the kernel emits no fragment and no
+    pending value, so its output is the runs as they are, with no stitch, no sampling job for range bounds and no
+    held fragments. A key's events then take one task, which suits a small slice of many keys (a micro-batch's)
+    and not a long history of few (range partitions split a key over every core). One global key (no key
+    columns) is one partition."""
+    ordered = [*spec.keys, C.T]
+    grouped = events.repartition(partitions, *spec.keys) if spec.keys else events.repartition(1)
+    fragments = grouped.sortWithinPartitions(*ordered).mapInArrow(_kernel(spec, spans=NO_KEY), spec.output_ddl())
+    return fragments.select(*_run_columns(spec))
+
+
+def _run_columns(spec: RunSpec) -> list[str]:
+    """The columns of stitched runs: the kernel's, less what only the stitch reads (edges, pending flags)."""
+    return [C.SERIES, C.VALUE, *spec.keys, C.START, C.END, C.PREV, C.NEXT,
+            *(c for side in SIDES for c in (side.since, side.until)), *(p.name for p in spec.partials)]
 
 
 def _at_edge() -> Column:
@@ -433,7 +469,7 @@ def _fragments_in_place(events: DataFrame, spec: RunSpec, files: EventFiles | No
         tasks = spark.range(len(files.paths), numPartitions=len(files.paths))  # one file index per task
         return tasks.mapInArrow(_file_kernel(spec, files), spec.output_ddl()).localCheckpoint()
     with settings_within(spark, ONE_TASK_PER_FILE_CHUNK):
-        return events.mapInArrow(_kernel(spec, in_place=True), spec.output_ddl()).localCheckpoint()
+        return events.mapInArrow(_kernel(spec, spans=EVERY_KEY), spec.output_ddl()).localCheckpoint()
 
 
 def _stretches_disjoint(bounds: DataFrame, spec: RunSpec) -> bool:
@@ -473,8 +509,7 @@ def stitch(fragments: DataFrame, aside: DataFrame, spec: RunSpec) -> DataFrame:
     chain_starts = merged.select(C.SERIES, *spec.keys, F.explode("_parts").alias("_p"),
                                  F.col(C.START).alias("_chain_start"), F.col(C.END).alias("_chain_end")).select(
         C.SERIES, *spec.keys, F.col("_p." + C.START).alias("_frag_start"), "_chain_start", "_chain_end")
-    columns = [C.SERIES, C.VALUE, *spec.keys, C.START, C.END, C.PREV, C.NEXT,
-               *(c for side in SIDES for c in (side.since, side.until)), *(p.name for p in spec.partials)]
+    columns = _run_columns(spec)
     to_resolve = (aside.filter(runs & ~at_edge & pending).select(*columns, *PENDING_COLUMNS)
                   .unionByName(merged.select(*columns, *PENDING_COLUMNS)))
     return settled.select(*columns).unionByName(_resolve_pending(to_resolve, chain_starts, spec))

@@ -32,7 +32,8 @@ def stream_of(rows: list[Row], keys: tuple[str, ...] = ("key",), types: dict[str
     return StreamSchema("S", keys, "ts", "s", tuple((n, kind(n)) for n in names))
 
 
-LAYOUTS = ("shuffled", "in place", "in place, keys side by side", "in place, overlapping")
+LAYOUTS = ("shuffled", "by key", "in place", "in place, keys side by side", "in place, overlapping")
+SHUFFLED = ("shuffled", "by key")  # the kernel shuffles the events itself: by time range, or each key whole
 AN_EVENT_A_TASK = "in place, an event a task"  # every run at a task's edge: slow, so not one of the random LAYOUTS
 
 
@@ -59,7 +60,8 @@ def laid_out(events: DataFrame, layout: str, partitions: int, order: tuple[str, 
 class Kernels:
     """Runs runs -> situations -> pairs -> matches, cutting lineage between stages as the lake does.
 
-    `layout` (`LAYOUTS`): how the events reach the runs kernel; the results must not depend on it."""
+    `layout` (`LAYOUTS`): how the events reach the runs kernel, or how it shuffles them; the results must not
+    depend on it."""
 
     def __init__(self, spark: SparkSession, plan: QueryPlan, rows: list[Row], partitions: int = 4,
                  stream: StreamSchema | None = None, *, layout: str = "shuffled"):
@@ -69,7 +71,7 @@ class Kernels:
         self.events = self.q.keyed(spark.createDataFrame(rows, self.stream.ddl))
         encoded = self.q.runs(laid_out(self.events, layout, partitions,
                                               (*self.q.keys, self.stream.time_column)), partitions,
-                              in_place=layout != "shuffled")
+                              in_place=layout not in SHUFFLED, by_key=layout == "by key")
         self.read_in_place = encoded.read_in_place
         self.runs = encoded.runs.localCheckpoint()
         self.situations = self.q.situations(self.runs, self.events).localCheckpoint()

@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import find_matches
-from tests.spark.kernels import LAYOUTS, Kernels, reference_rows, spark_rows
+from tests.spark.kernels import LAYOUTS, SHUFFLED, Kernels, reference_rows, spark_rows
 from tests.strategies import Case, scenario
 
 pytestmark = pytest.mark.heavy(seconds=130)  # about this long in CI: scheduled first
@@ -31,10 +31,11 @@ def test_spark_matches_equal_the_reference(spark: SparkSession, case: Case, part
 
 @settings(max_examples=int(os.environ.get("PIELAKE_DIFF_EXAMPLES", "14")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(case=scenario(intervals=True), partitions=st.integers(1, 6))
-def test_spark_matches_over_interval_rows_equal_the_reference(spark: SparkSession, case: Case, partitions: int) -> None:
+@given(case=scenario(intervals=True), partitions=st.integers(1, 6), layout=st.sampled_from(SHUFFLED))
+def test_spark_matches_over_interval_rows_equal_the_reference(spark: SparkSession, case: Case, partitions: int,
+                                                             layout: str) -> None:
     event(f"keys: {len(case.keys)}, {'TIMESTAMP' if case.timed else 'numeric'} time")
     plan = load_query(case.query)
-    kernels = Kernels(spark, plan, case.stored_rows(), partitions, case.stream)
+    kernels = Kernels(spark, plan, case.stored_rows(), partitions, case.stream, layout=layout)
     expected = find_matches(case.kernel_rows(), plan, time_unit_seconds=case.unit, end_column=case.end_column)
     assert spark_rows(kernels.matches(), plan) == reference_rows(expected, plan), (case.query, case.keys, case.timed)

@@ -18,7 +18,7 @@ from pielake.spark import matches
 from pielake.spark.patterns import MINTERM_CODE, read_runs
 from pielake.streams import StreamSchema
 from tests.helpers import drawn
-from tests.spark.kernels import AN_EVENT_A_TASK, Kernels, reference_rows, spark_rows
+from tests.spark.kernels import AN_EVENT_A_TASK, SHUFFLED, Kernels, reference_rows, spark_rows
 
 pytestmark = pytest.mark.heavy(seconds=100)  # about this long in CI: scheduled first
 
@@ -42,9 +42,10 @@ def each_relation(spark: SparkSession, layout: str) -> Kernels:
     return Kernels(spark, plan, ROWS, partitions=3, layout=layout)
 
 
-@pytest.fixture(scope="module")
-def all_relations(spark: SparkSession) -> Kernels:
-    return each_relation(spark, "shuffled")
+@pytest.fixture(scope="module", params=SHUFFLED)
+def all_relations(spark: SparkSession, request: pytest.FixtureRequest) -> Kernels:
+    """Every relation, over events the kernel shuffles by time range (stitched) and by key (each key whole)."""
+    return each_relation(spark, request.param)
 
 
 @pytest.fixture(scope="module")
