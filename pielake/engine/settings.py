@@ -109,11 +109,12 @@ class SubmitSettings:
     packages: str
     driver_memory: str
     python: str
+    short_lived: bool = False  # the job is one step of a micro-batch: its driver compiles with C1 alone
 
     @property
     def conf(self) -> dict[str, str]:
         return {"spark.pyspark.python": self.python, "spark.pyspark.driver.python": sys.executable,
-                **engine_settings()}
+                **engine_settings(short_lived=self.short_lived)}
 
 
 def engine_settings(*, short_lived: bool = False) -> dict[str, str]:
@@ -139,8 +140,8 @@ def master_settings(master: str) -> dict[str, str]:
     return dict(LOCAL_SHUFFLES) if master.startswith("local") else {}
 
 
-def submit_settings() -> SubmitSettings:
-    return SubmitSettings(delta_package(), driver_heap(), workers_python())
+def submit_settings(*, short_lived: bool = False) -> SubmitSettings:
+    return SubmitSettings(delta_package(), driver_heap(), workers_python(), short_lived)
 
 
 def submit_arguments(master: str = DEFAULT_MASTER) -> list[str]:

@@ -143,10 +143,12 @@ def registrations(folder: Path) -> list[Registration | Broken]:
     return checked
 
 
-def operator_arguments() -> dict[str, object]:
+def operator_arguments(*, short_lived: bool = False) -> dict[str, object]:
     """The `SparkSubmitOperator` arguments every step shares (`pielake.engine.session.submit_settings`), and the
-    environment its Python finds pielake's jobs in."""
-    settings = submit_settings()
+    environment its Python finds pielake's jobs in. A `short_lived` step's driver compiles with C1 alone
+    (`SHORT_LIVED_JIT`): a step of a micro-batch ends before C2's compilations pay back, as a micro-batch run in
+    process does."""
+    settings = submit_settings(short_lived=short_lived)
     return {"packages": settings.packages, "driver_memory": settings.driver_memory, "conf": settings.conf,
             "env_vars": {"PYSPARK_PYTHON": settings.python, "PYTHONPATH": str(PROJECT)}}
 
@@ -176,7 +178,7 @@ def _task(dag: DAG, registration: Registration, step: Step, request: dict[str, A
             *_job_args(request)]
     return SparkSubmitOperator(application=str(JOBS_DIR / "step.py"), application_args=args,
                                conn_id="spark_default", name=f"pielake-{registration.plan.name}-{step.name}",
-                               **common, **operator_arguments())
+                               **common, **operator_arguments(short_lived=request["mode"] == "incremental"))
 
 
 def _job_args(request: dict[str, Any]) -> list[str]:

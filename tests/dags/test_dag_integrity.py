@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pielake.engine.settings import SHORT_LIVED_JIT
 from tests.helpers import FLAGS_QUERY as QUERY
 from tests.helpers import process_env
 
@@ -46,6 +47,9 @@ print(json.dumps({{"seconds": time.perf_counter() - started, "loaded_at": time.t
                                        "groups": {{t.task_id: t.task_group.group_id for t in d.tasks}},
                                        "timeouts": {{t.task_id: t.execution_timeout.total_seconds()
                                                     for t in d.tasks if t.execution_timeout}},
+                                       "driver_options": {{t.task_id: t.conf["spark.driver.defaultJavaOptions"]
+                                                          for t in d.tasks if isinstance(getattr(t, "conf", None),
+                                                                                         dict)}},
                                        "tasks": {{t.task_id: sorted(t.downstream_task_ids) for t in d.tasks}}}}
                            for d in bag.dags.values()}}}}))
 """
@@ -70,7 +74,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     queries.mkdir()
     (queries / "flag_pairs.tpq").write_text(QUERY)
     (queries / "flag_pairs.yaml").write_text('schedule: "*/5 * * * *"\nevents: /landing/flags.json\n'
-                                             'step_timeout: 15\n')
+                                             'step_timeout: 15\nrunner: spark-submit\n')
     (queries / "broken.tpq").write_text(BROKEN)
     (queries / "flag_spans.tpq").write_text(SPANS)
     (queries / "orphan.tpq").write_text("FROM matches_nowhere M DEFINE X AS M.a_ts > 0, Y AS M.a_ts < 0 "
@@ -98,6 +102,16 @@ def test_each_valid_query_is_a_scheduled_and_a_backfill_dag_of_the_run_s_steps(l
     # A step that hangs is stopped after the registration's step_timeout (minutes), and retried.
     assert scheduled["timeouts"] == backfill["timeouts"] == dict.fromkeys(EXPECTED_GRAPH, 15 * 60.0)
     assert scheduled["start_zone"] == backfill["start_zone"] == "UTC"
+
+
+def test_a_scheduled_micro_batch_s_spark_submit_drivers_compile_with_c1_alone_and_a_backfill_s_keep_c2(
+        loaded: dict) -> None:
+    """A step of a scheduled micro-batch is a driver that lives for one small step, as a micro-batch run in process
+    is (`SHORT_LIVED_JIT`); a backfill's steps may read years of events, where C2 pays back."""
+    scheduled, backfill = loaded["dags"]["pielake_flag_pairs"], loaded["dags"]["pielake_flag_pairs_backfill"]
+    assert set(scheduled["driver_options"]) == set(backfill["driver_options"]) == set(EXPECTED_GRAPH)
+    assert all(SHORT_LIVED_JIT in options for options in scheduled["driver_options"].values())
+    assert not any(SHORT_LIVED_JIT in options for options in backfill["driver_options"].values())
 
 
 def test_each_dag_shows_its_query_and_tables_and_publish_declares_them_as_assets(loaded: dict, tmp_path: Path) -> None:
