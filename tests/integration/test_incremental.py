@@ -7,6 +7,7 @@ import json
 import os
 import random
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,7 @@ def assert_micro_batches_equal_the_reference(spark: SparkSession, root: Path,
         expected = reference_rows(find_matches(rows, plan, time_unit_seconds=drawn.unit,
                                                end_column=drawn.end_column), plan)
         assert spark_rows(lake.read("matches_q"), plan) == expected, (drawn.query, index)
+        assert summary.matches == Counter(row[4] for row in expected)  # the report counts what was published
         assert situation_rows(lake, plan) == sorted(
             (s.key, s.symbol, s.ts, s.te) for s in derive_situations(rows, plan, end_column=drawn.end_column)), \
             (drawn, index)
