@@ -25,7 +25,7 @@ from pielake import vocabulary as V
 from pielake.bench.queries import TPSTREAM_QUERIES
 from pielake.engine import control
 from pielake.engine.client import DEFAULT_PORT, RunOrder, engine_for, run_on_engine
-from pielake.engine.settings import WARM_UP_RUNS, keep_days
+from pielake.engine.settings import WARM_UP_RUNS, keep_days, short_lived
 from pielake.errors import PielakeError, QueryError
 from pielake.exitcodes import EXIT_USAGE
 from pielake.explain import explain, explain_dot, found_by, relation_pictures
@@ -233,7 +233,7 @@ def _run(query_file: str, events_path: str | None, lake_dir: str, *, master: str
     if options["checks"]:
         import_gx_meanwhile()
     console = spark_console(lake_dir, run_id)
-    lake = Lake(build_session(master, console=console, short_lived=options["mode"] == "incremental"), lake_dir)
+    lake = Lake(build_session(master, console=console, short_lived=short_lived(options["mode"])), lake_dir)
     summary = run_query(lake, plan, run_id, RunRequest(events_path=events_path, **options), progress=_say)
     click.echo(summary.render())
     if console is not None:

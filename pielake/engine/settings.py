@@ -36,6 +36,14 @@ CODEGEN_CACHE_ENTRIES = 1000
 # cold `pielake run --incremental` took 0.83-0.87x as long (docs/performance.md). JVMs that live on (the engine, the
 # bench's sessions) keep C2, which their later runs gain from.
 SHORT_LIVED_JIT = "-XX:TieredStopAtLevel=1"
+
+
+def short_lived(mode: str) -> bool:
+    """Whether a JVM started for one run, or one step of it, in `mode` is short-lived (`SHORT_LIVED_JIT`): a
+    micro-batch's is. A batch run or a backfill may read years of events, and from a few million on C2 pays back
+    (docs/performance.md)."""
+    return mode == "incremental"
+
 # The engine's warm-up (`pielake.engine.warm_up`): a batch run and this many micro-batches before it serves. After
 # three, a micro-batch of the benchmark's query costs about what one after eight does (docs/performance.md).
 WARM_UP_RUNS = 3

@@ -47,7 +47,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow.timetables.trigger import CronTriggerTimetable
 
 from pielake import vocabulary as V
-from pielake.engine.settings import keep_days, lock_wait, submit_settings
+from pielake.engine.settings import keep_days, lock_wait, short_lived, submit_settings
 from pielake.errors import PielakeError
 from pielake.orchestration.tasks import maintain_on_engine, run_step_on_engine
 from pielake.pipeline.registry import STAGES, Registry, Step
@@ -178,7 +178,7 @@ def _task(dag: DAG, registration: Registration, step: Step, request: dict[str, A
             *_job_args(request)]
     return SparkSubmitOperator(application=str(JOBS_DIR / "step.py"), application_args=args,
                                conn_id="spark_default", name=f"pielake-{registration.plan.name}-{step.name}",
-                               **common, **operator_arguments(short_lived=request["mode"] == "incremental"))
+                               **common, **operator_arguments(short_lived=short_lived(request["mode"])))
 
 
 def _job_args(request: dict[str, Any]) -> list[str]:

@@ -432,8 +432,8 @@ def _whole_keys(events: DataFrame, spec: RunSpec, partitions: int) -> DataFrame:
     columns) is one partition."""
     ordered = [*spec.keys, C.T]
     grouped = events.repartition(partitions, *spec.keys) if spec.keys else events.repartition(1)
-    fragments = grouped.sortWithinPartitions(*ordered).mapInArrow(_kernel(spec, spans=NO_KEY), spec.output_ddl())
-    return fragments.select(*_run_columns(spec))
+    runs = grouped.sortWithinPartitions(*ordered).mapInArrow(_kernel(spec, spans=NO_KEY), spec.output_ddl())
+    return runs.select(*_run_columns(spec))
 
 
 def _run_columns(spec: RunSpec) -> list[str]:
