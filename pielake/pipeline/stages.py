@@ -45,6 +45,7 @@ from pielake.spark import columns as C
 from pielake.spark.matches import MATCHES_SETTINGS, find_matches
 from pielake.spark.pairs import detect_pairs
 from pielake.spark.query import SparkQuery
+from pielake.spark.runs import Reading
 from pielake.streams import save_schema
 
 BYTES_PER_PARTITION = 32 * 1024 * 1024
@@ -55,11 +56,11 @@ ROWS_PER_FILE = 50_000  # published tables: small enough that a micro-batch rewr
 
 @dataclass(frozen=True)
 class KernelReading:
-    """How the runs kernel reads a run's events: `in_place`, a task per file chunk (tried first), or shuffled
-    into `partitions` time ranges. `files`: read in place, the Parquet files the tasks may read themselves."""
+    """How the runs kernel reads a run's events: in place, a task per file chunk (tried first), or shuffled into
+    `partitions` time ranges. `files`: read in place, the Parquet files the tasks may read themselves."""
 
     partitions: int
-    in_place: bool
+    reading: Reading
     files: tuple[str, ...] = ()
 
 
@@ -74,7 +75,7 @@ def kernel_reading(lake: Lake, table: str, version: int, q: SparkQuery) -> Kerne
     partitions = max(2 * cores, math.ceil(size / BYTES_PER_PARTITION))
     in_place = not q.intervals and cores <= files <= FILES_PER_TIME_RANGE * partitions
     plain = lake.plain_files(table, version) if in_place and q.arrow_input is not None else ()
-    return KernelReading(partitions, in_place, plain)
+    return KernelReading(partitions, Reading.IN_PLACE if in_place else Reading.RANGES, plain)
 
 
 def derive_situations(ctx: StepContext) -> StageResult:
@@ -106,13 +107,14 @@ def derive_situations(ctx: StepContext) -> StageResult:
 
         if mode == "batch":  # every key, every event: the kernel's bounds then tell each key's latest time
             reading = kernel_reading(job.lake, table, version, q)
-            encoded = q.runs(events, reading.partitions, in_place=reading.in_place, files=reading.files)
+            encoded = q.runs(events, reading.partitions, reading=reading.reading, files=reading.files)
             keys = stage_scope(encoded.key_bounds)
         else:  # the scope says what the slice is; a micro-batch's is small: its keys whole in a task each
             keys = stage_scope()
             events = job.scope().slice(events, q)
-            encoded = q.runs(events, 2 * job.lake.spark.sparkContext.defaultParallelism, by_key=mode == "incremental")
-        details["events read"] = encoded.reading
+            encoded = q.runs(events, 2 * job.lake.spark.sparkContext.defaultParallelism,
+                             reading=Reading.BY_KEY if mode == "incremental" else Reading.RANGES)
+        details["events read"] = encoded.reading.value
         job.staging.overwrite(encoded.runs, job.table(V.SEGMENTS), partition_by=(C.SERIES,))
         situations = job.scope().owned(q.situations(job.staged(V.SEGMENTS), events),
                                        derived_tables(q)[V.SITUATIONS])

@@ -25,7 +25,7 @@ from pielake.spark import intervals
 from pielake.spark.arrow_predicates import ArrowDeclinedError, ArrowInput
 from pielake.spark.compile import predicate
 from pielake.spark.patterns import read_runs
-from pielake.spark.runs import EncodedRuns, EventFiles, Partial, RunSpec, encode_runs
+from pielake.spark.runs import EncodedRuns, EventFiles, Partial, Reading, RunSpec, encode_runs
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
 _FLOATING = ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
@@ -259,13 +259,13 @@ class SparkQuery:
 
     # ------------------------------------------------------------ runs and situations
 
-    def runs(self, events: DataFrame, partitions: int, *, in_place: bool = False, by_key: bool = False,
+    def runs(self, events: DataFrame, partitions: int, *, reading: Reading = Reading.RANGES,
              files: tuple[str, ...] = ()) -> EncodedRuns:
         """The stitched runs of `events` (`encode_runs`); `files`, the local Parquet files `events` reads, if the
         kernel's tasks may read them themselves (as plain Parquet: `Lake.plain_files`)."""
-        reading = self.arrow_input if files else None
-        return encode_runs(self.prepare(events), self.spec, partitions, in_place=in_place, by_key=by_key,
-                           files=None if reading is None else EventFiles(files, reading))
+        arrow = self.arrow_input if files else None
+        return encode_runs(self.prepare(events), self.spec, partitions, reading=reading,
+                           files=None if arrow is None else EventFiles(files, arrow))
 
     def pair_series(self, constraint: PairConstraint) -> int:
         return self.spec.series_of_pair(self.plan.constraints.index(constraint))

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 import pandas as pd
@@ -379,49 +380,53 @@ class EventFiles:
     reading: ArrowInput
 
 
-@dataclass(frozen=True)
-class EncodedRuns:
-    """Stitched runs, and how the events were read: in place (`by_pyarrow`: by the kernel's tasks themselves),
-    else range-partitioned or, `by_key`, partitioned by key (a shuffle either way)."""
+class Reading(Enum):
+    """How the runs kernel reads a run's events. Asked for: in place (tried first), by time range, or by key.
+    Done: one of those, in place read by the kernel's tasks themselves (`BY_PYARROW`) where they were given the
+    files, or by time range where the file chunks in place overlap."""
 
-    runs: DataFrame
-    read_in_place: bool
-    by_pyarrow: bool = False
-    key_bounds: DataFrame | None = None  # read in place: each task's first and last time of each key (START, END)
-    by_key: bool = False
+    IN_PLACE = "in place"
+    BY_PYARROW = "in place, by pyarrow"
+    RANGES = "range-partitioned"
+    BY_KEY = "partitioned by key"
 
     @property
-    def reading(self) -> str:
-        if self.by_key:
-            return "partitioned by key"
-        if not self.read_in_place:
-            return "range-partitioned"
-        return "in place, by pyarrow" if self.by_pyarrow else "in place"
+    def in_place(self) -> bool:
+        return self in (Reading.IN_PLACE, Reading.BY_PYARROW)
 
 
-def encode_runs(events: DataFrame, spec: RunSpec, partitions: int, *, in_place: bool = False,
-                files: EventFiles | None = None, by_key: bool = False) -> EncodedRuns:
+@dataclass(frozen=True)
+class EncodedRuns:
+    """Stitched runs, and how the events were read."""
+
+    runs: DataFrame
+    reading: Reading
+    key_bounds: DataFrame | None = None  # read in place: each task's first and last time of each key (START, END)
+
+
+def encode_runs(events: DataFrame, spec: RunSpec, partitions: int, *, reading: Reading = Reading.RANGES,
+                files: EventFiles | None = None) -> EncodedRuns:
     """Stitched runs of every series: one row per maximal run per key (see the module docstring).
 
-    `in_place`: try reading the events as their file chunks lie first, from `files` if given (the files that
-    `events` reads); `partitions`: the time ranges of the shuffle otherwise (or when the chunks overlap).
-    `by_key`: shuffle them into `partitions` by key instead (`_whole_keys`).
+    `reading` (`Reading`): in place tries the events as their file chunks lie first, from `files` if given (the
+    files that `events` reads), and shuffles them into `partitions` time ranges where the chunks overlap; by time
+    range or by key (`_whole_keys`) shuffles them into `partitions` so.
     """
-    if by_key:
-        return EncodedRuns(_whole_keys(events, spec, partitions), read_in_place=False, by_key=True)
-    if in_place:
+    if reading is Reading.BY_KEY:
+        return EncodedRuns(_whole_keys(events, spec, partitions), Reading.BY_KEY)
+    if reading.in_place:
         fragments = _fragments_in_place(events, spec, files)
         aside = _set_aside(fragments)
         bounds = aside.filter(F.col(C.SERIES) == BOUNDS).select(*spec.keys, C.START, C.END)
         if _stretches_disjoint(bounds, spec):
-            return EncodedRuns(stitch(fragments, aside, spec), read_in_place=True, by_pyarrow=files is not None,
-                               key_bounds=bounds)
+            return EncodedRuns(stitch(fragments, aside, spec),
+                               Reading.IN_PLACE if files is None else Reading.BY_PYARROW, key_bounds=bounds)
         release(fragments)
         release(aside)
     ordered = [*spec.keys, C.T]
     sorted_events = events.repartitionByRange(partitions, *ordered).sortWithinPartitions(*ordered)
     fragments = sorted_events.mapInArrow(_kernel(spec, spans=OUTER_KEYS), spec.output_ddl()).localCheckpoint()
-    return EncodedRuns(stitch(fragments, _set_aside(fragments), spec), read_in_place=False)
+    return EncodedRuns(stitch(fragments, _set_aside(fragments), spec), Reading.RANGES)
 
 
 def _whole_keys(events: DataFrame, spec: RunSpec, partitions: int) -> DataFrame:

@@ -12,6 +12,7 @@ from pielake.semantics.reference import Match
 from pielake.spark.matches import LAST_TIME, find_matches
 from pielake.spark.pairs import detect_pairs
 from pielake.spark.query import SparkQuery
+from pielake.spark.runs import Reading
 from pielake.streams import StreamSchema
 from tests.strategies import kernel_time
 
@@ -34,6 +35,7 @@ def stream_of(rows: list[Row], keys: tuple[str, ...] = ("key",), types: dict[str
 
 LAYOUTS = ("shuffled", "by key", "in place", "in place, keys side by side", "in place, overlapping")
 SHUFFLED = ("shuffled", "by key")  # the kernel shuffles the events itself: by time range, or each key whole
+READINGS = {"shuffled": Reading.RANGES, "by key": Reading.BY_KEY}  # every other layout is read in place
 AN_EVENT_A_TASK = "in place, an event a task"  # every run at a task's edge: slow, so not one of the random LAYOUTS
 
 
@@ -71,8 +73,8 @@ class Kernels:
         self.events = self.q.keyed(spark.createDataFrame(rows, self.stream.ddl))
         encoded = self.q.runs(laid_out(self.events, layout, partitions,
                                               (*self.q.keys, self.stream.time_column)), partitions,
-                              in_place=layout not in SHUFFLED, by_key=layout == "by key")
-        self.read_in_place = encoded.read_in_place
+                              reading=READINGS.get(layout, Reading.IN_PLACE))
+        self.read_in_place = encoded.reading.in_place
         self.runs = encoded.runs.localCheckpoint()
         self.situations = self.q.situations(self.runs, self.events).localCheckpoint()
 
