@@ -106,8 +106,8 @@ def derive_situations(ctx: StepContext) -> StageResult:
                                          commit_note=FULL if mode == "batch" else None)
 
         if mode == "batch":  # every key, every event: the kernel's bounds then tell each key's latest time
-            reading = kernel_reading(job.lake, table, version, q)
-            encoded = q.runs(events, reading.partitions, reading=reading.reading, files=reading.files)
+            chosen = kernel_reading(job.lake, table, version, q)
+            encoded = q.runs(events, chosen.partitions, reading=chosen.reading, files=chosen.files)
             keys = stage_scope(encoded.key_bounds)
         else:  # the scope says what the slice is; a micro-batch's is small: its keys whole in a task each
             keys = stage_scope()

@@ -292,8 +292,8 @@ def test_a_batch_run_reads_the_events_files_in_place_until_a_backfill_appends_hi
 
     assert batch("whole") == "in place, by pyarrow"
     declined = SparkQuery(load_query(QUERY.replace("v > 5", "v % 7 > 5"), "mid"), STREAM, dict(STREAM.columns))
-    reading = kernel_reading(lake, "events_line", lake.version("events_line"), declined)
-    assert reading.reading.in_place and reading.files == ()
+    chosen = kernel_reading(lake, "events_line", lake.version("events_line"), declined)
+    assert chosen.reading.in_place and chosen.files == ()
     assert_published_equal_the_reference(lake, plan, on_time)
     run_query(lake, plan, "repair", RunRequest(mode="backfill", since="8", until="10", checks=False))
     assert batch("whole2") == "range-partitioned"

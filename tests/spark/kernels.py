@@ -34,8 +34,9 @@ def stream_of(rows: list[Row], keys: tuple[str, ...] = ("key",), types: dict[str
 
 
 LAYOUTS = ("shuffled", "by key", "in place", "in place, keys side by side", "in place, overlapping")
-SHUFFLED = ("shuffled", "by key")  # the kernel shuffles the events itself: by time range, or each key whole
-READINGS = {"shuffled": Reading.RANGES, "by key": Reading.BY_KEY}  # every other layout is read in place
+# The layouts the kernel shuffles itself (by time range, or each key whole); every other one is read in place.
+READINGS = {"shuffled": Reading.RANGES, "by key": Reading.BY_KEY}
+SHUFFLED = tuple(READINGS)
 AN_EVENT_A_TASK = "in place, an event a task"  # every run at a task's edge: slow, so not one of the random LAYOUTS
 
 
