@@ -32,6 +32,9 @@ OPENS = "__opens"  # the time is the start of some row (instants stop at the lat
 EDGE = "__edge"  # the time is a row's start or end, not only a horizon mark's: an instant
 LATEST = "__latest_start"
 UNTIL = "__until"  # a row's end in kernel time: rows sharing a start are in end order
+ROW = "__is_row"  # 1 for a row, 0 for a situation's start, which comes first among rows sharing its time
+BOUND = "__situation_end"  # the end of the latest situation started so far; an open one's is OPEN_END
+OPEN_END = 2**63 - 1
 
 
 def _covering(index: int) -> str:
@@ -72,17 +75,30 @@ def _rule(p: Partial, value: Column, q: SparkQuery) -> Column:
 
 
 def with_partials(situations: DataFrame, rows: DataFrame, q: SparkQuery) -> DataFrame:
-    """`situations` (keys, `__series`, ts, te) with the partial aggregates of RETURN over each one's rows."""
+    """`situations` (keys, `__series`, ts, te) with the partial aggregates of RETURN over each one's rows.
+
+    A symbol's situations of a key are disjoint, so a row starting in one belongs to the latest situation that
+    starts at or before it, if the row starts before that situation's end: found by carrying each situation's
+    start and end forward in time order over its key's rows (a window per key, as `instants` uses), where a join
+    on the key and a range of time would compare every row with every situation of its key."""
     for index in range(len(q.plan.symbols)):
         partials = q.partials_of(index)
         if not partials:
             continue
-        read = dict.fromkeys([*q.order_columns, *(p.source for p in partials)])
+        read = list(dict.fromkeys([*q.order_columns, *(p.source for p in partials)]))
+        none = F.lit(None).cast("bigint")
         own = rows.filter(_satisfies(q, index)).select(*q.keys, q.event_time().alias(C.T),
-                                                       q.reach_time().alias(UNTIL), *read)
-        spans = situations.filter(F.col(C.SERIES) == index).select(*q.keys, V.TS, V.TE)
-        inside = (F.col(C.T) >= F.col(V.TS)) & (F.col(V.TE).isNull() | (F.col(C.T) < F.col(V.TE)))
-        merged = (spans.join(own, list(q.keys)).filter(inside).groupBy(*q.keys, V.TS)
+                                                       q.reach_time().alias(UNTIL), *read, none.alias(V.TS),
+                                                       none.alias(BOUND), F.lit(1).alias(ROW))
+        spans = situations.filter(F.col(C.SERIES) == index).select(
+            *q.keys, F.col(V.TS).alias(C.T), none.alias(UNTIL), *(F.lit(None).alias(c) for c in read), V.TS,
+            F.coalesce(F.col(V.TE), F.lit(OPEN_END)).alias(BOUND), F.lit(0).alias(ROW))
+        so_far = Window.partitionBy(*q.keys).orderBy(C.T, ROW).rowsBetween(Window.unboundedPreceding,
+                                                                           Window.currentRow)
+        carried = [F.last(c, ignorenulls=True).over(so_far).alias(c) for c in (V.TS, BOUND)]
+        placed = spans.unionByName(own).select(*q.keys, C.T, UNTIL, *read, ROW, *carried)
+        inside = (F.col(ROW) == 1) & F.col(V.TS).isNotNull() & (F.col(C.T) < F.col(BOUND))
+        merged = (placed.filter(inside).groupBy(*q.keys, V.TS)
                   .agg(*(_rule(p, F.col(p.source), q) for p in partials)).withColumn(C.SERIES, F.lit(index)))
         situations = situations.join(merged, [*q.keys, C.SERIES, V.TS], "left")
     return situations
