@@ -39,6 +39,7 @@ class Case:
     keys: tuple[str, ...]
     timed: bool
     intervals: bool = False
+    name: str = "S"  # the stream's
 
     @property
     def end_column(self) -> str | None:
@@ -52,7 +53,7 @@ class Case:
     def stream(self) -> StreamSchema:
         kind = "TIMESTAMP" if self.timed else "BIGINT"
         columns = (*((k, KEY_TYPES[k]) for k in self.keys), *((t, kind) for t in self.times), *ATTRIBUTES)
-        return StreamSchema("S", self.keys, "ts", TIMESTAMP_UNIT if self.timed else "s", columns, self.end_column)
+        return StreamSchema(self.name, self.keys, "ts", TIMESTAMP_UNIT if self.timed else "s", columns, self.end_column)
 
     @property
     def unit(self) -> Fraction:
@@ -145,3 +146,35 @@ def scenario(draw: st.DrawFn, intervals: bool = False) -> Case:
     per_key = key_spans if intervals else key_stream
     rows = [r for key in draw(key_values(keys)) for r in draw(per_key(key))]
     return Case(query, rows, keys, draw(st.booleans()), intervals)
+
+
+@st.composite
+def two_streams(draw: st.DrawFn) -> tuple[str, Case, Case]:
+    """A query over two streams S and R of one key shape and time type, and each stream's events: A of S, B of R,
+    and maybe C of either, related by random relations; point events or interval rows in each, and keys that may
+    be missing from one of them. Each stream and key ends at a time of its own."""
+    relations = st.lists(st.sampled_from(RELATION_NAMES), min_size=1, max_size=4, unique=True)
+    predicates = ["{0}.a", "{0}.b", "{0}.a AND {0}.c", "NOT {0}.b"]
+    durations = ["", "", " AT LEAST 2 s", " AT MOST 3 s"]
+    defines = [f"A AS {draw(st.sampled_from(predicates)).format('S')}{draw(st.sampled_from(durations))}",
+               f"B AS {draw(st.sampled_from(predicates)).format('R')}"]
+    pattern = [f"A {';'.join(draw(relations))} B"]
+    returns = ["count(A.x) AS na", "max(B.x) AS mb", "duration(A) AS da"]
+    if draw(st.booleans()):
+        stream = draw(st.sampled_from("SR"))
+        defines.append(f"C AS {draw(st.sampled_from(predicates)).format(stream)}")
+        pattern.append(f"{draw(st.sampled_from(['A', 'B']))} {';'.join(draw(relations))} C")
+        returns.append("first(C.x) AS fc")
+    keys = draw(st.sampled_from(KEY_SHAPES))
+    partition = f" PARTITION BY {', '.join(keys)}" if keys else ""
+    query = (f"FROM S, R{partition} DEFINE {', '.join(defines)} PATTERN {' AND '.join(pattern)} "
+             f"WITHIN {draw(st.integers(2, 40))} s RETURN {', '.join(returns)}")
+    timed = draw(st.booleans())
+
+    def stream(name: str) -> Case:
+        intervals = draw(st.booleans())
+        per_key = key_spans if intervals else key_stream
+        rows = [r for key in draw(key_values(keys)) for r in draw(per_key(key))]
+        return Case(query, rows, keys, timed, intervals, name)
+
+    return query, stream("S"), stream("R")

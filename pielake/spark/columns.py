@@ -28,7 +28,15 @@ LEFT_UNTIL_PENDING = "__left_until_pending"
 RIGHT_UNTIL_PENDING = "__right_until_pending"
 PENDING = "__pending"  # the four flags above as bits of one column, as the runs kernel writes them
 
+LAST_TIME = "__last_t"  # a key's latest time, as far as a run knows it: what statuses and the next run read
+STREAM = "__stream"  # which stream of a query over several a row of their events comes from (its number)
+
 FLAGS_PER_WORD = 62  # predicate bits per BIGINT word: clear of the sign bit on both the JVM and numpy sides
+
+
+def last_time(stream: int) -> str:
+    """A key's latest time in stream number `stream` of a query over several (docs/semantics.md §5)."""
+    return f"{LAST_TIME}{stream}"
 
 
 def flags_word(symbol: int) -> str:

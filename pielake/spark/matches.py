@@ -23,7 +23,6 @@ from pielake.query.join_order import join_order
 from pielake.spark.compile import Compiler
 from pielake.spark.query import SparkQuery
 
-LAST_TIME = "__last_t"
 FIRST_START, LAST_START, DECIDED = "__first_start", "__last_start", "__decided"  # join_pairs' running bounds
 BROADCAST_PAIR_ROWS = 4_000_000  # pair rows the joins may hold in broadcast hash tables at once (~0.3 GB)
 PAIRS_PER_CHAIN_TASK = 100_000  # rows of the first joined pair table per task of the joins
@@ -134,11 +133,14 @@ def join_pairs(pairs: DataFrame, q: SparkQuery, rows: Mapping[str, int]) -> Data
 
 
 def _status(q: SparkQuery, first_start: Column) -> tuple[Column, Column]:
-    ends = [F.col(V.symbol_te(s.name)) for s in q.plan.symbols]
-    any_open = reduce(lambda a, b: a | b, (e.isNull() for e in ends))
-    last_end = F.greatest(*ends)
-    status = (F.when(any_open, F.when(q.within_window(F.col(LAST_TIME), first_start), V.PROVISIONAL)
-                     .otherwise(V.RETRACTED))
+    """A match with open situations is provisional while each of them is known to last no further than the window
+    allows: up to its own stream's latest time (docs/semantics.md §5); retracted once one lasts beyond it."""
+    ends = {s.name: F.col(V.symbol_te(s.name)) for s in q.plan.symbols}
+    any_open = reduce(Column.__or__, (e.isNull() for e in ends.values()))
+    alive = reduce(Column.__and__, (end.isNotNull() | q.within_window(F.col(q.last_time_of(symbol)), first_start)
+                                    for symbol, end in ends.items()))
+    last_end = F.greatest(*ends.values())
+    status = (F.when(any_open, F.when(alive, V.PROVISIONAL).otherwise(V.RETRACTED))
               .when(q.within_window(last_end, first_start), V.COMPLETE).otherwise(V.RETRACTED))
     completed = F.when(status == V.COMPLETE, last_end)
     return status, completed
@@ -181,9 +183,10 @@ def find_matches(pairs: DataFrame, situations: DataFrame, last_times: DataFrame,
     """The matches table (docs/semantics.md §6): keys, <symbol>_ts/_te, detected_at, completed_at, status, RETURN,
     run_id.
 
-    `last_times` holds each key's latest event time (`__last_t`), one row per key: what is known when this run
-    ends. It is broadcast: a join on the keys alone would shuffle every match of a key into one task. The pair
-    table's rows per constraint are counted first (one small Spark job) to plan the joins.
+    `last_times` holds each key's latest event time (`__last_t`; over several streams, its time in each,
+    `SparkQuery.last_time_of`), one row per key: what is known when this run ends. It is broadcast: a join on
+    the keys alone would shuffle every match of a key into one task. The pair table's rows per constraint are
+    counted first (one small Spark job) to plan the joins.
     """
     bound = join_pairs(pairs, q, pair_rows(pairs))
     first_start = F.col(FIRST_START)

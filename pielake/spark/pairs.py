@@ -170,7 +170,7 @@ def _windowed_pairs(situations: DataFrame, constraint: PairConstraint, q: SparkQ
 
 
 def detect_pairs(runs: DataFrame, situations: DataFrame, constraints: Sequence[PairConstraint],
-                 q: SparkQuery) -> DataFrame:
+                 q: SparkQuery, last_times: DataFrame | None = None) -> DataFrame:
     """Every pair of situations satisfying each of `constraints`, decided, within the window (kernel time).
 
     One plan for any number of constraints: a run of PiePair jobs costs one pass, not one per constraint.
@@ -178,13 +178,18 @@ def detect_pairs(runs: DataFrame, situations: DataFrame, constraints: Sequence[P
     owns fewer situations than the runs show (a micro-batch), it filters the pairs by the same rule.
     Columns: keys, constraint_id, a_ts, a_te, b_ts, b_te, relation (NULL while a prefix group is undecided
     among its members), decided_at.
+
+    Over several streams, a pair across two is kept only if decided by the key's time in the slower of them
+    (`SparkQuery.known_by`, from `last_times`): a decision at t reads nothing after t, so these are exactly the
+    pairs a run that has each stream's events up to its time decides (docs/semantics.md §5).
     """
     takes_part = situations.filter(F.col(V.TAKES_PART))
     automaton = _automaton_pairs(runs, constraints, q)
     found = [automaton] if automaton is not None else []
     found += [pairs for c in constraints for pairs in _windowed_pairs(takes_part, c, q)]
     pairs = reduce(DataFrame.unionByName, found)
-    pairs = pairs.filter(q.within_window(F.col(V.DECIDED_AT), F.least("a_ts", "b_ts")))
+    pairs = _known_in_time(pairs.filter(q.within_window(F.col(V.DECIDED_AT), F.least("a_ts", "b_ts"))),
+                           constraints, q, last_times)
     columns = (*q.keys, V.CONSTRAINT_ID, "a_ts", "a_te", "b_ts", "b_te", V.RELATION, V.DECIDED_AT)
     if not any(found_twice(c) for c in constraints):
         return pairs.select(*columns)
@@ -195,6 +200,20 @@ def detect_pairs(runs: DataFrame, situations: DataFrame, constraints: Sequence[P
                  F.min(V.DECIDED_AT).alias(V.DECIDED_AT),
                  F.min_by(V.RELATION, specific).alias(V.RELATION))
             .select(*columns))
+
+
+def _known_in_time(pairs: DataFrame, constraints: Sequence[PairConstraint], q: SparkQuery,
+                   last_times: DataFrame | None) -> DataFrame:
+    """`pairs` without those decided after what the run knows of their streams (`SparkQuery.known_by`)."""
+    bounds = {c.id: known for c in constraints if (known := q.known_by(c)) is not None}
+    if not bounds:
+        return pairs
+    if last_times is None:
+        raise ValueError("pairs across streams need each key's time in every stream (last_times)")
+    in_time = F.lit(True)
+    for constraint_id, known in bounds.items():
+        in_time = F.when(F.col(V.CONSTRAINT_ID) == constraint_id, F.col(V.DECIDED_AT) <= known).otherwise(in_time)
+    return pairs.join(F.broadcast(last_times), list(q.keys)).filter(in_time).select(*pairs.columns)
 
 
 SPECIALISED = (frozenset({"followed-by", "before"}), frozenset({"follows", "after"}))  # the first implies the second

@@ -7,7 +7,7 @@ per symbol, the attributes RETURN aggregates read); an interval stream's rows be
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
@@ -35,15 +35,17 @@ MICROSECOND = timedelta(microseconds=1)
 
 @dataclass(frozen=True)
 class Aggregate:
-    """One `func(S.attr)` of RETURN; `column` names it in the situations table."""
+    """One `func(S.attr)` of RETURN: `attr` is the column it reads, `column` names it in the situations table (after
+    the attribute as the query names it)."""
 
     func: str
     symbol: str
     attr: str
+    named: str
 
     @property
     def column(self) -> str:
-        return f"{self.func}_{self.attr.lower()}"
+        return f"{self.func}_{self.named.lower()}"
 
     @property
     def partial_functions(self) -> tuple[str, ...]:
@@ -62,11 +64,14 @@ def scaled_at_least(diff: Column, seconds: Fraction, unit: Fraction) -> Column:
 class SparkQuery:
     """A `QueryPlan` bound to a stream schema and to the columns of its events DataFrame."""
 
-    def __init__(self, plan: QueryPlan, stream: StreamSchema, column_types: dict[str, str]):
+    def __init__(self, plan: QueryPlan, stream: StreamSchema, column_types: dict[str, str], prefix: str = ""):
+        """`prefix`: the events frame holds the stream's columns under `prefix` + their names, its keys as they
+        are (one stream's part of a `pielake.spark.timeline.Timeline`, whose frame holds several streams' rows)."""
         self.plan = plan
         self.stream = stream
+        keys = {k.lower() for k in plan.keys}
         self.types = {k.lower(): v.upper() for k, v in column_types.items()}
-        self.names = {k.lower(): k for k in column_types}
+        self.names = {k.lower(): k if k.lower() in keys else prefix + k for k in column_types}
         self.stored_keys = tuple(self.names[k.lower()] for k in plan.keys)
         # A query without PARTITION BY reads its stream as one global key (docs/semantics.md §1): inside a run
         # that key is a constant column, so every kernel, join and window works per key as for any stream.
@@ -83,6 +88,12 @@ class SparkQuery:
         if self.stored_keys or C.GLOBAL_KEY in rows.columns:
             return rows
         return rows.withColumn(C.GLOBAL_KEY, F.lit(0))
+
+    def events_of(self, frames: Sequence[DataFrame]) -> DataFrame:
+        """The events frame the kernels read, from the events of each stream of FROM as the lake stores them: of
+        one stream, its events with the run's key columns (`keyed`)."""
+        [events] = frames
+        return self.keyed(events)
 
     def unkeyed(self, rows: DataFrame) -> DataFrame:
         """Rows about to be published, as the lake stores them: without the global key."""
@@ -103,8 +114,8 @@ class SparkQuery:
                     arg = node.args[0]
                     assert isinstance(arg, ast.Column) and arg.qualifier is not None
                     symbol = next(s.name for s in self.plan.symbols if s.name.lower() == arg.qualifier.lower())
-                    found[(node.name, symbol, arg.name.lower())] = Aggregate(node.name, symbol,
-                                                                             self.names[arg.name.lower()])
+                    found[(node.name, symbol, arg.name.lower())] = Aggregate(
+                        node.name, symbol, self.names[arg.name.lower()], arg.name)
         return tuple(found.values())
 
     def partial_type(self, func: str, attr: str) -> str:
@@ -120,17 +131,33 @@ class SparkQuery:
         """The stream's rows are intervals (docs/semantics.md §1)."""
         return self.stream.end_column is not None
 
+    @property
+    def readable_in_place(self) -> bool:
+        """The runs kernel may read the events where they lie: they are its input as they are (a point stream's
+        events), not instants a shuffle by key computes from them (an interval stream's rows)."""
+        return not self.intervals
+
     def partials_of(self, symbol: int) -> tuple[Partial, ...]:
         """The partial aggregates RETURN needs of symbol number `symbol`'s situations."""
-        found = {Partial(symbol, f, a.attr, self.partial_type(f, a.attr))
+        found = {Partial(symbol, f, a.attr, self.partial_type(f, a.named))
                  for a in self.aggregates if self.symbol_index[a.symbol] == symbol for f in a.partial_functions}
         return tuple(sorted(found, key=lambda p: p.name))
 
+    @property
+    def partials_in_kernel(self) -> bool:
+        """The runs kernel computes the partials over each run's events: a point stream's, whose runs are its
+        events. An interval stream's come from its rows instead (`with_row_partials`)."""
+        return not self.intervals
+
+    def with_row_partials(self, situations: DataFrame, events: DataFrame) -> DataFrame:
+        """`situations` with the partials RETURN needs, computed from the rows that make each one
+        (`intervals.with_partials`), where the kernel did not compute them."""
+        return intervals.with_partials(situations, events, self)
+
     @cached_property
     def spec(self) -> RunSpec:
-        """What the runs kernel encodes. It computes a point stream's partials over each run's events; an interval
-        stream's come from its rows instead (`intervals.with_partials`)."""
-        partials = () if self.intervals else \
+        """What the runs kernel encodes: the partials too, where it computes them (`partials_in_kernel`)."""
+        partials = () if not self.partials_in_kernel else \
             tuple(sorted((p for i in range(len(self.plan.symbols)) for p in self.partials_of(i)), key=lambda p: p.name))
         pairs = tuple((self.symbol_index[c.left], self.symbol_index[c.right]) for c in self.plan.constraints)
         return RunSpec(self.keys, self.key_types, len(self.plan.symbols), pairs,
@@ -257,6 +284,25 @@ class SparkQuery:
     def within_window(self, later: Column, earlier: Column) -> Column:
         return scaled_at_most(later - earlier, self.plan.window_seconds, self.unit)
 
+    # ------------------------------------------------------------ what a run knows
+
+    def last_time_of(self, symbol: str) -> str:
+        """The column of a key's latest time in the symbol's stream, as far as the run knows it (`latest_times`):
+        how long an open situation of the symbol is known to last."""
+        return C.LAST_TIME
+
+    def latest_times(self, events: DataFrame, key_bounds: DataFrame | None = None) -> DataFrame:
+        """Each key's latest event time (`C.LAST_TIME`), one row per key; read from the runs kernel's `key_bounds`
+        (the end of each stretch of a key's time it read) where given, not from a scan of the events."""
+        times = events.select(*self.keys, self.event_time().alias(C.T)) if key_bounds is None else \
+            key_bounds.select(*self.keys, F.col(C.END).alias(C.T))
+        return times.groupBy(*self.keys).agg(F.max(C.T).alias(C.LAST_TIME))
+
+    def known_by(self, constraint: PairConstraint) -> Column | None:
+        """The latest time at which a pair of the constraint may be decided, from the run's latest times, where it
+        is earlier than the time of the stream the runs are read from: never, over one stream."""
+        return None
+
     # ------------------------------------------------------------ runs and situations
 
     def runs(self, events: DataFrame, partitions: int, *, reading: Reading = Reading.RANGES,
@@ -293,8 +339,8 @@ class SparkQuery:
         rows = (runs.filter((F.col(C.SERIES) < len(self.plan.symbols)) & (F.col(C.VALUE) == 1))
                 .withColumn(V.SYMBOL, F.element_at(names, F.col(C.SERIES) + 1))
                 .withColumn(V.TS, F.col(C.START)).withColumn(V.TE, F.col(C.END)))
-        if self.intervals:
-            rows = intervals.with_partials(rows, events, self)
+        if not self.partials_in_kernel:
+            rows = self.with_row_partials(rows, events)
         takes_part = F.lit(False)
         for s in self.plan.symbols:
             takes_part = F.when(F.col(V.SYMBOL) == s.name, self.takes_part(s.name)).otherwise(takes_part)
@@ -308,7 +354,7 @@ class SparkQuery:
         values = []
         for a in (a for a in self.aggregates if a.column == name):
             index = self.symbol_index[a.symbol]
-            partial = {f: Partial(index, f, a.attr, self.partial_type(f, a.attr)).name for f in a.partial_functions}
+            partial = {p.func: p.name for p in self.partials_of(index) if p.source == a.attr}
             value = (F.try_divide(F.col(partial["sum"]), F.col(partial["count"])) if a.func == "avg"
                      else F.col(partial[a.func]))
             values.append(value)

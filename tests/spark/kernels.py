@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pyspark.sql.functions as F
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 
 from pielake.query.analyzer import QueryPlan
 from pielake.semantics.reference import Match
-from pielake.spark.matches import LAST_TIME, find_matches
+from pielake.spark.matches import find_matches
 from pielake.spark.pairs import detect_pairs
 from pielake.spark.query import SparkQuery
 from pielake.spark.runs import Reading
+from pielake.spark.timeline import Timeline
 from pielake.streams import StreamSchema
 from tests.strategies import kernel_time
 
@@ -40,7 +41,7 @@ SHUFFLED = tuple(READINGS)
 AN_EVENT_A_TASK = "in place, an event a task"  # every run at a task's edge: slow, so not one of the random LAYOUTS
 
 
-def laid_out(events: DataFrame, layout: str, partitions: int, order: tuple[str, ...]) -> DataFrame:
+def laid_out(events: DataFrame, layout: str, partitions: int, order: tuple[str | Column, ...]) -> DataFrame:
     """Events in `partitions` tasks as the kernel would find them in files: `in place`, each task a disjoint
     stretch of time per key, its rows out of order; `in place, keys side by side`, each task a range of time
     holding every key's events in it, as `publish_events` writes files; `in place, overlapping`, rows dealt
@@ -64,28 +65,41 @@ class Kernels:
     """Runs runs -> situations -> pairs -> matches, cutting lineage between stages as the lake does.
 
     `layout` (`LAYOUTS`): how the events reach the runs kernel, or how it shuffles them; the results must not
-    depend on it."""
+    depend on it. `over_streams` runs a query over several streams (`Timeline`)."""
 
     def __init__(self, spark: SparkSession, plan: QueryPlan, rows: list[Row], partitions: int = 4,
                  stream: StreamSchema | None = None, *, layout: str = "shuffled"):
         self.plan = plan
         self.stream = stream or stream_of(rows, plan.keys)
-        self.q = SparkQuery(plan, self.stream, dict(self.stream.columns))
-        self.events = self.q.keyed(spark.createDataFrame(rows, self.stream.ddl))
-        encoded = self.q.runs(laid_out(self.events, layout, partitions,
-                                              (*self.q.keys, self.stream.time_column)), partitions,
-                              reading=READINGS.get(layout, Reading.IN_PLACE))
+        q = SparkQuery(plan, self.stream, dict(self.stream.columns))
+        self._run(q, q.keyed(spark.createDataFrame(rows, self.stream.ddl)), partitions, layout)
+
+    @classmethod
+    def over_streams(cls, spark: SparkSession, plan: QueryPlan, streams: list[tuple[StreamSchema, list[Row]]],
+                     partitions: int = 4, *, layout: str = "shuffled") -> Kernels:
+        """The kernels of a query over several streams: each stream of FROM, in its order, with its rows."""
+        kernels = cls.__new__(cls)
+        kernels.plan = plan
+        q = Timeline(plan, [s for s, _ in streams], [dict(s.columns) for s, _ in streams])
+        events = q.events_of([spark.createDataFrame(rows, s.ddl) for s, rows in streams])
+        kernels._run(q, events, partitions, layout)
+        return kernels
+
+    def _run(self, q: SparkQuery, events: DataFrame, partitions: int, layout: str) -> None:
+        self.q, self.events = q, events
+        encoded = q.runs(laid_out(events, layout, partitions, (*q.keys, q.event_time())), partitions,
+                         reading=READINGS.get(layout, Reading.IN_PLACE))
         self.read_in_place = encoded.reading.in_place
         self.runs = encoded.runs.localCheckpoint()
-        self.situations = self.q.situations(self.runs, self.events).localCheckpoint()
+        self.situations = q.situations(self.runs, events).localCheckpoint()
+        self.last_times = q.latest_times(events).localCheckpoint()
 
     def pairs(self, constraint_id: str | None = None) -> DataFrame:
         chosen = [c for c in self.plan.constraints if constraint_id in (None, c.id)]
-        return detect_pairs(self.runs, self.situations, chosen, self.q).localCheckpoint()
+        return detect_pairs(self.runs, self.situations, chosen, self.q, self.last_times).localCheckpoint()
 
     def matches(self) -> DataFrame:
-        last = self.events.groupBy(*self.q.keys).agg(F.max(self.q.event_time()).alias(LAST_TIME))
-        return find_matches(self.pairs(), self.situations, last, self.q, "test-run")
+        return find_matches(self.pairs(), self.situations, self.last_times, self.q, "test-run")
 
 
 def spark_rows(matches: DataFrame, plan: QueryPlan) -> list[tuple]:
