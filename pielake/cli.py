@@ -213,13 +213,37 @@ def _say(line: str) -> None:
     click.echo(line, err=True)
 
 
-def _run(query_file: str, events_path: str | None, lake_dir: str, *, master: str | None, remote: str | None,
+def events_files(plan: QueryPlan, given: tuple[str, ...]) -> dict[str, Any]:
+    """The run request's events files from `--events` values: a query over one stream takes one file, a query
+    over several a `STREAM=FILE` for each stream it is to ingest."""
+    if len(plan.sources) == 1:
+        if len(given) > 1:
+            raise click.UsageError(f"query {plan.name} reads one stream: give one --events file")
+        return {"events_path": given[0] if given else None}
+    pairs = [value.partition("=") for value in given]
+    wrong = [value for value, (name, eq, path) in zip(given, pairs, strict=True) if not (name and eq and path)]
+    if wrong:
+        streams = " ".join(f"--events {s.stream}=FILE" for s in plan.sources)
+        raise click.UsageError(f"query {plan.name} reads {len(plan.sources)} streams: name each file's stream "
+                               f"({streams}); not '{wrong[0]}'")
+    return {"stream_events": [(plan.source_named(name).stream, path) for name, _, path in pairs]}
+
+
+def _absolute(events: dict[str, Any]) -> dict[str, Any]:
+    """The events files as absolute paths, for an engine that does not share the terminal's folder."""
+    path, pairs = events.get("events_path"), events.get("stream_events", [])
+    return {"events_path": str(Path(path).resolve()) if path else None,
+            "stream_events": [(name, str(Path(file).resolve())) for name, file in pairs]}
+
+
+def _run(query_file: str, events: dict[str, Any], lake_dir: str, *, master: str | None, remote: str | None,
          run_id: str | None, **options: Any) -> None:
-    """A whole run: on the engine (the query's text and the request travel, an absolute events path), or here."""
+    """A whole run: on the engine (the query's text and the request travel, absolute events paths), or here;
+    `events` are the request's events files (`events_files`)."""
     source, name = read_query_file(query_file)
     run_id = run_id or new_run_id()
     if remote is not None:
-        request = {"events_path": str(Path(events_path).resolve()) if events_path else None, **options}
+        request = {**_absolute(events), **options}
         order = RunOrder(source, name, str(Path(lake_dir).resolve()), run_id, request)
         click.echo(run_on_engine(engine_for(remote, lake_dir), order, _say)["summary"])
         return
@@ -234,7 +258,7 @@ def _run(query_file: str, events_path: str | None, lake_dir: str, *, master: str
         import_gx_meanwhile()
     console = spark_console(lake_dir, run_id)
     lake = Lake(build_session(master, console=console, short_lived=short_lived(options["mode"])), lake_dir)
-    summary = run_query(lake, plan, run_id, RunRequest(events_path=events_path, **options), progress=_say)
+    summary = run_query(lake, plan, run_id, RunRequest(**events, **options), progress=_say)
     click.echo(summary.render())
     if console is not None:
         click.echo(f"  Spark's own output: {console}")
@@ -242,18 +266,20 @@ def _run(query_file: str, events_path: str | None, lake_dir: str, *, master: str
 
 @main.command("run")
 @click.argument("query_file")
-@click.option("--events", "events_path", default=None,
-              help="CSV (with header), Parquet or JSON-lines events (none for a query over another query's matches).")
+@click.option("--events", "events_given", multiple=True,
+              help="CSV (with header), Parquet or JSON-lines events (none for a query over another query's matches); "
+                   "over several streams, STREAM=FILE, once for each stream with new events.")
 @click.option("--incremental", is_flag=True,
               help="Append the events as the next micro-batch and recompute only what they change.")
 @run_options
 @user_errors
-def run_command(query_file: str, *, events_path: str, incremental: bool, lake_dir: str, master: str | None,
-                remote: str | None, run_id: str | None, **options: Any) -> None:
+def run_command(query_file: str, *, events_given: tuple[str, ...], incremental: bool, lake_dir: str,
+                master: str | None, remote: str | None, run_id: str | None, **options: Any) -> None:
     """Run QUERY_FILE over the events: ingest, situations, pairs, matches, each gated, then publish."""
-    if events_path is None and not load_query_file(query_file).one_stream().reads_matches:
+    plan = load_query_file(query_file)
+    if not events_given and plan.upstream_source is None:
         raise click.UsageError("Missing option '--events': the query reads a stream of events.")
-    _run(query_file, events_path, lake_dir, master=master, remote=remote, run_id=run_id,
+    _run(query_file, events_files(plan, events_given), lake_dir, master=master, remote=remote, run_id=run_id,
          mode="incremental" if incremental else "batch", **options)
 
 
@@ -269,8 +295,8 @@ def backfill_command(query_file: str, *, since: str, until: str, events_path: st
                      master: str | None, remote: str | None, run_id: str | None, **options: Any) -> None:
     """Recompute QUERY_FILE from before --from: re-admits the quarantined late events in the range and the
     --events file's, and replaces every derived row from there on with what a batch run over all events gives."""
-    _run(query_file, events_path, lake_dir, master=master, remote=remote, run_id=run_id, mode="backfill", since=since,
-         until=until, **options)
+    _run(query_file, {"events_path": events_path}, lake_dir, master=master, remote=remote, run_id=run_id,
+         mode="backfill", since=since, until=until, **options)
 
 
 @main.command("sql")
@@ -592,7 +618,7 @@ def plan_json(plan: QueryPlan) -> dict[str, Any]:
                      "min_seconds": None if s.min_seconds is None else float(s.min_seconds),
                      "max_seconds": None if s.max_seconds is None else float(s.max_seconds)} for s in plan.symbols],
         "constraints": [{"id": c.id, "left": c.left, "right": c.right, "relations": list(c.ordered_relations()),
-                         "found_by": {r: found_by(plan, c, r) for r in c.ordered_relations()}}
+                         "found_by": {r: found_by(r) for r in c.ordered_relations()}}
                         for c in plan.constraints],
         "join_order": [c.id for c in join_order(plan.constraints)],
         "returns": [{"name": r.name, "expr": expr_text(r.expr)} for r in plan.returns],

@@ -86,29 +86,25 @@ def _automaton(a: PairAutomaton, left: str, right: str) -> list[str]:
     return lines
 
 
-def found_by(plan: QueryPlan, c: PairConstraint, relation: str) -> str:
-    """How a constraint's pairs in one relation are found: the PiePair automaton over one stream's events, a
-    range join of the situations (`before`/`after`, which have no automaton), or, across two streams, the
-    situations' endpoints."""
-    if plan.crosses_streams(c):
-        return "endpoints"
+def found_by(relation: str) -> str:
+    """How a constraint's pairs in one relation are found: the PiePair automaton over its minterm runs, or a range
+    join of the situations (`before`/`after`, which have no automaton). Across two streams alike: the kernels read
+    the streams as one timeline (`pielake.spark.timeline`)."""
     return "automaton" if relation in AUTOMATA else "range join"
 
 
-def _endpoint_detection(plan: QueryPlan, c: PairConstraint) -> list[str]:
-    """A pair across two streams: no automaton reads both streams' events, so the pair is found from the two
-    situation tables' endpoints, each relation decided at the endpoint `_constraint` names, once both streams
-    have told their events up to it (docs/semantics.md §5)."""
+def _timeline_note(plan: QueryPlan, c: PairConstraint) -> list[str]:
+    """A pair across two streams is found on their one timeline, and decided no later than both have told."""
+    if not plan.crosses_streams(c):
+        return []
     left, right = plan.symbol(c.left).source, plan.symbol(c.right).source
-    return [f"  {c.id} ({c.left}, {c.right}): across streams {left} and {right}: from the situations' endpoints, "
-            f"each relation decided at its endpoint above, once both streams' events reach it"]
+    return [f"    across streams {left} and {right}: read as one timeline (each symbol's truth carried from its own "
+            f"stream's latest event); a pair counts once decided by the key's time in the slower of the two"]
 
 
 def _pair_detection(plan: QueryPlan, c: PairConstraint) -> list[str]:
-    if plan.crosses_streams(c):
-        return _endpoint_detection(plan, c)
     legend = ", ".join(f"{m} = {_rename(MINTERM_MEANING[m], c.left, c.right)}" for m in ALPHABET)
-    lines = [f"  {c.id} ({c.left}, {c.right}): {legend}"]
+    lines = [f"  {c.id} ({c.left}, {c.right}): {legend}", *_timeline_note(plan, c)]
     for name in c.ordered_relations():
         if name in AUTOMATA:
             lines += _automaton(AUTOMATA[name], c.left, c.right)
@@ -222,8 +218,6 @@ def explain_dot(plan: QueryPlan, *, automata: bool = True) -> str:
              '  node [fontname="Helvetica", fontsize=10];', '  edge [fontname="Helvetica", fontsize=9];',
              *_decomposition_dot(plan)]
     for c in plan.constraints if automata else ():
-        if plan.crosses_streams(c):
-            continue
         for relation in c.ordered_relations():
             if relation in AUTOMATA:
                 lines += _automaton_dot(c, AUTOMATA[relation])

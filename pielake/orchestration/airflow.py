@@ -113,8 +113,8 @@ def register(path: Path) -> Registration:
     unknown = set(settings) - set(SETTINGS)
     if unknown:
         raise PielakeError(f"{sidecar}: unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(SETTINGS)}")
-    source = plan.one_stream()
-    fixed = sorted({"schedule", "events"} & set(settings)) if source.reads_matches else []
+    source = plan.upstream_source
+    fixed = sorted({"schedule", "events"} & set(settings)) if source is not None else []
     if fixed:
         raise PielakeError(f"{sidecar}: query {plan.name} reads the matches of query {source.upstream} and runs "
                            f"each time that query publishes them; drop {' and '.join(fixed)}")
@@ -243,10 +243,10 @@ def _dag_doc(registration: Registration, purpose: str) -> str:
 
 def scheduled_dag(registration: Registration, registry: Registry = STAGES) -> DAG:
     """Micro-batches on the query's schedule; runs never overlap (max_active_runs=1) and run in order."""
-    name, source = registration.plan.name, registration.plan.one_stream()
+    name, source = registration.plan.name, registration.plan.upstream_source
     schedule: str | list[Asset] = registration.schedule
     purpose = "Micro-batch detection: each run reads the events that landed since the last one."
-    if source.reads_matches:  # a level of a hierarchy: after each publish of the query below it
+    if source is not None:  # a level of a hierarchy: after each publish of the query below it
         schedule = [table_asset(source.upstream, V.MATCHES)]
         purpose = (f"Micro-batch detection over the matches of query {source.upstream}: each run follows a "
                    "publish of them and reads the matches that became final since the last one.")
@@ -333,7 +333,7 @@ def build_dags(folder: Path, registry: Registry = STAGES) -> dict[str, DAG]:
     for each in found:
         if isinstance(each, Broken):
             made = [broken_dag(each)]
-        elif each.plan.one_stream().reads_matches:  # the pipeline backfills no query over matches
+        elif each.plan.upstream_source is not None:  # the pipeline backfills no query over matches
             made = [scheduled_dag(each, registry)]
         else:
             made = [scheduled_dag(each, registry), backfill_dag(each, registry)]

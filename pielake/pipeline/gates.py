@@ -43,7 +43,7 @@ from pielake.pipeline import gx_project
 from pielake.pipeline.job import QueryJob
 from pielake.pipeline.scope import derived_tables
 from pielake.semantics.relations import RELATIONS
-from pielake.streams import TIMESTAMP_UNIT
+from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
 EXPECTATIONS_DIR = Path(__file__).resolve().parents[2] / "expectations"
 
@@ -130,40 +130,53 @@ def import_gx_meanwhile() -> None:
 Frame = tuple[DataFrame, dict[str, Any]]  # what a suite checks, and the values its placeholders take
 
 
-def run_gate(job: QueryJob, gate: str, checked: Callable[[QueryJob], Frame], *, last: bool = True) -> GateResult:
+def run_gate(job: QueryJob, gate: str, checked: Callable[..., Frame], *, last: bool = True,
+             per_stream: bool = False) -> GateResult:
     """Validate what `checked` gives of a stage's staged output with the suite `expectations/<gate>.json`, as the
     checkpoint `<query>.<gate>` of the lake's GX project; raise GateError if it fails. A gate only reads the
     lake. The run's last gate (`last`), or the one that stops it, updates the Data Docs with all of the run's
-    results."""
-    frame, fill = checked(job)
-    suite = load_suite(gate, fill)
-    frame = frame.cache()
-    try:
-        data, engine = batch_data(frame, suite["expectations"])
-        with gx_project.project(job.lake.root) as context:
-            name, run = f"{job.plan.name}.{gate}", gx_project.run_identifier(job.run_id)
-
-            def validate(result_format: str) -> tuple[Any, dict[str, Any]]:
-                checkpoint = gx_project.checkpoint(context, name, suite["expectations"], result_format, engine=engine)
-                outcome = checkpoint.run(batch_parameters={"dataframe": data},
-                                         expectation_parameters=suite["parameters"], run_id=run)
-                [(key, result)] = outcome.run_results.items()
-                return key, result.to_json_dict()
-
-            gx_project.keep_newest(context, job.lake.root, name, docs_runs() - 1)
-            key, result = validate(VERDICT)
-            if not result["success"]:
-                key, result = validate(DETAIL)
-            if last or not result["success"]:
-                gx_project.update_docs(context, job.run_id)
-    finally:
-        frame.unpersist()
-    failed = tuple(_describe(r) for r in result["results"] if not r["success"])
-    outcome = GateResult(gate, bool(result["success"]), len(result["results"]), failed,
+    results. A gate `per_stream` of a query over several streams validates each stream's output (`checked(job,
+    stream)`) as a checkpoint of its own, `<query>.<gate>.<stream>`, and passes if all of them pass."""
+    several = per_stream and len(job.streams) > 1
+    parts = [(f".{s.name.lower()}", s) for s in job.streams] if several else [("", None)]
+    with gx_project.project(job.lake.root) as context:
+        outcomes = [_validate(context, job, gate, f"{job.plan.name}.{gate}{suffix}",
+                              checked(job, stream) if several else checked(job)) for suffix, stream in parts]
+        failing = [o for o in outcomes if not o[0]["success"]]
+        if last or failing:
+            gx_project.update_docs(context, job.run_id)
+    results = [r for outcome, _ in outcomes for r in outcome["results"]]
+    key = (failing or outcomes)[0][1]
+    outcome = GateResult(gate, not failing, len(results), tuple(_describe(r) for r in results if not r["success"]),
                          gx_project.result_page(job.lake.root, key))
     if not outcome.success:
         raise GateError(outcome)
     return outcome
+
+
+def _validate(context: Any, job: QueryJob, gate: str, name: str, checked: Frame) -> tuple[dict[str, Any], Any]:
+    """One checkpoint's result (as GX's JSON) and its key: the verdict alone first, the detail if it fails."""
+    frame, fill = checked
+    suite = load_suite(gate, fill)
+    frame = frame.cache()
+    try:
+        data, engine = batch_data(frame, suite["expectations"])
+        run = gx_project.run_identifier(job.run_id)
+
+        def validate(result_format: str) -> tuple[Any, dict[str, Any]]:
+            checkpoint = gx_project.checkpoint(context, name, suite["expectations"], result_format, engine=engine)
+            outcome = checkpoint.run(batch_parameters={"dataframe": data},
+                                     expectation_parameters=suite["parameters"], run_id=run)
+            [(key, result)] = outcome.run_results.items()
+            return key, result.to_json_dict()
+
+        gx_project.keep_newest(context, job.lake.root, name, docs_runs() - 1)
+        key, result = validate(VERDICT)
+        if not result["success"]:
+            key, result = validate(DETAIL)
+        return result, key
+    finally:
+        frame.unpersist()
 
 
 # Column types whose values and nulls pandas holds as Spark does. A floating column is not one: its NaN is a
@@ -229,11 +242,12 @@ def _derived_fill(job: QueryJob, kind: str) -> dict[str, Any]:
             "symbols": [s.name for s in job.plan.symbols], "constraints": [c.id for c in job.plan.constraints]}
 
 
-def events_frame(job: QueryJob) -> Frame:
-    """The staged events, and the stream's keys, time, columns and types. A matches stream's horizon marks are
-    the run's own rows, not input (`pielake.pipeline.upstream`): the suite checks the rest."""
-    stream = job.stream
-    staged = job.staging.read(job.staged_events).filter(job.declared_query.is_row())
+def events_frame(job: QueryJob, stream: StreamSchema | None = None) -> Frame:
+    """The staged events of the stream (of a query over one, its stream), and the stream's keys, time, columns and
+    types. A matches stream's horizon marks are the run's own rows, not input (`pielake.pipeline.upstream`): the
+    suite checks the rest."""
+    stream = job.stream if stream is None else stream
+    staged = job.staging.read(job.staged_events(stream)).filter(job.declared_query(stream).is_row())
     declared = job.lake.spark.createDataFrame([], stream.ddl).schema
     types = {f.name: type(f.dataType).__name__ for f in declared.fields}
     if stream.time_unit == TIMESTAMP_UNIT:

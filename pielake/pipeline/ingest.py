@@ -28,8 +28,8 @@ any that another query's run appended meanwhile (`publish_events`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import astuple, dataclass
 from functools import reduce
 from pathlib import Path
 
@@ -86,6 +86,11 @@ class IngestReport:
         marks = {HORIZON_MARKS: self.horizon_marks} if self.horizon_marks else {}
         return {ROWS_IN: self.rows_in, STAGED_EVENTS: self.events, QUARANTINED: self.quarantined,
                 DUPLICATES_DROPPED: self.duplicates_dropped, **marks}
+
+    @classmethod
+    def sum(cls, reports: Iterable[IngestReport]) -> IngestReport:
+        """Where the rows of several streams' inputs went, together."""
+        return cls(*(sum(column) for column in zip(*(astuple(r) for r in reports), strict=True)))
 
     @classmethod
     def of(cls, rows: dict[str, int]) -> IngestReport:
@@ -395,19 +400,27 @@ def lake_streams(lake: Lake) -> Path:
     return lake.root / V.STREAMS_DIR
 
 
-def stream_for(lake: Lake, plan: QueryPlan, request: RunRequest, schemas_dir: Path = SCHEMAS_DIR) -> StreamSchema:
-    """The schema of the query's stream: the one the lake was ingested with, else the project's `schemas/`, else,
-    for a run that reads an events file, inferred from it; saved in the lake for the steps after this one."""
-    source = plan.one_stream()
-    if source.reads_matches:
-        return _matches_stream(lake, plan, request)
-    known = load_schema(plan.stream, lake_streams(lake)) or load_schema(plan.stream, schemas_dir)
-    if known is None and request.events_path is None:
-        raise PielakeError(f"stream {plan.stream} has not been ingested into {lake.root}; run the ingest stage first")
-    if known is None:
-        known = _infer_stream(lake, plan, request)
-    save_schema(known, lake_streams(lake))
-    return known
+def streams_for(lake: Lake, plan: QueryPlan, request: RunRequest,
+                schemas_dir: Path = SCHEMAS_DIR) -> tuple[StreamSchema, ...]:
+    """The schema of each stream of the query's FROM, in its order: the one the lake was ingested with, else the
+    project's `schemas/`, else, for a run that reads the stream's events file, inferred from it; saved in the lake
+    for the steps after this one. A query over several streams runs as a batch (`one_stream`)."""
+    if len(plan.sources) > 1 and request.mode != "batch":
+        plan.one_stream("runs micro-batches and backfills of")
+    if plan.upstream_source is not None:
+        return (_matches_stream(lake, plan, request),)
+    found = []
+    for source in plan.sources:
+        known = load_schema(source.stream, lake_streams(lake)) or load_schema(source.stream, schemas_dir)
+        path = request.events_of(plan, source.stream)
+        if known is None and path is None:
+            raise PielakeError(f"stream {source.stream} has not been ingested into {lake.root}; run the ingest stage "
+                               "first")
+        if known is None:
+            known = _infer_stream(lake, source.stream, plan.keys, path, request)
+        save_schema(known, lake_streams(lake))
+        found.append(known)
+    return tuple(found)
 
 
 def _matches_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamSchema:
@@ -427,54 +440,65 @@ def _matches_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamS
     return known
 
 
-def _infer_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamSchema:
-    """An unknown stream's schema, from the events file's columns and types."""
-    assert request.events_path is not None
-    fmt = request.fmt or guess_format(request.events_path)
+def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, request: RunRequest) -> StreamSchema:
+    """An unknown stream's schema, from its events file's columns and types."""
+    fmt = request.fmt or guess_format(path)
     if fmt == "csv":  # typed by inference here; ingest itself reads CSV as strings to see every cast failure
-        sample = lake.spark.read.option("header", "true").option("inferSchema", "true").csv(request.events_path)
+        sample = lake.spark.read.option("header", "true").option("inferSchema", "true").csv(path)
     else:
-        sample = read_raw(lake.spark, request.events_path, fmt)
+        sample = read_raw(lake.spark, path, fmt)
     columns = tuple((f.name, f.dataType.simpleString().upper()) for f in sample.schema.fields)
     names = {n.lower() for n, _ in columns}
-    for needed in [*plan.keys, request.time_column]:
+    for needed in [*keys, request.time_column]:
         if needed.lower() not in names:
-            raise PielakeError(f"stream {plan.stream} has no schema and its file has no column "
-                               f"'{needed}'; pass --time-column or add schemas/{plan.stream}.yaml")
-    return StreamSchema(plan.stream, plan.keys, request.time_column, request.time_unit, columns)
+            raise PielakeError(f"stream {name} has no schema and its file has no column "
+                               f"'{needed}'; pass --time-column or add schemas/{name}.yaml")
+    return StreamSchema(name, keys, request.time_column, request.time_unit, columns)
 
 
 def ingest(ctx: StepContext) -> StageResult:
-    """The ingest stage: the events file (and, for a backfill, the quarantined late events in its range), or of a
-    query over matches the upstream's final matches, into staging, the bad rows into the quarantine."""
-    job, request = ctx.job, ctx.request
+    """The ingest stage: each stream's events file (and, for a backfill, the quarantined late events in its range),
+    or of a query over matches the upstream's final matches, into staging, the bad rows into each stream's
+    quarantine. Over several streams the stage's rows add up every stream's, and its details say each one's."""
+    job = ctx.job
     details: dict[str, object] = {}
     check_definition(ctx)
 
     def work() -> dict[str, int]:
-        marks = None
-        if job.stream.of_matches:
-            matches, marks, rebuilds = read_upstream(ctx)
-            if rebuilds:
-                details["mode"] = (f"batch: query {job.plan.one_stream().upstream} has published a batch run or a "
-                                   "backfill since this query last read its matches")
-            raws = [matches]
-        else:
-            raws = [read_raw(job.lake.spark, request.events_path, request.fmt or guess_format(request.events_path))] \
-                if request.events_path else []
-        if ctx.backfill_range is not None:
-            raws.append(replay_quarantined(job.lake, job.stream, job.declared_query.kernel_time, *ctx.backfill_range))
-        report = ingest_rows(job.lake, raws, job.stream, job.run_id, staged_as=job.staged_events,
-                             admission=_admission(ctx), marks=marks, replaces=mirrors(job.stream, ctx.mode))
-        return report.rows()
+        reports = {stream.name: _ingest_stream(ctx, stream, details) for stream in job.streams}
+        if len(reports) > 1:
+            details.update({name: report.text() for name, report in reports.items()})
+        return IngestReport.sum(reports.values()).rows()
 
     return timed("ingest", work, details)
 
 
-def _admission(ctx: StepContext) -> Admission | None:
+def _ingest_stream(ctx: StepContext, stream: StreamSchema, details: dict[str, object]) -> IngestReport:
+    job, request = ctx.job, ctx.request
+    marks = None
+    if stream.of_matches:
+        matches, marks, rebuilds = read_upstream(ctx)
+        if rebuilds:
+            details["mode"] = (f"batch: query {job.plan.one_stream().upstream} has published a batch run or a "
+                               "backfill since this query last read its matches")
+        raws = [matches]
+    else:
+        path = request.events_of(job.plan, stream.name)
+        if path is None and len(job.streams) > 1 and not job.lake.exists(events_table(stream)):
+            raise PielakeError(f"stream {stream.name} has no events in {job.lake.root} yet: give its file "
+                               f"(--events {stream.name}=FILE)")
+        raws = [read_raw(job.lake.spark, path, request.fmt or guess_format(path))] if path else []
+    if ctx.backfill_range is not None:
+        raws.append(replay_quarantined(job.lake, stream, job.declared_query(stream).kernel_time,
+                                       *ctx.backfill_range))
+    return ingest_rows(job.lake, raws, stream, job.run_id, staged_as=job.staged_events(stream),
+                       admission=_admission(ctx, stream), marks=marks, replaces=mirrors(stream, ctx.mode))
+
+
+def _admission(ctx: StepContext, stream: StreamSchema) -> Admission | None:
     """A micro-batch: an event at or before its key's processed time is late. A backfill: it must lie in the
     range."""
-    job, q = ctx.job, ctx.job.declared_query
+    job, q = ctx.job, ctx.job.declared_query(stream)
     if ctx.backfill_range is not None:
         low, high = ctx.backfill_range
         return Admission("outside_backfill_range", lambda rows: rows.withColumn(
@@ -491,10 +515,11 @@ def admit_events(ctx: StepContext) -> int:
     after the gate starts so); a backfill also clears the late rows it re-admitted from the quarantine. Returns
     how many of them another run had appended meanwhile (`publish_events`)."""
     job, already = ctx.job, 0
-    if job.staging.exists(job.staged_events):  # a run in one process frees them once admitted: nothing left to do
-        already = publish_events(job.lake, job.stream, job.staged_events, job.writer,
-                                 replace=mirrors(job.stream, ctx.mode))
-        job.staging.done_with(job.staged_events)
-    if ctx.backfill_range is not None:
-        forget_replayed(job.lake, job.stream, job.declared_query.kernel_time, *ctx.backfill_range)
+    for stream in job.streams:
+        staged = job.staged_events(stream)
+        if job.staging.exists(staged):  # a run in one process frees them once admitted: nothing left to do
+            already += publish_events(job.lake, stream, staged, job.writer, replace=mirrors(stream, ctx.mode))
+            job.staging.done_with(staged)
+        if ctx.backfill_range is not None:
+            forget_replayed(job.lake, stream, job.declared_query(stream).kernel_time, *ctx.backfill_range)
     return already

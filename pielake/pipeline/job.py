@@ -22,6 +22,7 @@ from pielake.pipeline.report import upstream_read
 from pielake.pipeline.scope import FULL, MODES, Scope
 from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark.query import SparkQuery
+from pielake.spark.timeline import Timeline
 from pielake.streams import StreamSchema
 
 
@@ -30,7 +31,8 @@ class RunRequest:
     """What a run is asked to do; every step of the run, in any process, gets the same request."""
 
     mode: str = "batch"  # batch | incremental | backfill
-    events_path: str | None = None
+    events_path: str | None = None  # the events file of a query over one stream
+    stream_events: tuple[tuple[str, str], ...] = ()  # of a query over several: (stream, events file) pairs
     fmt: str | None = None
     time_column: str = "ts"
     time_unit: str = "s"
@@ -42,6 +44,23 @@ class RunRequest:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise PielakeError(f"unknown mode '{self.mode}'; use one of {', '.join(MODES)}")
+        object.__setattr__(self, "stream_events", tuple((name, path) for name, path in self.stream_events))
+
+    def events_of(self, plan: QueryPlan, stream: str) -> str | None:
+        """The events file of `stream` (a stream of the query's FROM), if the run reads one: `events_path` for a
+        query over one stream, else the file `stream_events` gives it."""
+        if len(plan.sources) == 1:
+            if self.stream_events:
+                raise PielakeError(f"query {plan.name} reads one stream, {stream}: give its events file alone "
+                                   "(--events FILE), not STREAM=FILE")
+            return self.events_path
+        if self.events_path is not None:
+            names = " ".join(f"--events {s.stream}=FILE" for s in plan.sources)
+            raise PielakeError(f"query {plan.name} reads {len(plan.sources)} streams: name each one's events file "
+                               f"({names})")
+        for name, _ in self.stream_events:
+            plan.source_named(name)
+        return next((path for name, path in self.stream_events if name.lower() == stream.lower()), None)
 
 
 def events_table(stream: StreamSchema) -> str:
@@ -54,11 +73,11 @@ def quarantine_table(stream: StreamSchema) -> str:
 
 @dataclass(frozen=True)
 class QueryJob:
-    """One query over one stream in one lake, for one run."""
+    """One query over its streams (each of FROM, in its order) in one lake, for one run."""
 
     lake: Lake
     plan: QueryPlan
-    stream: StreamSchema
+    streams: tuple[StreamSchema, ...]
     run_id: str
     _scope: dict[str, Scope] = field(default_factory=dict, compare=False, repr=False)  # `scope()`'s, kept
 
@@ -66,34 +85,48 @@ class QueryJob:
         return V.table_name(kind, self.plan.name)
 
     @property
+    def stream(self) -> StreamSchema:
+        """The stream of a query over one; what only such a query does (micro-batches, backfills, queries over
+        matches) reads it, and `streams_for` refuses those of a query over several before a run starts."""
+        if len(self.streams) > 1:
+            raise PielakeError(f"query {self.plan.name} reads {len(self.streams)} streams, not one")
+        return self.streams[0]
+
+    @property
     def writer(self) -> str:
         """Who commits this run's writes to the lake (`Lake.once`): the query and the run id, since Airflow gives
         every DAG's run at one logical time the same run id, and two queries over one stream both append to it."""
         return f"{self.plan.name}.{self.run_id}"
 
-    @property
-    def staged_events(self) -> str:
-        """The staging table of the events the run ingests: the query's own, not the stream's, since queries over
-        one stream ingest side by side and a run's steps hand their rows on in the lake's one `_staging/`."""
-        return self.table(V.EVENTS)
+    def staged_events(self, stream: StreamSchema) -> str:
+        """The staging table of the stream's events the run ingests: the query's own, not the stream's, since
+        queries over one stream ingest side by side and a run's steps hand their rows on in the lake's one
+        `_staging/`; over several streams, one per stream."""
+        return self.table(V.EVENTS) if len(self.streams) == 1 else V.table_name(V.EVENTS, self.plan.name, stream.name)
 
     @property
     def events(self) -> DataFrame:
         """The stream's events with the run's key columns (`SparkQuery.keyed`)."""
         return self.query.keyed(self.lake.read(events_table(self.stream)))
 
-    @cached_property
-    def query(self) -> SparkQuery:
-        """The query bound to the events table's columns: read once per job."""
-        events = self.lake.read(events_table(self.stream))
-        return SparkQuery(self.plan, self.stream, {f.name: f.dataType.simpleString().upper()
-                                                   for f in events.schema.fields})
+    def events_at(self, versions: dict[str, int]) -> DataFrame:
+        """The streams' events at the versions of their tables the run reads (`versions`, by table, in FROM's
+        order), as the run's query reads them (`SparkQuery.events_of`)."""
+        return self.query.events_of([self.lake.read(table, version) for table, version in versions.items()])
 
     @cached_property
-    def declared_query(self) -> SparkQuery:
-        """The query bound to the stream's declared columns, for the step that ingests before there is an events
-        table to read them from."""
-        return SparkQuery(self.plan, self.stream, dict(self.stream.columns))
+    def query(self) -> SparkQuery:
+        """The query bound to the events tables' columns: read once per job. Over several streams, a `Timeline`."""
+        types = [{f.name: f.dataType.simpleString().upper() for f in self.lake.read(events_table(s)).schema.fields}
+                 for s in self.streams]
+        return SparkQuery(self.plan, self.stream, types[0]) if len(self.streams) == 1 else \
+            Timeline(self.plan, self.streams, types)
+
+    def declared_query(self, stream: StreamSchema | None = None) -> SparkQuery:
+        """The query bound to a stream's declared columns (of a query over one, its stream's), for the steps that
+        read the stream's rows before there is an events table to read them from: its keys and times."""
+        stream = self.stream if stream is None else stream
+        return SparkQuery(self.plan, stream, dict(stream.columns))
 
     def constraint(self, constraint_id: str) -> PairConstraint:
         found = next((c for c in self.plan.constraints if c.id == constraint_id), None)
@@ -133,7 +166,7 @@ def run_mode(job: QueryJob, asked: str) -> str:
     found that the upstream rebuilt or backfilled them since the query last read them
     (`pielake.pipeline.upstream.read_upstream`). That run is a batch run, which reads all of them again: the
     matches it admitted before may have changed, and a micro-batch reads only those after its processed time."""
-    if asked != "incremental" or not job.stream.of_matches:
+    if asked != "incremental" or job.plan.upstream_source is None:
         return asked
     read = upstream_read(job.lake, job.plan.name, job.run_id)
     return "batch" if read is not None and read.rebuilds else asked
@@ -164,7 +197,7 @@ class StepContext:
         bounds = []
         for text in (since, until):
             try:
-                bounds.append(self.job.declared_query.parse_time(text))
+                bounds.append(self.job.declared_query().parse_time(text))
             except ValueError as error:
                 raise PielakeError(f"cannot read '{text}' as a time of stream {self.job.stream.name}: "
                                    f"{error}") from None

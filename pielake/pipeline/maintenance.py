@@ -34,7 +34,7 @@ from pielake.engine.settings import log_retention
 from pielake.lake.delta import Lake
 from pielake.lake.lock import RunLock
 from pielake.lake.results import ANCHOR, results_table
-from pielake.pipeline.ingest import ROWS_PER_EVENTS_FILE, stream_for
+from pielake.pipeline.ingest import ROWS_PER_EVENTS_FILE, streams_for
 from pielake.pipeline.job import QueryJob, RunRequest, events_table, quarantine_table
 from pielake.pipeline.stages import ROWS_PER_FILE
 from pielake.query.analyzer import QueryPlan, bind
@@ -68,7 +68,7 @@ class Layout:
 def layouts(job: QueryJob) -> list[Layout]:
     """The tables `maintain` rewrites, and how."""
     return [Layout(results_table(job.plan.name), (ANCHOR,), ROWS_PER_FILE),
-            Layout(events_table(job.stream), (job.stream.time_column,), ROWS_PER_EVENTS_FILE)]
+            *(Layout(events_table(stream), (stream.time_column,), ROWS_PER_EVENTS_FILE) for stream in job.streams)]
 
 
 def file_bytes(lake: Lake, table: str, rows: int) -> int:
@@ -82,20 +82,20 @@ def maintain(lake: Lake, plan: QueryPlan, *, keep_days: float, say: Callable[[st
              lock_wait: float = 0.0) -> list[TableCare]:
     """Rewrite and vacuum the query's tables (module docstring), under the query's lock, waiting up to `lock_wait`
     seconds for a run that holds it."""
-    if not lake.exists(V.table_name(V.EVENTS, plan.stream)):
+    if not any(lake.exists(V.table_name(V.EVENTS, source.stream)) for source in plan.sources):
         say(f"query {plan.name} has not run in {lake.root} yet: nothing to maintain")
         return []
-    stream = stream_for(lake, plan, RunRequest())
+    streams = streams_for(lake, plan, RunRequest())
     # The lock's holder names this maintenance alone: a second one started meanwhile (the DAG's and a user's)
     # then waits for it or stops, where a shared name would let both rewrite the tables at once.
     holder = f"maintenance-{uuid.uuid4().hex[:8]}"
-    job = QueryJob(lake, bind(plan, stream), stream, holder)
+    job = QueryJob(lake, bind(plan, streams), streams, holder)
     lock = RunLock(lake.root, plan.name)
     lock.hold(holder, wait=lock_wait, say=say)
     try:
         keep_hours = round(keep_days * HOURS_PER_DAY)
         rewritten = {layout.table: layout for layout in layouts(job) if lake.exists(layout.table)}
-        vacuumed_only = [t for t in (quarantine_table(stream), V.RUNS) if lake.exists(t)]
+        vacuumed_only = [t for t in (*map(quarantine_table, streams), V.RUNS) if lake.exists(t)]
         cared = []
         for table in [*rewritten, *vacuumed_only]:
             say(f"{table} ...")

@@ -33,7 +33,7 @@ class ChangedQueryError(PielakeError):
 def publish_note(ctx: StepContext) -> str:
     """The note of a publish's commit (the module docstring)."""
     job = ctx.job
-    read = upstream_read(job.lake, job.plan.name, job.run_id) if job.stream.of_matches else None
+    read = upstream_read(job.lake, job.plan.name, job.run_id) if job.plan.upstream_source is not None else None
     return json.dumps({"mode": ctx.mode, "query": definition(job.plan),
                        **({"read": read.version} if read is not None else {})})
 

@@ -44,6 +44,7 @@ class Gate:
 
     suite: str
     frame: str
+    per_stream: bool = False  # over several streams, each stream's output is checked (`run_gate`)
 
     def frame_function(self) -> Callable[..., Any]:
         return _resolve(self.frame)
@@ -141,7 +142,7 @@ class Registry:
 
 STAGES = Registry((
     Stage("ingest", "pielake.pipeline.ingest:ingest", reads=("the events file", V.QUARANTINE), stages=(V.EVENTS,),
-          writes=(V.QUARANTINE,), gate=Gate("events", "pielake.pipeline.gates:events_frame"),
+          writes=(V.QUARANTINE,), gate=Gate("events", "pielake.pipeline.gates:events_frame", per_stream=True),
           doc="Reads the events file into staging; bad rows go to the quarantine with their reason."),
     Stage("situations", "pielake.pipeline.stages:derive_situations", reads=(V.EVENTS, V.PROGRESS),
           stages=(V.SCOPE, V.SEGMENTS, V.SITUATIONS), writes=(V.EVENTS,),

@@ -30,7 +30,7 @@ from pielake.lake.lock import RunLock
 from pielake.lake.staging import SessionStaging
 from pielake.pipeline.gates import GateError, GateResult, build_docs, run_gate
 from pielake.pipeline.gx_project import docs_index
-from pielake.pipeline.ingest import IngestReport, stream_for
+from pielake.pipeline.ingest import IngestReport, streams_for
 from pielake.pipeline.job import QueryJob, RunRequest, StageResult, StepContext, events_table, run_mode
 from pielake.pipeline.registry import STAGES, Registry, Step
 from pielake.pipeline.report import StepRecord, publish_report, record_step, step_records
@@ -75,8 +75,8 @@ class Run:
     def __init__(self, lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest, *,
                  progress: Progress | None = None, registry: Registry = STAGES):
         check_run_id(run_id)
-        stream = stream_for(lake, plan, request)
-        self.job = QueryJob(lake, bind(plan, stream), stream, run_id)
+        streams = streams_for(lake, plan, request)
+        self.job = QueryJob(lake, bind(plan, streams), streams, run_id)
         self.request = request
         self.registry = registry
         self.matches: dict[str, int] = {}
@@ -120,10 +120,12 @@ class Run:
         return outcome
 
     def _events_admitted(self) -> bool:
-        """The run has appended its events to the stream's table, in a commit of its own since it started."""
+        """The run has appended its events to every one of its streams' tables, in commits of its own since it
+        started. Where it appended to some of them only, ingest runs again: it finds the appended events in their
+        tables and drops them as exact duplicates, and stages the others again."""
         started = [r.started_at for r in step_records(self.job.lake, self.job.plan.name, self.job.run_id)]
-        return bool(started) and self.job.lake.committed_by(events_table(self.job.stream), self.job.writer,
-                                                            min(started))
+        return bool(started) and all(self.job.lake.committed_by(events_table(stream), self.job.writer, min(started))
+                                     for stream in self.job.streams)
 
     def attempt(self, name: str) -> Outcome:
         """Run the step called `name`, holding the query's lock for this run, and leave its record for the run
@@ -165,7 +167,7 @@ class Run:
             if not self.request.checks:
                 return None
             last = self.docs_at_last_gate and self.registry.last_check(self.job.plan) == step
-            return run_gate(self.job, gate.suite, gate.frame_function(), last=last)
+            return run_gate(self.job, gate.suite, gate.frame_function(), last=last, per_stream=gate.per_stream)
         return step.stage.function()(StepContext(self.job, self.request, step.constraints))
 
     def _watched(self, name: str) -> AbstractContextManager[object]:

@@ -29,7 +29,7 @@ from pyspark.sql import Column, DataFrame
 
 from pielake import vocabulary as V
 from pielake.spark import columns as C
-from pielake.spark.matches import LAST_TIME
+from pielake.spark.columns import LAST_TIME
 from pielake.spark.query import SparkQuery
 
 CUT = "__cut"
@@ -39,6 +39,12 @@ FULL = "full"  # the scope commit's user metadata when the run is a batch, which
 BOUND = "__bound"
 NO_CUT = -(2**63)  # a cut before every event: the key is recomputed from its first event
 MODES = ("batch", "incremental", "backfill")
+
+
+def events_versions(streams: int) -> tuple[str, ...]:
+    """The columns of the events table versions a run read: `EVENTS_VERSION` of its one stream, or one per stream
+    of a query over several, in FROM's order."""
+    return (EVENTS_VERSION,) if streams == 1 else tuple(f"{EVENTS_VERSION}{i}" for i in range(streams))
 
 
 @dataclass(frozen=True)
@@ -164,7 +170,8 @@ class Scope:
         return rows.join(self._cuts(), list(self.keys)).filter(anchor > F.col(SCOPE_CUT)).drop(SCOPE_CUT)
 
     def last_times(self) -> DataFrame:
-        return self.frame.select(*self.keys, LAST_TIME)
+        """Per key, its latest time, and over several streams its time in each (`SparkQuery.latest_times`)."""
+        return self.frame.select(*self.keys, *(c for c in self.frame.columns if c.startswith(LAST_TIME)))
 
 
 def mark_unprocessed(rows: DataFrame, progress: DataFrame, q: SparkQuery, *, time: Column, mark: str) -> DataFrame:
@@ -189,9 +196,7 @@ def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFra
     events.
     """
     timed = events.select(*q.keys, q.event_time().alias(C.T))
-    times = key_bounds.select(*q.keys, F.col(C.END).alias(C.T)) if key_bounds is not None and mode == "batch" \
-        else timed
-    latest = times.groupBy(*q.keys).agg(F.max(C.T).alias(LAST_TIME))
+    latest = q.latest_times(events, key_bounds if mode == "batch" else None)
     if mode == "batch" or (mode == "incremental" and progress is None):
         return latest.withColumn(CUT, F.lit(None).cast("bigint"))
     if mode == "backfill":
@@ -248,7 +253,8 @@ def next_progress(scope: Scope, q: SparkQuery, *, situations: DataFrame, pairs: 
     reach = scope.frame.select(*q.keys, (F.col(LAST_TIME) - q.window_ceiling).alias(BOUND))
     open_rows = unsettled(q, situations=situations, pairs=pairs, matches=None)
     cuts = cut_before(reach.unionByName(open_rows), run_starts, q.keys)
-    return scope.frame.select(*q.keys, LAST_TIME, EVENTS_VERSION).join(cuts, list(q.keys), "left")
+    state = [c for c in scope.frame.columns if c.startswith((LAST_TIME, EVENTS_VERSION))]
+    return scope.frame.select(*q.keys, *state).join(cuts, list(q.keys), "left")
 
 
 def backfill_cut(q: SparkQuery, since: int, *, events: DataFrame, situations: DataFrame,

@@ -36,6 +36,7 @@ from pielake.pipeline.scope import (
     Scope,
     backfill_cut,
     derived_tables,
+    events_versions,
     next_progress,
     plan_scope,
     unsettled,
@@ -64,17 +65,19 @@ class KernelReading:
     files: tuple[str, ...] = ()
 
 
-def kernel_reading(lake: Lake, table: str, version: int, q: SparkQuery) -> KernelReading:
-    """For the whole events table: enough time ranges to keep every core busy, more when the table is large;
-    read in place when it has a file for every core and not many more files than time ranges (a table of many
-    small micro-batch files would cost a task each), by the kernel's tasks themselves where the files are plain
-    Parquet and the query's predicates compute in Arrow (`SparkQuery.arrow_input`). An interval stream's rows are
-    never read in place: the kernel reads their instants, which a shuffle by key computes."""
-    files, size = lake.file_stats(table, version)
+def kernel_reading(lake: Lake, versions: dict[str, int], q: SparkQuery) -> KernelReading:
+    """For the whole events tables (`versions`: each at the version the run reads): enough time ranges to keep
+    every core busy, more when the tables are large; read in place when the events are the kernel's input as they
+    are (`SparkQuery.readable_in_place`: one point stream's) and its table has a file for every core and not many
+    more files than time ranges (a table of many small micro-batch files would cost a task each), by the kernel's
+    tasks themselves where the files are plain Parquet and the query's predicates compute in Arrow
+    (`SparkQuery.arrow_input`)."""
+    stats = [lake.file_stats(table, version) for table, version in versions.items()]
+    files, size = sum(f for f, _ in stats), sum(b for _, b in stats)
     cores = lake.spark.sparkContext.defaultParallelism
     partitions = max(2 * cores, math.ceil(size / BYTES_PER_PARTITION))
-    in_place = not q.intervals and cores <= files <= FILES_PER_TIME_RANGE * partitions
-    plain = lake.plain_files(table, version) if in_place and q.arrow_input is not None else ()
+    in_place = q.readable_in_place and cores <= files <= FILES_PER_TIME_RANGE * partitions
+    plain = lake.plain_files(*next(iter(versions.items()))) if in_place and q.arrow_input is not None else ()
     return KernelReading(partitions, Reading.IN_PLACE if in_place else Reading.RANGES, plain)
 
 
@@ -92,21 +95,21 @@ def derive_situations(ctx: StepContext) -> StageResult:
         parts[ADMISSION] = time.perf_counter() - started
         if already:
             details["events another run appended first"] = already
-        table = events_table(job.stream)
-        version = job.lake.version(table)
+        versions = {events_table(stream): job.lake.version(events_table(stream)) for stream in job.streams}
         q = job.query
-        events = q.keyed(job.lake.read(table, version))
+        events = job.events_at(versions)
 
         def stage_scope(key_bounds: DataFrame | None = None) -> int:
             progress = job.published(V.PROGRESS) if mode == "incremental" else None  # only a micro-batch reads it
             scope_rows = plan_scope(events, q, mode=mode, progress=progress, new_events=_new_events(job, progress),
                                     backfill_cuts=_backfill_cuts(job, q, since) if mode == "backfill" else None,
                                     key_bounds=key_bounds)
-            return job.staging.overwrite(scope_rows.withColumn(EVENTS_VERSION, F.lit(version)), job.table(V.SCOPE),
+            read = {name: F.lit(v) for name, v in zip(events_versions(len(versions)), versions.values(), strict=True)}
+            return job.staging.overwrite(scope_rows.withColumns(read), job.table(V.SCOPE),
                                          commit_note=FULL if mode == "batch" else None)
 
         if mode == "batch":  # every key, every event: the kernel's bounds then tell each key's latest time
-            chosen = kernel_reading(job.lake, table, version, q)
+            chosen = kernel_reading(job.lake, versions, q)
             encoded = q.runs(events, chosen.partitions, reading=chosen.reading, files=chosen.files)
             keys = stage_scope(encoded.key_bounds)
         else:  # the scope says what the slice is; a micro-batch's is small: its keys whole in a task each
@@ -155,7 +158,8 @@ def detect_constraints(ctx: StepContext) -> StageResult:
     def work() -> dict[str, int]:
         constraints = [job.constraint(c) for c in constraint_ids]
         q = job.query
-        pairs = job.scope().owned(detect_pairs(job.staged(V.SEGMENTS), job.staged(V.SITUATIONS), constraints, q),
+        pairs = job.scope().owned(detect_pairs(job.staged(V.SEGMENTS), job.staged(V.SITUATIONS), constraints, q,
+                                               job.scope().last_times()),
                                   derived_tables(q)[V.PAIRS])  # the rows of the situations it owns
         chosen = ", ".join(f"'{c.id}'" for c in constraints)  # analyzer-made ids: c1, c2, ...
         written = job.staging.overwrite(pairs, job.table(V.PAIRS), partition_by=(V.CONSTRAINT_ID,),

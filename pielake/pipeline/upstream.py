@@ -36,7 +36,7 @@ from pielake.pipeline.notes import last_noted, note_of
 from pielake.pipeline.report import UpstreamRead, record_upstream_read
 from pielake.pipeline.scope import mark_unprocessed
 from pielake.query.analyzer import QueryPlan
-from pielake.spark.matches import LAST_TIME
+from pielake.spark.columns import LAST_TIME
 from pielake.streams import StreamSchema
 
 HORIZON = "__horizon"
@@ -57,7 +57,7 @@ def matches_stream_schema(job: QueryJob, matches: DataFrame) -> StreamSchema:
     columns = [*((k, types[k.lower()]) for k in keys),
                *((c, times) for c in (V.STARTED_AT, V.COMPLETED_AT, V.DETECTED_AT)),
                *((c, types[c.lower()]) for c in [*spans, *(r.name for r in plan.returns)])]
-    return StreamSchema(V.table_name(V.MATCHES, plan.name), keys, V.STARTED_AT, job.stream.time_unit,
+    return StreamSchema(V.table_name(V.MATCHES, plan.name), keys, V.STARTED_AT, q.stream.time_unit,
                         tuple(columns), V.COMPLETED_AT, q.window_ceiling,
                         tuple(V.symbol_ts(s.name) for s in plan.symbols))
 
@@ -98,7 +98,7 @@ def matches_input(job: QueryJob, mode: str, version: int) -> tuple[DataFrame, Da
     """The upstream's matches a run of `job` ingests from `version` of its results, in the stream's columns, and
     the horizon marks of the keys whose horizon moved. A batch run reads every final match and marks every key
     (`mirrors`); a micro-batch those after its keys' processed time (the earlier ones are the stream's already)."""
-    stream, q, lake = job.stream, job.declared_query, job.lake
+    stream, q, lake = job.stream, job.declared_query(), job.lake
     upstream = job.plan.one_stream().upstream
     keys = list(stream.keys)
     assert stream.horizon_lag is not None
@@ -130,7 +130,7 @@ def mirrors(stream: StreamSchema, mode: str) -> bool:
 
 def _after(job: QueryJob, rows: DataFrame, processed: DataFrame) -> DataFrame:
     """`rows` that start after their key's time in `processed` (keys, `__last_t`)."""
-    q = job.declared_query
+    q = job.declared_query()
     marked = mark_unprocessed(q.keyed(rows), processed, q, time=q.event_time(), mark=NEW)
     return q.unkeyed(marked.filter(F.col(NEW)).drop(NEW))
 

@@ -130,17 +130,29 @@ class QueryPlan:
         one stream's events."""
         return self.symbol(constraint.left).source != self.symbol(constraint.right).source
 
-    def one_stream(self) -> Source:
-        """The stream of a query over one stream (of events, or of another query's matches), which is every query
-        the Spark pipeline runs. A query over several streams is refused here, naming its second stream: the
-        pipeline's loaders ask first (`runnable`), and every pipeline path reads its stream through `stream` or
-        `alias`, so none runs such a query by half."""
+    def one_stream(self, doing: str = "runs") -> Source:
+        """The stream of a query over one stream (of events, or of another query's matches), for what the pipeline
+        `doing` only over one: a query over several streams is refused here, naming its second stream."""
         if len(self.sources) > 1:
-            self.refuse(self.sources[1], f"the pipeline runs a query over one stream; this one reads "
+            self.refuse(self.sources[1], f"the pipeline {doing} a query over one stream; this one reads "
                         f"{len(self.sources)} ({', '.join(s.stream for s in self.sources)})",
-                        "`pielake explain` shows its plan, and the reference computes its matches "
-                        "(docs/semantics.md §1, several streams); `pielake run` does not run it.")
+                        "A batch run (`pielake run` without --incremental) reads several streams "
+                        "(docs/semantics.md §1, several streams).")
         return self.sources[0]
+
+    def source_named(self, stream: str) -> Source:
+        """The stream of FROM called `stream` (case-insensitive), for input given by the stream's name."""
+        found = next((s for s in self.sources if s.stream.lower() == stream.lower()), None)
+        if found is None:
+            raise PielakeError(f"events given for {stream}, which query {self.name} does not read; it reads "
+                               f"{', '.join(s.stream for s in self.sources)}")
+        return found
+
+    @property
+    def upstream_source(self) -> Source | None:
+        """The other query's matches this query reads, if it does (`Source.reads_matches`): only ever its one
+        stream, since the pipeline reads matches alone (`runnable`)."""
+        return self.sources[0] if len(self.sources) == 1 and self.sources[0].reads_matches else None
 
     def refuse(self, source: Source, message: str, hint: str) -> NoReturn:
         """A query that cannot run as it is, with the position of the stream that makes it so."""
@@ -688,9 +700,14 @@ def read_query_file(path: str) -> tuple[str, str]:
 
 
 def runnable(plan: QueryPlan) -> QueryPlan:
-    """The plan, if the pipeline runs it (`QueryPlan.one_stream`): refused before a run starts Spark or writes
-    to a lake."""
-    plan.one_stream()
+    """The plan, if the pipeline runs it: refused before a run starts Spark or writes to a lake. A query over
+    several streams reads streams of events: another query's matches, whose rows carry horizon marks of their own
+    (`pielake.pipeline.upstream`), are read alone."""
+    if len(plan.sources) > 1:
+        for source in plan.sources:
+            if source.reads_matches:
+                plan.refuse(source, f"the pipeline reads the matches of query {source.upstream} alone, not beside "
+                            "other streams", f"Read {source.stream} in a query of its own.")
     return plan
 
 

@@ -18,14 +18,14 @@ def check_upstreams(plan: QueryPlan, find: Callable[[str], QueryPlan | None], wh
     """Raise a QuerySemanticError naming `plan`'s FROM if a query whose matches it reads, directly or through
     others, is not found (`find`, by name, case-insensitive) `where`, or if they lead back to `plan`."""
     reader, chain = plan, [plan.name]
-    while (source := reader.one_stream()).reads_matches:
+    while (source := reader.upstream_source) is not None:
         upstream = find(source.upstream)
         if upstream is None:
-            plan.refuse(plan.one_stream(), f"no query {source.upstream} ({source.upstream}.tpq) is in {where}, "
+            plan.refuse(plan.sources[0], f"no query {source.upstream} ({source.upstream}.tpq) is in {where}, "
                         f"whose matches query {reader.name} reads", f"Put {source.upstream}.tpq beside it, or "
                         "correct the name after `matches_`.")
         if upstream.name.lower() == plan.name.lower():
-            plan.refuse(plan.one_stream(), f"queries read each other's matches in a cycle: "
+            plan.refuse(plan.sources[0], f"queries read each other's matches in a cycle: "
                         f"{' -> '.join([*chain, upstream.name])}", "Each would wait for the other to publish: let "
                         "one of them read a stream of events instead.")
         if upstream.name.lower() in {name.lower() for name in chain}:

@@ -39,7 +39,7 @@ from pielake.pipeline.runner import Run, run_query
 from pielake.pipeline.stages import kernel_reading
 from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import derive_situations, find_matches
-from pielake.spark.matches import LAST_TIME
+from pielake.spark.columns import LAST_TIME
 from pielake.spark.query import SparkQuery
 from pielake.streams import StreamSchema, save_schema
 from tests.helpers import browser_text
@@ -292,7 +292,7 @@ def test_a_batch_run_reads_the_events_files_in_place_until_a_backfill_appends_hi
 
     assert batch("whole") == "in place, by pyarrow"
     declined = SparkQuery(load_query(QUERY.replace("v > 5", "v % 7 > 5"), "mid"), STREAM, dict(STREAM.columns))
-    chosen = kernel_reading(lake, "events_line", lake.version("events_line"), declined)
+    chosen = kernel_reading(lake, {"events_line": lake.version("events_line")}, declined)
     assert chosen.reading.in_place and chosen.files == ()
     assert_published_equal_the_reference(lake, plan, on_time)
     run_query(lake, plan, "repair", RunRequest(mode="backfill", since="8", until="10", checks=False))

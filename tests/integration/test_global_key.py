@@ -23,7 +23,7 @@ from pielake.pipeline.registry import STAGES
 from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from pielake.spark import columns as C
-from pielake.spark.matches import LAST_TIME
+from pielake.spark.columns import LAST_TIME
 from pielake.streams import StreamSchema, save_schema
 from tests.spark.kernels import reference_rows, spark_rows
 

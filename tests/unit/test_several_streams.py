@@ -113,13 +113,15 @@ def test_the_pipeline_refuses_a_query_over_several_streams_naming_the_second() -
     assert "one stream" in caught.value.first.description
 
 
-def test_run_refuses_it_before_it_touches_a_lake(tmp_path) -> None:
+def test_run_asks_for_each_streams_file_by_name_before_it_touches_a_lake(tmp_path) -> None:
     query = tmp_path / "two.tpq"
     query.write_text(TWO.format(pattern="A during B", within="100 s"), encoding="utf-8")
     events = tmp_path / "s.csv"
     events.write_text("key,ts,a\nk,0,true\n", encoding="utf-8")
     invoke(["run", str(query), "--events", str(events), "--lake", str(tmp_path / "lake")], EXIT_USAGE,
-           "the pipeline runs a query over one stream")
+           "name each file's stream (--events S=FILE --events R=FILE)")
+    invoke(["run", str(query), "--events", f"Q={events}", "--lake", str(tmp_path / "lake")], EXIT_USAGE,
+           "events given for Q, which query two does not read; it reads S, R")
     assert not (tmp_path / "lake").exists()
 
 
@@ -129,8 +131,8 @@ def test_explain_says_which_stream_each_symbol_reads_and_how_each_pair_is_found(
     text = explain(load_query(query, "q"))
     assert "query q: FROM S, R" in text
     assert "A  S.a  [S]" in text and "B  R.b  [R]" in text
-    assert "c1 (A, B): across streams S and R: from the situations' endpoints" in text
-    assert "A overlaps C:" in text  # one stream: its automaton
+    assert "    across streams S and R: read as one timeline" in text
+    assert "A during B:" in text and "A overlaps C:" in text  # automata, across streams and within one
 
 
 def test_explain_json_names_each_pairs_detector(tmp_path) -> None:
@@ -140,7 +142,7 @@ def test_explain_json_names_each_pairs_detector(tmp_path) -> None:
     shown = json.loads(invoke(["explain", str(query), "--format", "json"], EXIT_OK).output)
     assert shown["streams"] == [{"stream": "S", "alias": None}, {"stream": "R", "alias": None}]
     assert [c["found_by"] for c in shown["constraints"]] == [
-        {"during": "endpoints"}, {"overlaps": "automaton", "after": "range join"}]
+        {"during": "automaton"}, {"overlaps": "automaton", "after": "range join"}]
 
 
 # ---------------------------------------------------------------- the reference, by hand
