@@ -37,7 +37,7 @@ from pielake.query.join_order import join_order
 from pielake.query.parser import parse
 from pielake.query.printer import expr_text, query_text
 from pielake.query.tokens import tokenize
-from pielake.streams import FORMATS, load_schema
+from pielake.streams import FORMATS, events_files, load_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -211,22 +211,6 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _say(line: str) -> None:
     click.echo(line, err=True)
-
-
-def events_files(plan: QueryPlan, given: tuple[str, ...]) -> dict[str, Any]:
-    """The run request's events files from `--events` values: a query over one stream takes one file, a query
-    over several a `STREAM=FILE` for each stream it is to ingest."""
-    if len(plan.sources) == 1:
-        if len(given) > 1:
-            raise click.UsageError(f"query {plan.name} reads one stream: give one --events file")
-        return {"events_path": given[0] if given else None}
-    pairs = [value.partition("=") for value in given]
-    wrong = [value for value, (name, eq, path) in zip(given, pairs, strict=True) if not (name and eq and path)]
-    if wrong:
-        streams = " ".join(f"--events {s.stream}=FILE" for s in plan.sources)
-        raise click.UsageError(f"query {plan.name} reads {len(plan.sources)} streams: name each file's stream "
-                               f"({streams}); not '{wrong[0]}'")
-    return {"stream_events": [(plan.source_named(name).stream, path) for name, _, path in pairs]}
 
 
 def _absolute(events: dict[str, Any]) -> dict[str, Any]:
@@ -445,12 +429,13 @@ def generate_command(out: str, *, events: int, query_file: str | None, columns: 
     """Write TPStream's synthetic law into OUT: per key one event per time unit, each a_i alternating gaps of
     10-50 and true runs of 10-100 events (starting with a gap); seeded, so the same options give the same files.
     With --query, a sample stream for that query instead, to try it before there is data."""
-    from pielake.pipeline.synthetic import generate, write_query_events  # noqa: PLC0415 (module docstring)
+    from pielake.pipeline.synthetic import GENERATES, generate, write_query_events  # noqa: PLC0415 (module docstring)
 
     if query_file is not None:
         plan = load_query_file(query_file)
-        path = write_query_events(plan, Path(out), events, keys=keys, seed=seed, stream=load_schema(plan.stream))
-        click.echo(f"wrote {events:,} events of stream {plan.stream} to {path}; run it with: "
+        stream = plan.one_stream(GENERATES).stream
+        path = write_query_events(plan, Path(out), events, keys=keys, seed=seed, stream=load_schema(stream))
+        click.echo(f"wrote {events:,} events of stream {stream} to {path}; run it with: "
                    f"pielake run {query_file} --events {path} --lake LAKE")
         return
     files = generate(Path(out), events, columns=columns, keys=keys, seed=seed, layout=layout)

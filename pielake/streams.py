@@ -13,11 +13,17 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from pielake.errors import PielakeError
 from pielake.query.ast import TIME_UNIT_SECONDS
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pielake.query.analyzer import QueryPlan
 
 SCHEMAS_DIR = Path(__file__).resolve().parents[1] / "schemas"
 TIMESTAMP_UNIT = "timestamp"
@@ -146,3 +152,20 @@ def load_schema(stream: str, directory: Path = SCHEMAS_DIR) -> StreamSchema | No
         if path.stem.lower() == stream.lower():
             return from_mapping(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
     return None
+
+
+def events_files(plan: QueryPlan, given: Sequence[str]) -> dict[str, object]:
+    """A run request's events files (`RunRequest`'s `events_path`, or `stream_events`) from what a user gives
+    (`--events`, a registration's `events`): a query over one stream takes one file; a query over several a
+    `STREAM=FILE` for each of its streams with new events."""
+    if len(plan.sources) == 1:
+        if len(given) > 1:
+            raise PielakeError(f"query {plan.name} reads one stream: give one events file, not {len(given)}")
+        return {"events_path": given[0] if given else None}
+    pairs = [value.partition("=") for value in given]
+    wrong = [value for value, (name, eq, path) in zip(given, pairs, strict=True) if not (name and eq and path)]
+    if wrong:
+        streams = " ".join(f"--events {s.stream}=FILE" for s in plan.sources)
+        raise PielakeError(f"query {plan.name} reads {len(plan.sources)} streams: name each file's stream "
+                           f"({streams}); not '{wrong[0]}'")
+    return {"stream_events": [(plan.source_named(name).stream, path) for name, _, path in pairs]}

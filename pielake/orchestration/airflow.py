@@ -53,6 +53,7 @@ from pielake.orchestration.tasks import maintain_on_engine, run_step_on_engine
 from pielake.pipeline.registry import STAGES, Registry, Step
 from pielake.query.analyzer import QueryPlan, load_query_file
 from pielake.query.hierarchy import check_upstreams
+from pielake.streams import events_files
 
 PROJECT = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT / "jobs"
@@ -70,7 +71,7 @@ class Registration:
     path: Path
     plan: QueryPlan
     schedule: str = DEFAULT_SCHEDULE
-    events: str = ""
+    events: tuple[str, ...] = ()  # as `--events` values: a path, or STREAM=PATH for each of several streams
     format: str = ""
     time_column: str = "ts"
     time_unit: str = "s"
@@ -118,7 +119,16 @@ def register(path: Path) -> Registration:
     if fixed:
         raise PielakeError(f"{sidecar}: query {plan.name} reads the matches of query {source.upstream} and runs "
                            f"each time that query publishes them; drop {' and '.join(fixed)}")
-    return Registration(path, plan, **{k: str(v) for k, v in settings.items()})
+    events = settings.pop("events", "")
+    return Registration(path, plan, events=_events_setting(events), **{k: str(v) for k, v in settings.items()})
+
+
+def _events_setting(events: object) -> tuple[str, ...]:
+    """A registration's `events`: one path (a query over one stream), or a path per stream (`{Stream: path}`)
+    given as `--events` would give them (`events_files`)."""
+    if isinstance(events, dict):
+        return tuple(f"{stream}={path}" for stream, path in events.items())
+    return (str(events),) if events else ()
 
 
 def registrations(folder: Path) -> list[Registration | Broken]:
@@ -185,7 +195,9 @@ def _job_args(request: dict[str, Any]) -> list[str]:
     """The run's request as `jobs/step.py`'s options (`pielake.pipeline.jobs`)."""
     flags = {"mode": "--mode", "events_path": "--events", "fmt": "--format", "time_column": "--time-column",
              "time_unit": "--time-unit", "since": "--from", "until": "--to", "lock_wait": "--lock-wait"}
-    return [part for key, flag in flags.items() if request.get(key) is not None for part in (flag, str(request[key]))]
+    streams = [part for stream, path in request.get("stream_events", []) for part in ("--events", f"{stream}={path}")]
+    return [*(part for key, flag in flags.items() if request.get(key) is not None
+              for part in (flag, str(request[key]))), *streams]
 
 
 def _step_doc(step: Step) -> str:
@@ -222,9 +234,9 @@ DEFAULT_ARGS = {"owner": "pielake", "retries": 2,
                 "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=10)}
 
 
-def _request(registration: Registration, mode: str, events: str, **more: str) -> dict[str, Any]:
+def _request(registration: Registration, mode: str, events: tuple[str, ...], **more: str) -> dict[str, Any]:
     """The run's request (`pielake.pipeline.job.RunRequest`'s fields), its values Airflow templates."""
-    return {"mode": mode, "events_path": events or None, "fmt": registration.format or None,
+    return {"mode": mode, **events_files(registration.plan, events), "fmt": registration.format or None,
             "time_column": registration.time_column, "time_unit": registration.time_unit, "lock_wait": lock_wait(),
             **more}
 
@@ -269,8 +281,8 @@ def backfill_dag(registration: Registration, registry: Registry = STAGES) -> DAG
               max_active_runs=1, default_args=DEFAULT_ARGS, params=params, tags=["pielake", "backfill"],
               doc_md=_dag_doc(registration, "Repair of a range: recomputes from before `from`, re-admitting late "
                                             "and historical events (docs/semantics.md §7)."))
-    _wire(dag, registration, _request(registration, "backfill", "{{ params.events }}", since="{{ params['from'] }}",
-                                      until="{{ params.to }}"), registry)
+    _wire(dag, registration, _request(registration, "backfill", ("{{ params.events }}",),
+                                      since="{{ params['from'] }}", until="{{ params.to }}"), registry)
     return dag
 
 
@@ -333,7 +345,7 @@ def build_dags(folder: Path, registry: Registry = STAGES) -> dict[str, DAG]:
     for each in found:
         if isinstance(each, Broken):
             made = [broken_dag(each)]
-        elif each.plan.upstream_source is not None:  # the pipeline backfills no query over matches
+        elif each.plan.upstream_source is not None or len(each.plan.sources) > 1:  # backfilled by no pipeline
             made = [scheduled_dag(each, registry)]
         else:
             made = [scheduled_dag(each, registry), backfill_dag(each, registry)]

@@ -404,9 +404,9 @@ def streams_for(lake: Lake, plan: QueryPlan, request: RunRequest,
                 schemas_dir: Path = SCHEMAS_DIR) -> tuple[StreamSchema, ...]:
     """The schema of each stream of the query's FROM, in its order: the one the lake was ingested with, else the
     project's `schemas/`, else, for a run that reads the stream's events file, inferred from it; saved in the lake
-    for the steps after this one. A query over several streams runs as a batch (`one_stream`)."""
-    if len(plan.sources) > 1 and request.mode != "batch":
-        plan.one_stream("runs micro-batches and backfills of")
+    for the steps after this one. A query over several streams is not backfilled (`one_stream`)."""
+    if len(plan.sources) > 1 and request.mode == "backfill":
+        plan.one_stream("backfills")
     if plan.upstream_source is not None:
         return (_matches_stream(lake, plan, request),)
     found = []
@@ -426,7 +426,7 @@ def streams_for(lake: Lake, plan: QueryPlan, request: RunRequest,
 def _matches_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamSchema:
     """The stream of a query over another query's matches, as the upstream's last publish described it
     (`pielake.pipeline.upstream`). Its rows come from the lake, never from a file."""
-    source = plan.one_stream()
+    source = plan.sources[0]
     if request.events_path is not None:
         plan.refuse(source, f"query {plan.name} reads the matches query {source.upstream} publishes, not a file",
                     "Run it without --events (Airflow: without `events` in its registration).")
@@ -479,14 +479,11 @@ def _ingest_stream(ctx: StepContext, stream: StreamSchema, details: dict[str, ob
     if stream.of_matches:
         matches, marks, rebuilds = read_upstream(ctx)
         if rebuilds:
-            details["mode"] = (f"batch: query {job.plan.one_stream().upstream} has published a batch run or a "
+            details["mode"] = (f"batch: query {job.plan.sources[0].upstream} has published a batch run or a "
                                "backfill since this query last read its matches")
         raws = [matches]
     else:
         path = request.events_of(job.plan, stream.name)
-        if path is None and len(job.streams) > 1 and not job.lake.exists(events_table(stream)):
-            raise PielakeError(f"stream {stream.name} has no events in {job.lake.root} yet: give its file "
-                               f"(--events {stream.name}=FILE)")
         raws = [read_raw(job.lake.spark, path, request.fmt or guess_format(path))] if path else []
     if ctx.backfill_range is not None:
         raws.append(replay_quarantined(job.lake, stream, job.declared_query(stream).kernel_time,
@@ -503,7 +500,7 @@ def _admission(ctx: StepContext, stream: StreamSchema) -> Admission | None:
         low, high = ctx.backfill_range
         return Admission("outside_backfill_range", lambda rows: rows.withColumn(
             ADMITTED, q.event_time().between(low, high)))
-    processed = job.published(V.PROGRESS) if ctx.mode == "incremental" else None
+    processed = job.processed(stream) if ctx.mode == "incremental" else None
     if processed is None:
         return None
     return Admission("late", lambda rows: mark_unprocessed(q.keyed(rows), processed, q, time=q.event_time(),

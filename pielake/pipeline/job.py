@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import pyspark.sql.functions as F
 from pyspark.sql import DataFrame
 
 from pielake import vocabulary as V
@@ -21,6 +22,7 @@ from pielake.lake.staging import Staging
 from pielake.pipeline.report import upstream_read
 from pielake.pipeline.scope import FULL, MODES, Scope
 from pielake.query.analyzer import PairConstraint, QueryPlan
+from pielake.spark import columns as C
 from pielake.spark.query import SparkQuery
 from pielake.spark.timeline import Timeline
 from pielake.streams import StreamSchema
@@ -145,6 +147,14 @@ class QueryJob:
     def published(self, kind: str) -> DataFrame | None:
         """A published table with the run's key columns, or None before the first publish."""
         return self.query.keyed(self.lake.read(self.table(kind))) if self.lake.exists(self.table(kind)) else None
+
+    def processed(self, stream: StreamSchema) -> DataFrame | None:
+        """How far each key of the stream was processed (keys, `C.LAST_TIME`: its time in that stream), from the
+        published progress; None before the first publish."""
+        progress = self.published(V.PROGRESS)
+        if progress is None or len(self.streams) == 1:
+            return progress
+        return progress.select(*self.query.keys, F.col(C.last_time(self.streams.index(stream))).alias(C.LAST_TIME))
 
     def scope(self) -> Scope:
         """The run's scope; whether it is a batch's is the note its staged write was given (for a Delta table,

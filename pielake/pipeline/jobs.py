@@ -20,6 +20,7 @@ from pielake.pipeline.registry import CHECK
 from pielake.pipeline.runner import Run
 from pielake.pipeline.scope import MODES
 from pielake.query.analyzer import load_query_file
+from pielake.streams import events_files
 
 
 def parser() -> argparse.ArgumentParser:
@@ -30,7 +31,9 @@ def parser() -> argparse.ArgumentParser:
     args.add_argument("--run-id", required=True)
     args.add_argument("--master", default=None, help="ignored under spark-submit, which sets the master")
     args.add_argument("--mode", choices=MODES, default="batch")
-    args.add_argument("--events", default=None, help="events file or folder (ingest); empty: none")
+    args.add_argument("--events", action="append", default=[],
+                      help="events file or folder (ingest); empty: none. Over several streams STREAM=FILE, once "
+                           "for each stream with new events")
     args.add_argument("--time-column", default="ts")
     args.add_argument("--time-unit", default="s")
     args.add_argument("--from", dest="since", default=None, help="backfill range start (stream time)")
@@ -55,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         plan = load_query_file(options.query)
         lake = Lake(build_session(options.master, app_name=f"pielake-{options.step}-{plan.name}"), options.lake)
-        request = RunRequest(mode=options.mode, events_path=options.events or None, fmt=options.format or None,
+        request = RunRequest(mode=options.mode, **events_files(plan, [e for e in options.events if e]),
+                             fmt=options.format or None,
                              time_column=options.time_column, time_unit=options.time_unit, since=options.since,
                              until=options.until, checks=not options.no_checks, lock_wait=options.lock_wait)
         outcome = Run(lake, plan, options.run_id, request, progress=_to_log).step(options.step)

@@ -129,23 +129,13 @@ class Scope:
         return None if uncut or least is None else int(least)
 
     def slice(self, events: DataFrame, q: SparkQuery) -> DataFrame:
-        """The events a run reads: its keys' events from their cut on (the event at the cut included).
-
-        Of an interval stream, the rows that reach the cut, clipped to start there: every instant at or after the
-        cut is then exactly as in the whole history (the rows covering it all reach it), the cut itself is one
-        (a row ending there still marks it), and there is none before it, which the slice alone would get
-        wrong. No situation anchored after the cut has a clipped row (its rows start after the cut).
-        """
+        """The events a run reads: its keys' events that reach their cut (`SparkQuery.reaching`)."""
         if self.full:
             return events
         if self.floor is not None:
-            events = events.filter(q.stored_reach() >= q.time_literal(self.floor))
-        sliced = events.join(self._cuts(), list(self.keys)).filter(q.reach_time() >= F.col(SCOPE_CUT))
-        if q.intervals:
-            start = q.names[q.stream.time_column.lower()]
-            clipped = F.when(q.event_time() < F.col(SCOPE_CUT), q.time_out(F.col(SCOPE_CUT)))
-            sliced = sliced.withColumn(start, clipped.otherwise(F.col(start)))
-        return sliced.drop(SCOPE_CUT)
+            events = events.filter(q.may_reach(self.floor))
+        sliced = events.join(self._cuts(), list(self.keys))
+        return q.reaching(sliced, F.col(SCOPE_CUT)).drop(SCOPE_CUT)
 
     def owned(self, rows: DataFrame, derived: Derived | None) -> DataFrame:
         """The rows this run owns: its keys' rows anchored after their cut (all its keys' rows: no anchor)."""
@@ -175,12 +165,12 @@ class Scope:
 
 
 def mark_unprocessed(rows: DataFrame, progress: DataFrame, q: SparkQuery, *, time: Column, mark: str) -> DataFrame:
-    """`rows` with a boolean column `mark`: the row lies after its key's processed time in `progress` (a key that
-    has none is new). The one rule behind both "which keys has a micro-batch to process" and "which events are
-    late"."""
-    done = F.broadcast(progress.select(*q.keys, F.col(LAST_TIME).alias("__done")))
-    return (rows.join(done, list(q.keys), "left")
-            .withColumn(mark, F.col("__done").isNull() | (time > F.col("__done"))).drop("__done"))
+    """`rows` with a boolean column `mark`: the row lies after its key's processed time in its stream, as
+    `progress` holds it (a key that has none is new). The one rule behind both "which keys has a micro-batch to
+    process" and "which events are late"."""
+    times = [c for c in progress.columns if c.startswith(LAST_TIME)]
+    done = rows.join(F.broadcast(progress.select(*q.keys, *times)), list(q.keys), "left")
+    return done.withColumn(mark, q.own_last_time().isNull() | (time > q.own_last_time())).drop(*times)
 
 
 def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFrame | None,
@@ -195,7 +185,6 @@ def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFra
     stretch of time it read): each key's latest time is then read from those few rows, not from a scan of the
     events.
     """
-    timed = events.select(*q.keys, q.event_time().alias(C.T))
     latest = q.latest_times(events, key_bounds if mode == "batch" else None)
     if mode == "batch" or (mode == "incremental" and progress is None):
         return latest.withColumn(CUT, F.lit(None).cast("bigint"))
@@ -203,11 +192,23 @@ def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFra
         assert backfill_cuts is not None
         return latest.join(backfill_cuts, list(q.keys)).select(*q.keys, CUT, LAST_TIME)
     assert progress is not None
-    candidates = timed if new_events is None else new_events.select(*q.keys, q.event_time().alias(C.T))
-    pending = (mark_unprocessed(candidates, progress, q, time=F.col(C.T), mark="__pending")
-               .filter(F.col("__pending")).groupBy(*q.keys).agg(F.max(C.T).alias(LAST_TIME)))
-    return pending.join(F.broadcast(progress.select(*q.keys, CUT)), list(q.keys), "left") \
-        .select(*q.keys, CUT, LAST_TIME)
+    candidates = events if new_events is None else new_events
+    pending = mark_unprocessed(candidates, progress, q, time=q.event_time(), mark="__pending")
+    latest = _carried_times(q.latest_times(pending.filter(F.col("__pending"))), progress, q.keys)
+    return latest.join(F.broadcast(progress.select(*q.keys, CUT)), list(q.keys), "left") \
+        .select(*q.keys, CUT, *(c for c in latest.columns if c not in q.keys))
+
+
+def _carried_times(latest: DataFrame, progress: DataFrame, keys: tuple[str, ...]) -> DataFrame:
+    """The scope's keys' latest times over several streams: a stream with no new events of the key keeps the time
+    `progress` holds for it (`latest` has NULL there), and the key's latest time is the latest of them."""
+    streams = [c for c in latest.columns if c.startswith(LAST_TIME) and c != LAST_TIME]
+    if not streams:
+        return latest
+    prior = progress.select(*keys, *(F.col(c).alias(f"__prior{c}") for c in streams))
+    carried = [F.coalesce(F.col(c), F.col(f"__prior{c}")).alias(c) for c in streams]
+    return (latest.join(F.broadcast(prior), list(keys), "left").select(*keys, *carried)
+            .withColumn(LAST_TIME, F.greatest(*(F.col(c) for c in streams))))
 
 
 def unsettled(q: SparkQuery, *, situations: DataFrame, pairs: DataFrame, matches: DataFrame | None) -> DataFrame:
@@ -243,14 +244,16 @@ def next_progress(scope: Scope, q: SparkQuery, *, situations: DataFrame, pairs: 
     """The state a run leaves for the next micro-batch: per key its latest event time and its next cut.
 
     `run_starts` (keys, __t) are event times of the run's slice (the starts of its runs); the cut is the latest
-    of them before both the unsettled rows and the window's reach back from the latest event.
+    of them before both the unsettled rows and the window's reach back from the latest event. Over several streams
+    the reach is from the time every stream has told (`SparkQuery.settled_time`): a pair across two streams not
+    decided yet (the slower one has not reached its decision) starts within the window of that decision.
 
     The reach is one time unit longer than a new match needs (its situations end after the latest event, so it
     starts after `latest - window`): a provisional match starts at `latest - window` or later
     (docs/semantics.md §5, `t - min(ts) <= d`), so the reach covers every one of them, and the matches, the widest
     staged table, are not read for them.
     """
-    reach = scope.frame.select(*q.keys, (F.col(LAST_TIME) - q.window_ceiling).alias(BOUND))
+    reach = scope.frame.select(*q.keys, (q.settled_time() - q.window_ceiling).alias(BOUND))
     open_rows = unsettled(q, situations=situations, pairs=pairs, matches=None)
     cuts = cut_before(reach.unionByName(open_rows), run_starts, q.keys)
     state = [c for c in scope.frame.columns if c.startswith((LAST_TIME, EVENTS_VERSION))]

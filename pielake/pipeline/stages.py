@@ -31,7 +31,6 @@ from pielake.pipeline.ingest import admit_events, lake_streams
 from pielake.pipeline.job import QueryJob, StageResult, StepContext, events_table, timed
 from pielake.pipeline.notes import publish_note
 from pielake.pipeline.scope import (
-    EVENTS_VERSION,
     FULL,
     Scope,
     backfill_cut,
@@ -128,14 +127,16 @@ def derive_situations(ctx: StepContext) -> StageResult:
 
 
 def _new_events(job: QueryJob, progress: DataFrame | None) -> DataFrame | None:
-    """The events appended since the version the previous run read, if the lake can tell (else None)."""
-    if progress is None or EVENTS_VERSION not in progress.columns:
+    """The events appended since the versions the previous run read, if the lake can tell (else None): over
+    several streams, each stream's since its own."""
+    versions = events_versions(len(job.streams))
+    if progress is None or not set(versions) <= set(progress.columns):
         return None
-    seen = progress.agg(F.max(EVENTS_VERSION)).first()[0]
-    if seen is None:
+    seen = progress.agg(*(F.max(v) for v in versions)).first()
+    if any(v is None for v in seen):
         return None
-    inserted = job.lake.inserted_since(events_table(job.stream), int(seen))
-    return None if inserted is None else job.query.keyed(inserted)
+    inserted = [job.lake.inserted_since(events_table(s), int(v)) for s, v in zip(job.streams, seen, strict=True)]
+    return None if any(frame is None for frame in inserted) else job.query.events_of(inserted)
 
 
 def _backfill_cuts(job: QueryJob, q: SparkQuery, since: int | None) -> DataFrame:

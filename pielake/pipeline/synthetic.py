@@ -166,11 +166,14 @@ def _names_situation(column: ast.Column, plan: QueryPlan) -> bool:
         (column.qualifier is None and column.name.lower() in symbols)
 
 
+GENERATES = "generates the events of"  # what a query over several streams is refused, naming its second
+
+
 def sample_stream(plan: QueryPlan) -> StreamSchema:
     """The stream a query reads, as far as the query tells: its keys (STRING), a time `ts` in seconds, and the
     columns it reads (`column_types`)."""
     columns = ((*((k, "STRING") for k in plan.keys), ("ts", "BIGINT"), *column_types(plan).items()))
-    return StreamSchema(plan.stream, plan.keys, "ts", "s", columns)
+    return StreamSchema(plan.one_stream(GENERATES).stream, plan.keys, "ts", "s", columns)
 
 
 def _literals(plan: QueryPlan) -> dict[str, list[Decimal | str]]:
@@ -253,7 +256,7 @@ def write_query_events(plan: QueryPlan, out: Path, events: int, *, keys: int = 1
     stream = stream or sample_stream(plan)
     rows = query_events(plan, events, keys=keys, seed=seed, stream=stream)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{plan.stream.lower()}.csv"
+    path = out / f"{plan.one_stream(GENERATES).stream.lower()}.csv"
     time_type = {stream.time_column: "TIMESTAMP"} if stream.time_unit == TIMESTAMP_UNIT else {}
     table = pa.table({name: pa.array([r[name] for r in rows], C.arrow_type(time_type.get(name, kind)))
                       for name, kind in stream.columns})

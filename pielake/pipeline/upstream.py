@@ -67,7 +67,7 @@ def read_upstream(ctx: StepContext) -> tuple[DataFrame, DataFrame, bool]:
     version, and whether the run rebuilds from all of it: a micro-batch does if the upstream was rewritten since
     (`_rewritten`). Both are recorded for the run's later steps (`pielake.pipeline.job.run_mode`)."""
     job = ctx.job
-    version = job.lake.version(results_table(job.plan.one_stream().upstream))
+    version = job.lake.version(results_table(job.plan.sources[0].upstream))
     rebuilds = ctx.request.mode == "incremental" and _rewritten(job, version)
     record_upstream_read(job.lake, job.plan.name, job.run_id, UpstreamRead(version, rebuilds))
     return *matches_input(job, ctx.mode, version), rebuilds
@@ -84,7 +84,7 @@ def _rewritten(job: QueryJob, version: int) -> bool:
     last = last_noted(lake, own, "read")
     if last is None:
         return True
-    upstream = results_table(job.plan.one_stream().upstream)
+    upstream = results_table(job.plan.sources[0].upstream)
     newer = [c for c in takewhile(lambda c: c.version > last, lake.history(upstream)) if c.version <= version]
     return len(newer) != version - last or any(_rewrites(c) for c in newer)
 
@@ -99,7 +99,7 @@ def matches_input(job: QueryJob, mode: str, version: int) -> tuple[DataFrame, Da
     the horizon marks of the keys whose horizon moved. A batch run reads every final match and marks every key
     (`mirrors`); a micro-batch those after its keys' processed time (the earlier ones are the stream's already)."""
     stream, q, lake = job.stream, job.declared_query(), job.lake
-    upstream = job.plan.one_stream().upstream
+    upstream = job.plan.sources[0].upstream
     keys = list(stream.keys)
     assert stream.horizon_lag is not None
     horizons = lake.read(V.table_name(V.PROGRESS, upstream), version) \
@@ -118,7 +118,7 @@ def matches_input(job: QueryJob, mode: str, version: int) -> tuple[DataFrame, Da
 def rebuild_hint(plan: QueryPlan) -> str:
     """How a query over matches catches up with what its upstream has published whole."""
     return (f"Run it in batch mode (`pielake run` without --incremental): it reads every final match of query "
-            f"{plan.one_stream().upstream} again (docs/semantics.md §1).")
+            f"{plan.sources[0].upstream} again (docs/semantics.md §1).")
 
 
 def mirrors(stream: StreamSchema, mode: str) -> bool:

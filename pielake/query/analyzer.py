@@ -130,14 +130,14 @@ class QueryPlan:
         one stream's events."""
         return self.symbol(constraint.left).source != self.symbol(constraint.right).source
 
-    def one_stream(self, doing: str = "runs") -> Source:
-        """The stream of a query over one stream (of events, or of another query's matches), for what the pipeline
-        `doing` only over one: a query over several streams is refused here, naming its second stream."""
+    def one_stream(self, doing: str) -> Source:
+        """The stream of a query over one stream (of events, or of another query's matches), for what pielake
+        is `doing` only over one: a query over several streams is refused here, naming its second stream."""
         if len(self.sources) > 1:
-            self.refuse(self.sources[1], f"the pipeline {doing} a query over one stream; this one reads "
+            self.refuse(self.sources[1], f"pielake {doing} a query over one stream; this one reads "
                         f"{len(self.sources)} ({', '.join(s.stream for s in self.sources)})",
-                        "A batch run (`pielake run` without --incremental) reads several streams "
-                        "(docs/semantics.md §1, several streams).")
+                        "Batch runs and micro-batches (`pielake run`, with or without --incremental) read several "
+                        "streams (docs/semantics.md §1, several streams).")
         return self.sources[0]
 
     def source_named(self, stream: str) -> Source:
@@ -160,14 +160,6 @@ class QueryPlan:
         raise QuerySemanticError([ErrorDetail(
             message, source.span.line, source.span.col, self.source[source.span.start:source.span.end],
             source_excerpt(self.source, source.span.line, source.span.col, width), hint)])
-
-    @property
-    def stream(self) -> str:
-        return self.one_stream().stream
-
-    @property
-    def alias(self) -> str | None:
-        return self.one_stream().alias
 
 
 class _Analyzer:

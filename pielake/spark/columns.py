@@ -29,6 +29,7 @@ RIGHT_UNTIL_PENDING = "__right_until_pending"
 PENDING = "__pending"  # the four flags above as bits of one column, as the runs kernel writes them
 
 LAST_TIME = "__last_t"  # a key's latest time, as far as a run knows it: what statuses and the next run read
+NEVER_TOLD = -(2**62)  # a key's time in a stream that has told nothing of it: before every time, and a window
 STREAM = "__stream"  # which stream of a query over several a row of their events comes from (its number)
 
 FLAGS_PER_WORD = 62  # predicate bits per BIGINT word: clear of the sign bit on both the JVM and numpy sides

@@ -194,6 +194,24 @@ class SparkQuery:
         """What orders rows sharing a start and an end, after them (a matches stream's symbol starts)."""
         return tuple(self.names[c.lower()] for c in self.stream.order_columns)
 
+    def may_reach(self, floor: int) -> Column:
+        """An event that may reach kernel time `floor` (`reaching`), said against the stored columns, so that Delta
+        skips the files of events that cannot."""
+        return self.stored_reach() >= self.time_literal(floor)
+
+    def reaching(self, events: DataFrame, cut: Column) -> DataFrame:
+        """The events a key recomputed from `cut` reads: those reaching it, of an interval stream clipped to start
+        there. Every instant at or after the cut is then as in the whole history (the rows covering it all reach
+        it), the cut itself is one (a row ending there still marks it), and there is none before it, which the
+        rows alone would get wrong. No situation anchored after the cut has a clipped row (its rows start after
+        the cut)."""
+        reaching = events.filter(self.reach_time() >= cut)
+        if not self.intervals:
+            return reaching
+        start = self.names[self.stream.time_column.lower()]
+        return reaching.withColumn(start, F.when(self.event_time() < cut, self.time_out(cut))
+                                   .otherwise(F.col(start)))
+
     def reach_time(self) -> Column:
         return self.kernel_time(self.stored_reach())
 
@@ -297,6 +315,16 @@ class SparkQuery:
         times = events.select(*self.keys, self.event_time().alias(C.T)) if key_bounds is None else \
             key_bounds.select(*self.keys, F.col(C.END).alias(C.T))
         return times.groupBy(*self.keys).agg(F.max(C.T).alias(C.LAST_TIME))
+
+    def own_last_time(self) -> Column:
+        """Of an event joined with its key's latest times (`latest_times`' columns), the key's time in the event's
+        own stream: how far that stream was processed."""
+        return F.col(C.LAST_TIME)
+
+    def settled_time(self) -> Column:
+        """Of a key's latest times (`latest_times`' columns), the time up to which every stream of the key has
+        told its events, and so up to which every pair is decided."""
+        return F.col(C.LAST_TIME)
 
     def known_by(self, constraint: PairConstraint) -> Column | None:
         """The latest time at which a pair of the constraint may be decided, from the run's latest times, where it

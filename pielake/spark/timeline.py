@@ -36,6 +36,7 @@ from pielake.spark.query import Aggregate, SparkQuery
 from pielake.spark.runs import Partial
 from pielake.streams import StreamSchema
 
+LATEST = "__latest_first"
 NEVER = ast.Literal(False)  # the predicate of another stream's symbol, in a stream's part
 _INTEGRAL = ("TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT", "LONG")
 
@@ -69,6 +70,15 @@ def _common_type(types: Sequence[str]) -> str:
 
 def _told(stream: int, word: str) -> str:
     return f"{word}_told{stream}"
+
+
+def _carried_to(events: DataFrame, part: SparkQuery, cut: Column, keys: tuple[str, ...]) -> DataFrame:
+    """A point stream's events after `cut`, and its key's latest event at or before it, moved to the cut."""
+    latest_first = Window.partitionBy(*keys).orderBy(part.event_time().desc())
+    start = part.names[part.stream.time_column.lower()]
+    held = (events.filter(part.event_time() <= cut).withColumn(LATEST, F.row_number().over(latest_first))
+            .filter(F.col(LATEST) == 1).drop(LATEST).withColumn(start, part.time_out(cut)))
+    return events.filter(part.event_time() > cut).unionByName(held)
 
 
 class Timeline(SparkQuery):
@@ -126,6 +136,31 @@ class Timeline(SparkQuery):
                  for i, part in enumerate(self.parts)]
         latest = F.greatest(*(F.col(C.last_time(i)) for i in range(len(self.parts))))
         return events.groupBy(*self.keys).agg(*times).withColumn(C.LAST_TIME, latest)
+
+    def own_last_time(self) -> Column:
+        return reduce(lambda out, i: F.when(F.col(C.STREAM) == i, F.col(C.last_time(i))).otherwise(out),
+                      range(len(self.parts)), F.lit(None).cast("bigint"))
+
+    def settled_time(self) -> Column:
+        """The earliest of the key's times in its streams; a stream that has told nothing of the key (NULL) has
+        told nothing up to any time, so every row of the key may still change."""
+        return F.least(*(F.coalesce(F.col(C.last_time(i)), F.lit(C.NEVER_TOLD)) for i in range(len(self.parts))))
+
+    def may_reach(self, floor: int) -> Column:
+        """An interval row that may reach `floor`; every event of a point stream, whose latest one before a cut
+        holds at it however long ago it came (`reaching`)."""
+        return reduce(lambda out, i: F.when(F.col(C.STREAM) == i, self.parts[i].may_reach(floor)).otherwise(out),
+                      (i for i, part in enumerate(self.parts) if part.intervals), F.lit(True))
+
+    def reaching(self, events: DataFrame, cut: Column) -> DataFrame:
+        """Each stream's events that a key recomputed from `cut` reads. The cut is an instant of the timeline, not
+        of every stream: an interval stream's rows reach it as over one stream; of a point stream, the latest
+        event at or before the cut holds at the cut (its truth is carried until the stream's next event), so it
+        is read as if it came at the cut. No situation anchored after the cut reads its attributes: those start
+        at a later event of the stream."""
+        return reduce(DataFrame.unionByName, (
+            part.reaching(self.rows_of(events, i), cut) if part.intervals else
+            _carried_to(self.rows_of(events, i), part, cut, self.keys) for i, part in enumerate(self.parts)))
 
     def known_by(self, constraint: PairConstraint) -> Column | None:
         """Of a pair across two streams, the key's time in the slower of them (docs/semantics.md §5). Two symbols of

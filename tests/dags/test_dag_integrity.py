@@ -50,6 +50,8 @@ print(json.dumps({{"seconds": time.perf_counter() - started, "loaded_at": time.t
                                        "driver_options": {{t.task_id: t.conf["spark.driver.defaultJavaOptions"]
                                                           for t in d.tasks if isinstance(getattr(t, "conf", None),
                                                                                          dict)}},
+                                       "args": {{t.task_id: list(t.application_args) for t in d.tasks
+                                                if getattr(t, "application_args", None)}},
                                        "tasks": {{t.task_id: sorted(t.downstream_task_ids) for t in d.tasks}}}}
                            for d in bag.dags.values()}}}}))
 """
@@ -75,6 +77,9 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (queries / "flag_pairs.tpq").write_text(QUERY)
     (queries / "flag_pairs.yaml").write_text('schedule: "*/5 * * * *"\nevents: /landing/flags.json\n'
                                              'step_timeout: 15\nrunner: spark-submit\n')
+    (queries / "vessels.tpq").write_text((ROOT / "examples" / "queries" / "moving_at_berth.tpq").read_text())
+    (queries / "vessels.yaml").write_text("events:\n  VesselPositions: /landing/positions.csv\n"
+                                          "  PortCalls: /landing/calls.csv\nrunner: spark-submit\n")
     (queries / "broken.tpq").write_text(BROKEN)
     (queries / "flag_spans.tpq").write_text(SPANS)
     (queries / "orphan.tpq").write_text("FROM matches_nowhere M DEFINE X AS M.a_ts > 0, Y AS M.a_ts < 0 "
@@ -124,11 +129,21 @@ def test_each_dag_shows_its_query_and_tables_and_publish_declares_them_as_assets
                                               for kind in ("situations", "pairs", "matches")]}
 
 
+def test_a_query_over_several_streams_runs_micro_batches_of_each_streams_file(loaded: dict) -> None:
+    """Its registration names each stream's file; the pipeline does not backfill it, so it has no backfill DAG."""
+    scheduled = loaded["dags"]["pielake_vessels"]
+    assert scheduled["tasks"] == EXPECTED_GRAPH and "pielake_vessels_backfill" not in loaded["dags"]
+    args = scheduled["args"]["ingest"]
+    given = [args[i + 1] for i, arg in enumerate(args) if arg == "--events"]
+    assert given == ["VesselPositions=/landing/positions.csv", "PortCalls=/landing/calls.csv"]
+    assert args[args.index("--mode") + 1] == "incremental"
+
+
 def test_a_query_that_does_not_parse_is_a_dag_that_names_its_file_line_and_column(loaded: dict) -> None:
     broken = loaded["dags"]["pielake_broken"]
     assert set(loaded["dags"]) == {"pielake_flag_pairs", "pielake_flag_pairs_backfill", "pielake_broken",
                                    "pielake_flag_spans", "pielake_orphan", "pielake_ping", "pielake_pong",
-                                   "pielake_maintenance"}
+                                   "pielake_vessels", "pielake_maintenance"}
     assert broken["tags"] == ["broken", "pielake"] and broken["schedule"] == "None"
     assert broken["tasks"] == {"parse_query": []}
     assert "broken.tpq: unknown relation 'overlap'. Line 1, Col 40. Did you mean 'overlaps'?" in broken["doc"]
@@ -137,7 +152,7 @@ def test_a_query_that_does_not_parse_is_a_dag_that_names_its_file_line_and_colum
 
 def test_the_lake_has_a_daily_maintenance_dag_with_a_task_per_valid_query(loaded: dict) -> None:
     maintenance = loaded["dags"]["pielake_maintenance"]
-    assert maintenance["tasks"] == {"maintain_flag_pairs": [], "maintain_flag_spans": []}
+    assert maintenance["tasks"] == {"maintain_flag_pairs": [], "maintain_flag_spans": [], "maintain_vessels": []}
     assert maintenance["schedule"] == "0 0 * * *" and maintenance["tags"] == ["maintenance", "pielake"]
     assert "OPTIMIZE" in maintenance["doc"] and "VACUUM" in maintenance["doc"]
 

@@ -19,10 +19,10 @@ from pielake.lake.delta import Lake
 from pielake.pipeline.job import RunRequest
 from pielake.pipeline.runner import run_query
 from pielake.query.analyzer import QueryPlan, load_query
-from pielake.semantics.reference import derive_situations, find_matches
+from pielake.semantics.reference import StreamEvents, derive_situations_of, find_matches, find_matches_of
 from pielake.streams import save_schema
 from tests.spark.kernels import reference_rows, spark_rows
-from tests.strategies import UNTIL, Case, kernel_time, scenario
+from tests.strategies import UNTIL, Case, kernel_time, scenario, two_streams
 
 pytestmark = pytest.mark.heavy(seconds=450)  # about this long in CI: scheduled first
 
@@ -109,34 +109,69 @@ def assert_micro_batches_equal_the_reference(spark: SparkSession, root: Path,
     equal the reference's over the events so far; re-running the last changes nothing. Returns the cut each
     batch leaves for the next (the least over the keys; None: some key is recomputed from its first event)."""
     drawn, batches = case
+    return assert_streams_in_micro_batches(spark, root, drawn.query, [drawn], [{drawn.name: b} for b in batches])
+
+
+def assert_streams_in_micro_batches(spark: SparkSession, root: Path, query: str, streams: list[Case],
+                                    batches: list[dict[str, list[dict]]]) -> list[int | None]:
+    """`assert_micro_batches_equal_the_reference` of a query over any number of streams: each batch holds some
+    of each stream's rows (by stream name; a stream with none in it gets no file)."""
     shutil.rmtree(root, ignore_errors=True)
-    save_schema(drawn.stream, root / "_streams")
+    for stream in streams:
+        save_schema(stream.stream, root / "_streams")
     lake = Lake(spark, root)
-    plan = load_query(drawn.query, "q")
-    seen: list[dict] = []
+    plan = load_query(query, "q", [stream.stream for stream in streams])
+    seen: dict[str, list[dict]] = {stream.name: [] for stream in streams}
     cuts: list[int | None] = []
     for index, batch in enumerate(batches):
-        path = root / f"batch{index}.json"
-        path.write_text("\n".join(json.dumps(r) for r in drawn.json_rows(batch)))
-        request = RunRequest(mode="incremental", events_path=str(path), checks=False)
+        files = {}
+        for stream in streams:
+            if batch.get(stream.name):
+                files[stream.name] = root / f"batch{index}_{stream.name}.json"
+                files[stream.name].write_text("\n".join(json.dumps(r) for r in stream.json_rows(batch[stream.name])))
+        request = _request(streams, files)
         summary = run_query(lake, plan, f"mb{index}", request)
-        good = [r for r in batch if r in drawn.rows]
-        assert (summary.ingest.events, summary.ingest.quarantined) == (len(good), len(batch) - len(good))
-        seen += good
-        rows = drawn.kernel_rows(seen)
-        expected = reference_rows(find_matches(rows, plan, time_unit_seconds=drawn.unit,
-                                               end_column=drawn.end_column), plan)
-        assert spark_rows(lake.read("matches_q"), plan) == expected, (drawn.query, index)
+        good = {s.name: [r for r in batch.get(s.name, []) if r in s.rows] for s in streams}
+        assert (summary.ingest.events, summary.ingest.quarantined) == (
+            sum(map(len, good.values())), sum(len(batch.get(s.name, [])) - len(good[s.name]) for s in streams))
+        for name, rows in good.items():
+            seen[name] += rows
+        given = {s.name: StreamEvents(s.kernel_rows(seen[s.name]), "ts", s.end_column) for s in streams}
+        expected = reference_rows(find_matches_of(given, plan, streams[0].unit), plan)
+        assert spark_rows(lake.read("matches_q"), plan) == expected, (query, index)
         assert summary.matches == Counter(row[4] for row in expected)  # the report counts what was published
         assert situation_rows(lake, plan) == sorted(
-            (s.key, s.symbol, s.ts, s.te) for s in derive_situations(rows, plan, end_column=drawn.end_column)), \
-            (drawn, index)
+            (s.key, s.symbol, s.ts, s.te) for s in derive_situations_of(given, plan)), (query, index)
         progress = lake.read("progress_q")
         cuts.append(None if progress.filter("__cut IS NULL").count() else progress.agg({"__cut": "min"}).first()[0])
     before = snapshot(lake, plan)
-    run_query(lake, plan, f"mb{len(batches) - 1}", RunRequest(mode="incremental", events_path=str(path), checks=False))
+    run_query(lake, plan, f"mb{len(batches) - 1}", request)
     assert snapshot(lake, plan) == before
     return cuts
+
+
+def _request(streams: list[Case], files: dict[str, Path]) -> RunRequest:
+    """A micro-batch's request: the one stream's file, or each stream's that has one."""
+    if len(streams) == 1:
+        return RunRequest(mode="incremental", events_path=str(files[streams[0].name]), checks=False)
+    return RunRequest(mode="incremental", stream_events=tuple((n, str(f)) for n, f in files.items()), checks=False)
+
+
+@st.composite
+def two_streams_in_micro_batches(draw: st.DrawFn, most: int = 5) -> tuple[str, list[Case], list[dict]]:
+    """A query over two streams (`two_streams`) and their rows in 1 to `most` micro-batches, each stream's cut
+    per key at places of its own: the streams arrive out of step, and a batch may hold none of a stream's rows."""
+    query, *streams = draw(two_streams())
+    count = draw(st.integers(1, most))
+    batches: list[dict[str, list[dict]]] = [{s.name: [] for s in streams} for _ in range(count)]
+    for stream in streams:
+        for key in dict.fromkeys(map(stream.key_of, stream.rows)):
+            own = [r for r in stream.rows if stream.key_of(r) == key]
+            places = [i for i in range(len(own) + 1) if i in (0, len(own)) or own[i - 1]["ts"] != own[i]["ts"]]
+            cuts = sorted(draw(st.lists(st.sampled_from(places), min_size=count - 1, max_size=count - 1)))
+            for index, (lo, hi) in enumerate(zip([0, *cuts], [*cuts, len(own)], strict=True)):
+                batches[index][stream.name] += own[lo:hi]
+    return query, streams, batches
 
 
 MICRO_SETTINGS = settings(
@@ -161,6 +196,15 @@ def test_micro_batches_of_interval_rows_equal_the_reference_after_every_batch(
         spark: SparkSession, tmp_path: Path, case: tuple[Case, list[list[dict]]]) -> None:
     event(f"keys: {len(case[0].keys)}, {'TIMESTAMP' if case[0].timed else 'numeric'} time")
     assert_micro_batches_equal_the_reference(spark, tmp_path / "lake", case)
+
+
+@MICRO_SETTINGS
+@given(case=two_streams_in_micro_batches())
+def test_micro_batches_of_two_streams_equal_the_reference_after_every_batch(
+        spark: SparkSession, tmp_path: Path, case: tuple[str, list[Case], list[dict]]) -> None:
+    query, streams, batches = case
+    event(f"keys: {len(streams[0].keys)}, {'TIMESTAMP' if streams[0].timed else 'numeric'} time")
+    assert_streams_in_micro_batches(spark, tmp_path / "lake", query, streams, batches)
 
 
 def test_a_micro_batch_recomputes_from_a_cut_inside_a_long_interval_row(spark: SparkSession, tmp_path: Path) -> None:

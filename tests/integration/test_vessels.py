@@ -1,7 +1,7 @@
 """The several-streams example end to end: AIS positions (point events) and port calls (interval rows) of the same
 vessels in one query (`examples/queries/moving_at_berth.tpq`), through `pielake run`, the gates, Delta, SQL and
-`pielake plot`. The published tables equal the reference's, with the streams' files arriving out of step, bad
-rows of each stream in its own quarantine."""
+`pielake plot`. The published tables equal the reference's, with the streams' files arriving out of step (a
+batch run, then a micro-batch of one stream), bad rows of each stream in its own quarantine."""
 
 from __future__ import annotations
 
@@ -72,9 +72,10 @@ def published(lake: Lake, plan: QueryPlan) -> tuple[list[tuple], list[tuple]]:
     return spark_rows(lake.read("matches_moving_at_berth"), plan), situations
 
 
-def run(lake_dir: str, *events: str) -> Result:
+def run(lake_dir: str, *events: str, incremental: bool = False) -> Result:
     given = [arg for pair in events for arg in ("--events", pair)]
-    return CliRunner().invoke(main, ["run", str(QUERY), *given, "--lake", lake_dir])
+    micro = ["--incremental"] if incremental else []
+    return CliRunner().invoke(main, ["run", str(QUERY), *given, *micro, "--lake", lake_dir])
 
 
 def test_vessels_and_port_calls_in_one_query_equal_the_reference(tmp_path: Path, spark: SparkSession) -> None:
@@ -99,9 +100,10 @@ def test_vessels_and_port_calls_in_one_query_equal_the_reference(tmp_path: Path,
     assert reasons == {"quarantine_vesselpositions": ["null_time"], "quarantine_portcalls": ["end_before_start"]}
     assert published(lake, plan) == reference(plan, {"VesselPositions": early, "PortCalls": calls})
 
-    # The rest of the positions alone, the port calls already in the lake: the tables are then those of one run
-    # over everything.
-    second = run(lake_dir, f"VesselPositions={write(tmp_path / 'late.csv', positions[len(early):])}")
+    # The rest of the positions alone, as a micro-batch, the port calls already in the lake: the tables are then
+    # those of one run over everything.
+    second = run(lake_dir, f"VesselPositions={write(tmp_path / 'late.csv', positions[len(early):])}",
+                 incremental=True)
     assert second.exit_code == 0, second.output + repr(second.exception)
     expected = reference(plan, {"VesselPositions": positions, "PortCalls": calls})
     assert published(lake, plan) == expected
@@ -118,9 +120,8 @@ def test_vessels_and_port_calls_in_one_query_equal_the_reference(tmp_path: Path,
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_a_micro_batch_of_several_streams_is_refused_naming_the_second(tmp_path: Path) -> None:
-    micro = CliRunner().invoke(main, ["run", str(QUERY), "--events", f"PortCalls={DATA['PortCalls']}",
-                                      "--incremental", "--lake", str(tmp_path / "lake")])
-    assert micro.exit_code == EXIT_USAGE, micro.output
-    assert "runs micro-batches and backfills of a query over one stream" in micro.output
-    assert "Line 4, Col 25" in micro.output, micro.output
+def test_a_backfill_of_several_streams_is_refused_naming_the_second(tmp_path: Path) -> None:
+    backfill = CliRunner().invoke(main, ["backfill", str(QUERY), "--from", "2026-05-04T00:00:00",
+                                         "--to", "2026-05-04T12:00:00", "--lake", str(tmp_path / "lake")])
+    assert backfill.exit_code == EXIT_USAGE, backfill.output
+    assert "backfills a query over one stream" in backfill.output and "Line 4, Col 25" in backfill.output

@@ -106,9 +106,9 @@ def test_a_column_is_typed_by_its_symbols_stream() -> None:
     assert found[:3] == ("avg() takes a number, and B.x is a boolean", 1, 81)
 
 
-def test_the_pipeline_refuses_a_query_over_several_streams_naming_the_second() -> None:
+def test_what_only_one_stream_has_is_refused_naming_the_second() -> None:
     with pytest.raises(QueryError) as caught:
-        _ = plan().stream
+        plan().one_stream("generates the events of")
     assert (caught.value.first.line, caught.value.first.col, caught.value.first.highlight) == (1, 9, "R")
     assert "one stream" in caught.value.first.description
 
