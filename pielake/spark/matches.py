@@ -173,7 +173,8 @@ def _return_compiler(q: SparkQuery) -> Compiler:
             symbol = symbols[arg.name.lower()]
             return F.col(V.symbol_te(symbol)) - F.col(V.symbol_ts(symbol))
         symbol = symbols[arg.qualifier.lower()] if arg.qualifier else ""
-        return F.col(f"__{symbol.lower()}__{c.name}_{arg.name.lower()}")
+        found = next(a for a in q.aggregates if a.reads(c.name, symbol, arg.name))
+        return F.col(f"__{symbol.lower()}__{found.column}")
 
     return Compiler(column, call)
 

@@ -42,10 +42,15 @@ class Aggregate:
     symbol: str
     attr: str
     named: str
+    stream: str = ""  # over several streams, the stream's label, where another stream's symbol reads `named` too
 
     @property
     def column(self) -> str:
-        return f"{self.func}_{self.named.lower()}"
+        return "_".join(part.lower() for part in (self.func, self.stream, self.named) if part)
+
+    def reads(self, func: str, symbol: str, attr: str) -> bool:
+        """Whether this is RETURN's `func(symbol.attr)`."""
+        return (self.func, self.symbol, self.named.lower()) == (func, symbol, attr.lower())
 
     @property
     def partial_functions(self) -> tuple[str, ...]:

@@ -201,7 +201,13 @@ class Timeline(SparkQuery):
 
     @cached_property
     def aggregates(self) -> tuple[Aggregate, ...]:
-        return tuple(a for part in self.parts for a in part.aggregates)
+        """Each stream's own. A situations column holds every symbol's aggregate of one name, each row its own
+        symbol's; where symbols of two streams read an attribute of one name, whose types may differ, each
+        stream's is named after the stream too (`max_p_speed`, `max_c_speed`)."""
+        found = [(label.source, a) for part in self.parts for a in part.aggregates
+                 for label in [self.plan.symbol(a.symbol)]]
+        shared = {a.column for _, a in found if len({s for s, b in found if b.column == a.column}) > 1}
+        return tuple(replace(a, stream=stream) if a.column in shared else a for stream, a in found)
 
     def partials_of(self, symbol: int) -> tuple[Partial, ...]:
         return self.parts[self.stream_of[self.plan.symbols[symbol].name]].partials_of(symbol)
