@@ -583,8 +583,8 @@ def demo_command(*, lake_dir: str, master: str | None, remote: str | None) -> No
     rows = write_car_sensors(events)
     _say(f"wrote {rows} sample events of 6 cars to {events}")
     query = EXAMPLES / "aggressive_driving.tpq"
-    _run(str(query), str(events), lake_dir, master=master, remote=remote, run_id=None, fmt="csv", mode="batch",
-         time_column="ts", time_unit="s", checks=True)
+    _run(str(query), {"events_path": str(events)}, lake_dir, master=master, remote=remote, run_id=None, fmt="csv",
+         mode="batch", time_column="ts", time_unit="s", checks=True)
     lake = Lake(session(master, remote, lake_dir), root)
     sql = ("SELECT car_id, a_ts, b_ts, c_ts, detected_at, status, round(avg_speed, 1) AS avg_speed "
            "FROM matches_aggressive_driving ORDER BY car_id, detected_at LIMIT 10")

@@ -102,15 +102,17 @@ class Timeline(SparkQuery):
     def events_of(self, frames: Sequence[DataFrame]) -> DataFrame:
         """Every stream's rows in one frame (module docstring)."""
         return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True),
-                      (self._rows_of(i, frame) for i, frame in enumerate(frames)))
+                      (self._laid_out(i, frame) for i, frame in enumerate(frames)))
 
-    def _rows_of(self, stream: int, frame: DataFrame) -> DataFrame:
+    def _laid_out(self, stream: int, frame: DataFrame) -> DataFrame:
+        """One stream's events in the events frame's layout: its keys in their common types, its other columns
+        under its prefix, its number."""
         keyed = self.parts[stream].keyed(frame)
         stored = {c.lower(): c for c in keyed.columns}
         keys = [F.col(stored[k.lower()]).cast(kind).alias(k)
                 for k, kind in zip(self.keys, self.key_types, strict=True)]
-        own = [F.col(c).alias(prefix(stream) + c) for c in keyed.columns
-               if c.lower() not in {k.lower() for k in self.keys}]
+        named = {k.lower() for k in self.keys}
+        own = [F.col(c).alias(prefix(stream) + c) for c in keyed.columns if c.lower() not in named]
         return keyed.select(*keys, *own, F.lit(stream).alias(C.STREAM))
 
     def rows_of(self, events: DataFrame, stream: int) -> DataFrame:
