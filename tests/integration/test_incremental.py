@@ -30,14 +30,9 @@ pytestmark = pytest.mark.heavy(seconds=600)  # about this long in CI: scheduled 
 BAD_SPANS = {"empty_interval": 0, "end_before_start": -1, "null_end": None}  # a bad row's end, from its start
 
 
-@st.composite
-def micro_batches(draw: st.DrawFn, intervals: bool = False, most: int = 8) -> tuple[Case, list[list[dict]]]:
-    """A scenario whose events (interval rows: `intervals`) are cut, per key in time order, into 1 to `most`
-    micro-batches at random places, never between rows sharing a start (docs/semantics.md §1: the later would be
-    late). Interval rows come with up to three bad ones (`BAD_SPANS`), each at a start no good row of its key has,
-    in a batch of its own choosing: ingest quarantines them."""
-    case = draw(scenario(intervals))
-    count = draw(st.integers(1, most))
+def cut_per_key(draw: st.DrawFn, case: Case, count: int) -> list[list[dict]]:
+    """The case's rows in `count` batches (some maybe empty), each key's rows cut in time order at random places,
+    never between rows sharing a start (docs/semantics.md §1: the later would be late)."""
     batches: list[list[dict]] = [[] for _ in range(count)]
     for key in dict.fromkeys(map(case.key_of, case.rows)):
         own = [r for r in case.rows if case.key_of(r) == key]
@@ -45,6 +40,17 @@ def micro_batches(draw: st.DrawFn, intervals: bool = False, most: int = 8) -> tu
         cuts = sorted(draw(st.lists(st.sampled_from(places), min_size=count - 1, max_size=count - 1)))
         for index, (lo, hi) in enumerate(zip([0, *cuts], [*cuts, len(own)], strict=True)):
             batches[index] += own[lo:hi]
+    return batches
+
+
+@st.composite
+def micro_batches(draw: st.DrawFn, intervals: bool = False, most: int = 8) -> tuple[Case, list[list[dict]]]:
+    """A scenario whose events (interval rows: `intervals`) are cut, per key in time order, into 1 to `most`
+    micro-batches at random places, never between rows sharing a start (docs/semantics.md §1: the later would be
+    late). Interval rows come with up to three bad ones (`BAD_SPANS`), each at a start no good row of its key has,
+    in a batch of its own choosing: ingest quarantines them."""
+    case = draw(scenario(intervals))
+    batches = cut_per_key(draw, case, draw(st.integers(1, most)))
     for reason in draw(st.lists(st.sampled_from(sorted(BAD_SPANS)), max_size=3)) if intervals else []:
         like = draw(st.sampled_from(case.rows))
         taken = {r["ts"] for r in case.rows if case.key_of(r) == case.key_of(like)}
@@ -163,15 +169,8 @@ def two_streams_in_micro_batches(draw: st.DrawFn, most: int = 5) -> tuple[str, l
     per key at places of its own: the streams arrive out of step, and a batch may hold none of a stream's rows."""
     query, *streams = draw(two_streams())
     count = draw(st.integers(1, most))
-    batches: list[dict[str, list[dict]]] = [{s.name: [] for s in streams} for _ in range(count)]
-    for stream in streams:
-        for key in dict.fromkeys(map(stream.key_of, stream.rows)):
-            own = [r for r in stream.rows if stream.key_of(r) == key]
-            places = [i for i in range(len(own) + 1) if i in (0, len(own)) or own[i - 1]["ts"] != own[i]["ts"]]
-            cuts = sorted(draw(st.lists(st.sampled_from(places), min_size=count - 1, max_size=count - 1)))
-            for index, (lo, hi) in enumerate(zip([0, *cuts], [*cuts, len(own)], strict=True)):
-                batches[index][stream.name] += own[lo:hi]
-    return query, streams, batches
+    cut = {stream.name: cut_per_key(draw, stream, count) for stream in streams}
+    return query, streams, [{name: parts[index] for name, parts in cut.items()} for index in range(count)]
 
 
 MICRO_SETTINGS = settings(
