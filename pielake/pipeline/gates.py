@@ -43,6 +43,7 @@ from pielake.pipeline import gx_project
 from pielake.pipeline.job import QueryJob
 from pielake.pipeline.scope import derived_tables
 from pielake.semantics.relations import RELATIONS
+from pielake.spark.pairs import by_constraint
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
 EXPECTATIONS_DIR = Path(__file__).resolve().parents[2] / "expectations"
@@ -273,30 +274,22 @@ def situations_frame(job: QueryJob) -> Frame:
     return checked, _derived_fill(job, V.SITUATIONS)
 
 
-def _by_constraint(job: QueryJob, value: Any) -> Column:
-    """A column whose value depends on the row's constraint: `value(constraint)` per constraint id."""
-    out = F.lit(None)
-    for c in job.plan.constraints:
-        out = F.when(F.col(V.CONSTRAINT_ID) == c.id, value(c)).otherwise(out)
-    return out
-
-
 def pairs_frame(job: QueryJob) -> Frame:
     """The staged pairs, with `__allowed`, `__holds`, `__a_exists` and `__b_exists` (`expectations/pairs.json`)."""
-    q, staged = job.query, job.staged(V.PAIRS)
+    q, staged, constraints = job.query, job.staged(V.PAIRS), job.plan.constraints
     a = SimpleNamespace(ts=F.col("a_ts"), te=F.col("a_te"))
     b = SimpleNamespace(ts=F.col("b_ts"), te=F.col("b_te"))
     holds = F.lit(False)
     for name, relation in RELATIONS.items():  # followed-by: its endpoint part; the gap is the automaton's
         holds = F.when(F.col(V.RELATION) == name, relation.condition(a, b)).otherwise(holds)
     open_or_undecided = F.col(V.RELATION).isNull() | F.col("a_te").isNull() | F.col("b_te").isNull()
+    allowed = by_constraint(constraints, lambda c: F.col(V.RELATION).isin(*sorted(c.relations)), F.lit(None))
     checked = staged.select(
         *staged.columns,
-        F.coalesce(F.col(V.RELATION).isNull() | _by_constraint(
-            job, lambda c: F.col(V.RELATION).isin(*sorted(c.relations))), F.lit(False)).alias("__allowed"),
+        F.coalesce(F.col(V.RELATION).isNull() | allowed, F.lit(False)).alias("__allowed"),
         (open_or_undecided | F.coalesce(holds, F.lit(False))).alias("__holds"),
-        _by_constraint(job, lambda c: F.lit(c.left)).alias("__left"),
-        _by_constraint(job, lambda c: F.lit(c.right)).alias("__right"))
+        by_constraint(constraints, lambda c: F.lit(c.left), F.lit(None)).alias("__left"),
+        by_constraint(constraints, lambda c: F.lit(c.right), F.lit(None)).alias("__right"))
     situations = job.staged(V.SITUATIONS).select(*q.keys, V.SYMBOL, V.TS, F.lit(True).alias("__there"))
     for side in ("a", "b"):
         named = situations.select(*q.keys, F.col(V.SYMBOL).alias(f"__{side}_sym"), F.col(V.TS).alias(f"{side}_ts"),

@@ -194,21 +194,21 @@ def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFra
     assert progress is not None
     candidates = events if new_events is None else new_events
     pending = mark_unprocessed(candidates, progress, q, time=q.event_time(), mark="__pending")
-    latest = _carried_times(q.latest_times(pending.filter(F.col("__pending"))), progress, q.keys)
+    latest = _carried_times(q.latest_times(pending.filter(F.col("__pending"))), progress, q)
     return latest.join(F.broadcast(progress.select(*q.keys, CUT)), list(q.keys), "left") \
         .select(*q.keys, CUT, *(c for c in latest.columns if c not in q.keys))
 
 
-def _carried_times(latest: DataFrame, progress: DataFrame, keys: tuple[str, ...]) -> DataFrame:
+def _carried_times(latest: DataFrame, progress: DataFrame, q: SparkQuery) -> DataFrame:
     """The scope's keys' latest times over several streams: a stream with no new events of the key keeps the time
     `progress` holds for it (`latest` has NULL there), and the key's latest time is the latest of them."""
     streams = [c for c in latest.columns if c.startswith(LAST_TIME) and c != LAST_TIME]
     if not streams:
         return latest
-    prior = progress.select(*keys, *(F.col(c).alias(f"__prior{c}") for c in streams))
+    prior = progress.select(*q.keys, *(F.col(c).alias(f"__prior{c}") for c in streams))
     carried = [F.coalesce(F.col(c), F.col(f"__prior{c}")).alias(c) for c in streams]
-    return (latest.join(F.broadcast(prior), list(keys), "left").select(*keys, *carried)
-            .withColumn(LAST_TIME, F.greatest(*(F.col(c) for c in streams))))
+    return (latest.join(F.broadcast(prior), list(q.keys), "left").select(*q.keys, *carried)
+            .withColumn(LAST_TIME, q.latest_time()))
 
 
 def unsettled(q: SparkQuery, *, situations: DataFrame, pairs: DataFrame, matches: DataFrame | None) -> DataFrame:

@@ -75,9 +75,12 @@ def kernel_reading(lake: Lake, versions: dict[str, int], q: SparkQuery) -> Kerne
     files, size = sum(f for f, _ in stats), sum(b for _, b in stats)
     cores = lake.spark.sparkContext.defaultParallelism
     partitions = max(2 * cores, math.ceil(size / BYTES_PER_PARTITION))
-    in_place = q.readable_in_place and cores <= files <= FILES_PER_TIME_RANGE * partitions
-    plain = lake.plain_files(*next(iter(versions.items()))) if in_place and q.arrow_input is not None else ()
-    return KernelReading(partitions, Reading.IN_PLACE if in_place else Reading.RANGES, plain)
+    in_place = q.readable_in_place and len(versions) == 1 and cores <= files <= FILES_PER_TIME_RANGE * partitions
+    if not in_place:
+        return KernelReading(partitions, Reading.RANGES)
+    [(table, version)] = versions.items()
+    return KernelReading(partitions, Reading.IN_PLACE,
+                         lake.plain_files(table, version) if q.arrow_input is not None else ())
 
 
 def derive_situations(ctx: StepContext) -> StageResult:

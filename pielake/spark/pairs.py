@@ -11,7 +11,7 @@ situation tables, bucketed by the window (a pair further apart than the window c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import reduce
 from types import SimpleNamespace
 
@@ -109,12 +109,19 @@ def _taking_part(constraints: Sequence[PairConstraint], q: SparkQuery) -> Column
     every one does (no symbol of the constraints has a duration constraint)."""
     if not any(q.plan.symbol(s).has_duration for c in constraints for s in (c.left, c.right)):
         return None
-    taking = F.lit(False)
+    return by_constraint(constraints, lambda c: q.takes_part(c.left, ts=F.col("a_ts"), te=F.col("a_te"))
+                         & q.takes_part(c.right, ts=F.col("b_ts"), te=F.col("b_te")), F.lit(False))
+
+
+def by_constraint(constraints: Iterable[PairConstraint], value: Callable[[PairConstraint], Column],
+                  otherwise: Column) -> Column:
+    """A column whose value depends on the row's constraint (`constraint_id`): `value(c)` for each of
+    `constraints`, `otherwise` for a row of any other. One expression serves every constraint, so that one plan
+    detects or checks them all."""
+    out = otherwise
     for c in constraints:
-        both = (q.takes_part(c.left, ts=F.col("a_ts"), te=F.col("a_te"))
-                & q.takes_part(c.right, ts=F.col("b_ts"), te=F.col("b_te")))
-        taking = F.when(F.col(V.CONSTRAINT_ID) == c.id, both).otherwise(taking)
-    return taking
+        out = F.when(F.col(V.CONSTRAINT_ID) == c.id, value(c)).otherwise(out)
+    return out
 
 
 def _range_join(a: DataFrame, b: DataFrame, q: SparkQuery, relation: str) -> DataFrame:
@@ -205,14 +212,12 @@ def detect_pairs(runs: DataFrame, situations: DataFrame, constraints: Sequence[P
 def _known_in_time(pairs: DataFrame, constraints: Sequence[PairConstraint], q: SparkQuery,
                    last_times: DataFrame | None) -> DataFrame:
     """`pairs` without those decided after what the run knows of their streams (`SparkQuery.known_by`)."""
-    bounds = {c.id: known for c in constraints if (known := q.known_by(c)) is not None}
-    if not bounds:
+    bounded = [c for c in constraints if q.known_by(c) is not None]
+    if not bounded:
         return pairs
     if last_times is None:
         raise ValueError("pairs across streams need each key's time in every stream (last_times)")
-    in_time = F.lit(True)
-    for constraint_id, known in bounds.items():
-        in_time = F.when(F.col(V.CONSTRAINT_ID) == constraint_id, F.col(V.DECIDED_AT) <= known).otherwise(in_time)
+    in_time = by_constraint(bounded, lambda c: F.col(V.DECIDED_AT) <= q.known_by(c), F.lit(True))
     return pairs.join(F.broadcast(last_times), list(q.keys)).filter(in_time).select(*pairs.columns)
 
 

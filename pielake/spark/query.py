@@ -321,6 +321,10 @@ class SparkQuery:
             key_bounds.select(*self.keys, F.col(C.END).alias(C.T))
         return times.groupBy(*self.keys).agg(F.max(C.T).alias(C.LAST_TIME))
 
+    def latest_time(self) -> Column:
+        """Of a key's latest times (`latest_times`' columns), the latest of them: how far its timeline reaches."""
+        return F.col(C.LAST_TIME)
+
     def own_last_time(self) -> Column:
         """Of an event joined with its key's latest times (`latest_times`' columns), the key's time in the event's
         own stream: how far that stream was processed."""
