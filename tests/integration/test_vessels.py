@@ -1,7 +1,8 @@
 """The several-streams example end to end: AIS positions (point events) and port calls (interval rows) of the same
 vessels in one query (`examples/queries/moving_at_berth.tpq`), through `pielake run`, the gates, Delta, SQL and
 `pielake plot`. The published tables equal the reference's, with the streams' files arriving out of step (a
-batch run, then a micro-batch of one stream), bad rows of each stream in its own quarantine."""
+batch run, then a micro-batch of one stream, then heartbeats of the other), bad rows of each stream in its own
+quarantine."""
 
 from __future__ import annotations
 
@@ -47,13 +48,14 @@ def write(path: Path, rows: list[dict]) -> str:
 
 
 def kernel_rows(name: str, rows: list[dict]) -> list[dict]:
-    """Rows as the reference reads them: times in microseconds since the epoch, numbers typed."""
+    """Rows as the reference reads them: times in microseconds since the epoch, numbers typed, an empty field
+    NULL (as Spark reads a CSV file)."""
     typed = {"speed": float, "heading": int}
 
     def value(column: str, text: str) -> object:
         if column in TIMES[name]:
             return (datetime.fromisoformat(text) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
-        return typed.get(column, str)(text)
+        return None if text == "" else typed.get(column, str)(text)
 
     return [{c: value(c, v) for c, v in row.items()} for row in rows]
 
@@ -108,6 +110,20 @@ def test_vessels_and_port_calls_in_one_query_equal_the_reference(tmp_path: Path,
     expected = reference(plan, {"VesselPositions": positions, "PortCalls": calls})
     assert published(lake, plan) == expected
     assert sum(m[4] == COMPLETE for m in expected[0]) >= 3, "the example should show several matches"
+
+    # The port-call stream has told nothing of any vessel since its latest call's arrival, which holds back every
+    # pair across the streams after it. A heartbeat of each vessel, a port call with no port (it satisfies no
+    # symbol), moves the vessel's time in that stream on: the situations it passes close, and the pairs it held
+    # back are decided.
+    beats = [{"mmsi": m, "arrived": "2026-05-06T01:00:00Z", "departed": "2026-05-06T01:01:00Z", "port": "",
+              "berth": ""} for m in sorted({r["mmsi"] for r in positions})]
+    third = run(lake_dir, f"PortCalls={write(tmp_path / 'beats.csv', beats)}", incremental=True)
+    assert third.exit_code == 0, third.output + repr(third.exception)
+    decided = reference(plan, {"VesselPositions": positions, "PortCalls": [*calls, *beats]})
+    assert published(lake, plan) == decided
+    assert len(decided[1]) == len(expected[1]), "a heartbeat is no situation (it closes those it passes)"
+    assert sum(m[4] == COMPLETE for m in decided[0]) > sum(m[4] == COMPLETE for m in expected[0])
+    expected = decided
 
     cli = CliRunner()
     sql = cli.invoke(main, ["sql", "SELECT mmsi, port, berth, top_speed FROM matches_moving_at_berth "
