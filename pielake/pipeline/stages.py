@@ -75,10 +75,10 @@ def kernel_reading(lake: Lake, versions: dict[str, int], q: SparkQuery) -> Kerne
     files, size = sum(f for f, _ in stats), sum(b for _, b in stats)
     cores = lake.spark.sparkContext.defaultParallelism
     partitions = max(2 * cores, math.ceil(size / BYTES_PER_PARTITION))
-    in_place = q.readable_in_place and len(versions) == 1 and cores <= files <= FILES_PER_TIME_RANGE * partitions
+    in_place = q.readable_in_place and cores <= files <= FILES_PER_TIME_RANGE * partitions
     if not in_place:
         return KernelReading(partitions, Reading.RANGES)
-    [(table, version)] = versions.items()
+    [(table, version)] = versions.items()  # readable in place: one point stream's table
     return KernelReading(partitions, Reading.IN_PLACE,
                          lake.plain_files(table, version) if q.arrow_input is not None else ())
 
