@@ -24,7 +24,7 @@ from pielake.query.analyzer import PairConstraint
 from pielake.semantics.relations import RELATIONS
 from pielake.spark import columns as C
 from pielake.spark.patterns import CUR_START, PREFIX_GROUPS, TRIG, Locator, RunPattern, patterns_for, run_values
-from pielake.spark.query import SparkQuery
+from pielake.spark.query import SparkQuery, case_on
 from pielake.spark.runs import NO_RUN, SIDES, Side
 
 
@@ -116,12 +116,8 @@ def _taking_part(constraints: Sequence[PairConstraint], q: SparkQuery) -> Column
 def by_constraint(constraints: Iterable[PairConstraint], value: Callable[[PairConstraint], Column],
                   otherwise: Column) -> Column:
     """A column whose value depends on the row's constraint (`constraint_id`): `value(c)` for each of
-    `constraints`, `otherwise` for a row of any other. One expression serves every constraint, so that one plan
-    detects or checks them all."""
-    out = otherwise
-    for c in constraints:
-        out = F.when(F.col(V.CONSTRAINT_ID) == c.id, value(c)).otherwise(out)
-    return out
+    `constraints`, `otherwise` for a row of any other."""
+    return case_on(V.CONSTRAINT_ID, ((c.id, value(c)) for c in constraints), otherwise)
 
 
 def _range_join(a: DataFrame, b: DataFrame, q: SparkQuery, relation: str) -> DataFrame:

@@ -7,7 +7,7 @@ per symbol, the attributes RETURN aggregates read); an interval stream's rows be
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
@@ -64,6 +64,13 @@ def scaled_at_most(diff: Column, seconds: Fraction, unit: Fraction) -> Column:
 
 def scaled_at_least(diff: Column, seconds: Fraction, unit: Fraction) -> Column:
     return diff * (unit.numerator * seconds.denominator) >= F.lit(seconds.numerator * unit.denominator)
+
+
+def case_on(column: str, cases: Iterable[tuple[object, Column]], otherwise: Column) -> Column:
+    """A column whose value depends on the row's `column`: the value paired with it in `cases`, `otherwise` for a
+    value not among them. One expression serves rows of every kind (constraint, stream), so that one plan
+    computes them all."""
+    return reduce(lambda out, case: F.when(F.col(column) == case[0], case[1]).otherwise(out), cases, otherwise)
 
 
 class SparkQuery:

@@ -20,7 +20,7 @@ streams' symbols never hold.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import cached_property, reduce
 
@@ -32,7 +32,7 @@ from pielake.query.analyzer import AGGREGATES, OutputColumn, PairConstraint, Que
 from pielake.spark import columns as C
 from pielake.spark import intervals
 from pielake.spark.arrow_predicates import ArrowInput
-from pielake.spark.query import Aggregate, SparkQuery
+from pielake.spark.query import Aggregate, SparkQuery, case_on
 from pielake.spark.runs import Partial
 from pielake.streams import StreamSchema
 
@@ -142,7 +142,8 @@ class Timeline(SparkQuery):
         return F.greatest(*(F.col(C.last_time(i)) for i in range(len(self.parts))))
 
     def own_last_time(self) -> Column:
-        return _by_stream(range(len(self.parts)), lambda i: F.col(C.last_time(i)), F.lit(None).cast("bigint"))
+        return case_on(C.STREAM, ((i, F.col(C.last_time(i))) for i in range(len(self.parts))),
+                       F.lit(None).cast("bigint"))
 
     def settled_time(self) -> Column:
         """The earliest of the key's times in its streams; a stream that has told nothing of the key (NULL) has
@@ -152,8 +153,8 @@ class Timeline(SparkQuery):
     def may_reach(self, floor: int) -> Column:
         """An interval row that may reach `floor`; every event of a point stream, whose latest one before a cut
         holds at it however long ago it came (`reaching`)."""
-        return _by_stream((i for i, part in enumerate(self.parts) if part.intervals),
-                          lambda i: self.parts[i].may_reach(floor), F.lit(True))
+        return case_on(C.STREAM, ((i, part.may_reach(floor)) for i, part in enumerate(self.parts) if part.intervals),
+                       F.lit(True))
 
     def reaching(self, events: DataFrame, cut: Column) -> DataFrame:
         """Each stream's events that a key recomputed from `cut` reads. The cut is an instant of the timeline, not
@@ -224,8 +225,3 @@ class Timeline(SparkQuery):
             situations = intervals.with_partials(situations, self.rows_of(events, i), part)
         return situations
 
-
-def _by_stream(streams: Iterable[int], value: Callable[[int], Column], otherwise: Column) -> Column:
-    """A column whose value depends on the stream a row of the events frame comes from (`C.STREAM`): `value(i)`
-    for each stream number of `streams`, `otherwise` for a row of any other."""
-    return reduce(lambda out, i: F.when(F.col(C.STREAM) == i, value(i)).otherwise(out), streams, otherwise)
