@@ -159,18 +159,17 @@ class Scope:
             rows = rows.filter(after_floor)
         return rows.join(self._cuts(), list(self.keys)).filter(anchor > F.col(SCOPE_CUT)).drop(SCOPE_CUT)
 
-    def last_times(self) -> DataFrame:
-        """Per key, its latest time, and over several streams its time in each (`SparkQuery.latest_times`)."""
-        return self.frame.select(*self.keys, *(c for c in self.frame.columns if c.startswith(LAST_TIME)))
+    def last_times(self, q: SparkQuery) -> DataFrame:
+        """Per key, its latest time, and over several streams its time in each (`SparkQuery.time_columns`)."""
+        return self.frame.select(*self.keys, *q.time_columns)
 
 
 def mark_unprocessed(rows: DataFrame, progress: DataFrame, q: SparkQuery, *, time: Column, mark: str) -> DataFrame:
     """`rows` with a boolean column `mark`: the row lies after its key's processed time in its stream, as
     `progress` holds it (a key that has none is new). The one rule behind both "which keys has a micro-batch to
     process" and "which events are late"."""
-    times = [c for c in progress.columns if c.startswith(LAST_TIME)]
-    done = rows.join(F.broadcast(progress.select(*q.keys, *times)), list(q.keys), "left")
-    return done.withColumn(mark, q.own_last_time().isNull() | (time > q.own_last_time())).drop(*times)
+    done = rows.join(F.broadcast(progress.select(*q.keys, *q.time_columns)), list(q.keys), "left")
+    return done.withColumn(mark, q.own_last_time().isNull() | (time > q.own_last_time())).drop(*q.time_columns)
 
 
 def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFrame | None,
@@ -202,11 +201,10 @@ def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFra
 def _carried_times(latest: DataFrame, progress: DataFrame, q: SparkQuery) -> DataFrame:
     """The scope's keys' latest times over several streams: a stream with no new events of the key keeps the time
     `progress` holds for it (`latest` has NULL there), and the key's latest time is the latest of them."""
-    streams = [c for c in latest.columns if c.startswith(LAST_TIME) and c != LAST_TIME]
-    if not streams:
+    if not q.stream_times:
         return latest
-    prior = progress.select(*q.keys, *(F.col(c).alias(f"__prior{c}") for c in streams))
-    carried = [F.coalesce(F.col(c), F.col(f"__prior{c}")).alias(c) for c in streams]
+    prior = progress.select(*q.keys, *(F.col(c).alias(f"__prior{c}") for c in q.stream_times))
+    carried = [F.coalesce(F.col(c), F.col(f"__prior{c}")).alias(c) for c in q.stream_times]
     return (latest.join(F.broadcast(prior), list(q.keys), "left").select(*q.keys, *carried)
             .withColumn(LAST_TIME, q.latest_time()))
 
@@ -256,7 +254,7 @@ def next_progress(scope: Scope, q: SparkQuery, *, situations: DataFrame, pairs: 
     reach = scope.frame.select(*q.keys, (q.settled_time() - q.window_ceiling).alias(BOUND))
     open_rows = unsettled(q, situations=situations, pairs=pairs, matches=None)
     cuts = cut_before(reach.unionByName(open_rows), run_starts, q.keys)
-    state = [c for c in scope.frame.columns if c.startswith((LAST_TIME, EVENTS_VERSION))]
+    state = (*q.time_columns, *events_versions(q.stream_count))
     return scope.frame.select(*q.keys, *state).join(cuts, list(q.keys), "left")
 
 

@@ -163,7 +163,7 @@ def detect_constraints(ctx: StepContext) -> StageResult:
         constraints = [job.constraint(c) for c in constraint_ids]
         q = job.query
         pairs = job.scope().owned(detect_pairs(job.staged(V.SEGMENTS), job.staged(V.SITUATIONS), constraints, q,
-                                               job.scope().last_times()),
+                                               job.scope().last_times(q)),
                                   derived_tables(q)[V.PAIRS])  # the rows of the situations it owns
         chosen = ", ".join(f"'{c.id}'" for c in constraints)  # analyzer-made ids: c1, c2, ...
         written = job.staging.overwrite(pairs, job.table(V.PAIRS), partition_by=(V.CONSTRAINT_ID,),
@@ -179,7 +179,7 @@ def join_matches(ctx: StepContext) -> StageResult:
 
     def work() -> dict[str, int]:
         q = job.query
-        matches = find_matches(job.staged(V.PAIRS), job.staged(V.SITUATIONS), job.scope().last_times(), q,
+        matches = find_matches(job.staged(V.PAIRS), job.staged(V.SITUATIONS), job.scope().last_times(q), q,
                                job.run_id)
         with settings_within(job.lake.spark, MATCHES_SETTINGS):
             return {job.table(V.MATCHES): job.staging.overwrite(matches, job.table(V.MATCHES))}

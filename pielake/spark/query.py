@@ -316,6 +316,23 @@ class SparkQuery:
 
     # ------------------------------------------------------------ what a run knows
 
+    @property
+    def stream_count(self) -> int:
+        """How many streams the query reads (over several, it is a `pielake.spark.timeline.Timeline`)."""
+        return 1
+
+    @property
+    def stream_times(self) -> tuple[str, ...]:
+        """The columns of a key's time in each of its streams that `latest_times` gives beside `C.LAST_TIME`: none
+        over one stream, whose time is `C.LAST_TIME` itself."""
+        return () if self.stream_count == 1 else tuple(C.last_time(i) for i in range(self.stream_count))
+
+    @property
+    def time_columns(self) -> tuple[str, ...]:
+        """Every column of a key's times that `latest_times` gives and the progress keeps: each stream's, then
+        the latest of them."""
+        return (*self.stream_times, C.LAST_TIME)
+
     def last_time_of(self, symbol: str) -> str:
         """The column of a key's latest time in the symbol's stream, as far as the run knows it (`latest_times`):
         how long an open situation of the symbol is known to last."""

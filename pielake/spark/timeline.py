@@ -127,6 +127,10 @@ class Timeline(SparkQuery):
     def stored_reach(self) -> Column:
         return F.coalesce(*(part.stored_reach() for part in self.parts))
 
+    @property
+    def stream_count(self) -> int:
+        return len(self.parts)
+
     def last_time_of(self, symbol: str) -> str:
         return C.last_time(self.stream_of[symbol])
 
@@ -139,16 +143,15 @@ class Timeline(SparkQuery):
         return events.groupBy(*self.keys).agg(*times).withColumn(C.LAST_TIME, self.latest_time())
 
     def latest_time(self) -> Column:
-        return F.greatest(*(F.col(C.last_time(i)) for i in range(len(self.parts))))
+        return F.greatest(*(F.col(c) for c in self.stream_times))
 
     def own_last_time(self) -> Column:
-        return case_on(C.STREAM, ((i, F.col(C.last_time(i))) for i in range(len(self.parts))),
-                       F.lit(None).cast("bigint"))
+        return case_on(C.STREAM, ((i, F.col(c)) for i, c in enumerate(self.stream_times)), F.lit(None).cast("bigint"))
 
     def settled_time(self) -> Column:
         """The earliest of the key's times in its streams; a stream that has told nothing of the key (NULL) has
         told nothing up to any time, so every row of the key may still change."""
-        return F.least(*(F.coalesce(F.col(C.last_time(i)), F.lit(C.NEVER_TOLD)) for i in range(len(self.parts))))
+        return F.least(*(F.coalesce(F.col(c), F.lit(C.NEVER_TOLD)) for c in self.stream_times))
 
     def may_reach(self, floor: int) -> Column:
         """An interval row that may reach `floor`; every event of a point stream, whose latest one before a cut
@@ -186,7 +189,7 @@ class Timeline(SparkQuery):
         """The timeline: keys, `__t` and the flags words at every instant of any stream, each stream's bits carried
         forward from its own latest instant (none before its first: its symbols do not hold yet)."""
         words = [word for word, _ in self.flag_bits]
-        streams = range(len(self.parts))
+        streams = range(self.stream_count)
         instants = reduce(DataFrame.unionByName, (
             part.prepare(self.rows_of(events, i)).select(*self.keys, C.T, *words, F.lit(i).alias(C.STREAM))
             for i, part in enumerate(self.parts)))
