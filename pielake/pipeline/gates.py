@@ -44,6 +44,7 @@ from pielake.pipeline.job import QueryJob
 from pielake.pipeline.scope import derived_tables
 from pielake.semantics.relations import RELATIONS
 from pielake.spark.pairs import by_constraint
+from pielake.spark.query import case_on
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
 EXPECTATIONS_DIR = Path(__file__).resolve().parents[2] / "expectations"
@@ -263,9 +264,7 @@ def situations_frame(job: QueryJob) -> Frame:
     """The staged situations, with `__ordered`, `__apart` and `__fits` (`expectations/situations.json`)."""
     q, staged = job.query, job.staged(V.SITUATIONS)
     following = F.lead(V.TS).over(Window.partitionBy(*q.keys, V.SYMBOL).orderBy(V.TS))
-    fits = F.lit(True)
-    for s in job.plan.symbols:
-        fits = F.when(F.col(V.SYMBOL) == s.name, q.takes_part(s.name)).otherwise(fits)
+    fits = q.row_takes_part(F.lit(True))  # a symbol the query does not define has nothing to fit
     checked = staged.select(
         *staged.columns,
         (F.col(V.TE).isNull() | (F.col(V.TS) < F.col(V.TE))).alias("__ordered"),
@@ -279,9 +278,9 @@ def pairs_frame(job: QueryJob) -> Frame:
     q, staged, constraints = job.query, job.staged(V.PAIRS), job.plan.constraints
     a = SimpleNamespace(ts=F.col("a_ts"), te=F.col("a_te"))
     b = SimpleNamespace(ts=F.col("b_ts"), te=F.col("b_te"))
-    holds = F.lit(False)
-    for name, relation in RELATIONS.items():  # followed-by: its endpoint part; the gap is the automaton's
-        holds = F.when(F.col(V.RELATION) == name, relation.condition(a, b)).otherwise(holds)
+    # followed-by: its endpoint part; the gap is the automaton's
+    holds = case_on(V.RELATION, ((name, relation.condition(a, b)) for name, relation in RELATIONS.items()),
+                    F.lit(False))
     open_or_undecided = F.col(V.RELATION).isNull() | F.col("a_te").isNull() | F.col("b_te").isNull()
     allowed = by_constraint(constraints, lambda c: F.col(V.RELATION).isin(*sorted(c.relations)), F.lit(None))
     checked = staged.select(

@@ -21,7 +21,7 @@ from pielake.query import ast
 from pielake.query.analyzer import PairConstraint
 from pielake.query.join_order import join_order
 from pielake.spark.compile import Compiler
-from pielake.spark.query import SparkQuery
+from pielake.spark.query import SparkQuery, case_on
 
 FIRST_START, LAST_START, DECIDED = "__first_start", "__last_start", "__decided"  # join_pairs' running bounds
 BROADCAST_PAIR_ROWS = 4_000_000  # pair rows the joins may hold in broadcast hash tables at once (~0.3 GB)
@@ -54,9 +54,8 @@ def _prefixed(pairs: DataFrame, q: SparkQuery, order: tuple[PairConstraint, ...]
     join: every join would then broadcast a table of its own and read the held pairs once more. Joined on the
     column, the joins share one broadcast of their pairs.
     """
-    follows = F.lit(None).cast("string")
-    for c, after in pairwise(order):
-        follows = F.when(F.col(V.CONSTRAINT_ID) == c.id, F.lit(after.id)).otherwise(follows)
+    follows = case_on(V.CONSTRAINT_ID, ((c.id, F.lit(after.id)) for c, after in pairwise(order)),
+                      F.lit(None).cast("string"))
     columns = (*q.keys, V.CONSTRAINT_ID, "a_ts", "a_te", "b_ts", "b_te", V.DECIDED_AT)
     return pairs.select(*(F.col(c).alias(PAIR + c) for c in columns), follows.alias(PAIR + NEXT))
 

@@ -208,12 +208,13 @@ def detect_pairs(runs: DataFrame, situations: DataFrame, constraints: Sequence[P
 def _known_in_time(pairs: DataFrame, constraints: Sequence[PairConstraint], q: SparkQuery,
                    last_times: DataFrame | None) -> DataFrame:
     """`pairs` without those decided after what the run knows of their streams (`SparkQuery.known_by`)."""
-    bounded = [c for c in constraints if q.known_by(c) is not None]
-    if not bounded:
+    bounds = {c.id: known for c in constraints if (known := q.known_by(c)) is not None}
+    if not bounds:
         return pairs
     if last_times is None:
         raise ValueError("pairs across streams need each key's time in every stream (last_times)")
-    in_time = by_constraint(bounded, lambda c: F.col(V.DECIDED_AT) <= q.known_by(c), F.lit(True))
+    in_time = case_on(V.CONSTRAINT_ID, ((cid, F.col(V.DECIDED_AT) <= known) for cid, known in bounds.items()),
+                      F.lit(True))
     return pairs.join(F.broadcast(last_times), list(q.keys)).filter(in_time).select(*pairs.columns)
 
 

@@ -393,6 +393,11 @@ class SparkQuery:
             fits = fits & scaled_at_most(diff, sym.max_seconds, self.unit)
         return fits
 
+    def row_takes_part(self, otherwise: Column) -> Column:
+        """Whether a situations row takes part in matches (`takes_part` of the row's own symbol); `otherwise` for
+        a row of a symbol the query does not define."""
+        return case_on(V.SYMBOL, ((s.name, self.takes_part(s.name)) for s in self.plan.symbols), otherwise)
+
     def situations(self, runs: DataFrame, events: DataFrame) -> DataFrame:
         """One row per situation per key (kernel time): keys, symbol, ts, te, status, takes_part, aggregates.
         `events` are what the runs were encoded from: an interval stream's aggregates read its rows."""
@@ -402,13 +407,10 @@ class SparkQuery:
                 .withColumn(V.TS, F.col(C.START)).withColumn(V.TE, F.col(C.END)))
         if not self.partials_in_kernel:
             rows = self.with_row_partials(rows, events)
-        takes_part = F.lit(False)
-        for s in self.plan.symbols:
-            takes_part = F.when(F.col(V.SYMBOL) == s.name, self.takes_part(s.name)).otherwise(takes_part)
         aggregates = [self.aggregate_column(name) for name in dict.fromkeys(a.column for a in self.aggregates)]
         return rows.select(*self.keys, V.SYMBOL, V.TS, V.TE,
                            F.when(F.col(V.TE).isNull(), V.OPEN).otherwise(V.CLOSED).alias(V.STATUS),
-                           takes_part.alias(V.TAKES_PART), *aggregates)
+                           self.row_takes_part(F.lit(False)).alias(V.TAKES_PART), *aggregates)
 
     def aggregate_column(self, name: str) -> Column:
         """`func_attr` over whichever symbols RETURN reads it from; each row holds its own symbol's value."""

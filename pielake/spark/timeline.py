@@ -227,4 +227,3 @@ class Timeline(SparkQuery):
         for i, part in enumerate(self.parts):
             situations = intervals.with_partials(situations, self.rows_of(events, i), part)
         return situations
-
