@@ -73,8 +73,11 @@ class Case:
 
     def json_rows(self, rows: list[Row]) -> list[Row]:
         """Rows as a JSON file of the stream holds them: times as ISO-8601 text with a zone."""
-        stored = self.stored_rows(rows)
-        return self._times(stored, lambda t: t.replace(tzinfo=UTC).isoformat()) if self.timed else stored
+        return self._times(rows, self.written_time) if self.timed else list(rows)
+
+    def written_time(self, t: int) -> str:
+        """A time as a user writes it (in a JSON file, or `--from`): of a TIMESTAMP stream, ISO-8601 with a zone."""
+        return (EPOCH + t * timedelta(seconds=1)).replace(tzinfo=UTC).isoformat() if self.timed else str(t)
 
     def key_of(self, row: Row) -> tuple[Any, ...]:
         return tuple(row[k] for k in self.keys)

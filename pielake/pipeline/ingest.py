@@ -404,9 +404,7 @@ def streams_for(lake: Lake, plan: QueryPlan, request: RunRequest,
                 schemas_dir: Path = SCHEMAS_DIR) -> tuple[StreamSchema, ...]:
     """The schema of each stream of the query's FROM, in its order: the one the lake was ingested with, else the
     project's `schemas/`, else, for a run that reads the stream's events file, inferred from it; saved in the lake
-    for the steps after this one. A query over several streams is not backfilled (`one_stream`)."""
-    if len(plan.sources) > 1 and request.mode == "backfill":
-        plan.one_stream("backfills")
+    for the steps after this one."""
     if plan.upstream_source is not None:
         return (_matches_stream(lake, plan, request),)
     found = []

@@ -46,7 +46,8 @@ class RunRequest:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise PielakeError(f"unknown mode '{self.mode}'; use one of {', '.join(MODES)}")
-        object.__setattr__(self, "stream_events", tuple((name, path) for name, path in self.stream_events))
+        # a stream named with no file (an empty Airflow param) has no events file
+        object.__setattr__(self, "stream_events", tuple((name, path) for name, path in self.stream_events if path))
 
     def events_of(self, plan: QueryPlan, stream: str) -> str | None:
         """The events file of `stream` (a stream of the query's FROM), if the run reads one: `events_path` for a
@@ -88,8 +89,8 @@ class QueryJob:
 
     @property
     def stream(self) -> StreamSchema:
-        """The stream of a query over one; what only such a query does (micro-batches, backfills, queries over
-        matches) reads it, and `streams_for` refuses those of a query over several before a run starts."""
+        """The stream of a query over one; what only such a query does (reading another query's matches, checking
+        its events gate with no stream named) reads it."""
         if len(self.streams) > 1:
             raise PielakeError(f"query {self.plan.name} reads {len(self.streams)} streams, not one")
         return self.streams[0]
@@ -105,11 +106,6 @@ class QueryJob:
         queries over one stream ingest side by side and a run's steps hand their rows on in the lake's one
         `_staging/`; over several streams, one per stream."""
         return self.table(V.EVENTS) if len(self.streams) == 1 else V.table_name(V.EVENTS, self.plan.name, stream.name)
-
-    @property
-    def events(self) -> DataFrame:
-        """The stream's events with the run's key columns (`SparkQuery.keyed`)."""
-        return self.query.keyed(self.lake.read(events_table(self.stream)))
 
     def events_at(self, versions: dict[str, int]) -> DataFrame:
         """The streams' events at the versions of their tables the run reads (`versions`, by table, in FROM's
@@ -198,19 +194,19 @@ class StepContext:
 
     @cached_property
     def backfill_range(self) -> tuple[int, int] | None:
-        """A backfill's bounds in kernel time, read in the stream's own time type; None for other modes."""
+        """A backfill's bounds in kernel time, read in the streams' own time type; None for other modes."""
         if self.request.mode != "backfill":
             return None
         since, until = self.request.since, self.request.until
         if since is None or until is None:
             raise PielakeError("a backfill needs --from and --to")
+        first = self.job.streams[0]  # the streams' times are of one kind (docs/semantics.md §1)
         bounds = []
         for text in (since, until):
             try:
-                bounds.append(self.job.declared_query().parse_time(text))
+                bounds.append(self.job.declared_query(first).parse_time(text))
             except ValueError as error:
-                raise PielakeError(f"cannot read '{text}' as a time of stream {self.job.stream.name}: "
-                                   f"{error}") from None
+                raise PielakeError(f"cannot read '{text}' as a time of stream {first.name}: {error}") from None
         if bounds[0] > bounds[1]:
             raise PielakeError(f"--from {since} is after --to {until}")
         return bounds[0], bounds[1]

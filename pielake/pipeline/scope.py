@@ -189,7 +189,7 @@ def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFra
         return latest.withColumn(CUT, F.lit(None).cast("bigint"))
     if mode == "backfill":
         assert backfill_cuts is not None
-        return latest.join(backfill_cuts, list(q.keys)).select(*q.keys, CUT, LAST_TIME)
+        return latest.join(backfill_cuts, list(q.keys)).select(*q.keys, CUT, *q.time_columns)
     assert progress is not None
     candidates = events if new_events is None else new_events
     pending = mark_unprocessed(candidates, progress, q, time=q.event_time(), mark="__pending")
@@ -259,13 +259,18 @@ def next_progress(scope: Scope, q: SparkQuery, *, situations: DataFrame, pairs: 
 
 
 def backfill_cut(q: SparkQuery, since: int, *, events: DataFrame, situations: DataFrame,
-                 unsettled_rows: DataFrame) -> DataFrame:
-    """Cuts for a backfill from kernel time `since`: before `since` minus the window, before every situation
-    still alive then, and before every unsettled row, for the keys with events at or after `since`."""
+                 unsettled_rows: DataFrame, progress: DataFrame) -> DataFrame:
+    """Cuts for a backfill from kernel time `since`, for the keys with events at or after `since`: before `since`
+    minus the window, before every situation still alive then, before every unsettled row, and at or before the
+    cut the next micro-batch would take (`progress`). Over several streams that last one reaches back from the
+    time every stream has told (`next_progress`), which may lie well before `since` when one stream lags: the
+    backfill's events may be what the slower stream had not told, and its recomputed slice then holds the event
+    times the run's own progress cuts at."""
     reach = since - q.window_ceiling + 1
     timed = events.select(*q.keys, q.event_time().alias(C.T))
     touched = timed.filter(F.col(C.T) >= since).select(*q.keys).distinct()
     alive = situations.filter(F.col(V.TE).isNull() | (F.col(V.TE) >= reach)).select(*q.keys, F.col(V.TS).alias(BOUND))
+    planned = progress.select(*q.keys, F.coalesce(F.col(CUT) + 1, F.lit(NO_CUT)).alias(BOUND))
     bounds = reduce(DataFrame.unionByName, [touched.withColumn(BOUND, F.lit(reach).cast("bigint")), alive,
-                                            unsettled_rows])
+                                            unsettled_rows, planned])
     return touched.join(cut_before(bounds.join(touched, list(q.keys)), timed, q.keys), list(q.keys), "left")

@@ -104,7 +104,7 @@ def derive_situations(ctx: StepContext) -> StageResult:
         def stage_scope(key_bounds: DataFrame | None = None) -> int:
             progress = job.published(V.PROGRESS) if mode == "incremental" else None  # only a micro-batch reads it
             scope_rows = plan_scope(events, q, mode=mode, progress=progress, new_events=_new_events(job, progress),
-                                    backfill_cuts=_backfill_cuts(job, q, since) if mode == "backfill" else None,
+                                    backfill_cuts=_backfill_cuts(job, q, since, events) if mode == "backfill" else None,
                                     key_bounds=key_bounds)
             read = {name: F.lit(v) for name, v in zip(events_versions(len(versions)), versions.values(), strict=True)}
             return job.staging.overwrite(scope_rows.withColumns(read), job.table(V.SCOPE),
@@ -142,15 +142,16 @@ def _new_events(job: QueryJob, progress: DataFrame | None) -> DataFrame | None:
     return None if any(frame is None for frame in inserted) else job.query.events_of(inserted)
 
 
-def _backfill_cuts(job: QueryJob, q: SparkQuery, since: int | None) -> DataFrame:
+def _backfill_cuts(job: QueryJob, q: SparkQuery, since: int | None, events: DataFrame) -> DataFrame:
     if since is None:
         raise ValueError("a backfill needs the time it starts from")
-    published = {kind: job.published(kind) for kind in (V.SITUATIONS, V.PAIRS, V.MATCHES)}
+    published = {kind: job.published(kind) for kind in (V.SITUATIONS, V.PAIRS, V.MATCHES, V.PROGRESS)}
     if any(rows is None for rows in published.values()):
         raise LakeError(f"query {job.plan.name} has no published results to backfill; run it once first")
     tables = derived_tables(q)  # read in the form the stages compute in
-    situations, pairs, matches = (tables[kind].to_staged(rows) for kind, rows in published.items())
-    return backfill_cut(q, since, events=job.events, situations=situations,
+    situations, pairs, matches = (tables[kind].to_staged(published[kind])
+                                  for kind in (V.SITUATIONS, V.PAIRS, V.MATCHES))
+    return backfill_cut(q, since, events=events, situations=situations, progress=published[V.PROGRESS],
                         unsettled_rows=unsettled(q, situations=situations, pairs=pairs, matches=matches))
 
 

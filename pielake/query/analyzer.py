@@ -136,7 +136,7 @@ class QueryPlan:
         if len(self.sources) > 1:
             self.refuse(self.sources[1], f"pielake {doing} a query over one stream; this one reads "
                         f"{len(self.sources)} ({', '.join(s.stream for s in self.sources)})",
-                        "Batch runs and micro-batches (`pielake run`, with or without --incremental) read several "
+                        "Batch runs, micro-batches and backfills (`pielake run`, `pielake backfill`) read several "
                         "streams (docs/semantics.md §1, several streams).")
         return self.sources[0]
 

@@ -3,6 +3,7 @@ brute-force reference computes from the events so far, provisional matches inclu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -204,6 +205,66 @@ def test_micro_batches_of_two_streams_equal_the_reference_after_every_batch(
     query, streams, batches = case
     event(f"keys: {len(streams[0].keys)}, {'TIMESTAMP' if streams[0].timed else 'numeric'} time")
     assert_streams_in_micro_batches(spark, tmp_path / "lake", query, streams, batches)
+
+
+@st.composite
+def two_streams_backfilled(draw: st.DrawFn, most: int = 3) -> tuple[str, list[Case], list[dict], Case, tuple]:
+    """A query over two streams in micro-batches (`two_streams_in_micro_batches`) whose one stream's events in a
+    range of time are held back: some arrive after the others as a micro-batch of their own (late, so
+    quarantined), the rest only in that stream's file of the backfill over the range. Returns the query, the
+    streams, the micro-batches, the stream held back, and the range with what arrives late and in the backfill."""
+    query, *streams = draw(two_streams())
+    held_stream = draw(st.sampled_from([s for s in streams if s.rows]))
+    times = sorted({r["ts"] for r in held_stream.rows})
+    low = draw(st.sampled_from(times))
+    high = draw(st.sampled_from([t for t in times if t >= low]))
+    held = [r for r in held_stream.rows if low <= r["ts"] <= high]
+    late = [r for r in held if draw(st.booleans())]
+    kept = {s.name: [r for r in s.rows if r not in held] for s in streams}
+    count = draw(st.integers(1, most))
+    cut = {s.name: cut_per_key(draw, dataclasses.replace(s, rows=kept[s.name]), count) for s in streams}
+    batches = [{name: parts[index] for name, parts in cut.items()} for index in range(count)]
+    return query, streams, batches, held_stream, (low, high, late, [r for r in held if r not in late])
+
+
+@MICRO_SETTINGS
+@given(case=two_streams_backfilled())
+def test_a_backfill_of_two_streams_equals_the_reference_over_everything(
+        spark: SparkSession, tmp_path: Path, case: tuple[str, list[Case], list[dict], Case, tuple]) -> None:
+    """Over several streams as over one (docs/semantics.md §7): after the micro-batches and the late events, a
+    backfill of the range re-admits the quarantined ones and ingests its file's; the tables then equal the
+    reference over every event, the quarantine holds no late row, and the backfill run again changes nothing."""
+    query, streams, batches, held, (low, high, late, in_file) = case
+    root = tmp_path / "lake"
+    shutil.rmtree(root, ignore_errors=True)
+    for stream in streams:
+        save_schema(stream.stream, root / "_streams")
+    lake, plan = Lake(spark, root), load_query(query, "q", [stream.stream for stream in streams])
+
+    def files(batch: dict[str, list[dict]], name: str) -> tuple[tuple[str, str], ...]:
+        written = []
+        for stream in (s for s in streams if batch.get(s.name)):
+            path = root / f"{name}_{stream.name}.json"
+            path.write_text("\n".join(json.dumps(r) for r in stream.json_rows(batch[stream.name])))
+            written.append((stream.name, str(path)))
+        return tuple(written)
+
+    for index, batch in enumerate([*batches, {held.name: late}]):
+        run_query(lake, plan, f"mb{index}", RunRequest(mode="incremental", stream_events=files(batch, f"mb{index}"),
+                                                       checks=False))
+    backfill = RunRequest(mode="backfill", since=held.written_time(low), until=held.written_time(high),
+                          stream_events=files({held.name: in_file}, "backfill"), checks=False)
+    summary = run_query(lake, plan, "repair", backfill)
+    assert summary.ingest.quarantined == 0
+    given = {s.name: StreamEvents(s.kernel_rows(), "ts", s.end_column) for s in streams}
+    assert spark_rows(lake.read("matches_q"), plan) == reference_rows(find_matches_of(given, plan, held.unit), plan)
+    assert situation_rows(lake, plan) == sorted(
+        (s.key, s.symbol, s.ts, s.te) for s in derive_situations_of(given, plan))
+    quarantine = f"quarantine_{held.name.lower()}"
+    assert not late or lake.read(quarantine).filter("reason = 'late'").count() == 0
+    before = snapshot(lake, plan)
+    run_query(lake, plan, "repair", backfill)
+    assert snapshot(lake, plan) == before
 
 
 def test_a_micro_batch_recomputes_from_a_cut_inside_a_long_interval_row(spark: SparkSession, tmp_path: Path) -> None:
