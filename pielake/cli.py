@@ -271,16 +271,17 @@ def run_command(query_file: str, *, events_given: tuple[str, ...], incremental: 
 @click.argument("query_file")
 @click.option("--from", "since", required=True, help="Start of the range (stream time: number or ISO timestamp).")
 @click.option("--to", "until", required=True, help="End of the range, inclusive.")
-@click.option("--events", "events_path", default=None,
-              help="History to add in the range (events outside it are quarantined); optional.")
+@click.option("--events", "events_given", multiple=True,
+              help="History to add in the range (events outside it are quarantined); optional. Over several "
+                   "streams, STREAM=FILE, once for each stream with history to add.")
 @run_options
 @user_errors
-def backfill_command(query_file: str, *, since: str, until: str, events_path: str | None, lake_dir: str,
+def backfill_command(query_file: str, *, since: str, until: str, events_given: tuple[str, ...], lake_dir: str,
                      master: str | None, remote: str | None, run_id: str | None, **options: Any) -> None:
     """Recompute QUERY_FILE from before --from: re-admits the quarantined late events in the range and the
-    --events file's, and replaces every derived row from there on with what a batch run over all events gives."""
-    _run(query_file, {"events_path": events_path}, lake_dir, master=master, remote=remote, run_id=run_id,
-         mode="backfill", since=since, until=until, **options)
+    --events files', and replaces every derived row from there on with what a batch run over all events gives."""
+    _run(query_file, events_files(load_query_file(query_file), events_given), lake_dir, master=master,
+         remote=remote, run_id=run_id, mode="backfill", since=since, until=until, **options)
 
 
 @main.command("sql")

@@ -157,13 +157,14 @@ def load_schema(stream: str, directory: Path = SCHEMAS_DIR) -> StreamSchema | No
 def events_files(plan: QueryPlan, given: Sequence[str]) -> dict[str, object]:
     """A run request's events files (`RunRequest`'s `events_path`, or `stream_events`) from what a user gives
     (`--events`, a registration's `events`): a query over one stream takes one file; a query over several a
-    `STREAM=FILE` for each of its streams with new events."""
+    `STREAM=FILE` for each of its streams with new events (`STREAM=` alone, what an Airflow param left empty
+    renders to, gives that stream none: `RunRequest`)."""
     if len(plan.sources) == 1:
         if len(given) > 1:
             raise PielakeError(f"query {plan.name} reads one stream: give one events file, not {len(given)}")
         return {"events_path": given[0] if given else None}
     pairs = [value.partition("=") for value in given]
-    wrong = [value for value, (name, eq, path) in zip(given, pairs, strict=True) if not (name and eq and path)]
+    wrong = [value for value, (name, eq, _) in zip(given, pairs, strict=True) if not (name and eq)]
     if wrong:
         streams = " ".join(f"--events {s.stream}=FILE" for s in plan.sources)
         raise PielakeError(f"query {plan.name} reads {len(plan.sources)} streams: name each file's stream "

@@ -26,8 +26,9 @@ tagged `broken`, whose documentation and only task say its file, line, column an
 
 `pielake_<name>` runs every micro-batch (incremental mode, one run at a time, in order). Airflow's own backfill of
 it (`airflow backfill create --dag-id pielake_<name> ...`) replays missed schedule intervals as micro-batches.
-`pielake_<name>_backfill` (no schedule, params `from`, `to`, `events`) is the repair of docs/semantics.md §7: it
-re-admits late and historical events in a range and recomputes from before it.
+`pielake_<name>_backfill` (no schedule, params `from`, `to`, `events`; over several streams `events_<Stream>`
+for each) is the repair of docs/semantics.md §7: it re-admits late and historical events in a range and
+recomputes from before it.
 """
 
 from __future__ import annotations
@@ -273,15 +274,19 @@ def backfill_dag(registration: Registration, registry: Registry = STAGES) -> DAG
     """Manual repair of a time range (docs/semantics.md §7). It and the scheduled DAG write the same tables, and
     max_active_runs only keeps runs of one DAG apart: the query's run lock keeps the two apart, each run's first
     step waiting (`PIELAKE_LOCK_WAIT`) until the other has published."""
-    name = registration.plan.name
-    params = {"from": Param(type="string", description="start of the range, in the stream's time"),
+    name, streams = registration.plan.name, [source.stream for source in registration.plan.sources]
+    files = {"events": "{{ params.events }}"} if len(streams) == 1 else \
+        {f"events_{stream}": f"{stream}={{{{ params['events_{stream}'] }}}}" for stream in streams}
+    params = {"from": Param(type="string", description="start of the range, in the streams' time"),
               "to": Param(type="string", description="end of the range, inclusive"),
-              "events": Param("", type="string", description="optional history file to add in the range")}
+              **{param: Param("", type="string", description="optional history file to add in the range"
+                              + ("" if len(streams) == 1 else f", of stream {param.removeprefix('events_')}"))
+                 for param in files}}
     dag = DAG(f"pielake_{name}_backfill", schedule=None, start_date=START_DATE, catchup=False,
               max_active_runs=1, default_args=DEFAULT_ARGS, params=params, tags=["pielake", "backfill"],
               doc_md=_dag_doc(registration, "Repair of a range: recomputes from before `from`, re-admitting late "
                                             "and historical events (docs/semantics.md §7)."))
-    _wire(dag, registration, _request(registration, "backfill", ("{{ params.events }}",),
+    _wire(dag, registration, _request(registration, "backfill", tuple(files.values()),
                                       since="{{ params['from'] }}", until="{{ params.to }}"), registry)
     return dag
 
@@ -345,7 +350,7 @@ def build_dags(folder: Path, registry: Registry = STAGES) -> dict[str, DAG]:
     for each in found:
         if isinstance(each, Broken):
             made = [broken_dag(each)]
-        elif each.plan.upstream_source is not None or len(each.plan.sources) > 1:  # backfilled by no pipeline
+        elif each.plan.upstream_source is not None:  # backfilled by no pipeline: rebuilt by its upstream's
             made = [scheduled_dag(each, registry)]
         else:
             made = [scheduled_dag(each, registry), backfill_dag(each, registry)]

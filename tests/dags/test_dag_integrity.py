@@ -39,6 +39,7 @@ def first_run(dag):
 print(json.dumps({{"seconds": time.perf_counter() - started, "loaded_at": time.time(),
                   "errors": {{str(k): str(v) for k, v in bag.import_errors.items()}},
                   "dags": {{d.dag_id: {{"tags": sorted(d.tags), "doc": d.doc_md, "schedule": schedule(d),
+                                       "params": sorted(d.params.keys()),
                                        "retries": d.default_args.get("retries"),
                                        "start_zone": str(d.start_date.tzinfo) if d.start_date else None,
                                        "first_run": first_run(d),
@@ -129,21 +130,28 @@ def test_each_dag_shows_its_query_and_tables_and_publish_declares_them_as_assets
                                               for kind in ("situations", "pairs", "matches")]}
 
 
-def test_a_query_over_several_streams_runs_micro_batches_of_each_streams_file(loaded: dict) -> None:
-    """Its registration names each stream's file; the pipeline does not backfill it, so it has no backfill DAG."""
-    scheduled = loaded["dags"]["pielake_vessels"]
-    assert scheduled["tasks"] == EXPECTED_GRAPH and "pielake_vessels_backfill" not in loaded["dags"]
+def test_a_query_over_several_streams_runs_micro_batches_and_backfills_of_each_streams_file(loaded: dict) -> None:
+    """Its registration names each stream's file; its backfill DAG takes a history file of each stream, and one
+    left empty gives that stream none (`RunRequest`)."""
+    scheduled, backfill = loaded["dags"]["pielake_vessels"], loaded["dags"]["pielake_vessels_backfill"]
+    assert scheduled["tasks"] == backfill["tasks"] == EXPECTED_GRAPH
     args = scheduled["args"]["ingest"]
     given = [args[i + 1] for i, arg in enumerate(args) if arg == "--events"]
     assert given == ["VesselPositions=/landing/positions.csv", "PortCalls=/landing/calls.csv"]
     assert args[args.index("--mode") + 1] == "incremental"
+    assert backfill["params"] == ["events_PortCalls", "events_VesselPositions", "from", "to"]
+    args = backfill["args"]["ingest"]
+    given = [args[i + 1] for i, arg in enumerate(args) if arg == "--events"]
+    assert given == ["VesselPositions={{ params['events_VesselPositions'] }}",
+                     "PortCalls={{ params['events_PortCalls'] }}"]
+    assert args[args.index("--mode") + 1] == "backfill"
 
 
 def test_a_query_that_does_not_parse_is_a_dag_that_names_its_file_line_and_column(loaded: dict) -> None:
     broken = loaded["dags"]["pielake_broken"]
     assert set(loaded["dags"]) == {"pielake_flag_pairs", "pielake_flag_pairs_backfill", "pielake_broken",
                                    "pielake_flag_spans", "pielake_orphan", "pielake_ping", "pielake_pong",
-                                   "pielake_vessels", "pielake_maintenance"}
+                                   "pielake_vessels", "pielake_vessels_backfill", "pielake_maintenance"}
     assert broken["tags"] == ["broken", "pielake"] and broken["schedule"] == "None"
     assert broken["tasks"] == {"parse_query": []}
     assert "broken.tpq: unknown relation 'overlap'. Line 1, Col 40. Did you mean 'overlaps'?" in broken["doc"]

@@ -15,7 +15,6 @@ from click.testing import CliRunner, Result
 from pyspark.sql import SparkSession
 
 from pielake.cli import main
-from pielake.exitcodes import EXIT_USAGE
 from pielake.lake.delta import Lake
 from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import StreamEvents, derive_situations_of, find_matches_of
@@ -136,8 +135,26 @@ def test_vessels_and_port_calls_in_one_query_equal_the_reference(tmp_path: Path,
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_a_backfill_of_several_streams_is_refused_naming_the_second(tmp_path: Path) -> None:
-    backfill = CliRunner().invoke(main, ["backfill", str(QUERY), "--from", "2026-05-04T00:00:00",
-                                         "--to", "2026-05-04T12:00:00", "--lake", str(tmp_path / "lake")])
-    assert backfill.exit_code == EXIT_USAGE, backfill.output
-    assert "backfills a query over one stream" in backfill.output and "Line 4, Col 25" in backfill.output
+def test_a_backfill_of_one_streams_history_makes_the_tables_those_of_one_run_over_everything(
+        tmp_path: Path, spark: SparkSession) -> None:
+    """Positions of a morning missing from the first run come in a backfill of that range, its file named by its
+    stream (`--events VesselPositions=FILE`); one row outside the range goes to the quarantine with its reason.
+    The tables are then those of one run over every position, the port calls unchanged."""
+    positions, calls = read("VesselPositions"), read("PortCalls")
+    since, until = "2026-05-04T06:00:00Z", "2026-05-04T10:00:00Z"
+    held = [r for r in positions if since <= r["ts"] <= until]
+    lake_dir = str(tmp_path / "lake")
+    first = run(lake_dir, f"VesselPositions={write(tmp_path / 'most.csv', [r for r in positions if r not in held])}",
+                f"PortCalls={write(tmp_path / 'calls.csv', calls)}")
+    assert first.exit_code == 0, first.output + repr(first.exception)
+    outside = {**held[0], "ts": "2026-05-04T11:01:00Z"}  # no position of it at that minute
+    backfill = CliRunner().invoke(main, ["backfill", str(QUERY), "--from", since, "--to", until, "--events",
+                                         f"VesselPositions={write(tmp_path / 'morning.csv', [*held, outside])}",
+                                         "--lake", lake_dir])
+    assert backfill.exit_code == 0, backfill.output + repr(backfill.exception)
+    assert f"{len(held) + 1} rows in = {len(held)} events + 1 quarantined" in backfill.output
+    lake = Lake(spark, Path(lake_dir))
+    plan = load_query(QUERY.read_text(encoding="utf-8"), "moving_at_berth",
+                      [load_schema("VesselPositions"), load_schema("PortCalls")])
+    assert [r["reason"] for r in lake.read("quarantine_vesselpositions").collect()] == ["outside_backfill_range"]
+    assert published(lake, plan) == reference(plan, {"VesselPositions": positions, "PortCalls": calls})

@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 from pielake.errors import QueryError
 from pielake.exitcodes import EXIT_OK, EXIT_USAGE
 from pielake.explain import explain
+from pielake.pipeline.job import RunRequest
 from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import StreamEvents, derive_situations_of, find_matches, find_matches_of
 from pielake.semantics.relations import RELATIONS
-from pielake.streams import StreamSchema
+from pielake.streams import StreamSchema, events_files
 from pielake.vocabulary import COMPLETE, PROVISIONAL, RETRACTED
 from tests.helpers import drawn
 from tests.unit.test_cli import invoke
@@ -123,6 +124,13 @@ def test_run_asks_for_each_streams_file_by_name_before_it_touches_a_lake(tmp_pat
     invoke(["run", str(query), "--events", f"Q={events}", "--lake", str(tmp_path / "lake")], EXIT_USAGE,
            "events given for Q, which query two does not read; it reads S, R")
     assert not (tmp_path / "lake").exists()
+
+
+def test_a_stream_named_with_no_file_has_none() -> None:
+    """What a backfill DAG's param left empty renders to (`S=`): the run reads no file of that stream."""
+    request = RunRequest(mode="backfill", **events_files(plan(), ["S=", "R=r.csv"]))
+    assert request.stream_events == (("R", "r.csv"),)
+    assert request.events_of(plan(), "S") is None and request.events_of(plan(), "R") == "r.csv"
 
 
 def test_explain_says_which_stream_each_symbol_reads_and_how_each_pair_is_found() -> None:
