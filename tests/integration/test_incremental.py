@@ -123,32 +123,19 @@ def assert_streams_in_micro_batches(spark: SparkSession, root: Path, query: str,
                                     batches: list[dict[str, list[dict]]]) -> list[int | None]:
     """`assert_micro_batches_equal_the_reference` of a query over any number of streams: each batch holds some
     of each stream's rows (by stream name; a stream with none in it gets no file)."""
-    shutil.rmtree(root, ignore_errors=True)
-    for stream in streams:
-        save_schema(stream.stream, root / "_streams")
-    lake = Lake(spark, root)
-    plan = load_query(query, "q", [stream.stream for stream in streams])
+    lake, plan = streams_lake(spark, root, query, streams)
     seen: dict[str, list[dict]] = {stream.name: [] for stream in streams}
     cuts: list[int | None] = []
     for index, batch in enumerate(batches):
-        files = {}
-        for stream in streams:
-            if batch.get(stream.name):
-                files[stream.name] = root / f"batch{index}_{stream.name}.json"
-                files[stream.name].write_text("\n".join(json.dumps(r) for r in stream.json_rows(batch[stream.name])))
-        request = _request(streams, files)
+        request = _request(streams, batch_files(root, streams, batch, f"batch{index}"))
         summary = run_query(lake, plan, f"mb{index}", request)
         good = {s.name: [r for r in batch.get(s.name, []) if r in s.rows] for s in streams}
         assert (summary.ingest.events, summary.ingest.quarantined) == (
             sum(map(len, good.values())), sum(len(batch.get(s.name, [])) - len(good[s.name]) for s in streams))
         for name, rows in good.items():
             seen[name] += rows
-        given = {s.name: StreamEvents(s.kernel_rows(seen[s.name]), "ts", s.end_column) for s in streams}
-        expected = reference_rows(find_matches_of(given, plan, streams[0].unit), plan)
-        assert spark_rows(lake.read("matches_q"), plan) == expected, (query, index)
+        expected = assert_published_equal_the_reference(lake, plan, streams, seen, index)
         assert summary.matches == Counter(row[4] for row in expected)  # the report counts what was published
-        assert situation_rows(lake, plan) == sorted(
-            (s.key, s.symbol, s.ts, s.te) for s in derive_situations_of(given, plan)), (query, index)
         progress = lake.read("progress_q")
         cuts.append(None if progress.filter("__cut IS NULL").count() else progress.agg({"__cut": "min"}).first()[0])
     before = snapshot(lake, plan)
@@ -157,11 +144,41 @@ def assert_streams_in_micro_batches(spark: SparkSession, root: Path, query: str,
     return cuts
 
 
-def _request(streams: list[Case], files: dict[str, Path]) -> RunRequest:
-    """A micro-batch's request: the one stream's file, or each stream's that has one."""
+def streams_lake(spark: SparkSession, root: Path, query: str, streams: list[Case]) -> tuple[Lake, QueryPlan]:
+    """An empty lake at `root` that knows the streams' schemas, and the query bound to them."""
+    shutil.rmtree(root, ignore_errors=True)
+    for stream in streams:
+        save_schema(stream.stream, root / "_streams")
+    return Lake(spark, root), load_query(query, "q", [stream.stream for stream in streams])
+
+
+def batch_files(root: Path, streams: list[Case], batch: dict[str, list[dict]], name: str) -> dict[str, Path]:
+    """Each stream's rows of `batch` as a JSON-lines file of its own; a stream with none in it gets no file."""
+    files = {}
+    for stream in (s for s in streams if batch.get(s.name)):
+        files[stream.name] = root / f"{name}_{stream.name}.json"
+        files[stream.name].write_text("\n".join(json.dumps(r) for r in stream.json_rows(batch[stream.name])))
+    return files
+
+
+def assert_published_equal_the_reference(lake: Lake, plan: QueryPlan, streams: list[Case],
+                                         rows: dict[str, list[dict]], label: object) -> list[tuple]:
+    """The published matches and situations are the reference's over `rows` (by stream name); returns the
+    matches."""
+    given = {s.name: StreamEvents(s.kernel_rows(rows[s.name]), "ts", s.end_column) for s in streams}
+    expected = reference_rows(find_matches_of(given, plan, streams[0].unit), plan)
+    assert spark_rows(lake.read("matches_q"), plan) == expected, (plan.source, label)
+    assert situation_rows(lake, plan) == sorted(
+        (s.key, s.symbol, s.ts, s.te) for s in derive_situations_of(given, plan)), (plan.source, label)
+    return expected
+
+
+def _request(streams: list[Case], files: dict[str, Path], mode: str = "incremental", **more: str) -> RunRequest:
+    """A run's request (a micro-batch's unless `mode` says otherwise): the one stream's file, or each stream's
+    that has one."""
     if len(streams) == 1:
-        return RunRequest(mode="incremental", events_path=str(files[streams[0].name]), checks=False)
-    return RunRequest(mode="incremental", stream_events=tuple((n, str(f)) for n, f in files.items()), checks=False)
+        return RunRequest(mode=mode, events_path=str(files[streams[0].name]), checks=False, **more)
+    return RunRequest(mode=mode, stream_events=tuple((n, str(f)) for n, f in files.items()), checks=False, **more)
 
 
 @st.composite
@@ -236,35 +253,42 @@ def test_a_backfill_of_two_streams_equals_the_reference_over_everything(
     reference over every event, the quarantine holds no late row, and the backfill run again changes nothing."""
     query, streams, batches, held, (low, high, late, in_file) = case
     root = tmp_path / "lake"
-    shutil.rmtree(root, ignore_errors=True)
-    for stream in streams:
-        save_schema(stream.stream, root / "_streams")
-    lake, plan = Lake(spark, root), load_query(query, "q", [stream.stream for stream in streams])
-
-    def files(batch: dict[str, list[dict]], name: str) -> tuple[tuple[str, str], ...]:
-        written = []
-        for stream in (s for s in streams if batch.get(s.name)):
-            path = root / f"{name}_{stream.name}.json"
-            path.write_text("\n".join(json.dumps(r) for r in stream.json_rows(batch[stream.name])))
-            written.append((stream.name, str(path)))
-        return tuple(written)
-
+    lake, plan = streams_lake(spark, root, query, streams)
     for index, batch in enumerate([*batches, {held.name: late}]):
-        run_query(lake, plan, f"mb{index}", RunRequest(mode="incremental", stream_events=files(batch, f"mb{index}"),
-                                                       checks=False))
-    backfill = RunRequest(mode="backfill", since=held.written_time(low), until=held.written_time(high),
-                          stream_events=files({held.name: in_file}, "backfill"), checks=False)
+        run_query(lake, plan, f"mb{index}", _request(streams, batch_files(root, streams, batch, f"mb{index}")))
+    backfill = _request(streams, batch_files(root, streams, {held.name: in_file}, "backfill"), "backfill",
+                        since=held.written_time(low), until=held.written_time(high))
     summary = run_query(lake, plan, "repair", backfill)
     assert summary.ingest.quarantined == 0
-    given = {s.name: StreamEvents(s.kernel_rows(), "ts", s.end_column) for s in streams}
-    assert spark_rows(lake.read("matches_q"), plan) == reference_rows(find_matches_of(given, plan, held.unit), plan)
-    assert situation_rows(lake, plan) == sorted(
-        (s.key, s.symbol, s.ts, s.te) for s in derive_situations_of(given, plan))
+    assert_published_equal_the_reference(lake, plan, streams, {s.name: s.rows for s in streams}, "backfill")
     quarantine = f"quarantine_{held.name.lower()}"
     assert not late or lake.read(quarantine).filter("reason = 'late'").count() == 0
     before = snapshot(lake, plan)
     run_query(lake, plan, "repair", backfill)
     assert snapshot(lake, plan) == before
+
+
+def test_a_backfill_of_the_stream_ahead_cuts_where_the_lagging_stream_needs(spark: SparkSession,
+                                                                            tmp_path: Path) -> None:
+    """S has told up to 200 and R only up to 50, so a pair across them after about 40 (R's time less the window)
+    waits for R, and the next micro-batch's cut lies before it. A backfill of S's history at 150-160 cuts at or
+    before that too, not at its own range's reach: the progress it leaves then still cuts every key, where
+    otherwise its slice would hold no event time early enough and the next micro-batch would recompute the key
+    from its first event. The tables equal the reference over everything."""
+    query = "FROM S, R PARTITION BY key DEFINE A AS S.a, B AS R.b PATTERN A overlaps; during; before B WITHIN 10 s"
+    rows = {"S": [{"key": "k", "ts": t, "a": t % 7 < 3, "b": False, "c": False, "x": float(t)} for t in range(201)],
+            "R": [{"key": "k", "ts": t, "a": False, "b": t % 5 < 2, "c": False, "x": float(t)} for t in range(51)]}
+    streams = [Case(query, rows[name], ("key",), timed=False, name=name) for name in rows]
+    held = [r for r in rows["S"] if 150 <= r["ts"] <= 160]
+    root = tmp_path / "lake"
+    lake, plan = streams_lake(spark, root, query, streams)
+    most = {"S": [r for r in rows["S"] if r not in held], "R": rows["R"]}
+    run_query(lake, plan, "whole", _request(streams, batch_files(root, streams, most, "whole"), "batch"))
+    assert lake.read("progress_q").filter("__cut IS NULL").count() == 0
+    run_query(lake, plan, "repair", _request(streams, batch_files(root, streams, {"S": held}, "backfill"), "backfill",
+                                             since="150", until="160"))
+    assert lake.read("progress_q").filter("__cut IS NULL OR __cut >= 40").count() == 0
+    assert_published_equal_the_reference(lake, plan, streams, rows, "backfill")
 
 
 def test_a_micro_batch_recomputes_from_a_cut_inside_a_long_interval_row(spark: SparkSession, tmp_path: Path) -> None:
