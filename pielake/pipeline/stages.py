@@ -51,7 +51,10 @@ from pielake.streams import save_schema
 BYTES_PER_PARTITION = 32 * 1024 * 1024
 FILES_PER_TIME_RANGE = 4  # at most this many events files per time range a shuffle would make: read in place
 ADMISSION = "events admitted in"  # the part of the situations stage that loads (a batch appends every event)
-ROWS_PER_FILE = 50_000  # published tables: small enough that a micro-batch rewrites little of them
+# Published tables: a micro-batch's MERGE rewrites the newest file of each kind whole and reads the files its scope
+# reaches, so small files keep both small; a reader of the whole table pays a few milliseconds a file
+# (docs/performance.md).
+ROWS_PER_FILE = 10_000
 
 
 @dataclass(frozen=True)
