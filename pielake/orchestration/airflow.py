@@ -275,18 +275,21 @@ def backfill_dag(registration: Registration, registry: Registry = STAGES) -> DAG
     max_active_runs only keeps runs of one DAG apart: the query's run lock keeps the two apart, each run's first
     step waiting (`PIELAKE_LOCK_WAIT`) until the other has published."""
     name, streams = registration.plan.name, [source.stream for source in registration.plan.sources]
-    files = {"events": "{{ params.events }}"} if len(streams) == 1 else \
-        {f"events_{stream}": f"{stream}={{{{ params['events_{stream}'] }}}}" for stream in streams}
+    # each events param: the run's --events value it gives, and what the trigger form says of it
+    if len(streams) == 1:
+        files = {"events": ("{{ params.events }}", "optional history file to add in the range")}
+    else:
+        files = {f"events_{stream}": (f"{stream}={{{{ params['events_{stream}'] }}}}",
+                                      f"optional history file of stream {stream} to add in the range")
+                 for stream in streams}
     params = {"from": Param(type="string", description="start of the range, in the streams' time"),
               "to": Param(type="string", description="end of the range, inclusive"),
-              **{param: Param("", type="string", description="optional history file to add in the range"
-                              + ("" if len(streams) == 1 else f", of stream {param.removeprefix('events_')}"))
-                 for param in files}}
+              **{param: Param("", type="string", description=said) for param, (_, said) in files.items()}}
     dag = DAG(f"pielake_{name}_backfill", schedule=None, start_date=START_DATE, catchup=False,
               max_active_runs=1, default_args=DEFAULT_ARGS, params=params, tags=["pielake", "backfill"],
               doc_md=_dag_doc(registration, "Repair of a range: recomputes from before `from`, re-admitting late "
                                             "and historical events (docs/semantics.md §7)."))
-    _wire(dag, registration, _request(registration, "backfill", tuple(files.values()),
+    _wire(dag, registration, _request(registration, "backfill", tuple(given for given, _ in files.values()),
                                       since="{{ params['from'] }}", until="{{ params.to }}"), registry)
     return dag
 

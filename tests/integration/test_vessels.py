@@ -59,6 +59,12 @@ def kernel_rows(name: str, rows: list[dict]) -> list[dict]:
     return [{c: value(c, v) for c, v in row.items()} for row in rows]
 
 
+def vessels_plan() -> QueryPlan:
+    """The example query, bound to its streams' schemas (`schemas/`)."""
+    return load_query(QUERY.read_text(encoding="utf-8"), "moving_at_berth",
+                      [load_schema("VesselPositions"), load_schema("PortCalls")])
+
+
 def reference(plan: QueryPlan, given: dict[str, list[dict]]) -> tuple[list[tuple], list[tuple]]:
     """The reference's matches and situations over each stream's good rows."""
     streams = {name: StreamEvents(kernel_rows(name, rows), *TIMES[name]) for name, rows in given.items()}
@@ -94,8 +100,7 @@ def test_vessels_and_port_calls_in_one_query_equal_the_reference(tmp_path: Path,
     assert "gate events: " in first.output and "FAILED" not in first.output
 
     lake = Lake(spark, Path(lake_dir))
-    plan = load_query(QUERY.read_text(encoding="utf-8"), "moving_at_berth",
-                      [load_schema("VesselPositions"), load_schema("PortCalls")])
+    plan = vessels_plan()
     reasons = {table: [r["reason"] for r in lake.read(table).collect()]
                for table in ("quarantine_vesselpositions", "quarantine_portcalls")}
     assert reasons == {"quarantine_vesselpositions": ["null_time"], "quarantine_portcalls": ["end_before_start"]}
@@ -154,7 +159,6 @@ def test_a_backfill_of_one_streams_history_makes_the_tables_those_of_one_run_ove
     assert backfill.exit_code == 0, backfill.output + repr(backfill.exception)
     assert f"{len(held) + 1} rows in = {len(held)} events + 1 quarantined" in backfill.output
     lake = Lake(spark, Path(lake_dir))
-    plan = load_query(QUERY.read_text(encoding="utf-8"), "moving_at_berth",
-                      [load_schema("VesselPositions"), load_schema("PortCalls")])
+    plan = vessels_plan()
     assert [r["reason"] for r in lake.read("quarantine_vesselpositions").collect()] == ["outside_backfill_range"]
     assert published(lake, plan) == reference(plan, {"VesselPositions": positions, "PortCalls": calls})
