@@ -1,7 +1,8 @@
 """A whole scheduled run of a generated DAG (`airflow dags test`) writes the same tables the reference computes:
 on the engine, every task a thin client on the `spark_connect` connection, after which the scheduler starts the
 downstream DAG docs/operations.md shows and the DAG of a query over the matches, both scheduled on the matches
-Asset, and that query's run publishes what the reference finds over them; and where no engine runs, every step a
+Asset, and that query's run publishes what the reference finds over them, and the backfill DAG, triggered with
+a file of history, makes the tables those of one run over every event; and where no engine runs, every step a
 real spark-submit, although the `situations` task's driver is killed (SIGKILL) in the middle of its writes and
 Airflow retries the task. (The DAG folder's integrity: tests/dags; the maintenance DAG: test_maintenance.py.)
 
@@ -29,6 +30,7 @@ from pielake.lake.delta import Lake
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import StreamEvents, derive_situations, find_matches, find_matches_of, matches_stream
 from tests.dags.test_dag_integrity import EXPECTED_GRAPH, SPANS
+from tests.helpers import drawn
 from tests.integration.conftest import BIN, QUERY, ROOT, airflow_command
 
 pytestmark = pytest.mark.heavy(seconds=580)  # about this long in CI: scheduled first
@@ -116,6 +118,27 @@ def test_a_scheduled_run_on_the_engine_writes_the_reference_tables_and_triggers_
     log = airflow_command(env, "dags", "test", "pielake_flag_spans")
     assert "state=success" in log, log[-4000:]
     assert_level_two_equals_the_reference(spark, airflow, lake)
+
+    assert_a_backfill_adds_history(spark, env, lake, tmp_path)
+
+
+def assert_a_backfill_adds_history(spark: SparkSession, env: dict[str, str], lake: Path, tmp_path: Path) -> None:
+    """The backfill DAG, triggered with its params as a user does: a file of history in a range (a new key, and
+    later flags of key j) makes the tables those of one run over every event; its row outside the range is
+    quarantined with its reason, and the lake's `runs` says both of the query's runs published."""
+    history = [*drawn(key="h", start=10, a="XXXX..", b="..XXXX"), *drawn(key="j", start=4, a="..XXX.", b="XX..XX")]
+    outside = {"key": "h", "ts": 100, "a": True, "b": False}
+    landed = tmp_path / "history.json"
+    landed.write_text("\n".join(json.dumps(r) for r in [*history, outside]))
+    conf = json.dumps({"from": "4", "to": "60", "events": str(landed)})
+    log = airflow_command(env, "dags", "test", "pielake_flag_pairs_backfill", "--conf", conf)
+    assert "state=success" in log, log[-4000:]
+    rows = [json.loads(line) for line in (Path(env["AIRFLOW_HOME"]) / "flags.json").read_text().splitlines()]
+    assert_tables_equal_the_reference(spark, lake, [*rows, *history])
+    quarantined = Lake(spark, lake).read("quarantine_flags").collect()
+    assert [(r.reason, json.loads(r.raw)["ts"]) for r in quarantined] == [("outside_backfill_range", 100)]
+    runs = Lake(spark, lake).read("runs").filter("query = 'flag_pairs'").collect()
+    assert sorted((r.mode, r.status) for r in runs) == [("backfill", "published"), ("incremental", "published")]
 
 
 def assert_level_two_equals_the_reference(spark: SparkSession, airflow: dict[str, str], lake: Path) -> None:
