@@ -26,6 +26,7 @@ threads: every use of a project holds `_PROJECT_LOCK` and makes its context the 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -70,10 +71,30 @@ def project(lake_root: Path) -> Iterator[Any]:
 
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
     with _PROJECT_LOCK:
-        context = gx.get_context(mode="file", project_root_dir=str(project_root(lake_root)))
-        context.variables.progress_bars = ProgressBarsConfig(globally=False)
-        _configure_site(context)
-        yield context
+        try:
+            context = gx.get_context(mode="file", project_root_dir=str(project_root(lake_root)))
+            context.variables.progress_bars = ProgressBarsConfig(globally=False)
+            _configure_site(context)
+            yield context
+        finally:
+            _forget_loaded_documents()
+
+
+def _forget_loaded_documents() -> None:
+    """GX parses its project's YAML with loaders it keeps in module globals, ruamel.yaml's `YAML` or GX's
+    `YAMLHandler` around one, and ruamel.yaml's loader keeps a record of every document it has loaded
+    (`YAML.doc_infos`; it reads only the record of the document being loaded). A gated run loads about 300, so a
+    process that serves runs for days (the engine) would keep them all (docs/performance.md): they are forgotten
+    whenever GX is done."""
+    from great_expectations.core.yaml_handler import YAMLHandler  # noqa: PLC0415 (imported with GX)
+    from ruamel.yaml import YAML  # noqa: PLC0415
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("great_expectations") and module is not None:
+            for value in list(vars(module).values()):
+                loader = value._handler if isinstance(value, YAMLHandler) else value
+                if isinstance(loader, YAML) and isinstance(getattr(loader, "doc_infos", None), list):
+                    loader.doc_infos.clear()
 
 
 def _configure_site(context: Any) -> None:

@@ -1,13 +1,15 @@
 """The lake's Great Expectations project keeps a bounded number of each gate's results: the Data Docs index that
 every update rebuilds lists them all, so an unbounded store makes a query run every minute slower each day; and a
 run updates the Data Docs once, with all of its gates' results. Both hold whichever engine each gate checked on,
-Spark or pandas on the driver."""
+Spark or pandas on the driver. And a process that serves runs for days keeps nothing of GX's YAML loads."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 from pyspark.sql import SparkSession
+from ruamel.yaml import YAML
 
 from pielake.pipeline import gx_project
 
@@ -48,3 +50,20 @@ def test_a_run_s_results_get_their_pages_and_index_rows_in_one_update(spark: Spa
     assert all(page.exists() for page in pages)
     index = gx_project.docs_index(tmp_path).read_text(encoding="utf-8")
     assert "q.events" in index and "q.situations" in index
+
+
+def documents_on_record() -> int:
+    """Documents every ruamel.yaml loader in this process keeps a record of, wherever it is held."""
+    gc.collect()
+    return sum(len(getattr(o, "doc_infos", ())) for o in gc.get_objects() if isinstance(o, YAML))
+
+
+def test_no_loader_keeps_a_record_of_the_yaml_gx_loaded_once_a_project_is_done(spark: SparkSession,
+                                                                               tmp_path: Path) -> None:
+    frame = spark.createDataFrame([(1,), (2,)], "id BIGINT").toPandas()
+    with gx_project.project(tmp_path) as context:
+        checkpoint = gx_project.checkpoint(context, "q.events", EXPECTATIONS, "BOOLEAN_ONLY", engine="pandas")
+        checkpoint.run(batch_parameters={"dataframe": frame}, run_id=gx_project.run_identifier("r1"))
+        gx_project.update_docs(context, "r1")
+        assert documents_on_record() > 0  # what a gate's use of GX leaves behind
+    assert documents_on_record() == 0
