@@ -449,7 +449,8 @@ def generate_command(out: str, *, events: int, query_file: str | None, columns: 
 @click.option("--symbols", multiple=True, type=click.IntRange(min=2), default=[4], show_default=True,
               help="Symbol counts n of chain and star (repeat the option).")
 @click.option("--events", multiple=True, type=click.IntRange(min=1000), default=None,
-              help="Event counts N (repeat the option; default 100,000); with --freshness, the history (10^6).")
+              help="Event counts N (repeat the option; default 100,000); with --freshness, --scheduler or --soak, the "
+                   "history (10^6).")
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
               help="Runs per case, or rounds of --freshness (median).")
 @click.option("--freshness", is_flag=True,
@@ -460,6 +461,8 @@ def generate_command(out: str, *, events: int, query_file: str | None, columns: 
 @click.option("--scheduler", "scheduled", type=click.IntRange(min=1), default=None, metavar="RUNS",
               help="Time RUNS consecutive runs of Airflow's real scheduler (a run a minute, on the engine) instead: "
                    "each run's minute to its publish.")
+@click.option("--soak", "soaked", type=click.IntRange(min=1), default=None, metavar="RUNS",
+              help="Send RUNS micro-batches in a row to one engine instead, and read its memory as they go by.")
 @click.option("--workdir", type=click.Path(file_okay=False), default="bench", show_default=True,
               help="Generated events (kept) and the lakes (replaced).")
 @click.option("--docs", type=click.Path(dir_okay=False, exists=True), default=None,
@@ -467,21 +470,25 @@ def generate_command(out: str, *, events: int, query_file: str | None, columns: 
 @click.option("--master", default=None, help="Spark master URL (default: local[*], or PIELAKE_SPARK_MASTER).")
 @user_errors
 def bench_command(*, shapes: tuple[str, ...], symbols: tuple[int, ...], events: tuple[int, ...], repeat: int,
-                  freshness: bool, on_engine: bool, scheduled: int | None, workdir: str, docs: str | None,
-                  master: str | None) -> None:
+                  freshness: bool, on_engine: bool, scheduled: int | None, soaked: int | None, workdir: str,
+                  docs: str | None, master: str | None) -> None:
     """PieStream Figure 4 / TPStream shapes on the synthetic law: end-to-end and per-stage times, events/s,
     peak memory and two floors (a bare scan of the events, a bare write of the results), into WORKDIR/bench.csv
     and WORKDIR/bench.png (and, with --docs, a page's figures). With --freshness: the time from a file of new
     events landing to its matches in SQL, into WORKDIR/freshness.csv and .png; with --scheduler, that time for
-    runs of Airflow's scheduler; with --engine, each case in process and on the engine."""
+    runs of Airflow's scheduler; with --engine, each case in process and on the engine; with --soak, an engine's
+    memory over many micro-batches, into WORKDIR/soak.csv and .png."""
     chosen = [flag for flag, given in (("--freshness", freshness), ("--engine", on_engine),
-                                       ("--scheduler", scheduled is not None)) if given]
+                                       ("--scheduler", scheduled is not None), ("--soak", soaked is not None))
+              if given]
     if len(chosen) > 1:
         raise click.UsageError(f"{' and '.join(chosen)} are different benchmarks; run one at a time")
     folder = Path(workdir)
     folder.mkdir(parents=True, exist_ok=True)
     if scheduled is not None:
         _bench_scheduler(folder, events[0] if events else 1_000_000, scheduled, docs)
+    elif soaked is not None:
+        _bench_soak(folder, events[0] if events else 1_000_000, soaked, docs)
     elif freshness:
         _bench_freshness(folder, events[0] if events else 1_000_000, repeat, docs)
     elif on_engine:
@@ -540,6 +547,17 @@ def _bench_scheduler(folder: Path, events: int, runs: int, docs: str | None) -> 
     if docs is not None:
         command = f"pielake bench --scheduler {runs} --events {events}"
         click.echo(f"wrote the figures into {scheduler.write_docs(published, runs, Path(docs), command)}")
+
+
+def _bench_soak(folder: Path, events: int, runs: int, docs: str | None) -> None:
+    from pielake.bench import soak  # noqa: PLC0415 (module docstring)
+
+    readings = soak.run(folder, events=events, runs=runs, say=_say)
+    click.echo(soak.summary(readings))
+    click.echo(f"wrote {soak.write_csv(readings, folder / 'soak.csv')} and {soak.plot(readings, folder / 'soak.png')}")
+    if docs is not None:
+        command = f"pielake bench --soak {runs} --events {events}"
+        click.echo(f"wrote the figures into {soak.write_docs(readings, Path(docs), command)}")
 
 
 def _bench_freshness(folder: Path, events: int, repeat: int, docs: str | None) -> None:

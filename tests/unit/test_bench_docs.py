@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pytest
 
-from pielake.bench import engine, freshness, scheduler
+from pielake.bench import engine, freshness, scheduler, soak
 from pielake.bench.freshness import ROUTES, Timing
 from pielake.bench.pages import markers
 from pielake.bench.scheduler import ScheduledRun
@@ -81,6 +81,18 @@ def test_the_scheduler_figures_say_how_many_runs_were_on_time_and_whether_the_sc
     behind = ScheduledRun("scheduled__late", due + timedelta(minutes=3), due + timedelta(minutes=4, seconds=10),
                           due + timedelta(minutes=4, seconds=40), "published")  # it waited for the run before it
     assert "| 4 of 4 | 50.0 | 100.0 | 2 of 4 ✗ | ✗ |" in scheduler.summary([*runs, behind], 4)
+
+
+def test_the_soak_figures_give_a_row_a_reading_and_the_change_from_the_first_reading_among_the_runs() -> None:
+    readings = [soak.Reading(0, 400.0, 2000.0, 690.0, 725, 33_485, 0.0),
+                soak.Reading(15, 425.0, 2200.0, 722.5, 986, 34_571, 6.5),
+                soak.Reading(150, 466.0, 2393.0, 752.0, 954, 34_578, 8.2)]
+    text = soak.summary(readings)
+    assert "| 0 | 400 | 2000 | 690 | 725 | 33,485 | 0.0 |" in text
+    assert "| 150 | 466 | 2393 | 752 | 954 | 34,578 | 8.2 |" in text
+    # from the first reading after the runs began: the first runs' compiled code and caches are not growth
+    assert "From 15 to 150 runs: heap after a full GC +41 MB, Python +219 MB a thousand runs, classes +7." in text
+    assert "From" not in soak.summary(readings[:1])
 
 
 def test_each_minute_s_slice_lands_under_the_name_airflow_renders_for_that_minute(tmp_path: Path) -> None:

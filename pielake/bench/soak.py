@@ -1,0 +1,154 @@
+"""`pielake bench --soak N`: one engine serving N micro-batches in a row, and what it holds as they go by.
+
+The engine is one Spark application that lives as long as the lake is in use: a query scheduled every minute sends
+it 1,440 runs a day, each in a Spark session of its own. Whatever a run leaves behind that nothing frees would
+grow with the runs until the engine fails. So the bench sends N micro-batches of the freshness bench's slices
+(1,000 events for 10 keys on a lake that holds the history) one after another, as `pielake run --incremental
+--remote` sends them, and about every tenth of them reads:
+
+- the JVM's heap in use right after a full collection (`jcmd GC.run`, then `GC.heap_info`): what the engine
+  holds, not what it has yet to collect;
+- the resident memory of the JVM and of the engine's Python process, which runs the runs' Python;
+- the JVM's threads and loaded classes (a class of Spark's generated code is loaded anew for each plan it compiles,
+  and unloaded when its cache lets go of it).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import astuple, dataclass, fields
+from pathlib import Path
+
+import psutil
+
+from pielake.bench.freshness import BIN, Bench, process, split, start, stop
+from pielake.bench.pages import write_block
+from pielake.bench.queries import chain_query
+from pielake.engine.client import engine_status
+from pielake.errors import PielakeError
+
+SAMPLES = 10  # readings over the runs, besides the one before the first
+
+
+@dataclass(frozen=True)
+class Reading:
+    runs: int  # micro-batches served before this reading
+    heap_mb: float  # the JVM's heap in use after a full collection
+    jvm_rss_mb: float
+    python_rss_mb: float
+    threads: int
+    classes: int
+    last_run_s: float  # the latest micro-batch, as a process from start to exit
+
+
+def _jcmd(pid: int, *command: str) -> str:
+    jcmd = shutil.which("jcmd")
+    if jcmd is None:
+        raise PielakeError("the soak bench reads the engine's JVM with the JDK's jcmd, which is not on the PATH")
+    return subprocess.run([jcmd, str(pid), *command], capture_output=True, text=True, check=True).stdout
+
+
+def read(engine: psutil.Process, runs: int, last_run_s: float) -> Reading:
+    """The engine's memory now (module docstring)."""
+    [jvm] = [child for child in engine.children(recursive=True) if child.name() == "java"]
+    _jcmd(jvm.pid, "GC.run")
+    heap = re.search(r"used (\d+)K", _jcmd(jvm.pid, "GC.heap_info"))
+    counters = dict(re.findall(r"^java\.cls\.(\w+)=(\d+)$", _jcmd(jvm.pid, "PerfCounter.print"), flags=re.M))
+    if heap is None or not {"loadedClasses", "unloadedClasses"} <= counters.keys():
+        raise PielakeError(f"jcmd of the engine's JVM (pid {jvm.pid}) did not say its heap or classes")
+    return Reading(runs, round(int(heap.group(1)) / 1024, 1), round(jvm.memory_info().rss / 2**20, 1),
+                   round(engine.memory_info().rss / 2**20, 1), jvm.num_threads(),
+                   int(counters["loadedClasses"]) - int(counters["unloadedClasses"]), round(last_run_s, 2))
+
+
+def run(workdir: Path, *, events: int, runs: int, say: Callable[[str], None]) -> list[Reading]:
+    """Start an engine, run the history into a lake of its own, then `runs` micro-batches, reading the engine's
+    memory before the first and about every tenth of them; the engine is stopped at the end."""
+    (workdir / "logs").mkdir(parents=True, exist_ok=True)
+    history, slices = split(workdir, events, runs)
+    bench = start(workdir, say)
+    try:
+        engine = psutil.Process(engine_status(bench.address)["pid"])
+        lake, query = _prepare(bench, history)
+        readings = [read(engine, 0, 0.0)]
+        every = max(1, runs // SAMPLES)
+        for n, landed in enumerate(slices, 1):
+            took = process([str(BIN / "pielake"), "run", str(query), "--events", str(landed), "--lake", str(lake),
+                            "--incremental", "--remote", bench.address.connect_url],
+                           workdir / "logs" / f"soak-{n}.log")
+            if n % every == 0 or n == runs:
+                readings.append(read(engine, n, took))
+                say(f"soak: {describe(readings[-1])}")
+        return readings
+    finally:
+        stop(bench)
+
+
+def _prepare(bench: Bench, history: Path) -> tuple[Path, Path]:
+    lake = bench.workdir / "lakes" / "soak"
+    shutil.rmtree(lake, ignore_errors=True)
+    query = bench.workdir / "soak.tpq"
+    query.write_text(chain_query(4) + "\n", encoding="utf-8")
+    bench.say(f"soak: the history into {lake}")
+    process([str(BIN / "pielake"), "run", str(query), "--events", str(history), "--lake", str(lake), "--remote",
+             bench.address.connect_url], bench.workdir / "logs" / "soak-0.log")
+    return lake, query
+
+
+def describe(reading: Reading) -> str:
+    return (f"{reading.runs} runs: heap after a full GC {reading.heap_mb:.0f} MB, JVM {reading.jvm_rss_mb:.0f} MB, "
+            f"Python {reading.python_rss_mb:.0f} MB, {reading.threads} threads, {reading.classes} classes, "
+            f"last run {reading.last_run_s:.1f} s")
+
+
+def summary(readings: list[Reading]) -> str:
+    """The readings as a table, and the change from the first reading after the runs began to the last."""
+    table = ["| runs served | heap after a full GC MB | JVM resident MB | Python resident MB | JVM threads | "
+             "classes loaded | last run s |", "|---|---|---|---|---|---|---|"]
+    table += [f"| {r.runs} | {r.heap_mb:.0f} | {r.jvm_rss_mb:.0f} | {r.python_rss_mb:.0f} | {r.threads} | "
+              f"{r.classes:,} | {r.last_run_s:.1f} |" for r in readings]
+    first, last = readings[min(1, len(readings) - 1)], readings[-1]
+    span = last.runs - first.runs
+    change = "" if span == 0 else (
+        f"\n\nFrom {first.runs} to {last.runs} runs: heap after a full GC {last.heap_mb - first.heap_mb:+.0f} MB, "
+        f"Python {(last.python_rss_mb - first.python_rss_mb) / span * 1000:+.0f} MB a thousand runs, "
+        f"classes {last.classes - first.classes:+,}.")
+    return "\n".join(table) + change + "\n"
+
+
+def write_csv(readings: list[Reading], path: Path) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as out:
+        writer = csv.writer(out)
+        writer.writerow([f.name for f in fields(Reading)])
+        writer.writerows(astuple(r) for r in readings)
+    return path
+
+
+def plot(readings: list[Reading], path: Path) -> Path:
+    """Memory against runs served: the heap after a full GC and the two processes' resident memory."""
+    import matplotlib  # noqa: PLC0415 (only a bench draws)
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    figure, axes = plt.subplots(figsize=(7, 3.5))
+    runs = [r.runs for r in readings]
+    for label, values in (("JVM resident", [r.jvm_rss_mb for r in readings]),
+                          ("engine's Python resident", [r.python_rss_mb for r in readings]),
+                          ("JVM heap after a full GC", [r.heap_mb for r in readings])):
+        axes.plot(runs, values, marker="o", label=label)
+    axes.set(xlabel="micro-batches served", ylabel="MB", ylim=(0, None),
+             title="One engine serving micro-batches in a row")
+    axes.legend(loc="best")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def write_docs(readings: list[Reading], page: Path, command: str) -> Path:
+    return write_block(page, "soak", f"`{command}`\n\n{summary(readings)}\n![memory against runs served](soak.png)")
