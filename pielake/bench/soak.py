@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import re
 import shutil
+import statistics
 import subprocess
 from collections.abc import Callable
 from dataclasses import astuple, dataclass, fields
@@ -106,18 +107,22 @@ def describe(reading: Reading) -> str:
 
 
 def summary(readings: list[Reading]) -> str:
-    """The readings as a table, and the change from the first reading after the runs began to the last."""
+    """The readings as a table, and how fast heap and Python grew over the runs: the least-squares slope of the
+    readings after the first, which the first runs' caches and compiled code are still filling."""
     table = ["| runs served | heap after a full GC MB | JVM resident MB | Python resident MB | JVM threads | "
              "classes loaded | last run s |", "|---|---|---|---|---|---|---|"]
     table += [f"| {r.runs} | {r.heap_mb:.0f} | {r.jvm_rss_mb:.0f} | {r.python_rss_mb:.0f} | {r.threads} | "
               f"{r.classes:,} | {r.last_run_s:.1f} |" for r in readings]
-    first, last = readings[min(1, len(readings) - 1)], readings[-1]
-    span = last.runs - first.runs
-    change = "" if span == 0 else (
-        f"\n\nFrom {first.runs} to {last.runs} runs: heap after a full GC {last.heap_mb - first.heap_mb:+.0f} MB, "
-        f"Python {(last.python_rss_mb - first.python_rss_mb) / span * 1000:+.0f} MB a thousand runs, "
-        f"classes {last.classes - first.classes:+,}.")
-    return "\n".join(table) + change + "\n"
+    served = readings[1:]
+    if len(served) < 2:
+        return "\n".join(table) + "\n"
+    runs = [r.runs for r in served]
+    heap = statistics.linear_regression(runs, [r.heap_mb for r in served]).slope * 1000
+    python = statistics.linear_regression(runs, [r.python_rss_mb for r in served]).slope * 1000
+    return "\n".join(table) + (
+        f"\n\nFrom {runs[0]} to {runs[-1]} runs (least squares): heap after a full GC {heap:+.0f} MB a thousand runs "
+        f"(readings {min(r.heap_mb for r in served):.0f}-{max(r.heap_mb for r in served):.0f} MB), Python "
+        f"{python:+.0f} MB a thousand runs, classes {served[-1].classes - served[0].classes:+,}.\n")
 
 
 def write_csv(readings: list[Reading], path: Path) -> Path:
