@@ -16,6 +16,7 @@ grow with the runs until the engine fails. So the bench sends N micro-batches of
 from __future__ import annotations
 
 import csv
+import os
 import re
 import shutil
 import statistics
@@ -47,9 +48,12 @@ class Reading:
 
 
 def _jcmd(pid: int, *command: str) -> str:
-    jcmd = shutil.which("jcmd")
+    """The JDK's `jcmd` (on the PATH, else in JAVA_HOME) told `command` for the JVM `pid`; what it answers."""
+    home = os.environ.get("JAVA_HOME")
+    jcmd = shutil.which("jcmd") or (shutil.which("jcmd", path=str(Path(home) / "bin")) if home else None)
     if jcmd is None:
-        raise PielakeError("the soak bench reads the engine's JVM with the JDK's jcmd, which is not on the PATH")
+        raise PielakeError("the soak bench reads the engine's JVM with the JDK's jcmd, which is neither on the PATH "
+                           "nor in $JAVA_HOME/bin")
     return subprocess.run([jcmd, str(pid), *command], capture_output=True, text=True, check=True).stdout
 
 
