@@ -98,6 +98,12 @@ class Bench:
         """The query, in a registry folder of the route's own (an Airflow route reads its registration there)."""
         return self.lake(route).with_name(self.lake(route).name + "-queries") / f"{QUERY}.tpq"
 
+    def run_on_engine(self, query: Path, events: Path, lake: Path, log: str, *options: str) -> float:
+        """`pielake run` of `query` over `events` into `lake`, sent to the bench's engine, as a process of its own
+        logging to `logs/<log>`; its seconds."""
+        return process([str(BIN / "pielake"), "run", str(query), "--events", str(events), "--lake", str(lake),
+                        *options, "--remote", self.address.connect_url], self.workdir / "logs" / log)
+
 
 def split(workdir: Path, events: int, rounds: int) -> tuple[Path, list[Path]]:
     """The history (`events` events) and `rounds` slices of newer events, as CSV files, written once."""
@@ -165,8 +171,7 @@ def prepare(bench: Bench, history: Path) -> None:
         landing = bench.workdir / f"landing-{bench.lake(route).name}.csv"
         query.with_suffix(".yaml").write_text(f"events: {landing}\nformat: csv\n", encoding="utf-8")
         bench.say(f"{route.name}: the history into {bench.lake(route)}")
-        process([str(BIN / "pielake"), "run", str(query), "--events", str(history), "--lake", str(bench.lake(route)),
-                 "--remote", bench.address.connect_url], bench.workdir / "logs" / f"{bench.lake(route).name}-0.log")
+        bench.run_on_engine(query, history, bench.lake(route), f"{bench.lake(route).name}-0.log")
         if route.runner is not None:
             process([str(BIN / "airflow"), "db", "migrate"],
                     bench.workdir / "logs" / f"{bench.lake(route).name}-migrate.log", _route_airflow_env(bench, route))

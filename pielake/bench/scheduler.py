@@ -68,8 +68,7 @@ def register(bench: Bench, history: Path) -> tuple[Path, dict[str, str]]:
         f"events: {_landing(bench.workdir)}/{{{{ data_interval_end | ts_nodash }}}}.csv\nformat: csv\n",
         encoding="utf-8")
     bench.say(f"{ROUTE}: the history into {lake}")
-    process([str(BIN / "pielake"), "run", str(queries / f"{QUERY}.tpq"), "--events", str(history), "--lake", str(lake),
-             "--remote", bench.address.connect_url], bench.workdir / "logs" / "airflow-scheduler-0.log")
+    bench.run_on_engine(queries / f"{QUERY}.tpq", history, lake, "airflow-scheduler-0.log")
     return lake, {**airflow_env(bench, lake, queries, runner="engine"),
                   "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False"}
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from pielake.bench.freshness import BIN, Bench, process, split, start, stop
+from pielake.bench.freshness import Bench, split, start, stop
 from pielake.bench.pages import write_block
 from pielake.bench.queries import chain_query
 from pielake.engine.client import engine_status
@@ -82,9 +82,7 @@ def run(workdir: Path, *, events: int, runs: int, say: Callable[[str], None]) ->
         readings = [read(engine, 0, 0.0)]
         every = max(1, runs // SAMPLES)
         for n, landed in enumerate(slices, 1):
-            took = process([str(BIN / "pielake"), "run", str(query), "--events", str(landed), "--lake", str(lake),
-                            "--incremental", "--remote", bench.address.connect_url],
-                           workdir / "logs" / f"soak-{n}.log")
+            took = bench.run_on_engine(query, landed, lake, f"soak-{n}.log", "--incremental")
             if n % every == 0 or n == runs:
                 readings.append(read(engine, n, took))
                 say(f"soak: {describe(readings[-1])}")
@@ -99,8 +97,7 @@ def _prepare(bench: Bench, history: Path) -> tuple[Path, Path]:
     query = bench.workdir / "soak.tpq"
     query.write_text(chain_query(4) + "\n", encoding="utf-8")
     bench.say(f"soak: the history into {lake}")
-    process([str(BIN / "pielake"), "run", str(query), "--events", str(history), "--lake", str(lake), "--remote",
-             bench.address.connect_url], bench.workdir / "logs" / "soak-0.log")
+    bench.run_on_engine(query, history, lake, "soak-0.log")
     return lake, query
 
 

@@ -51,6 +51,11 @@ def kill_mid_write(lake: Path, app_name: str, table: str, killed: list[list[str]
         time.sleep(0.005)
 
 
+def landed_rows(env: dict[str, str]) -> list[dict]:
+    """The events of the registered query's landed file (tests/integration/conftest.py writes it)."""
+    return [json.loads(line) for line in (Path(env["AIRFLOW_HOME"]) / "flags.json").read_text().splitlines()]
+
+
 def assert_tables_equal_the_reference(spark: SparkSession, lake: Path, rows: list[dict]) -> None:
     """The matches and situations of `flag_pairs` in `lake` are those the reference computes over `rows`."""
     got = sorted((r.key, r.a_ts, r.b_ts, r.detected_at, r.status)
@@ -67,7 +72,7 @@ def assert_tables_equal_the_reference(spark: SparkSession, lake: Path, rows: lis
 def assert_published_the_reference(spark: SparkSession, airflow: dict[str, str], lake: Path) -> None:
     """The tables the reference computes over the events file, every gate's report, and the run's row in `runs`
     with every step."""
-    rows = [json.loads(line) for line in (Path(airflow["AIRFLOW_HOME"]) / "flags.json").read_text().splitlines()]
+    rows = landed_rows(airflow)
     assert_tables_equal_the_reference(spark, lake, rows)
     validations = lake / "_checks" / "gx" / "uncommitted" / "validations" / "flag_pairs"
     assert sorted(p.relative_to(validations).parts[0] for p in validations.glob("*/*/*/*.json")) == [
@@ -133,7 +138,7 @@ def assert_a_backfill_adds_history(spark: SparkSession, env: dict[str, str], lak
     conf = json.dumps({"from": "4", "to": "60", "events": str(landed)})
     log = airflow_command(env, "dags", "test", "pielake_flag_pairs_backfill", "--conf", conf)
     assert "state=success" in log, log[-4000:]
-    rows = [json.loads(line) for line in (Path(env["AIRFLOW_HOME"]) / "flags.json").read_text().splitlines()]
+    rows = landed_rows(env)
     assert_tables_equal_the_reference(spark, lake, [*rows, *history])
     quarantined = Lake(spark, lake).read("quarantine_flags").collect()
     assert [(r.reason, json.loads(r.raw)["ts"]) for r in quarantined] == [("outside_backfill_range", 100)]
@@ -143,7 +148,7 @@ def assert_a_backfill_adds_history(spark: SparkSession, env: dict[str, str], lak
 
 def assert_level_two_equals_the_reference(spark: SparkSession, airflow: dict[str, str], lake: Path) -> None:
     """The matches of `flag_spans` in `lake` are those the reference finds over flag_pairs' matches."""
-    rows = [json.loads(line) for line in (Path(airflow["AIRFLOW_HOME"]) / "flags.json").read_text().splitlines()]
+    rows = landed_rows(airflow)
     upstream = matches_stream({"Flags": StreamEvents(rows)}, load_query(QUERY, "flag_pairs"))
     plan = load_query(SPANS, "flag_spans")
     want = sorted((m.key[0], m.situation("L").ts, m.situation("S").ts, m.detected_at, m.status)
