@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Airflow standalone on this machine for the pielake DAGs: scheduler, API server and DAG processor in one
+# Airflow standalone on this machine for the pielake DAGs: scheduler, triggerer, API server and DAG processor in one
 # process, with its home and SQLite metadata DB under the lake folder, so one folder holds a whole deployment.
 #
 #   infra/airflow-local.sh [LAKE_DIR]        # default: ./lake; the UI is on http://localhost:8080

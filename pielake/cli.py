@@ -461,6 +461,9 @@ def generate_command(out: str, *, events: int, query_file: str | None, columns: 
 @click.option("--scheduler", "scheduled", type=click.IntRange(min=1), default=None, metavar="RUNS",
               help="Time RUNS consecutive runs of Airflow's real scheduler (a run a minute, on the engine) instead: "
                    "each run's minute to its publish.")
+@click.option("--on-landing", is_flag=True,
+              help="With --scheduler: the query registered on a landing folder instead of a clock, and each file's "
+                   "landing to its publish.")
 @click.option("--soak", "soaked", type=click.IntRange(min=1), default=None, metavar="RUNS",
               help="Send RUNS micro-batches in a row to one engine instead, and read its memory as they go by.")
 @click.option("--workdir", type=click.Path(file_okay=False), default="bench", show_default=True,
@@ -470,23 +473,26 @@ def generate_command(out: str, *, events: int, query_file: str | None, columns: 
 @click.option("--master", default=None, help="Spark master URL (default: local[*], or PIELAKE_SPARK_MASTER).")
 @user_errors
 def bench_command(*, shapes: tuple[str, ...], symbols: tuple[int, ...], events: tuple[int, ...], repeat: int,
-                  freshness: bool, on_engine: bool, scheduled: int | None, soaked: int | None, workdir: str,
-                  docs: str | None, master: str | None) -> None:
+                  freshness: bool, on_engine: bool, scheduled: int | None, on_landing: bool, soaked: int | None,
+                  workdir: str, docs: str | None, master: str | None) -> None:
     """PieStream Figure 4 / TPStream shapes on the synthetic law: end-to-end and per-stage times, events/s,
     peak memory and two floors (a bare scan of the events, a bare write of the results), into WORKDIR/bench.csv
     and WORKDIR/bench.png (and, with --docs, a page's figures). With --freshness: the time from a file of new
     events landing to its matches in SQL, into WORKDIR/freshness.csv and .png; with --scheduler, that time for
-    runs of Airflow's scheduler; with --engine, each case in process and on the engine; with --soak, an engine's
-    memory over many micro-batches, into WORKDIR/soak.csv and .png."""
+    runs of Airflow's scheduler (--on-landing: of a query that runs when its files land); with --engine, each
+    case in process and on the engine; with --soak, an engine's memory over many micro-batches, into
+    WORKDIR/soak.csv and .png."""
     chosen = [flag for flag, given in (("--freshness", freshness), ("--engine", on_engine),
                                        ("--scheduler", scheduled is not None), ("--soak", soaked is not None))
               if given]
     if len(chosen) > 1:
         raise click.UsageError(f"{' and '.join(chosen)} are different benchmarks; run one at a time")
+    if on_landing and scheduled is None:
+        raise click.UsageError("--on-landing times runs of Airflow's scheduler: give --scheduler RUNS too")
     folder = Path(workdir)
     folder.mkdir(parents=True, exist_ok=True)
     if scheduled is not None:
-        _bench_scheduler(folder, events[0] if events else 1_000_000, scheduled, docs)
+        _bench_scheduler(folder, events[0] if events else 1_000_000, scheduled, docs, on_landing=on_landing)
     elif soaked is not None:
         _bench_soak(folder, events[0] if events else 1_000_000, soaked, docs)
     elif freshness:
@@ -539,14 +545,15 @@ def _bench_engine(folder: Path, shapes: tuple[str, ...], symbols: tuple[int, ...
         click.echo(f"wrote the figures into {engine.write_docs(pairs, Path(docs), command)}")
 
 
-def _bench_scheduler(folder: Path, events: int, runs: int, docs: str | None) -> None:
+def _bench_scheduler(folder: Path, events: int, runs: int, docs: str | None, *, on_landing: bool) -> None:
     from pielake.bench import scheduler  # noqa: PLC0415 (module docstring)
 
-    published = scheduler.run(folder, events=events, runs=runs, say=_say)
-    click.echo(scheduler.summary(published, runs))
+    published = scheduler.run(folder, events=events, runs=runs, say=_say, on_landing=on_landing)
+    click.echo((scheduler.landing_summary if on_landing else scheduler.summary)(published, runs))
     if docs is not None:
-        command = f"pielake bench --scheduler {runs} --events {events}"
-        click.echo(f"wrote the figures into {scheduler.write_docs(published, runs, Path(docs), command)}")
+        command = f"pielake bench --scheduler {runs}{' --on-landing' if on_landing else ''} --events {events}"
+        written = scheduler.write_docs(published, runs, Path(docs), command, on_landing=on_landing)
+        click.echo(f"wrote the figures into {written}")
 
 
 def _bench_soak(folder: Path, events: int, runs: int, docs: str | None) -> None:

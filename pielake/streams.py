@@ -33,6 +33,19 @@ PRIMITIVE_TYPES = {"STRING", "BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TI
 _DDL_COLUMN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z]+(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?)\s*$")
 
 
+def format_of(path: str) -> str | None:
+    """The format a file's suffix names (`events.jsonl`: json), if it names one."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    return {"csv": "csv", "parquet": "parquet", "json": "json", "jsonl": "json", "ndjson": "json"}.get(suffix)
+
+
+def guess_format(path: str) -> str:
+    fmt = format_of(path)
+    if fmt is None:
+        raise PielakeError(f"cannot tell the format of '{path}'; pass --format ({', '.join(FORMATS)})")
+    return fmt
+
+
 class SchemaError(PielakeError):
     """A stream schema file that cannot be used."""
 

@@ -79,4 +79,5 @@ ENGINE_DIR = "_engine"  # the running engine's address, lock, log and pid
 LOCKS_DIR = "_locks"  # one run of a query at a time
 LOGS_DIR = "_logs"  # the console of each in-process Spark JVM: launcher, Ivy, log4j
 PLOTS_DIR = "_plots"  # the demo's timeline
+LANDED_DIR = "_landed"  # the files each run of a query registered with a landing folder took from it
 INCOMING_DIR = "_incoming"  # the demo's generated events

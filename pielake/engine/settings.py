@@ -76,6 +76,12 @@ def lock_wait() -> float:
     return float(os.environ.get("PIELAKE_LOCK_WAIT", "1800"))
 
 
+def landing_poll() -> float:
+    """Seconds between two looks at a landing folder for new files (`pielake.orchestration.landing`):
+    `PIELAKE_LANDING_POLL`, else 2. A look lists the folder and the query's taken files, a few milliseconds."""
+    return float(os.environ.get("PIELAKE_LANDING_POLL", "2"))
+
+
 def docs_runs() -> int:
     """Runs per query whose gate results the lake's Data Docs keep: `PIELAKE_DOCS_RUNS`, else 200. Each run
     rebuilds the Data Docs index from every stored result, so a query run every minute would otherwise make its

@@ -11,6 +11,10 @@ A *registered query* is a `<name>.tpq` file in the registry folder (`PIELAKE_QUE
     time_unit: s
     runner: engine                   # or spark-submit; default PIELAKE_RUNNER, else engine
 
+or, instead of a schedule and an events file, a folder its events land in (`pielake.orchestration.landing`):
+
+    landing: /landing/cars/*.csv     # runs when files land there; over several streams {Stream: glob}
+
 Every step of a run (`pielake.pipeline.registry`) is one task. On the engine (`pielake.engine`), a task is a thin
 client that sends its step to the engine found through the `spark_connect` connection `pielake_engine`
 (`PIELAKE_ENGINE_CONN`): it runs warm there, in seconds. Where no engine runs, each step is a
@@ -25,7 +29,8 @@ A registered query that does not parse hides no other query's DAGs: it becomes a
 tagged `broken`, whose documentation and only task say its file, line, column and error.
 
 `pielake_<name>` runs every micro-batch (incremental mode, one run at a time, in order). Airflow's own backfill of
-it (`airflow backfill create --dag-id pielake_<name> ...`) replays missed schedule intervals as micro-batches.
+it (`airflow backfill create --dag-id pielake_<name> ...`) replays missed schedule intervals as micro-batches. Of a
+query registered with `landing`, it runs when files land, and its first task, `take_landed`, takes them.
 `pielake_<name>_backfill` (no schedule, params `from`, `to`, `events`; over several streams `events_<Stream>`
 for each) is the repair of docs/semantics.md §7: it re-admits late and historical events in a range and
 recomputes from before it.
@@ -36,6 +41,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -43,25 +49,27 @@ from typing import Any
 import yaml
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.python import PythonOperator
-from airflow.sdk import DAG, Asset, BaseOperator, Param, TaskGroup
+from airflow.sdk import DAG, Asset, AssetAny, AssetWatcher, BaseOperator, Param, TaskGroup
 from airflow.sdk.exceptions import AirflowFailException
 from airflow.timetables.trigger import CronTriggerTimetable
 
 from pielake import vocabulary as V
-from pielake.engine.settings import keep_days, lock_wait, short_lived, submit_settings
+from pielake.engine.settings import keep_days, landing_poll, lock_wait, short_lived, submit_settings
 from pielake.errors import PielakeError
-from pielake.orchestration.tasks import maintain_on_engine, run_step_on_engine
+from pielake.orchestration.landing import Landing, LandingTrigger
+from pielake.orchestration.tasks import maintain_on_engine, run_step_on_engine, take_landed
 from pielake.pipeline.registry import STAGES, Registry, Step
 from pielake.query.analyzer import QueryPlan, load_query_file
 from pielake.query.hierarchy import check_upstreams
-from pielake.streams import events_files
+from pielake.streams import FORMATS, events_files, format_of
 
 PROJECT = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT / "jobs"
 DEFAULT_SCHEDULE = "@hourly"
-SETTINGS = ("schedule", "events", "format", "time_column", "time_unit", "runner", "step_timeout")
+SETTINGS = ("schedule", "events", "landing", "format", "time_column", "time_unit", "runner", "step_timeout")
 RUNNERS = ("engine", "spark-submit")
 ENGINE_CONNECTION = os.environ.get("PIELAKE_ENGINE_CONN", "pielake_engine")
+TAKE_TASK = "take_landed"
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)  # aware: Airflow reads a naive date in its configured zone
 
 
@@ -73,6 +81,7 @@ class Registration:
     plan: QueryPlan
     schedule: str = DEFAULT_SCHEDULE
     events: tuple[str, ...] = ()  # as `--events` values: a path, or STREAM=PATH for each of several streams
+    landing: tuple[str, ...] = ()  # as `events`, each a folder (and a pattern of names) files land in
     format: str = ""
     time_column: str = "ts"
     time_unit: str = "s"
@@ -92,6 +101,20 @@ class Registration:
         if not 0 < minutes < float("inf"):
             raise PielakeError(f"{sidecar}: step_timeout '{self.step_timeout}' is not a number of minutes above 0 "
                                "(e.g. step_timeout: 30)")
+        for landing in self.landings.values():
+            if not (self.format or format_of(landing.pattern)):
+                raise PielakeError(f"{sidecar}: the files of landing '{landing}' have no suffix that names their "
+                                   f"format; add format: ({', '.join(FORMATS)})")
+
+    @cached_property
+    def landings(self) -> dict[str, Landing]:
+        """Each stream's landing folder, by stream, when the query runs as events land."""
+        try:
+            given = events_files(self.plan, self.landing) if self.landing else {}
+            pairs = given.get("stream_events") or [(self.plan.sources[0].stream, given.get("events_path"))]
+            return {stream: Landing.parse(glob) for stream, glob in pairs if glob}
+        except PielakeError as error:
+            raise PielakeError(f"{self.path.with_suffix('.yaml')}: {error}") from None
 
     @property
     def execution_timeout(self) -> timedelta:
@@ -116,17 +139,22 @@ def register(path: Path) -> Registration:
     if unknown:
         raise PielakeError(f"{sidecar}: unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(SETTINGS)}")
     source = plan.upstream_source
-    fixed = sorted({"schedule", "events"} & set(settings)) if source is not None else []
+    fixed = sorted({"schedule", "events", "landing"} & set(settings)) if source is not None else []
     if fixed:
         raise PielakeError(f"{sidecar}: query {plan.name} reads the matches of query {source.upstream} and runs "
                            f"each time that query publishes them; drop {' and '.join(fixed)}")
-    events = settings.pop("events", "")
-    return Registration(path, plan, events=_events_setting(events), **{k: str(v) for k, v in settings.items()})
+    clock = sorted({"schedule", "events"} & set(settings)) if "landing" in settings else []
+    if clock:
+        raise PielakeError(f"{sidecar}: query {plan.name} runs when files land in its landing folder and reads "
+                           f"them; drop {' and '.join(clock)}")
+    events, landing = settings.pop("events", ""), settings.pop("landing", "")
+    return Registration(path, plan, events=_events_setting(events), landing=_events_setting(landing),
+                        **{k: str(v) for k, v in settings.items()})
 
 
 def _events_setting(events: object) -> tuple[str, ...]:
-    """A registration's `events`: one path (a query over one stream), or a path per stream (`{Stream: path}`)
-    given as `--events` would give them (`events_files`)."""
+    """A registration's `events` (or `landing`): one path (a query over one stream), or a path per stream
+    (`{Stream: path}`) given as `--events` would give them (`events_files`)."""
     if isinstance(events, dict):
         return tuple(f"{stream}={path}" for stream, path in events.items())
     return (str(events),) if events else ()
@@ -263,11 +291,53 @@ def scheduled_dag(registration: Registration, registry: Registry = STAGES) -> DA
         schedule = [table_asset(source.upstream, V.MATCHES)]
         purpose = (f"Micro-batch detection over the matches of query {source.upstream}: each run follows a "
                    "publish of them and reads the matches that became final since the last one.")
+    events = registration.events
+    if registration.landings:  # when files land, each run reading those it takes (`take_landed`)
+        schedule = AssetAny(*(landing_asset(name, stream, landing) for stream, landing in
+                              registration.landings.items()))
+        taken = {stream: f"{{{{ ti.xcom_pull(task_ids='{TAKE_TASK}')['{stream}'] }}}}"
+                 for stream in registration.landings}
+        events = (tuple(taken.values()) if len(registration.plan.sources) == 1
+                  else tuple(f"{stream}={files}" for stream, files in taken.items()))
+        purpose = ("Micro-batch detection when events land: each run takes the files that landed since the last "
+                   "one (" + ", ".join(f"`{landing}`" for landing in registration.landings.values()) + ").")
     dag = DAG(f"pielake_{name}", schedule=schedule, start_date=START_DATE,
               catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS, tags=["pielake"],
               doc_md=_dag_doc(registration, purpose))
-    _wire(dag, registration, _request(registration, "incremental", registration.events), registry)
+    _wire(dag, registration, _request(registration, "incremental", events), registry)
+    if registration.landings:
+        roots = dag.roots
+        take_task(dag, registration) >> roots
     return dag
+
+
+def landed_ledger(query: str, stream: str) -> Path:
+    """Where the files a query takes from a stream's landing folder are kept, a folder a run
+    (`pielake.orchestration.landing`)."""
+    return Path(_lake()).resolve() / V.LANDED_DIR / query / stream
+
+
+def landing_asset(query: str, stream: str, landing: Landing) -> Asset:
+    """The Asset of the files of `stream` that land for `query`, watched by Airflow's triggerer: each firing of
+    its `LandingTrigger` queues a run of the query's DAG. Its URI is the query's ledger of taken files, so that
+    queries over one landing folder each have an Asset of their own."""
+    ledger = landed_ledger(query, stream)
+    trigger = LandingTrigger(landing=str(landing), ledger=str(ledger), poke_interval=landing_poll())
+    return Asset(name=f"pielake_{query}_landing_{stream}".lower(), uri=ledger.as_uri(),
+                 watchers=[AssetWatcher(name=f"pielake_{query}_landing_{stream}".lower(), trigger=trigger)])
+
+
+def take_task(dag: DAG, registration: Registration) -> BaseOperator:
+    """The run's first task: takes the files that landed for each stream (`take_landed`). It runs in Airflow's
+    worker, which sees the landing folders and the lake as the engine does; a run that finds none is skipped."""
+    name = registration.plan.name
+    return PythonOperator(task_id=TAKE_TASK, dag=dag, python_callable=take_landed,
+                          op_kwargs={"landings": {s: str(landing) for s, landing in registration.landings.items()},
+                                     "ledgers": {s: str(landed_ledger(name, s)) for s in registration.landings},
+                                     "run_id": "{{ run_id }}"},
+                          doc_md="Takes the files that landed since the last run into a folder of the run's own in "
+                                 f"`{_lake()}/{V.LANDED_DIR}/{name}/`, which ingest reads; skips the run when "
+                                 "none did.")
 
 
 def backfill_dag(registration: Registration, registry: Registry = STAGES) -> DAG:

@@ -1,5 +1,5 @@
 """What an Airflow task of a pielake DAG runs when its steps run on the engine: one step, sent to the engine (or
-the lake's table maintenance, below).
+the lake's table maintenance, below); and, of a query that runs when events land, the task that takes them.
 
 The task is a thin client (`pielake.engine.client`): it reads the query file, finds the engine through an Airflow
 connection of Spark Connect's type (`spark_connect`: host, port and the token as its password), sends the step and
@@ -10,13 +10,15 @@ process of its own. So a task imports neither Spark nor Great Expectations, and 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from pielake.engine.client import EngineAddress, EngineError, RunOrder, run_on_engine
 from pielake.exitcodes import EXIT_FINDINGS, EXIT_USAGE
+from pielake.orchestration.landing import Landing, take
 from pielake.query.analyzer import read_query_file
 
 
@@ -52,3 +54,16 @@ def maintain_on_engine(*, conn_id: str, query: str, lake: str, keep_days: float,
     cared = maintain(Lake(connect_session(address), lake), load_query_file(query), keep_days=keep_days,
                      lock_wait=lock_wait, say=lambda line: print(line, flush=True))
     return [c.text() for c in cared]
+
+
+def take_landed(*, landings: dict[str, str], ledgers: dict[str, str], run_id: str) -> dict[str, str]:
+    """Take the files that landed for each stream since the query's last run (`pielake.orchestration.landing`).
+    Returns each stream's files as the run's ingest reads them ("" for a stream with none); skips the run, and so
+    every task after this one, when no stream has any."""
+    taken = {stream: take(Landing.parse(glob), Path(ledgers[stream]), run_id) for stream, glob in landings.items()}
+    for stream, files in taken.items():
+        print(f"{stream}: " + (f"took {len(list(Path(files).parent.iterdir()))} file(s) into {Path(files).parent}"
+                               if files else f"no new file in {landings[stream]}"), flush=True)
+    if not any(taken.values()):
+        raise AirflowSkipException("no file has landed since the last run")
+    return {stream: files or "" for stream, files in taken.items()}

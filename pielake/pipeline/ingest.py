@@ -49,7 +49,7 @@ from pielake.pipeline.notes import check_definition
 from pielake.pipeline.scope import mark_unprocessed
 from pielake.pipeline.upstream import mirrors, read_upstream, rebuild_hint
 from pielake.query.analyzer import QueryPlan
-from pielake.streams import FORMATS, SCHEMAS_DIR, TIMESTAMP_UNIT, StreamSchema, load_schema, save_schema
+from pielake.streams import FORMATS, SCHEMAS_DIR, TIMESTAMP_UNIT, StreamSchema, guess_format, load_schema, save_schema
 
 PAYLOAD = "__payload"
 OLD_PAYLOAD = "__old"  # the payload an ingested event at the same key and time has
@@ -385,14 +385,6 @@ def forget_replayed(lake: Lake, stream: StreamSchema, event_time: Callable[[Colu
 
 
 # ---------------------------------------------------------------- the stream and the ingest stage
-
-
-def guess_format(path: str) -> str:
-    suffix = Path(path).suffix.lower().lstrip(".")
-    fmt = {"csv": "csv", "parquet": "parquet", "json": "json", "jsonl": "json", "ndjson": "json"}.get(suffix)
-    if fmt is None:
-        raise PielakeError(f"cannot tell the format of '{path}'; pass --format ({', '.join(FORMATS)})")
-    return fmt
 
 
 def lake_streams(lake: Lake) -> Path:

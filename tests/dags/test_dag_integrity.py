@@ -81,6 +81,13 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (queries / "vessels.tpq").write_text((ROOT / "examples" / "queries" / "moving_at_berth.tpq").read_text())
     (queries / "vessels.yaml").write_text("events:\n  VesselPositions: /landing/positions.csv\n"
                                           "  PortCalls: /landing/calls.csv\nrunner: spark-submit\n")
+    (queries / "landed.tpq").write_text(QUERY)
+    (queries / "landed.yaml").write_text("landing: /landing/flags/*.json\nrunner: spark-submit\n")
+    (queries / "vessels_landed.tpq").write_text((ROOT / "examples" / "queries" / "moving_at_berth.tpq").read_text())
+    (queries / "vessels_landed.yaml").write_text("landing:\n  VesselPositions: /landing/positions/*.csv\n"
+                                                 "  PortCalls: /landing/calls/\nformat: csv\nrunner: spark-submit\n")
+    (queries / "clocked.tpq").write_text(QUERY)
+    (queries / "clocked.yaml").write_text('landing: /landing/flags/*.json\nschedule: "@hourly"\n')
     (queries / "broken.tpq").write_text(BROKEN)
     (queries / "flag_spans.tpq").write_text(SPANS)
     (queries / "orphan.tpq").write_text("FROM matches_nowhere M DEFINE X AS M.a_ts > 0, Y AS M.a_ts < 0 "
@@ -147,11 +154,39 @@ def test_a_query_over_several_streams_runs_micro_batches_and_backfills_of_each_s
     assert args[args.index("--mode") + 1] == "backfill"
 
 
+def test_a_query_registered_with_a_landing_folder_runs_when_files_land_and_reads_those_its_first_task_took(
+        loaded: dict) -> None:
+    """Scheduled on an Asset whose watcher is the landing's trigger, not on a clock; `take_landed` comes first, and
+    ingest reads what it returns (`pielake.orchestration.landing`)."""
+    landed, ledger = loaded["dags"]["pielake_landed"], Path(loaded["lake"]).resolve() / "_landed" / "landed"
+    assert landed["first_run"] is None
+    assert "LandingTrigger" in landed["schedule"] and f"landing=/landing/flags/*.json, ledger={ledger}/Flags" in \
+        landed["schedule"]
+    assert landed["tasks"] == {"take_landed": ["ingest"], **EXPECTED_GRAPH}
+    args = landed["args"]["ingest"]
+    assert args[args.index("--events") + 1] == "{{ ti.xcom_pull(task_ids='take_landed')['Flags'] }}"
+    assert loaded["dags"]["pielake_landed_backfill"]["tasks"] == EXPECTED_GRAPH  # history: a file given by hand
+
+    vessels = loaded["dags"]["pielake_vessels_landed"]  # either stream's files landing runs it
+    assert vessels["schedule"].startswith("AssetAny(") and vessels["schedule"].count("LandingTrigger") == 2
+    args = vessels["args"]["ingest"]
+    assert [args[i + 1] for i, arg in enumerate(args) if arg == "--events"] == [
+        "VesselPositions={{ ti.xcom_pull(task_ids='take_landed')['VesselPositions'] }}",
+        "PortCalls={{ ti.xcom_pull(task_ids='take_landed')['PortCalls'] }}"]
+    assert args[args.index("--format") + 1] == "csv"  # a folder's files name no format
+
+    clocked = loaded["dags"]["pielake_clocked"]
+    assert clocked["tags"] == ["broken", "pielake"]
+    assert "query clocked runs when files land in its landing folder and reads them; drop schedule" in clocked["doc"]
+
+
 def test_a_query_that_does_not_parse_is_a_dag_that_names_its_file_line_and_column(loaded: dict) -> None:
     broken = loaded["dags"]["pielake_broken"]
     assert set(loaded["dags"]) == {"pielake_flag_pairs", "pielake_flag_pairs_backfill", "pielake_broken",
                                    "pielake_flag_spans", "pielake_orphan", "pielake_ping", "pielake_pong",
-                                   "pielake_vessels", "pielake_vessels_backfill", "pielake_maintenance"}
+                                   "pielake_vessels", "pielake_vessels_backfill", "pielake_landed",
+                                   "pielake_landed_backfill", "pielake_vessels_landed",
+                                   "pielake_vessels_landed_backfill", "pielake_clocked", "pielake_maintenance"}
     assert broken["tags"] == ["broken", "pielake"] and broken["schedule"] == "None"
     assert broken["tasks"] == {"parse_query": []}
     assert "broken.tpq: unknown relation 'overlap'. Line 1, Col 40. Did you mean 'overlaps'?" in broken["doc"]
@@ -160,7 +195,8 @@ def test_a_query_that_does_not_parse_is_a_dag_that_names_its_file_line_and_colum
 
 def test_the_lake_has_a_daily_maintenance_dag_with_a_task_per_valid_query(loaded: dict) -> None:
     maintenance = loaded["dags"]["pielake_maintenance"]
-    assert maintenance["tasks"] == {"maintain_flag_pairs": [], "maintain_flag_spans": [], "maintain_vessels": []}
+    assert maintenance["tasks"] == {"maintain_flag_pairs": [], "maintain_flag_spans": [], "maintain_landed": [],
+                                    "maintain_vessels": [], "maintain_vessels_landed": []}
     assert maintenance["schedule"] == "0 0 * * *" and maintenance["tags"] == ["maintenance", "pielake"]
     assert "OPTIMIZE" in maintenance["doc"] and "VACUUM" in maintenance["doc"]
 

@@ -9,7 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
+from pielake.lake.delta import Lake
+from pielake.query.analyzer import load_query
+from pielake.semantics.reference import derive_situations, find_matches
 from tests.conftest import EngineForTests
 from tests.helpers import FLAGS_QUERY as QUERY
 from tests.helpers import drawn, process_env
@@ -47,3 +51,16 @@ def airflow_command(env: dict[str, str], *args: str, timeout: float = 600) -> st
     log = run.stdout + run.stderr
     assert run.returncode == 0, log[-4000:]
     return log
+
+
+def assert_tables_equal_the_reference(spark: SparkSession, lake: Path, rows: list[dict]) -> None:
+    """The matches and situations of `flag_pairs` in `lake` are those the reference computes over `rows`."""
+    got = sorted((r.key, r.a_ts, r.b_ts, r.detected_at, r.status)
+                 for r in Lake(spark, lake).read("matches_flag_pairs").collect())
+    plan = load_query(QUERY)
+    want = sorted((m.key[0], m.situation("A").ts, m.situation("B").ts, m.detected_at, m.status)
+                  for m in find_matches(rows, plan))
+    assert got == want and want
+    situations = sorted((r.key, r.symbol, r.ts, r.te)
+                        for r in Lake(spark, lake).read("situations_flag_pairs").collect())
+    assert situations == sorted((s.key[0], s.symbol, s.ts, s.te) for s in derive_situations(rows, plan))

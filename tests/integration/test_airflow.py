@@ -28,10 +28,10 @@ from pyspark.sql import SparkSession
 from pielake.engine.settings import JAVA_OPTIONS, driver_heap
 from pielake.lake.delta import Lake
 from pielake.query.analyzer import load_query
-from pielake.semantics.reference import StreamEvents, derive_situations, find_matches, find_matches_of, matches_stream
+from pielake.semantics.reference import StreamEvents, find_matches_of, matches_stream
 from tests.dags.test_dag_integrity import EXPECTED_GRAPH, SPANS
 from tests.helpers import drawn
-from tests.integration.conftest import BIN, QUERY, ROOT, airflow_command
+from tests.integration.conftest import BIN, QUERY, ROOT, airflow_command, assert_tables_equal_the_reference
 
 pytestmark = pytest.mark.heavy(seconds=580)  # about this long in CI: scheduled first
 
@@ -54,19 +54,6 @@ def kill_mid_write(lake: Path, app_name: str, table: str, killed: list[list[str]
 def landed_rows(env: dict[str, str]) -> list[dict]:
     """The events of the registered query's landed file (tests/integration/conftest.py writes it)."""
     return [json.loads(line) for line in (Path(env["AIRFLOW_HOME"]) / "flags.json").read_text().splitlines()]
-
-
-def assert_tables_equal_the_reference(spark: SparkSession, lake: Path, rows: list[dict]) -> None:
-    """The matches and situations of `flag_pairs` in `lake` are those the reference computes over `rows`."""
-    got = sorted((r.key, r.a_ts, r.b_ts, r.detected_at, r.status)
-                 for r in Lake(spark, lake).read("matches_flag_pairs").collect())
-    plan = load_query(QUERY)
-    want = sorted((m.key[0], m.situation("A").ts, m.situation("B").ts, m.detected_at, m.status)
-                  for m in find_matches(rows, plan))
-    assert got == want and want
-    situations = sorted((r.key, r.symbol, r.ts, r.te)
-                        for r in Lake(spark, lake).read("situations_flag_pairs").collect())
-    assert situations == sorted((s.key[0], s.symbol, s.ts, s.te) for s in derive_situations(rows, plan))
 
 
 def assert_published_the_reference(spark: SparkSession, airflow: dict[str, str], lake: Path) -> None:

@@ -1,0 +1,107 @@
+"""A query registered with a landing folder runs when files land there: Airflow's own triggerer runs the folder's
+watcher, whose Asset event queues a run of the query's DAG; each run, on the engine, takes the files that landed
+since the last one and publishes what the reference computes over every file landed so far; a run that finds none
+is skipped (`pielake.orchestration.landing`).
+
+Airflow runs in subprocesses with a metadata DB of its own under the test's folder, as `infra/` sets it up.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from pielake.lake.delta import Lake
+from tests.helpers import drawn
+from tests.integration.conftest import BIN, QUERY, airflow_command, assert_tables_equal_the_reference
+
+pytestmark = pytest.mark.heavy(seconds=150)
+
+
+@pytest.fixture
+def landing(airflow: dict[str, str], tmp_path: Path) -> Iterator[dict[str, str]]:
+    """Airflow with `flag_pairs` registered on a landing folder, its DAG turned on, and its triggerer running."""
+    queries = tmp_path / "queries"
+    queries.mkdir()
+    (queries / "flag_pairs.tpq").write_text(QUERY)
+    (queries / "flag_pairs.yaml").write_text(f"landing: {tmp_path / 'landing'}/*.json\n")
+    env = {**airflow, "PIELAKE_QUERIES": str(queries), "PIELAKE_LAKE": str(tmp_path / "lake"),
+           "PIELAKE_LANDING_POLL": "0.5", "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "30"}
+    airflow_command(env, "dags", "reserialize")
+    airflow_command(env, "dags", "unpause", "pielake_flag_pairs")  # as a user turns it on: its watcher runs
+    airflow_command(env, "dags", "reserialize")  # what the DAG processor does next: the watcher's trigger stored
+    log = tmp_path / "triggerer.log"
+    with log.open("w") as out:
+        triggerer = subprocess.Popen([str(BIN / "airflow"), "triggerer"], env=env, stdout=out, stderr=out)
+    try:
+        yield env
+    finally:
+        triggerer.terminate()
+        triggerer.wait(timeout=60)
+
+
+def land(folder: Path, name: str, rows: list[dict]) -> None:
+    """A file landed as a writer lands one: written under a hidden name, then renamed."""
+    folder.mkdir(exist_ok=True)
+    part = folder / f".{name}.part"
+    part.write_text("\n".join(json.dumps(r) for r in rows))
+    part.rename(folder / name)
+
+
+def landed_events(env: dict[str, str], count: int, seconds: float = 90) -> list[dict]:
+    """The payloads of the first `count` Asset events the landing's watcher fired, once there are that many."""
+    deadline = time.monotonic() + seconds
+    while True:
+        with sqlite3.connect(Path(env["AIRFLOW_HOME"]) / "airflow.db") as db:
+            extras = [json.loads(e) for (e,) in db.execute("SELECT extra FROM asset_event ORDER BY id")]
+        fired = [e["payload"] for e in extras if e.get("from_trigger")]
+        if len(fired) >= count or time.monotonic() > deadline:
+            return fired
+        time.sleep(0.5)
+
+
+def test_files_landing_in_a_query_s_folder_queue_its_runs_which_take_them_once_and_publish_the_reference(
+        landing: dict[str, str], tmp_path: Path, spark: SparkSession) -> None:
+    env, inbox, lake = landing, tmp_path / "landing", tmp_path / "lake"
+    first = drawn(key="k", a="XXX...XX.XXX....", b=".XXXX..XXX......")
+    land(inbox, "flags-1.json", first)
+    assert landed_events(env, 1) == [{"landing": f"{inbox}/*.json", "files": ["flags-1.json"]}]
+    # One scheduler loop turns the event into a run of the query's DAG (no slot in the pool: no task starts, as
+    # in test_airflow.py); `dags test` then runs the DAG's tasks in this process's turn.
+    airflow_command(env, "pools", "set", "default_pool", "0", "no task starts in the test's scheduler loop")
+    try:
+        airflow_command(env, "scheduler", "--num-runs", "1")
+    finally:
+        airflow_command(env, "pools", "set", "default_pool", "128", "Default pool")
+    listed = airflow_command(env, "dags", "list-runs", "pielake_flag_pairs", "--output", "json").splitlines()
+    runs = next(json.loads(line) for line in reversed(listed) if line.startswith("[{") or line == "[]")
+    assert [r["run_id"].split("__")[0] for r in runs] == ["asset_triggered"]
+
+    log = airflow_command(env, "dags", "test", "pielake_flag_pairs")
+    assert "state=success" in log and "Flags: took 1 file(s)" in log, log[-4000:]
+    assert_tables_equal_the_reference(spark, lake, first)
+
+    later = [*drawn(key="k", start=16, a="..XX..", b="XXXXX."), *drawn(key="j", a="XX..", b="..XX")]
+    land(inbox, "flags-2.json", later)
+    assert landed_events(env, 2)[1:] == [{"landing": f"{inbox}/*.json", "files": ["flags-2.json"]}]
+    log = airflow_command(env, "dags", "test", "pielake_flag_pairs")
+    assert "state=success" in log and "Flags: took 1 file(s)" in log, log[-4000:]
+    assert_tables_equal_the_reference(spark, lake, [*first, *later])
+
+    log = airflow_command(env, "dags", "test", "pielake_flag_pairs")  # nothing landed since: skipped
+    assert "state=success" in log and "no file has landed since the last run" in log, log[-4000:]
+    ingested = sorted((r.mode, r.status, next(s for s in r.steps if s.step == "ingest").rows["rows in"])
+                      for r in Lake(spark, lake).read("runs").collect())
+    assert ingested == [("incremental", "published", n) for n in sorted((len(first), len(later)))]
+    taken = sorted(p.relative_to(lake / "_landed" / "flag_pairs" / "Flags").parts[1]
+                   for p in (lake / "_landed").rglob("*.json"))
+    assert taken == ["flags-1.json", "flags-2.json"]
+    assert sorted(p.name for p in inbox.iterdir()) == ["flags-1.json", "flags-2.json"]  # left where they landed
+    assert len(landed_events(env, 3, seconds=2)) == 2  # the watcher fired once a file

@@ -1,0 +1,123 @@
+"""A query that runs when events land (`pielake.orchestration.landing`): each run takes the files that landed since
+the last one, once each, leaving them where they landed; the watcher Airflow's triggerer runs fires once for each
+file no run has taken."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from pielake.errors import PielakeError
+from pielake.orchestration.landing import Landing, LandingTrigger, take
+
+SHM = Path("/dev/shm")
+
+
+def land(folder: Path, name: str, text: str = "{}\n") -> Path:
+    """A file landed as writers land one: written under a hidden name, then renamed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    part = folder / f".{name}.part"
+    part.write_text(text)
+    return part.rename(folder / name)
+
+
+def names(glob: str | None) -> list[str]:
+    return [] if glob is None else sorted(p.name for p in Path(glob).parent.iterdir())
+
+
+def test_each_run_takes_the_files_landed_since_the_last_once_each_and_leaves_them_where_they_landed(
+        tmp_path: Path) -> None:
+    inbox, ledger = tmp_path / "landing", tmp_path / "lake" / "_landed" / "q" / "Flags"
+    landing = Landing.parse(f"{inbox}/*.json")
+    first = [land(inbox, "a.json"), land(inbox, "b.json")]
+    (inbox / ".c.json.part").write_text("half a file")  # still being written
+    (inbox / "notes.txt").write_text("not a stream's file")
+    taken = take(landing, ledger, "scheduled__2026-11-29T10:00:00+00:00")
+    assert taken == f"{ledger}/scheduled__2026-11-29T10_00_00_00_00/*.json"  # a path Hadoop takes
+    assert names(taken) == ["a.json", "b.json"]
+    assert [(Path(taken).parent / p.name).stat().st_ino for p in first] == [p.stat().st_ino for p in first]
+
+    land(inbox, "d.json")  # lands while the run is retried: the retry takes it too, into the same folder
+    assert names(take(landing, ledger, "scheduled__2026-11-29T10:00:00+00:00")) == ["a.json", "b.json", "d.json"]
+    assert take(landing, ledger, "asset_triggered__1") is None  # nothing landed since
+    (inbox / ".c.json.part").rename(inbox / "c.json")
+    assert names(take(landing, ledger, "asset_triggered__2")) == ["c.json"]
+    assert sorted(p.name for p in inbox.iterdir()) == ["a.json", "b.json", "c.json", "d.json", "notes.txt"]
+
+
+def test_a_lake_on_another_file_system_gets_a_copy_of_each_landed_file(tmp_path: Path) -> None:
+    if not SHM.is_dir() or SHM.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("no second file system at /dev/shm")
+    landed = land(tmp_path / "landing", "a.json", '{"key": "k", "ts": 1}\n')
+    with tempfile.TemporaryDirectory(dir=SHM) as lake:
+        taken = take(Landing.parse(f"{tmp_path}/landing/"), Path(lake) / "Flags", "r1")
+        assert taken is not None and names(taken) == ["a.json"]  # no part of a copy left behind
+        copied = Path(taken).parent / "a.json"
+        assert copied.read_text() == landed.read_text() and copied.stat().st_ino != landed.stat().st_ino
+
+
+@pytest.mark.parametrize(("setting", "said"), [
+    ("landing/*.csv", "is not an absolute path"),
+    ("/landing/*/cars.csv", "only the file name may hold wildcards"),
+])
+def test_a_landing_that_names_no_folder_is_refused_with_an_example(setting: str, said: str) -> None:
+    with pytest.raises(PielakeError, match=said):
+        Landing.parse(setting)
+
+
+class Watcher:
+    """A trigger run as Airflow's triggerer runs it, its events gathered as they come."""
+
+    def __init__(self, trigger: LandingTrigger) -> None:
+        self.events: asyncio.Queue = asyncio.Queue()
+        self.task = asyncio.create_task(self._gather(trigger.run()))
+
+    async def _gather(self, events: AsyncIterator) -> None:
+        async for event in events:
+            await self.events.put(event.payload)
+
+    async def next(self, seconds: float = 2.0) -> dict | None:
+        """Its next event, or None if it fires none within `seconds`."""
+        try:
+            return await asyncio.wait_for(self.events.get(), seconds)
+        except TimeoutError:
+            return None
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+def test_the_watcher_fires_once_for_each_file_no_run_has_taken(tmp_path: Path) -> None:
+    inbox, ledger = tmp_path / "landing", tmp_path / "ledger"
+    glob = f"{inbox}/*.json"
+
+    async def watch() -> None:
+        land(inbox, "a.json")
+        watcher = Watcher(LandingTrigger(landing=glob, ledger=str(ledger), poke_interval=0.02))
+        assert await watcher.next() == {"landing": glob, "files": ["a.json"]}
+        assert await watcher.next(0.3) is None  # waiting for a run: not fired again
+        land(inbox, "b.json")
+        assert await watcher.next() == {"landing": glob, "files": ["b.json"]}
+        take(Landing.parse(glob), ledger, "r1")
+        assert await watcher.next(0.3) is None
+        (inbox / "a.json").unlink()  # the user's retention, then a file of the same name lands again
+        await asyncio.sleep(0.1)
+        land(inbox, "a.json")
+        assert await watcher.next(0.3) is None  # taken once, by name
+        land(inbox, "c.json")
+        assert await watcher.next() == {"landing": glob, "files": ["c.json"]}
+        await watcher.stop()
+
+        # A watcher started again (the triggerer restarted) fires for what no run has taken, once.
+        again = Watcher(LandingTrigger(**LandingTrigger(landing=glob, ledger=str(ledger)).serialize()[1]))
+        assert await again.next() == {"landing": glob, "files": ["c.json"]}
+        await again.stop()
+
+    asyncio.run(watch())
