@@ -56,7 +56,8 @@ from airflow.timetables.trigger import CronTriggerTimetable
 from pielake import vocabulary as V
 from pielake.engine.settings import keep_days, landing_poll, lock_wait, short_lived, submit_settings
 from pielake.errors import PielakeError
-from pielake.orchestration.landing import Landing, LandingTrigger
+from pielake.lake.landed import Landing, ledger_of
+from pielake.orchestration.landing import LandingTrigger
 from pielake.orchestration.tasks import maintain_on_engine, run_step_on_engine, take_landed
 from pielake.pipeline.registry import STAGES, Registry, Step
 from pielake.query.analyzer import QueryPlan, load_query_file
@@ -312,9 +313,8 @@ def scheduled_dag(registration: Registration, registry: Registry = STAGES) -> DA
 
 
 def landed_ledger(query: str, stream: str) -> Path:
-    """Where the files a query takes from a stream's landing folder are kept, a folder a run
-    (`pielake.orchestration.landing`)."""
-    return Path(_lake()).resolve() / V.LANDED_DIR / query / stream
+    """Where the files a query takes from a stream's landing folder are kept (`pielake.lake.landed`)."""
+    return ledger_of(Path(_lake()).resolve(), query) / stream
 
 
 def landing_asset(query: str, stream: str, landing: Landing) -> Asset:

@@ -18,7 +18,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 from pielake.engine.client import EngineAddress, EngineError, RunOrder, run_on_engine
 from pielake.exitcodes import EXIT_FINDINGS, EXIT_USAGE
-from pielake.orchestration.landing import Landing, take
+from pielake.lake.landed import Landing, take
 from pielake.query.analyzer import read_query_file
 
 
@@ -57,7 +57,7 @@ def maintain_on_engine(*, conn_id: str, query: str, lake: str, keep_days: float,
 
 
 def take_landed(*, landings: dict[str, str], ledgers: dict[str, str], run_id: str) -> dict[str, str]:
-    """Take the files that landed for each stream since the query's last run (`pielake.orchestration.landing`).
+    """Take the files that landed for each stream since the query's last run (`pielake.lake.landed`).
     Returns each stream's files as the run's ingest reads them ("" for a stream with none); skips the run, and so
     every task after this one, when no stream has any."""
     taken = {stream: take(Landing.parse(glob), Path(ledgers[stream]), run_id) for stream, glob in landings.items()}

@@ -16,7 +16,9 @@ overlap in time, so a micro-batch's time bound skips fewer of them and every rea
 - vacuums both, and the stream's quarantine and the lake's `runs`, keeping `keep_days` of time travel,
   and gives each the log retention of as many days (`log_retention`; tables a pielake session creates have it
   from the start, and a table made by an older pielake, or with other `PIELAKE_KEEP_DAYS`, gets it here): the
-  commits Delta lists at every write and read of a table in a folder stay a bounded number.
+  commits Delta lists at every write and read of a table in a folder stay a bounded number;
+- of a query registered with a landing folder, releases the data of the files its runs took more than
+  `keep_days` ago (`pielake.lake.landed.release`), keeping their names.
 
 It holds the query's run lock, so no run of the query writes its tables meanwhile (Delta would fail one of the
 two); a run that holds it is waited for. The events are shared with other queries over the stream, but only ever
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from pielake import vocabulary as V
 from pielake.engine.settings import log_retention
 from pielake.lake.delta import Lake
+from pielake.lake.landed import ledger_of, release
 from pielake.lake.lock import RunLock
 from pielake.lake.results import ANCHOR, results_table
 from pielake.pipeline.ingest import ROWS_PER_EVENTS_FILE, streams_for
@@ -106,6 +109,10 @@ def maintain(lake: Lake, plan: QueryPlan, *, keep_days: float, say: Callable[[st
             lake.keep_log(table, log_retention(keep_days))
             cared.append(TableCare(table, removed, added, lake.vacuum(table, keep_hours=keep_hours)))
             say(f"  {cared[-1].text()}")
+        released = release(ledger_of(lake.root, plan.name), keep_days=keep_days)
+        if released:
+            say(f"{V.LANDED_DIR}/{plan.name}: the data of {released} landed files taken over {keep_days:g} days ago "
+                "released, their names kept")
         return cared
     finally:
         lock.release(holder)

@@ -2,8 +2,9 @@
 tables have, the maintenance DAG (`airflow dags test pielake_maintenance`, its task a client of the engine)
 rewrites every table of the query into fewer files without changing a row, keeps the time travel it is asked to
 keep, and a query over a stretch of time then reads fewer files. A run or another maintenance holding the query's
-lock keeps it from starting; keeping no time travel deletes every file the snapshot does not need; and the next
-micro-batch still equals the brute-force reference."""
+lock keeps it from starting; keeping no time travel deletes every file the snapshot does not need and releases
+the data of the files the query took from a landing folder; and the next micro-batch still equals the brute-force
+reference."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pielake.lake.delta import Lake
+from pielake.lake.landed import Landing, ledger_of, take
 from pielake.lake.lock import RunLock, RunLockedError
 from pielake.lake.results import KINDS
 from pielake.pipeline.job import RunRequest
@@ -22,8 +24,7 @@ from pielake.pipeline.maintenance import maintain
 from pielake.pipeline.runner import run_query
 from pielake.query.analyzer import load_query
 from tests.helpers import drawn, files_read
-from tests.integration.conftest import QUERY, airflow_command
-from tests.integration.test_airflow import assert_tables_equal_the_reference
+from tests.integration.conftest import QUERY, airflow_command, assert_tables_equal_the_reference
 
 pytestmark = pytest.mark.heavy(seconds=250)  # about this long in CI: scheduled first
 
@@ -82,8 +83,15 @@ def test_the_maintenance_dag_compacts_a_lake_after_micro_batches(airflow: dict[s
         assert rows(lake, table, version) == kept  # a day of time travel kept: the old files are still there
     assert sum(files_read(lake.read("events_flags").filter(F.col("ts").between(6, 11)))) < read_before
 
-    cared = {c.table: c for c in maintain(lake, plan, keep_days=0, say=print)}
+    landed = tmp_path / "landing" / "flags-1.json"  # a file a run took from the query's landing folder
+    landed.parent.mkdir()
+    landed.write_text('{"key": "k", "ts": 1, "a": true, "b": false}\n')
+    taken = Path(take(Landing.parse(str(landed)), ledger_of(lake.root, "flag_pairs") / "Flags", "r1")).parent
+    said: list[str] = []
+    cared = {c.table: c for c in maintain(lake, plan, keep_days=0, say=said.append)}
     assert set(TABLES) <= set(cared) and "runs" in cared and "quarantine_flags" in cared
+    assert "_landed/flag_pairs: the data of 1 landed files taken over 0 days ago released, their names kept" in said
+    assert (taken / landed.name).read_text() == "" and landed.stat().st_nlink == 1
     for table in TABLES:
         assert cared[table].files_deleted > 0
         assert files_on_disk(lake, table) == table_files(lake, table)

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import tempfile
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from pielake.errors import PielakeError
-from pielake.orchestration.landing import Landing, LandingTrigger, take
+from pielake.lake.landed import Landing, release, take
+from pielake.orchestration.landing import LandingTrigger
 
 SHM = Path("/dev/shm")
 
@@ -59,6 +62,25 @@ def test_a_lake_on_another_file_system_gets_a_copy_of_each_landed_file(tmp_path:
         assert taken is not None and names(taken) == ["a.json"]  # no part of a copy left behind
         copied = Path(taken).parent / "a.json"
         assert copied.read_text() == landed.read_text() and copied.stat().st_ino != landed.stat().st_ino
+
+
+def test_maintenance_releases_the_data_of_files_taken_days_ago_and_keeps_their_names(tmp_path: Path) -> None:
+    """A hard link holds its file's data: once released, the landed file's space is the system's when the user's
+    retention deletes it, and the file is still never taken again."""
+    inbox, query = tmp_path / "landing", tmp_path / "lake" / "_landed" / "q"
+    landing = Landing.parse(f"{inbox}/*.json")
+    old = land(inbox, "old.json", '{"key": "k", "ts": 1}\n')
+    days_ago = Path(take(landing, query / "Flags", "r1")).parent
+    os.utime(days_ago, (time.time() - 3 * 86_400,) * 2)
+    land(inbox, "new.json", '{"key": "k", "ts": 2}\n')
+    today = Path(take(landing, query / "Flags", "r2")).parent
+
+    assert release(query, keep_days=1) == 1
+    assert (days_ago / "old.json").read_text() == "" and old.read_text() == '{"key": "k", "ts": 1}\n'
+    assert old.stat().st_nlink == 1  # its data held by the landed file alone
+    assert (today / "new.json").read_text() == '{"key": "k", "ts": 2}\n'
+    assert take(landing, query / "Flags", "r3") is None  # both still taken
+    assert release(query, keep_days=1) == 0
 
 
 @pytest.mark.parametrize(("setting", "said"), [
