@@ -83,6 +83,15 @@ def test_the_scheduler_figures_say_how_many_runs_were_on_time_and_whether_the_sc
     assert "| 4 of 4 | 50.0 | 100.0 | 2 of 4 ✗ | ✗ |" in scheduler.summary([*runs, behind], 4)
 
 
+def test_the_landing_figures_give_each_file_s_wait_from_landing_to_publish() -> None:
+    landed = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    runs = [ScheduledRun(f"asset_triggered__{i}", landed + timedelta(minutes=i),
+                         landed + timedelta(minutes=i, seconds=3), landed + timedelta(minutes=i, seconds=lag),
+                         "published") for i, lag in enumerate((21, 19, 30))]
+    text = scheduler.landing_summary(runs, 4)
+    assert "| 3 of 4 | 21.0 | 19.0, 30.0 |" in text and "publish: 21, 19, 30)" in text
+
+
 def test_the_soak_figures_give_a_row_a_reading_and_how_fast_heap_and_python_grew_over_the_runs() -> None:
     readings = [soak.Reading(0, 400.0, 2000.0, 690.0, 725, 33_485, 0.0),
                 soak.Reading(15, 425.0, 2200.0, 722.5, 986, 34_571, 6.5),
