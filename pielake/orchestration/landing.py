@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from pielake.lake.landed import Landing, untaken
+from pielake.lake.landed import Landing, taken
 
 
 class LandingTrigger(BaseEventTrigger):
@@ -35,10 +35,21 @@ class LandingTrigger(BaseEventTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         landing, ledger = Landing.parse(self.landing), Path(self.ledger)
         fired: set[str] = set()
+        known: set[str] = set()
         while True:
-            waiting = {path.name for path in await asyncio.to_thread(untaken, landing, ledger)}
+            waiting, known = await asyncio.to_thread(look, landing, ledger, known)
             new = sorted(waiting - fired)
             if new:
                 yield TriggerEvent({"landing": self.landing, "files": new})
             fired = waiting
             await asyncio.sleep(self.poke_interval)
+
+
+def look(landing: Landing, ledger: Path, known: set[str]) -> tuple[set[str], set[str]]:
+    """The names landed and not taken, and the names taken. What a query has taken only grows, so the ledger, a
+    file a run ever taken, is read again only when a landed name is not among the `known` taken ones: a look lists
+    the landing folder alone while nothing new lands."""
+    landed = {path.name for path in landing.files()}
+    if landed - known:
+        known = taken(ledger)
+    return landed - known, known

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -16,7 +17,7 @@ import pytest
 
 from pielake.errors import PielakeError
 from pielake.lake.landed import Landing, release, take
-from pielake.orchestration.landing import LandingTrigger
+from pielake.orchestration.landing import LandingTrigger, look
 
 SHM = Path("/dev/shm")
 
@@ -143,3 +144,18 @@ def test_the_watcher_fires_once_for_each_file_no_run_has_taken(tmp_path: Path) -
         await again.stop()
 
     asyncio.run(watch())
+
+
+def test_a_look_reads_the_ledger_only_when_a_name_it_has_not_seen_taken_lands(tmp_path: Path) -> None:
+    """A ledger holds a file for every file a query ever took: a look every two seconds lists the landing folder
+    alone while nothing new lands."""
+    inbox, ledger = tmp_path / "landing", tmp_path / "ledger"
+    landing = Landing.parse(f"{inbox}/*.json")
+    land(inbox, "a.json")
+    take(landing, ledger, "r1")
+    waiting, known = look(landing, ledger, set())
+    assert (waiting, known) == (set(), {"a.json"})
+    shutil.rmtree(ledger)  # were the ledger read again, a.json would be waiting
+    assert look(landing, ledger, known) == (set(), {"a.json"})
+    land(inbox, "b.json")  # a name not known: the ledger is read again
+    assert look(landing, ledger, known) == ({"a.json", "b.json"}, set())
