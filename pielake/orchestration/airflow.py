@@ -307,8 +307,8 @@ def scheduled_dag(registration: Registration, registry: Registry = STAGES) -> DA
               doc_md=_dag_doc(registration, purpose))
     _wire(dag, registration, _request(registration, "incremental", events), registry)
     if registration.landings:
-        roots = dag.roots
-        take_task(dag, registration) >> roots
+        first = dag.roots  # read before take_landed is one of them
+        take_task(dag, registration) >> first
     return dag
 
 
