@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import subprocess
 import sys
@@ -17,6 +18,10 @@ from pyspark.sql import SparkSession
 from pielake.engine.client import EngineAddress, free_port, free_ports, lake_engine
 from pielake.engine.session import build_session
 from tests.helpers import SHORT_LIVED_JVM
+
+# Importing Airflow (the landing trigger's tests do) sets the root logger to INFO, with a handler on the stdout pytest
+# captures: py4j's INFO line for each connection it closes as a worker exits would then be written to a closed stream.
+logging.getLogger("py4j").setLevel(logging.WARNING)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MARKERS = {"unit": pytest.mark.unit, "spark": pytest.mark.spark, "dags": pytest.mark.dags,

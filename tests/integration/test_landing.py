@@ -22,7 +22,7 @@ from pielake.lake.delta import Lake
 from tests.helpers import drawn
 from tests.integration.conftest import BIN, QUERY, airflow_command, assert_tables_equal_the_reference
 
-pytestmark = pytest.mark.heavy(seconds=150)
+pytestmark = pytest.mark.heavy(seconds=125)  # about this long in CI
 
 
 @pytest.fixture
