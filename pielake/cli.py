@@ -30,6 +30,7 @@ from pielake.errors import PielakeError, QueryError
 from pielake.exitcodes import EXIT_USAGE
 from pielake.explain import explain, explain_dot, found_by, relation_pictures
 from pielake.lake.catalog import PASSWORD_VARIABLE
+from pielake.lake.landed import Landing, ledger_of, take_each
 from pielake.lake.lock import RunLock
 from pielake.query.analyzer import QueryPlan, analyze, bind, load_query_file, read_query_file
 from pielake.query.hierarchy import check_upstreams
@@ -37,7 +38,7 @@ from pielake.query.join_order import join_order
 from pielake.query.parser import parse
 from pielake.query.printer import expr_text, query_text
 from pielake.query.tokens import tokenize
-from pielake.streams import FORMATS, events_files, load_schema
+from pielake.streams import FORMATS, as_given, events_files, files_by_stream, load_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -253,18 +254,39 @@ def _run(query_file: str, events: dict[str, Any], lake_dir: str, *, master: str 
 @click.option("--events", "events_given", multiple=True,
               help="CSV (with header), Parquet or JSON-lines events (none for a query over another query's matches); "
                    "over several streams, STREAM=FILE, once for each stream with new events.")
+@click.option("--landing", "landing_given", multiple=True,
+              help="Instead of --events: the files that landed in this folder since the query's last run took "
+                   "them (a folder and a pattern, /landing/cars/*.csv; over several streams, STREAM=GLOB), taken "
+                   "as a query registered with `landing` takes them.")
 @click.option("--incremental", is_flag=True,
               help="Append the events as the next micro-batch and recompute only what they change.")
 @run_options
 @user_errors
-def run_command(query_file: str, *, events_given: tuple[str, ...], incremental: bool, lake_dir: str,
-                master: str | None, remote: str | None, run_id: str | None, **options: Any) -> None:
+def run_command(query_file: str, *, events_given: tuple[str, ...], landing_given: tuple[str, ...],
+                incremental: bool, lake_dir: str, master: str | None, remote: str | None, run_id: str | None,
+                **options: Any) -> None:
     """Run QUERY_FILE over the events: ingest, situations, pairs, matches, each gated, then publish."""
     plan = load_query_file(query_file)
+    if events_given and landing_given:
+        raise click.UsageError("--events and --landing each give the run's events: give one of them.")
+    if landing_given:
+        run_id = run_id or new_run_id()
+        events_given = _take_landed(plan, landing_given, lake_dir, run_id)
+        if not events_given:
+            click.echo(f"no file has landed in {', '.join(landing_given)} since query {plan.name} last took "
+                       "files: nothing to run")
+            return
     if not events_given and plan.upstream_source is None:
         raise click.UsageError("Missing option '--events': the query reads a stream of events.")
     _run(query_file, events_files(plan, events_given), lake_dir, master=master, remote=remote, run_id=run_id,
          mode="incremental" if incremental else "batch", **options)
+
+
+def _take_landed(plan: QueryPlan, landing_given: tuple[str, ...], lake_dir: str, run_id: str) -> tuple[str, ...]:
+    """The files that landed since the query's last run took them, taken for run `run_id` into the lake's ledger
+    (`pielake.lake.landed`, the one Airflow's `take_landed` keeps), as `--events` gives them."""
+    landings = {stream: Landing.parse(glob) for stream, glob in files_by_stream(plan, landing_given).items()}
+    return as_given(plan, take_each(landings, ledger_of(Path(lake_dir).resolve(), plan.name), run_id))
 
 
 @main.command("backfill")

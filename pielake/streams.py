@@ -183,3 +183,17 @@ def events_files(plan: QueryPlan, given: Sequence[str]) -> dict[str, object]:
         raise PielakeError(f"query {plan.name} reads {len(plan.sources)} streams: name each file's stream "
                            f"({streams}); not '{wrong[0]}'")
     return {"stream_events": [(plan.source_named(name).stream, path) for name, _, path in pairs]}
+
+
+def files_by_stream(plan: QueryPlan, given: Sequence[str]) -> dict[str, str]:
+    """The files `given` as `--events` gives them (`events_files`), by stream; a stream given none left out."""
+    files = events_files(plan, given)
+    pairs = files.get("stream_events") or [(plan.sources[0].stream, files.get("events_path"))]
+    return {stream: path for stream, path in pairs if path}
+
+
+def as_given(plan: QueryPlan, by_stream: dict[str, str]) -> tuple[str, ...]:
+    """Files by stream as `--events` gives them: the one file of a query over one stream, else STREAM=FILE."""
+    if len(plan.sources) == 1:
+        return tuple(by_stream.values())
+    return tuple(f"{stream}={path}" for stream, path in by_stream.items())

@@ -97,6 +97,13 @@ def take(landing: Landing, ledger: Path, run_id: str) -> str | None:
     return str(folder / landing.pattern) if held else None
 
 
+def take_each(landings: dict[str, Landing], query_ledger: Path, run_id: str) -> dict[str, str]:
+    """Each stream's take (`take`) into the query's ledger: the files each stream's run reads, by stream; a
+    stream that took none left out."""
+    taken = {stream: take(landing, query_ledger / stream, run_id) for stream, landing in landings.items()}
+    return {stream: files for stream, files in taken.items() if files}
+
+
 def _link(source: Path, target: Path) -> None:
     try:
         os.link(source, target)

@@ -62,7 +62,7 @@ from pielake.orchestration.tasks import maintain_on_engine, run_step_on_engine, 
 from pielake.pipeline.registry import STAGES, Registry, Step
 from pielake.query.analyzer import QueryPlan, load_query_file
 from pielake.query.hierarchy import check_upstreams
-from pielake.streams import FORMATS, events_files, format_of
+from pielake.streams import FORMATS, as_given, events_files, files_by_stream, format_of
 
 PROJECT = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT / "jobs"
@@ -111,9 +111,7 @@ class Registration:
     def landings(self) -> dict[str, Landing]:
         """Each stream's landing folder, by stream, when the query runs as events land."""
         try:
-            given = events_files(self.plan, self.landing) if self.landing else {}
-            pairs = given.get("stream_events") or [(self.plan.sources[0].stream, given.get("events_path"))]
-            return {stream: Landing.parse(glob) for stream, glob in pairs if glob}
+            return {stream: Landing.parse(glob) for stream, glob in files_by_stream(self.plan, self.landing).items()}
         except PielakeError as error:
             raise PielakeError(f"{self.path.with_suffix('.yaml')}: {error}") from None
 
@@ -296,10 +294,8 @@ def scheduled_dag(registration: Registration, registry: Registry = STAGES) -> DA
     if registration.landings:  # when files land, each run reading those it takes (`take_landed`)
         schedule = AssetAny(*(landing_asset(name, stream, landing) for stream, landing in
                               registration.landings.items()))
-        taken = {stream: f"{{{{ ti.xcom_pull(task_ids='{TAKE_TASK}')['{stream}'] }}}}"
-                 for stream in registration.landings}
-        events = (tuple(taken.values()) if len(registration.plan.sources) == 1
-                  else tuple(f"{stream}={files}" for stream, files in taken.items()))
+        events = as_given(registration.plan, {stream: f"{{{{ ti.xcom_pull(task_ids='{TAKE_TASK}')['{stream}'] }}}}"
+                                              for stream in registration.landings})
         purpose = ("Micro-batch detection when events land: each run takes the files that landed since the last "
                    "one (" + ", ".join(f"`{landing}`" for landing in registration.landings.values()) + ").")
     dag = DAG(f"pielake_{name}", schedule=schedule, start_date=START_DATE,
@@ -312,16 +308,11 @@ def scheduled_dag(registration: Registration, registry: Registry = STAGES) -> DA
     return dag
 
 
-def landed_ledger(query: str, stream: str) -> Path:
-    """Where the files a query takes from a stream's landing folder are kept (`pielake.lake.landed`)."""
-    return ledger_of(Path(_lake()).resolve(), query) / stream
-
-
 def landing_asset(query: str, stream: str, landing: Landing) -> Asset:
     """The Asset of the files of `stream` that land for `query`, watched by Airflow's triggerer: each firing of
     its `LandingTrigger` queues a run of the query's DAG. Its URI is the query's ledger of taken files, so that
     queries over one landing folder each have an Asset of their own."""
-    ledger = landed_ledger(query, stream)
+    ledger = ledger_of(Path(_lake()).resolve(), query) / stream
     trigger = LandingTrigger(landing=str(landing), ledger=str(ledger), poke_interval=landing_poll())
     return Asset(name=f"pielake_{query}_landing_{stream}".lower(), uri=ledger.as_uri(),
                  watchers=[AssetWatcher(name=f"pielake_{query}_landing_{stream}".lower(), trigger=trigger)])
@@ -333,8 +324,7 @@ def take_task(dag: DAG, registration: Registration) -> BaseOperator:
     name = registration.plan.name
     return PythonOperator(task_id=TAKE_TASK, dag=dag, python_callable=take_landed,
                           op_kwargs={"landings": {s: str(landing) for s, landing in registration.landings.items()},
-                                     "ledgers": {s: str(landed_ledger(name, s)) for s in registration.landings},
-                                     "run_id": "{{ run_id }}"},
+                                     "ledger": str(ledger_of(Path(_lake()).resolve(), name)), "run_id": "{{ run_id }}"},
                           doc_md="Takes the files that landed since the last run into a folder of the run's own in "
                                  f"`{_lake()}/{V.LANDED_DIR}/{name}/`, which ingest reads; skips the run when "
                                  "none did.")

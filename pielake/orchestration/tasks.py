@@ -18,7 +18,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 from pielake.engine.client import EngineAddress, EngineError, RunOrder, run_on_engine
 from pielake.exitcodes import EXIT_FINDINGS, EXIT_USAGE
-from pielake.lake.landed import Landing, take
+from pielake.lake.landed import Landing, take_each
 from pielake.query.analyzer import read_query_file
 
 
@@ -56,14 +56,15 @@ def maintain_on_engine(*, conn_id: str, query: str, lake: str, keep_days: float,
     return [c.text() for c in cared]
 
 
-def take_landed(*, landings: dict[str, str], ledgers: dict[str, str], run_id: str) -> dict[str, str]:
+def take_landed(*, landings: dict[str, str], ledger: str, run_id: str) -> dict[str, str]:
     """Take the files that landed for each stream since the query's last run (`pielake.lake.landed`).
     Returns each stream's files as the run's ingest reads them ("" for a stream with none); skips the run, and so
     every task after this one, when no stream has any."""
-    taken = {stream: take(Landing.parse(glob), Path(ledgers[stream]), run_id) for stream, glob in landings.items()}
-    for stream, files in taken.items():
+    taken = take_each({stream: Landing.parse(glob) for stream, glob in landings.items()}, Path(ledger), run_id)
+    for stream, glob in landings.items():
+        files = taken.get(stream)
         print(f"{stream}: " + (f"took {len(list(Path(files).parent.iterdir()))} file(s) into {Path(files).parent}"
-                               if files else f"no new file in {landings[stream]}"), flush=True)
-    if not any(taken.values()):
+                               if files else f"no new file in {glob}"), flush=True)
+    if not taken:
         raise AirflowSkipException("no file has landed since the last run")
-    return {stream: files or "" for stream, files in taken.items()}
+    return {stream: taken.get(stream, "") for stream in landings}

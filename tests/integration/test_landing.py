@@ -1,7 +1,8 @@
 """A query registered with a landing folder runs when files land there: Airflow's own triggerer runs the folder's
 watcher, whose Asset event queues a run of the query's DAG; each run, on the engine, takes the files that landed
 since the last one and publishes what the reference computes over every file landed so far; a run that finds none
-is skipped (`pielake.orchestration.landing`).
+is skipped (`pielake.orchestration.landing`). From the command line, `pielake run --landing` takes them the same
+way, into the same ledger.
 
 Airflow runs in subprocesses with a metadata DB of its own under the test's folder, as `infra/` sets it up.
 """
@@ -16,8 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
+from pielake.cli import main
 from pielake.lake.delta import Lake
 from tests.helpers import drawn
 from tests.integration.conftest import BIN, QUERY, airflow_command, assert_tables_equal_the_reference
@@ -105,3 +108,27 @@ def test_files_landing_in_a_query_s_folder_queue_its_runs_which_take_them_once_a
     assert taken == ["flags-1.json", "flags-2.json"]
     assert sorted(p.name for p in inbox.iterdir()) == ["flags-1.json", "flags-2.json"]  # left where they landed
     assert len(landed_events(env, 3, seconds=2)) == 2  # the watcher fired once a file
+
+
+def test_a_command_line_run_takes_what_landed_since_the_query_s_last_run_into_the_same_ledger(
+        tmp_path: Path, spark: SparkSession) -> None:
+    inbox, lake = tmp_path / "landing", tmp_path / "lake"
+    (tmp_path / "flag_pairs.tpq").write_text(QUERY)
+
+    def run() -> str:
+        result = CliRunner().invoke(main, ["run", str(tmp_path / "flag_pairs.tpq"), "--landing", f"{inbox}/*.json",
+                                           "--lake", str(lake), "--incremental", "--no-checks"])
+        assert result.exit_code == 0, result.output + repr(result.exception)
+        return result.output
+
+    first = drawn(key="k", a="XXX...XX.XXX....", b=".XXXX..XXX......")
+    land(inbox, "flags-1.json", first)
+    assert "rows in = 16 events" in run()
+    assert_tables_equal_the_reference(spark, lake, first)
+    later = [*drawn(key="k", start=16, a="..XX..", b="XXXXX."), *drawn(key="j", a="XX..", b="..XX")]
+    land(inbox, "flags-2.json", later)
+    assert f"rows in = {len(later)} events" in run()
+    assert_tables_equal_the_reference(spark, lake, [*first, *later])
+    assert "since query flag_pairs last took files: nothing to run" in run()
+    assert sorted(p.name for p in (lake / "_landed" / "flag_pairs" / "Flags").glob("*/*")) == [
+        "flags-1.json", "flags-2.json"]
