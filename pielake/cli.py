@@ -257,7 +257,7 @@ def _run(query_file: str, events: dict[str, Any], lake_dir: str, *, master: str 
 @click.option("--landing", "landing_given", multiple=True,
               help="Instead of --events: the files that landed in this folder since the query's last run took "
                    "them (a folder and a pattern, /landing/cars/*.csv; over several streams, STREAM=GLOB), taken "
-                   "as a query registered with `landing` takes them.")
+                   "as a query registered with `landing` takes them, as the next micro-batch.")
 @click.option("--incremental", is_flag=True,
               help="Append the events as the next micro-batch and recompute only what they change.")
 @run_options
@@ -279,13 +279,14 @@ def run_command(query_file: str, *, events_given: tuple[str, ...], landing_given
     if not events_given and plan.upstream_source is None:
         raise click.UsageError("Missing option '--events': the query reads a stream of events.")
     _run(query_file, events_files(plan, events_given), lake_dir, master=master, remote=remote, run_id=run_id,
-         mode="incremental" if incremental else "batch", **options)
+         mode="incremental" if incremental or landing_given else "batch", **options)
 
 
 def _take_landed(plan: QueryPlan, landing_given: tuple[str, ...], lake_dir: str, run_id: str) -> tuple[str, ...]:
     """The files that landed since the query's last run took them, taken for run `run_id` into the lake's ledger
     (`pielake.lake.landed`, the one Airflow's `take_landed` keeps), as `--events` gives them."""
-    landings = {stream: Landing.parse(glob) for stream, glob in files_by_stream(plan, landing_given).items()}
+    landings = {stream: Landing.parse(str(Path(glob).absolute()))
+                for stream, glob in files_by_stream(plan, landing_given).items()}
     return as_given(plan, take_each(landings, ledger_of(Path(lake_dir).resolve(), plan.name), run_id))
 
 

@@ -111,16 +111,17 @@ def test_files_landing_in_a_query_s_folder_queue_its_runs_which_take_them_once_a
 
 
 def test_a_command_line_run_takes_what_landed_since_the_query_s_last_run_into_the_same_ledger(
-        tmp_path: Path, spark: SparkSession) -> None:
+        tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
     inbox, lake = tmp_path / "landing", tmp_path / "lake"
     (tmp_path / "flag_pairs.tpq").write_text(QUERY)
 
     def run() -> str:
-        result = CliRunner().invoke(main, ["run", str(tmp_path / "flag_pairs.tpq"), "--landing", f"{inbox}/*.json",
-                                           "--lake", str(lake), "--incremental", "--no-checks"])
+        result = CliRunner().invoke(main, ["run", str(tmp_path / "flag_pairs.tpq"), "--landing", "landing/*.json",
+                                           "--lake", str(lake), "--no-checks"])  # a micro-batch, from where it runs
         assert result.exit_code == 0, result.output + repr(result.exception)
         return result.output
 
+    monkeypatch.chdir(tmp_path)
     first = drawn(key="k", a="XXX...XX.XXX....", b=".XXXX..XXX......")
     land(inbox, "flags-1.json", first)
     assert "rows in = 16 events" in run()
@@ -130,5 +131,7 @@ def test_a_command_line_run_takes_what_landed_since_the_query_s_last_run_into_th
     assert f"rows in = {len(later)} events" in run()
     assert_tables_equal_the_reference(spark, lake, [*first, *later])
     assert "since query flag_pairs last took files: nothing to run" in run()
+    runs = Lake(spark, lake).read("runs").collect()
+    assert [r.mode for r in runs] == ["incremental", "incremental"]
     assert sorted(p.name for p in (lake / "_landed" / "flag_pairs" / "Flags").glob("*/*")) == [
         "flags-1.json", "flags-2.json"]
