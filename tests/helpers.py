@@ -1,5 +1,6 @@
-"""Small builders shared by tests: event streams drawn as strings, one character per event; a free port; the
-environment of the processes tests start; the rows a Spark session holds; a page's text as a browser shows it."""
+"""Small builders shared by tests: event streams drawn as strings, one character per event; a file landed as
+writers land one; a free port; the environment of the processes tests start; the rows a Spark session holds; a
+page's text as a browser shows it."""
 
 from __future__ import annotations
 
@@ -24,6 +25,14 @@ DELTA_STATE = "Delta Table State"  # how Delta names the snapshot states it cach
 # lives for one small run, as a micro-batch's does (`SHORT_LIVED_JIT`), whatever the run. The shared session of the
 # test run, which lives for all of it, keeps C2: its later runs gain from it.
 SHORT_LIVED_JVM = {"SPARK_SUBMIT_OPTS": SHORT_LIVED_JIT}
+
+
+def land(folder: Path, name: str, text: str = "{}\n") -> Path:
+    """A file landed as writers land one: written under a hidden name, then renamed (`pielake.lake.landed`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    part = folder / f".{name}.part"
+    part.write_text(text)
+    return part.rename(folder / name)
 
 
 def maps_the_class_archive(pid: int) -> bool:

@@ -312,10 +312,9 @@ def landing_asset(query: str, stream: str, landing: Landing) -> Asset:
     """The Asset of the files of `stream` that land for `query`, watched by Airflow's triggerer: each firing of
     its `LandingTrigger` queues a run of the query's DAG. Its URI is the query's ledger of taken files, so that
     queries over one landing folder each have an Asset of their own."""
-    ledger = ledger_of(Path(_lake()).resolve(), query) / stream
+    ledger, name = ledger_of(Path(_lake()).resolve(), query) / stream, f"pielake_{query}_landing_{stream}".lower()
     trigger = LandingTrigger(landing=str(landing), ledger=str(ledger), poke_interval=landing_poll())
-    return Asset(name=f"pielake_{query}_landing_{stream}".lower(), uri=ledger.as_uri(),
-                 watchers=[AssetWatcher(name=f"pielake_{query}_landing_{stream}".lower(), trigger=trigger)])
+    return Asset(name=name, uri=ledger.as_uri(), watchers=[AssetWatcher(name=name, trigger=trigger)])
 
 
 def take_task(dag: DAG, registration: Registration) -> BaseOperator:

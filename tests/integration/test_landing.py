@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 
 from pielake.cli import main
 from pielake.lake.delta import Lake
-from tests.helpers import drawn
+from tests.helpers import drawn, land
 from tests.integration.conftest import BIN, QUERY, airflow_command, assert_tables_equal_the_reference
 
 pytestmark = pytest.mark.heavy(seconds=125)  # about this long in CI
@@ -50,12 +50,8 @@ def landing(airflow: dict[str, str], tmp_path: Path) -> Iterator[dict[str, str]]
         triggerer.wait(timeout=60)
 
 
-def land(folder: Path, name: str, rows: list[dict]) -> None:
-    """A file landed as a writer lands one: written under a hidden name, then renamed."""
-    folder.mkdir(exist_ok=True)
-    part = folder / f".{name}.part"
-    part.write_text("\n".join(json.dumps(r) for r in rows))
-    part.rename(folder / name)
+def json_lines(rows: list[dict]) -> str:
+    return "\n".join(json.dumps(r) for r in rows)
 
 
 def landed_events(env: dict[str, str], count: int, seconds: float = 90) -> list[dict]:
@@ -74,7 +70,7 @@ def test_files_landing_in_a_query_s_folder_queue_its_runs_which_take_them_once_a
         landing: dict[str, str], tmp_path: Path, spark: SparkSession) -> None:
     env, inbox, lake = landing, tmp_path / "landing", tmp_path / "lake"
     first = drawn(key="k", a="XXX...XX.XXX....", b=".XXXX..XXX......")
-    land(inbox, "flags-1.json", first)
+    land(inbox, "flags-1.json", json_lines(first))
     assert landed_events(env, 1) == [{"landing": f"{inbox}/*.json", "files": ["flags-1.json"]}]
     # One scheduler loop turns the event into a run of the query's DAG (no slot in the pool: no task starts, as
     # in test_airflow.py); `dags test` then runs the DAG's tasks in this process's turn.
@@ -92,7 +88,7 @@ def test_files_landing_in_a_query_s_folder_queue_its_runs_which_take_them_once_a
     assert_tables_equal_the_reference(spark, lake, first)
 
     later = [*drawn(key="k", start=16, a="..XX..", b="XXXXX."), *drawn(key="j", a="XX..", b="..XX")]
-    land(inbox, "flags-2.json", later)
+    land(inbox, "flags-2.json", json_lines(later))
     assert landed_events(env, 2)[1:] == [{"landing": f"{inbox}/*.json", "files": ["flags-2.json"]}]
     log = airflow_command(env, "dags", "test", "pielake_flag_pairs")
     assert "state=success" in log and "Flags: took 1 file(s)" in log, log[-4000:]
@@ -123,11 +119,11 @@ def test_a_command_line_run_takes_what_landed_since_the_query_s_last_run_into_th
 
     monkeypatch.chdir(tmp_path)
     first = drawn(key="k", a="XXX...XX.XXX....", b=".XXXX..XXX......")
-    land(inbox, "flags-1.json", first)
+    land(inbox, "flags-1.json", json_lines(first))
     assert "rows in = 16 events" in run()
     assert_tables_equal_the_reference(spark, lake, first)
     later = [*drawn(key="k", start=16, a="..XX..", b="XXXXX."), *drawn(key="j", a="XX..", b="..XX")]
-    land(inbox, "flags-2.json", later)
+    land(inbox, "flags-2.json", json_lines(later))
     assert f"rows in = {len(later)} events" in run()
     assert_tables_equal_the_reference(spark, lake, [*first, *later])
     assert "since query flag_pairs last took files: nothing to run" in run()

@@ -23,7 +23,7 @@ from pielake.pipeline.job import RunRequest
 from pielake.pipeline.maintenance import maintain
 from pielake.pipeline.runner import run_query
 from pielake.query.analyzer import load_query
-from tests.helpers import drawn, files_read
+from tests.helpers import drawn, files_read, land
 from tests.integration.conftest import QUERY, airflow_command, assert_tables_equal_the_reference
 
 pytestmark = pytest.mark.heavy(seconds=250)  # about this long in CI: scheduled first
@@ -83,9 +83,7 @@ def test_the_maintenance_dag_compacts_a_lake_after_micro_batches(airflow: dict[s
         assert rows(lake, table, version) == kept  # a day of time travel kept: the old files are still there
     assert sum(files_read(lake.read("events_flags").filter(F.col("ts").between(6, 11)))) < read_before
 
-    landed = tmp_path / "landing" / "flags-1.json"  # a file a run took from the query's landing folder
-    landed.parent.mkdir()
-    landed.write_text('{"key": "k", "ts": 1, "a": true, "b": false}\n')
+    landed = land(tmp_path / "landing", "flags-1.json", '{"key": "k", "ts": 1, "a": true, "b": false}\n')
     taken = Path(take(Landing.parse(str(landed)), ledger_of(lake.root, "flag_pairs") / "Flags", "r1")).parent
     said: list[str] = []
     cared = {c.table: c for c in maintain(lake, plan, keep_days=0, say=said.append)}

@@ -18,16 +18,9 @@ import pytest
 from pielake.errors import PielakeError
 from pielake.lake.landed import Landing, release, take
 from pielake.orchestration.landing import LandingTrigger, look
+from tests.helpers import land
 
 SHM = Path("/dev/shm")
-
-
-def land(folder: Path, name: str, text: str = "{}\n") -> Path:
-    """A file landed as writers land one: written under a hidden name, then renamed."""
-    folder.mkdir(parents=True, exist_ok=True)
-    part = folder / f".{name}.part"
-    part.write_text(text)
-    return part.rename(folder / name)
 
 
 def names(glob: str | None) -> list[str]:
