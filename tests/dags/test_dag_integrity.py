@@ -24,11 +24,14 @@ import json, time
 started = time.perf_counter()
 from airflow.dag_processing.dagbag import DagBag
 from airflow.serialization.serialized_objects import DagSerialization
+from airflow.sdk.bases.timetable import BaseTimetable
 from airflow.timetables.base import TimeRestriction, Timetable
 bag = DagBag(dag_folder={dags!r})
 
 def schedule(dag):
-    return dag.timetable.summary if isinstance(dag.schedule, Timetable) else str(dag.schedule)
+    if isinstance(dag.schedule, (Timetable, BaseTimetable)):  # as the scheduler sees it
+        return DagSerialization.from_dict(DagSerialization.to_dict(dag)).timetable.summary
+    return str(dag.schedule)
 
 def first_run(dag):
     scheduled = DagSerialization.from_dict(DagSerialization.to_dict(dag))
@@ -226,3 +229,25 @@ def test_a_query_over_unregistered_or_cyclic_matches_is_a_broken_dag_naming_its_
         other = "pong" if name == "ping" else "ping"
         doc = loaded["dags"][f"pielake_{name}"]["doc"]
         assert f"queries read each other's matches in a cycle: {name} -> {other} -> {name}. Line 1, Col 6" in doc
+
+
+LOAD_MODULES = """
+import json, sys
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder={dags!r})
+print(json.dumps({{"dags": sorted(bag.dag_ids), "errors": list(bag.import_errors),
+                  "submit_operator": "airflow.providers.apache.spark.operators.spark_submit" in sys.modules}}))
+"""
+
+
+def test_dags_of_queries_on_the_engine_load_without_spark_s_submit_operator(tmp_path: Path) -> None:
+    """Airflow parses the DAG file again before every task it runs, and importing Spark's submit operator would be
+    most of that parse: tasks on the engine never use it, so a registry of engine queries does not import it (the
+    other tests of this file load queries that run with spark-submit)."""
+    (tmp_path / "queries").mkdir()
+    (tmp_path / "queries" / "flag_pairs.tpq").write_text(QUERY)
+    (tmp_path / "queries" / "flag_pairs.yaml").write_text("landing: /landing/flags/*.json\n")
+    loaded = load_dags(tmp_path, tmp_path / "queries", script=LOAD_MODULES)
+    assert loaded["errors"] == [] and "pielake_flag_pairs" in loaded["dags"], loaded
+    assert loaded["submit_operator"] is False
+
