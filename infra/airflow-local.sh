@@ -19,6 +19,10 @@ export PIELAKE_QUERIES="${PIELAKE_QUERIES:-$ROOT/examples/queries}"
 export AIRFLOW_CONN_SPARK_DEFAULT="${AIRFLOW_CONN_SPARK_DEFAULT:-{\"conn_type\": \"spark\", \"host\": \"local[*]\"}}"
 export PYSPARK_PYTHON="$ROOT/.venv/bin/python"
 export PATH="$ROOT/.venv/bin:$PATH"   # spark-submit and airflow from the project's environment
+# The deployment's Airflow settings (infra/airflow.env), each unless your environment sets it already.
+while IFS='=' read -r key value; do
+  [[ $key =~ ^AIRFLOW__[A-Z_]+$ ]] && export "$key=${!key:-$value}"
+done < "$ROOT/infra/airflow.env"
 mkdir -p "$AIRFLOW_HOME"
 # Fetch Delta's jars into the Ivy cache now, alone: the PiePair tasks start their spark-submits at once, and two
 # JVMs downloading into an empty cache at the same time break each other's download.

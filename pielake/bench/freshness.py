@@ -46,6 +46,7 @@ SLICE = 1_000  # the events of one landed file, SLICE / KEYS a key
 QUERY = "chain4"
 BIN = Path(sys.executable).parent
 DAGS = Path(__file__).resolve().parents[2] / "dags"
+AIRFLOW_SETTINGS = DAGS.parent / "infra" / "airflow.env"
 CONNECT_MARKS = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
 
 
@@ -146,15 +147,23 @@ def stop(bench: Bench) -> None:
 
 
 def airflow_env(bench: Bench, lake: Path, queries: Path, runner: str) -> dict[str, str]:
-    """Airflow's environment for a lake and a registry folder: a home of their own (a route's DAG differs from
-    another route's under the same name), the engine's connection and `runner`."""
+    """Airflow's environment for a lake and a registry folder, as a deployment's (`deployment_settings`): a home of
+    their own (a route's DAG differs from another route's under the same name), the engine's connection and
+    `runner`."""
     home = lake.with_name(lake.name + "-airflow")
-    return {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    return {**deployment_settings(), **os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS), "PIELAKE_QUERIES": str(queries),
             "PIELAKE_LAKE": str(lake), "PIELAKE_RUNNER": runner,
             "AIRFLOW_CONN_PIELAKE_ENGINE": bench.address.airflow_connection(),
             "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "local[*]"}',
             "PYSPARK_PYTHON": sys.executable, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+
+
+def deployment_settings() -> dict[str, str]:
+    """The Airflow settings of a deployment (`infra/airflow.env`: `KEY=value` lines, `#` comments), which
+    `infra/airflow-local.sh` exports unless the environment sets them."""
+    lines = AIRFLOW_SETTINGS.read_text(encoding="utf-8").splitlines()
+    return dict(line.split("=", 1) for line in lines if line.strip() and not line.startswith("#"))
 
 
 def _route_airflow_env(bench: Bench, route: Route) -> dict[str, str]:

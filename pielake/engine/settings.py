@@ -78,8 +78,9 @@ def lock_wait() -> float:
 
 def landing_poll() -> float:
     """Seconds between two looks at a landing folder for new files (`pielake.orchestration.landing`):
-    `PIELAKE_LANDING_POLL`, else 2. A look lists the folder and the query's taken files, a few milliseconds."""
-    return float(os.environ.get("PIELAKE_LANDING_POLL", "2"))
+    `PIELAKE_LANDING_POLL`, else 1: a landed file waits half of it on average before its run is queued. A look
+    lists the folder, and the query's taken files only when a name it has not seen taken lands: milliseconds."""
+    return float(os.environ.get("PIELAKE_LANDING_POLL", "1"))
 
 
 def docs_runs() -> int:

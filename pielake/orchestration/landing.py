@@ -1,7 +1,7 @@
 """Runs when events land: the watcher Airflow's triggerer runs for a query registered with a landing folder.
 
 A query registered with `landing: /landing/cars/*.csv` runs when new files land there, not on a clock. Its
-scheduled DAG is scheduled on an Asset whose watcher (`LandingTrigger`) lists the folder every few seconds and
+scheduled DAG is scheduled on an Asset whose watcher (`LandingTrigger`) lists the folder every second and
 fires when it holds files the query has not taken (`pielake.lake.landed`); the run's first task (`take_landed`)
 takes them. A watcher that fires again for the same files (the triggerer restarted) costs a run that takes
 nothing and skips.
@@ -24,7 +24,7 @@ class LandingTrigger(BaseEventTrigger):
     runs it as the watcher of the query's landing Asset, so each firing is an Asset event that queues a run. What it
     has fired for lives in its memory only; started again, it fires again for the files still untaken."""
 
-    def __init__(self, *, landing: str, ledger: str, poke_interval: float = 2.0) -> None:
+    def __init__(self, *, landing: str, ledger: str, poke_interval: float = 1.0) -> None:
         super().__init__()
         self.landing, self.ledger, self.poke_interval = landing, ledger, poke_interval
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pielake.bench.freshness import deployment_settings
 from pielake.engine.settings import SHORT_LIVED_JIT
 from tests.helpers import FLAGS_QUERY as QUERY
 from tests.helpers import process_env
@@ -251,3 +252,27 @@ def test_dags_of_queries_on_the_engine_load_without_spark_s_submit_operator(tmp_
     assert loaded["errors"] == [] and "pielake_flag_pairs" in loaded["dags"], loaded
     assert loaded["submit_operator"] is False
 
+
+READ_SETTINGS = """
+import json
+from airflow.configuration import conf
+documented = {{(section, option) for section, described in conf.configuration_description.items()
+              for option in described["options"]}}
+read = {{}}
+for name in {names!r}:
+    section, option = name.lower().split("__")[1:]
+    read[name] = [(section, option) in documented, conf.get(section, option)]
+print(json.dumps(read))
+"""
+
+
+def test_the_deployment_s_airflow_settings_are_options_airflow_documents_and_reads(tmp_path: Path) -> None:
+    """`infra/airflow.env` names options of Airflow's own configuration (a misspelt one would be ignored without
+    a word), and Airflow reads each value from the environment the deployment exports."""
+    settings = deployment_settings()
+    assert settings
+    env = process_env(AIRFLOW_HOME=str(tmp_path), **settings)
+    done = subprocess.run([sys.executable, "-c", READ_SETTINGS.format(names=sorted(settings))], env=env, text=True,
+                          capture_output=True, check=True, timeout=300)
+    read = json.loads(done.stdout.strip().splitlines()[-1])
+    assert read == {name: [True, value] for name, value in settings.items()}
