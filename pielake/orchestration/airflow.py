@@ -219,7 +219,7 @@ def _task(dag: DAG, registration: Registration, step: Step, request: dict[str, A
 
 def _spark_submit(**arguments: Any) -> BaseOperator:
     """A `SparkSubmitOperator` task on the `spark_default` connection. Spark's provider is imported here rather than
-    with this module: Airflow parses the DAG file again before every task it runs, and that import is most of the
+    with this module: Airflow parses the DAG file again before every task it runs, and that import is half of the
     parse (about 0.2 s of each task's start), which no task of a query on the engine needs."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator  # noqa: PLC0415
 

@@ -243,7 +243,7 @@ print(json.dumps({{"dags": sorted(bag.dag_ids), "errors": list(bag.import_errors
 
 def test_dags_of_queries_on_the_engine_load_without_spark_s_submit_operator(tmp_path: Path) -> None:
     """Airflow parses the DAG file again before every task it runs, and importing Spark's submit operator would be
-    most of that parse: tasks on the engine never use it, so a registry of engine queries does not import it (the
+    half of that parse: tasks on the engine never use it, so a registry of engine queries does not import it (the
     other tests of this file load queries that run with spark-submit)."""
     (tmp_path / "queries").mkdir()
     (tmp_path / "queries" / "flag_pairs.tpq").write_text(QUERY)
