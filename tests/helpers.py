@@ -5,10 +5,12 @@ page's text as a browser shows it."""
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,11 @@ DELTA_STATE = "Delta Table State"  # how Delta names the snapshot states it cach
 # lives for one small run, as a micro-batch's does (`SHORT_LIVED_JIT`), whatever the run. The shared session of the
 # test run, which lives for all of it, keeps C2: its later runs gain from it.
 SHORT_LIVED_JVM = {"SPARK_SUBMIT_OPTS": SHORT_LIVED_JIT}
+
+
+def json_lines(rows: Iterable[dict[str, Any]]) -> str:
+    """Rows as a JSON-lines file's text, as event files are written."""
+    return "\n".join(json.dumps(row) for row in rows)
 
 
 def land(folder: Path, name: str, text: str = "{}\n") -> Path:

@@ -16,7 +16,7 @@ from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from tests.conftest import EngineForTests
 from tests.helpers import FLAGS_QUERY as QUERY
-from tests.helpers import drawn, process_env
+from tests.helpers import drawn, json_lines, process_env
 
 ROOT = Path(__file__).parents[2]
 BIN = Path(sys.executable).parent
@@ -32,7 +32,7 @@ def airflow(tmp_path_factory: pytest.TempPathFactory, engine: EngineForTests) ->
     # Key k reaches 84 s: its matches starting by 24 s are final (WITHIN 1 min), for a query over them to read.
     rows = drawn(key="k", a="XXX...XX.XXX......XX..X" + "." * 62, b=".XXXX..XXX.........XXX.XX" + "." * 60) \
         + drawn(key="j", a="XX..", b="..XX")
-    (home / "flags.json").write_text("\n".join(json.dumps(r) for r in rows))
+    (home / "flags.json").write_text(json_lines(rows))
     (home / "queries" / "flag_pairs.yaml").write_text(f'schedule: "*/5 * * * *"\nevents: {home / "flags.json"}\n')
     env = process_env(AIRFLOW_HOME=str(home), AIRFLOW__CORE__LOAD_EXAMPLES="False",
                       AIRFLOW__CORE__DAGS_FOLDER=str(ROOT / "dags"), PIELAKE_QUERIES=str(home / "queries"),

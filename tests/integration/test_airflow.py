@@ -30,7 +30,7 @@ from pielake.lake.delta import Lake
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import StreamEvents, find_matches_of, matches_stream
 from tests.dags.test_dag_integrity import EXPECTED_GRAPH, SPANS
-from tests.helpers import drawn
+from tests.helpers import drawn, json_lines
 from tests.integration.conftest import BIN, QUERY, ROOT, airflow_command, assert_tables_equal_the_reference
 
 pytestmark = pytest.mark.heavy(seconds=580)  # about this long in CI: scheduled first
@@ -121,7 +121,7 @@ def assert_a_backfill_adds_history(spark: SparkSession, env: dict[str, str], lak
     history = [*drawn(key="h", start=10, a="XXXX..", b="..XXXX"), *drawn(key="j", start=4, a="..XXX.", b="XX..XX")]
     outside = {"key": "h", "ts": 100, "a": True, "b": False}
     landed = tmp_path / "history.json"
-    landed.write_text("\n".join(json.dumps(r) for r in [*history, outside]))
+    landed.write_text(json_lines([*history, outside]))
     conf = json.dumps({"from": "4", "to": "60", "events": str(landed)})
     log = airflow_command(env, "dags", "test", "pielake_flag_pairs_backfill", "--conf", conf)
     assert "state=success" in log, log[-4000:]

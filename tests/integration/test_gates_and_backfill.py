@@ -42,7 +42,7 @@ from pielake.semantics.reference import derive_situations, find_matches
 from pielake.spark.columns import LAST_TIME
 from pielake.spark.query import SparkQuery
 from pielake.streams import StreamSchema, save_schema
-from tests.helpers import browser_text
+from tests.helpers import browser_text, json_lines
 from tests.spark.kernels import reference_rows, spark_rows
 
 pytestmark = pytest.mark.heavy(seconds=320)  # about this long in CI: scheduled first
@@ -60,7 +60,7 @@ EVENTS = [{"m": m, "ts": t, "v": float(v + (1 if m == "m2" and t % 5 == 0 else 0
 
 
 def write(path: Path, rows: list[dict]) -> str:
-    path.write_text("\n".join(json.dumps(r) for r in rows))
+    path.write_text(json_lines(rows))
     return str(path)
 
 

@@ -25,6 +25,7 @@ from pielake.semantics.reference import derive_situations, find_matches
 from pielake.spark import columns as C
 from pielake.spark.columns import LAST_TIME
 from pielake.streams import StreamSchema, save_schema
+from tests.helpers import json_lines
 from tests.spark.kernels import reference_rows, spark_rows
 
 pytestmark = pytest.mark.heavy(seconds=150)  # about this long in CI: scheduled first
@@ -42,7 +43,7 @@ EVENTS = [{"ts": t, "temp": float(DRAW.choice([20, 40, 60, 80])), "valve": DRAW.
 
 
 def write(path: Path, rows: list[dict]) -> str:
-    path.write_text("\n".join(json.dumps(r) for r in rows))
+    path.write_text(json_lines(rows))
     return str(path)
 
 

@@ -4,7 +4,6 @@ brute-force reference computes from the events so far, provisional matches inclu
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import random
 import shutil
@@ -22,6 +21,7 @@ from pielake.pipeline.runner import run_query
 from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import StreamEvents, derive_situations_of, find_matches, find_matches_of
 from pielake.streams import save_schema
+from tests.helpers import json_lines
 from tests.spark.kernels import reference_rows, spark_rows
 from tests.strategies import UNTIL, Case, kernel_time, scenario, two_streams
 
@@ -157,7 +157,7 @@ def batch_files(root: Path, streams: list[Case], batch: dict[str, list[dict]], n
     files = {}
     for stream in (s for s in streams if batch.get(s.name)):
         files[stream.name] = root / f"{name}_{stream.name}.json"
-        files[stream.name].write_text("\n".join(json.dumps(r) for r in stream.json_rows(batch[stream.name])))
+        files[stream.name].write_text(json_lines(stream.json_rows(batch[stream.name])))
     return files
 
 
@@ -312,7 +312,7 @@ def test_a_timestamp_stream_in_micro_batches_equals_the_reference(spark: SparkSe
     batches = (rows[:35] + rows[60:95], rows[35:60] + rows[95:])  # each key's first 35 events, then the rest
     for index, part in enumerate(batches):
         path = root / f"batch{index}.json"
-        path.write_text("\n".join(json.dumps(r) for r in case.json_rows(part)))
+        path.write_text(json_lines(case.json_rows(part)))
         run_query(lake, plan, f"mb{index}", RunRequest(mode="incremental", events_path=str(path), checks=False))
         if index == 0:
             assert lake.read("progress_q").filter("__cut IS NULL").count() == 0, "every key should have a cut"

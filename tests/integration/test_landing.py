@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 
 from pielake.cli import main
 from pielake.lake.delta import Lake
-from tests.helpers import drawn, land
+from tests.helpers import drawn, json_lines, land
 from tests.integration.conftest import BIN, QUERY, airflow_command, assert_tables_equal_the_reference
 
 pytestmark = pytest.mark.heavy(seconds=125)  # about this long in CI
@@ -48,10 +48,6 @@ def landing(airflow: dict[str, str], tmp_path: Path) -> Iterator[dict[str, str]]
     finally:
         triggerer.terminate()
         triggerer.wait(timeout=60)
-
-
-def json_lines(rows: list[dict]) -> str:
-    return "\n".join(json.dumps(r) for r in rows)
 
 
 def landed_events(env: dict[str, str], count: int, seconds: float = 90) -> list[dict]:

@@ -8,7 +8,6 @@ reference."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pyspark.sql.functions as F
@@ -23,7 +22,7 @@ from pielake.pipeline.job import RunRequest
 from pielake.pipeline.maintenance import maintain
 from pielake.pipeline.runner import run_query
 from pielake.query.analyzer import load_query
-from tests.helpers import drawn, files_read, land
+from tests.helpers import drawn, files_read, json_lines, land
 from tests.integration.conftest import QUERY, airflow_command, assert_tables_equal_the_reference
 
 pytestmark = pytest.mark.heavy(seconds=250)  # about this long in CI: scheduled first
@@ -48,7 +47,7 @@ def rows(lake: Lake, table: str, version: int | None = None) -> list[tuple]:
 def micro_batch(lake: Lake, folder: Path, index: int) -> list[dict]:
     """Micro-batch `index`: three seconds of two keys' flags, run in this process; returns its events."""
     events = [*drawn(key="k", start=3 * index, a="X.X", b=".XX"), *drawn(key="j", start=3 * index, a="XX.", b="X.X")]
-    (folder / f"{index}.json").write_text("\n".join(json.dumps(e) for e in events))
+    (folder / f"{index}.json").write_text(json_lines(events))
     run_query(lake, load_query(QUERY, "flag_pairs"), f"mb{index}",
               RunRequest(mode="incremental", checks=False, events_path=str(folder / f"{index}.json")))
     return events

@@ -4,7 +4,6 @@ events so far."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +21,7 @@ from pielake.pipeline.runner import run_query
 from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import StreamEvents, derive_situations_of, find_matches_of, matches_stream
 from pielake.streams import save_schema
+from tests.helpers import json_lines
 from tests.integration.test_incremental import MICRO_SETTINGS, micro_batches, situation_rows
 from tests.spark.kernels import reference_rows, spark_rows
 from tests.strategies import RELATION_NAMES, Case
@@ -70,7 +70,7 @@ def case_lake(spark: SparkSession, root: Path, case: Case) -> Lake:
 
 def events_file(path: Path, case: Case, rows: list[dict]) -> str:
     """`rows` of the case's stream as a JSON-lines file at `path`."""
-    path.write_text("\n".join(json.dumps(r) for r in case.json_rows(rows)))
+    path.write_text(json_lines(case.json_rows(rows)))
     return str(path)
 
 

@@ -20,6 +20,7 @@ from pielake.pipeline.runner import run_query
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from pielake.streams import StreamSchema, save_schema
+from tests.helpers import json_lines
 from tests.spark.kernels import reference_rows, spark_rows
 
 STREAM = StreamSchema("Boiler", ("unit",), "ts", "s",
@@ -37,7 +38,7 @@ EVENTS = [{"unit": unit, "ts": t, "temp": float(DRAW.choice([20, 40, 60, 80])), 
 
 def run(lake: Lake, tmp_path: Path, run_id: str, events: list[dict], mode: str) -> None:
     path = tmp_path / f"{run_id}.json"
-    path.write_text("\n".join(json.dumps(e) for e in events))
+    path.write_text(json_lines(events))
     run_query(lake, load_query(QUERY, "boiler"), run_id, RunRequest(mode=mode, events_path=str(path), checks=False))
 
 

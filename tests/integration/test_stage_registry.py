@@ -3,7 +3,6 @@ in the run's steps, in the summary of a run, and in the scheduled DAG's task gra
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -17,7 +16,7 @@ from pielake.query.analyzer import load_query
 from pielake.streams import StreamSchema, save_schema
 from tests.dags.test_dag_integrity import load_dags
 from tests.helpers import FLAGS_QUERY as QUERY
-from tests.helpers import drawn
+from tests.helpers import drawn, json_lines
 
 
 def tally(ctx: StepContext) -> StageResult:
@@ -43,7 +42,7 @@ def test_a_stage_declared_in_a_registry_is_a_step_of_the_run_and_of_its_dag(tmp_
     save_schema(StreamSchema("Flags", ("key",), "ts", "s", (("key", "STRING"), ("ts", "BIGINT"), ("a", "BOOLEAN"),
                                                            ("b", "BOOLEAN"))), tmp_path / "lake" / "_streams")
     events = tmp_path / "flags.json"
-    events.write_text("\n".join(json.dumps(r) for r in drawn(a="XXX...XX.", b=".XXXX..XX")))
+    events.write_text(json_lines(drawn(a="XXX...XX.", b=".XXXX..XX")))
     summary = run_query(Lake(spark, tmp_path / "lake"), plan, "r1", RunRequest(events_path=str(events)),
                         registry=REGISTRY)
     [line] = [line for line in summary.render().splitlines() if line.strip().startswith("tally")]
