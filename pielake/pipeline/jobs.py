@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from pielake.engine.session import build_session
 from pielake.errors import PielakeError
@@ -17,7 +18,7 @@ from pielake.lake.delta import Lake
 from pielake.pipeline.gates import import_gx_meanwhile
 from pielake.pipeline.job import RunRequest, StageResult
 from pielake.pipeline.registry import CHECK
-from pielake.pipeline.runner import Run
+from pielake.pipeline.runner import Run, ended
 from pielake.pipeline.scope import MODES
 from pielake.query.analyzer import load_query_file
 from pielake.streams import events_files
@@ -57,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
         import_gx_meanwhile()
     try:
         plan = load_query_file(options.query)
+        over = ended(Path(options.lake), plan, options.run_id, options.step)
+        if over is not None:  # nothing to do: said before a Spark session starts (spark-submit's task succeeds)
+            print(json.dumps({"step": options.step, "skipped": over}))
+            return 0
         lake = Lake(build_session(options.master, app_name=f"pielake-{options.step}-{plan.name}"), options.lake)
         request = RunRequest(mode=options.mode, **events_files(plan, [e for e in options.events if e]),
                              fmt=options.format or None,

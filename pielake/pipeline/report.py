@@ -51,8 +51,8 @@ class StepRecord:
                       "failed": tuple(data["failed"])})
 
 
-def _folder(lake: Lake, query: str, run_id: str) -> Path:
-    return lake.root / V.RUNS_DIR / query / run_id
+def _folder(root: Path, query: str, run_id: str) -> Path:
+    return root / V.RUNS_DIR / query / run_id
 
 
 @dataclass(frozen=True)
@@ -66,29 +66,47 @@ class UpstreamRead:
 
 
 UPSTREAM_READ = "upstream.read"  # not `*.json`: no step's record
+ENDED = "ended"  # how the run ended, once it has: its status
+
+
+def record_end(root: Path, query: str, run_id: str, status: str | None) -> None:
+    """Keep how the run ended (`status`), or forget it (None: the run starts again from its first step)."""
+    path = _folder(root, query, run_id) / ENDED
+    if status is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(status, encoding="utf-8")
+
+
+def run_end(root: Path, query: str, run_id: str) -> str | None:
+    """How the run ended (its status in `runs`), or None while it has not. A file of the lake's folder, so a
+    spark-submit step reads it before it starts Spark."""
+    path = _folder(root, query, run_id) / ENDED
+    return path.read_text(encoding="utf-8") if path.is_file() else None
 
 
 def record_upstream_read(lake: Lake, query: str, run_id: str, read: UpstreamRead) -> None:
-    folder = _folder(lake, query, run_id)
+    folder = _folder(lake.root, query, run_id)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / UPSTREAM_READ).write_text(json.dumps(asdict(read)), encoding="utf-8")
 
 
 def upstream_read(lake: Lake, query: str, run_id: str) -> UpstreamRead | None:
     """The run's `UpstreamRead`, or None before its ingest has read the upstream."""
-    path = _folder(lake, query, run_id) / UPSTREAM_READ
+    path = _folder(lake.root, query, run_id) / UPSTREAM_READ
     return UpstreamRead(**json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else None
 
 
 def record_step(lake: Lake, query: str, run_id: str, record: StepRecord) -> None:
-    folder = _folder(lake, query, run_id)
+    folder = _folder(lake.root, query, run_id)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{record.step}.json").write_text(record.to_json(), encoding="utf-8")
 
 
 def step_records(lake: Lake, query: str, run_id: str) -> list[StepRecord]:
     """The run's step records in the order the steps started."""
-    folder = _folder(lake, query, run_id)
+    folder = _folder(lake.root, query, run_id)
     found = [StepRecord.from_json(p.read_text(encoding="utf-8")) for p in folder.glob("*.json")]
     return sorted(found, key=lambda r: r.started_at)
 

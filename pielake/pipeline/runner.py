@@ -24,7 +24,7 @@ from pathlib import Path
 from pielake import vocabulary as V
 from pielake.engine.progress import StageProgress
 from pielake.errors import PielakeError
-from pielake.exitcodes import EXIT_USAGE
+from pielake.exitcodes import EXIT_OVER, EXIT_USAGE
 from pielake.lake.delta import Lake, check_run_id
 from pielake.lake.lock import RunLock
 from pielake.lake.staging import SessionStaging
@@ -33,13 +33,32 @@ from pielake.pipeline.gx_project import docs_index
 from pielake.pipeline.ingest import IngestReport, streams_for
 from pielake.pipeline.job import QueryJob, RunRequest, StageResult, StepContext, events_table, run_mode
 from pielake.pipeline.registry import STAGES, Registry, Step
-from pielake.pipeline.report import StepRecord, publish_report, record_step, step_records
+from pielake.pipeline.report import StepRecord, publish_report, record_end, record_step, run_end, step_records
 from pielake.pipeline.stages import match_counts
 from pielake.query.analyzer import QueryPlan, bind
 
 Progress = Callable[[str], None]
 Outcome = StageResult | GateResult | None
 AGAIN = "again: its staged output was held by an engine that has stopped since"  # said by `Run.resume`
+
+
+class RunOverError(PielakeError):
+    """The step's run has ended (published, stopped by a gate, failed) before the step came: a task cleared and
+    run again by hand after its run, or a `pairs` task beside the one that failed the run."""
+
+    exit_code = EXIT_OVER
+
+
+def ended(root: Path, plan: QueryPlan, run_id: str, step: str, registry: Registry = STAGES) -> str | None:
+    """Why the step called `step` of the run has nothing to do, or None. A run that has ended (`Run._finish`)
+    runs again only from its first step: a later step would take the query's lock for a run that no longer
+    releases it, and stage rows no publish reads."""
+    status = run_end(root, plan.name, run_id)
+    first = registry.steps(plan)[0].name
+    if status is None or step == first:
+        return None
+    return (f"run {run_id} of {plan.name} has ended ({status}), so its step {step} has nothing to do; "
+            f"to run it again, start it again from its first step ({first})")
 
 
 @dataclass(frozen=True)
@@ -90,6 +109,7 @@ class Run:
         that stops it, or at a wrong input or query (a step run again would fail the same way, so the run is over
         and the next one must not wait for it). Any other failure keeps the lock: a retry of the step resumes the
         run."""
+        self._refuse_when_over(name)
         with self.ending():
             outcome = self.attempt(name)
         if self.registry.step(self.job.plan, name) == self.registry.last(self.job.plan):
@@ -107,6 +127,7 @@ class Run:
         left out once the run has appended its events to the stream's table (`Lake.once`): the events are the
         stream's then, the situations stage reads them there, and ingested again they would count as
         duplicates of themselves."""
+        self._refuse_when_over(name)
         pending = [step for step in self.registry.before(self.job.plan, name) if step.name not in done]
         if any(V.EVENTS in step.stage.stages for step in pending) and self._events_admitted():
             pending = [step for step in pending if V.EVENTS not in step.stage.stages]
@@ -118,6 +139,13 @@ class Run:
         outcome = self.step(name)
         done.add(name)
         return outcome
+
+    def _refuse_when_over(self, name: str) -> None:
+        """Raise RunOverError if the run has ended and `name` is not its first step; its first step starts it
+        again (`attempt`)."""
+        why = ended(self.job.lake.root, self.job.plan, self.job.run_id, name, self.registry)
+        if why is not None:
+            raise RunOverError(why)
 
     def _events_admitted(self) -> bool:
         """The run has appended its events to every one of its streams' tables, in commits of its own since it
@@ -133,6 +161,8 @@ class Run:
         or ends as its caller says (`step`, `ending`)."""
         step = self.registry.step(self.job.plan, name)
         self.lock.hold(self.job.run_id, wait=self.request.lock_wait, say=self.progress)
+        if step == self.registry.steps(self.job.plan)[0]:
+            record_end(self.job.lake.root, self.job.plan.name, self.job.run_id, None)  # the run starts (again)
         started, clock = datetime.now(UTC), time.perf_counter()
         try:
             with self._watched(name):
@@ -184,11 +214,13 @@ class Run:
         record_step(self.job.lake, self.job.plan.name, self.job.run_id, record)
 
     def _finish(self, status: str) -> None:
-        """The run is over: its row in the `runs` table, then the lock goes."""
+        """The run is over: its row in the `runs` table, how it ended (which its later steps find, `ended`), then
+        the lock goes."""
         self.over = True
         self.matches = match_counts(self.job, just_published=status == V.PUBLISHED)
         publish_report(self.job.lake, self.job.plan.name, self.job.run_id,
                        mode=run_mode(self.job, self.request.mode), status=status, matches=self.matches)
+        record_end(self.job.lake.root, self.job.plan.name, self.job.run_id, status)
         self.lock.release(self.job.run_id)
 
 

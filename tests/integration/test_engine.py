@@ -1,12 +1,15 @@
 """The engine: runs sent to it (`pielake run --remote`) publish exactly the tables a run in process publishes (the
 brute-force reference decides), a batch and then a micro-batch; SQL reads them through Spark Connect; a second
-engine on a lake is refused in one line, a client without the token too; and an engine killed (SIGKILL) in the
-middle of a step fails that step cleanly, and after a restart the step run again publishes what a clean run does."""
+engine on a lake is refused in one line, a client without the token too; a step of a run that has ended is
+skipped, through Airflow's task on the engine as through spark-submit's entry point, and takes no lock; and an
+engine killed (SIGKILL) in the middle of a step fails that step cleanly, and after a restart the step run again
+publishes what a clean run does."""
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import signal
 import subprocess
@@ -24,7 +27,9 @@ from pielake.cli import main
 from pielake.engine.client import EngineAddress, EngineError, RunOrder, run_on_engine
 from pielake.exitcodes import EXIT_UNAVAILABLE
 from pielake.lake.delta import Lake
+from pielake.lake.lock import RunLock
 from pielake.pipeline.ingest import IngestReport
+from pielake.pipeline.jobs import main as job_main
 from pielake.pipeline.registry import STAGES
 from pielake.pipeline.runner import AGAIN
 from pielake.pipeline.stages import ADMISSION
@@ -32,7 +37,7 @@ from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from pielake.streams import save_schema
 from tests.conftest import EngineForTests, start_engine
-from tests.helpers import maps_the_class_archive
+from tests.helpers import maps_the_class_archive, process_env
 from tests.integration.test_gates_and_backfill import EVENTS, QUERY, STREAM, write
 from tests.spark.kernels import reference_rows, spark_rows
 
@@ -114,6 +119,57 @@ def test_a_second_engine_on_the_lake_and_a_client_without_the_token_are_refused(
     said = cli("run", str(root / "mid.tpq"), "--events", write(tmp_path / "1.json", EVENTS), "--lake", str(root),
                "--remote", tokenless, code=2)
     assert said.startswith("error: ") and "a token is needed" in said and len(said.strip().splitlines()) == 1
+
+
+TASK = """
+import json
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from pielake.orchestration.tasks import run_step_on_engine
+
+ended = []
+for step in {steps!r}:
+    try:
+        run_step_on_engine(conn_id="tests_engine", query={query!r}, lake={lake!r}, run_id="lost", step=step,
+                           request={{"mode": "incremental", "events_path": {events!r}}})
+        ended.append([step, "success", ""])
+    except (AirflowFailException, AirflowSkipException) as error:
+        ended.append([step, type(error).__name__, str(error)])
+print(json.dumps(ended))
+"""
+
+
+def test_a_step_of_a_run_that_has_ended_is_skipped_and_takes_no_lock(engine: EngineForTests, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A step may come after its run has ended: a task cleared and run again by hand, or a `pairs` task beside the
+    one that failed the run (here ingest ends it, its file never landed, and situations comes after). It is
+    skipped: it would otherwise take the query's lock for a run that no longer releases it. Cleared from its first
+    step, the run runs again. Airflow's tasks in a process of their own, as a worker runs them."""
+    root = new_lake(tmp_path / "lake")
+    never = str(tmp_path / "never-landed.json")
+
+    def tasks(*steps: str) -> list[list[str]]:
+        script = TASK.format(query=str(root / "mid.tpq"), lake=str(root), events=never, steps=steps)
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                              check=True, env=process_env(AIRFLOW_HOME=str(tmp_path / "airflow"),
+                                                          AIRFLOW_CONN_TESTS_ENGINE=engine.address.airflow_connection()))
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    [ingest, situations] = tasks("ingest", "situations")
+    assert ingest[:2] == ["ingest", "AirflowFailException"] and "never-landed.json" in ingest[2]
+    assert situations[:2] == ["situations", "AirflowSkipException"]
+    assert "run lost of mid has ended (failed), so its step situations has nothing to do" in situations[2]
+    assert RunLock(root, "mid").holder() is None
+    # spark-submit's entry point says so before it starts Spark, and its task succeeds
+    argv = ["--step", "pairs_c1", "--query", str(root / "mid.tpq"), "--lake", str(root), "--run-id", "lost",
+            "--mode", "incremental", "--events", never]
+    assert job_main(argv) == 0
+    said = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert said["step"] == "pairs_c1" and "has ended (failed)" in said["skipped"]
+    assert RunLock(root, "mid").holder() is None
+    # The run cleared from its first step runs again, once its file has landed.
+    write(Path(never), EVENTS[:10])
+    assert [outcome[:2] for outcome in tasks("ingest", "situations")] == [["ingest", "success"],
+                                                                          ["situations", "success"]]
 
 
 def kill(engine: EngineForTests, written: Path | None = None) -> None:

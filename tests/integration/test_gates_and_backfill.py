@@ -1,8 +1,9 @@
 """Write-audit-publish and backfill on real Delta tables.
 
 - A corrupted stage output fails its Great Expectations gate: the run stops before publish, every published
-  table keeps its Delta version, and the lake's Data Docs, opened in a headless Chromium, list the gates of the
-  run before it as passed and show the failed one with its failing expectation and unexpected count.
+  table keeps its Delta version, a stage after it does nothing, and the lake's Data Docs, opened in a headless
+  Chromium, list the gates of the run before it as passed and show the failed one with its failing expectation
+  and unexpected count.
 - Late events are quarantined by a micro-batch; a backfill of their range re-admits them, and the tables then
   equal what the brute-force reference computes over all events (docs/semantics.md §7).
 - A gate checks a few rows on the driver (GX's pandas engine) and many on Spark; both give each suite the same
@@ -35,7 +36,7 @@ from pielake.pipeline import stages
 from pielake.pipeline.gates import GateError, GateResult, batch_data, load_suite, run_gate
 from pielake.pipeline.job import RunRequest, StageResult, StepContext
 from pielake.pipeline.registry import STAGES, Registry
-from pielake.pipeline.runner import Run, run_query
+from pielake.pipeline.runner import Run, RunOverError, run_query
 from pielake.pipeline.stages import kernel_reading
 from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import derive_situations, find_matches
@@ -99,6 +100,11 @@ def test_a_corrupt_stage_output_stops_the_run_before_publish(lake: Lake, tmp_pat
     gate = runs["second"].steps[-1]
     assert gate.passed is False and any("__ordered" in f for f in gate.failed)
     assert gate.report == str(stopped.value.result.report) and gate.report.endswith(".html")
+    # A stage that comes after the gate stopped the run (a task cleared and run again by hand) finds it over, and
+    # leaves the lock the stopped run released.
+    with pytest.raises(RunOverError, match=r"run second of mid has ended \(stopped\), so its step pairs has nothing"):
+        run.step("pairs")
+    assert RunLock(lake.root, "mid").holder() is None
 
     # What a user opens: the lake's Data Docs, in a real browser.
     index = browser_text(first.docs)
