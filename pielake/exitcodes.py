@@ -4,6 +4,6 @@ EXIT_OK = 0  # done, nothing to report
 EXIT_FINDINGS = 1  # ran, and found something the user must act on (a failed data-quality gate)
 EXIT_USAGE = 2  # the user's input is wrong: a bad query, a missing file, a bad option
 EXIT_BUSY = 3  # another run of the same query holds its lock: try again when it has finished
-EXIT_OVER = 4  # the step's run has ended (published, stopped or failed): the step has nothing to do
+EXIT_OVER = 4  # the step's run ended (a gate stopped it) at a step before it: the step has nothing to do
 EXIT_UNAVAILABLE = 69  # the engine does not answer (EX_UNAVAILABLE): start it, or try again when it is back
 EXIT_INTERNAL = 70  # a bug in pielake (EX_SOFTWARE): the message says what broke, the log has the trace

@@ -124,6 +124,21 @@ class Registry:
             out += layer
         return out
 
+    def after(self, plan: QueryPlan, name: str, other: str) -> bool:
+        """Whether the step called `name` comes after the step called `other`: in a later layer, or beside it (a
+        per-constraint stage's other steps). False if `other` is no step of the run."""
+        layers = self.layers(plan)
+
+        def layer(step: Step) -> int:
+            return next(i for i, steps in enumerate(layers)
+                        if any(s.stage == step.stage and s.check == step.check for s in steps))
+
+        known = {s.name for s in [*self.steps(plan), *self.steps(plan, parallel=False)]}
+        if other not in known:
+            return False
+        mine, theirs = layer(self.step(plan, name)), layer(self.step(plan, other))
+        return mine > theirs or (mine == theirs and name != other)
+
     def last(self, plan: QueryPlan) -> Step:
         """The step that ends a run: after it the run is published."""
         return self.steps(plan)[-1]

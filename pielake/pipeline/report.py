@@ -66,24 +66,32 @@ class UpstreamRead:
 
 
 UPSTREAM_READ = "upstream.read"  # not `*.json`: no step's record
-ENDED = "ended"  # how the run ended, once it has: its status
+ENDED = "ended"  # how the run ended, once it has
 
 
-def record_end(root: Path, query: str, run_id: str, status: str | None) -> None:
-    """Keep how the run ended (`status`), or forget it (None: the run starts again from its first step)."""
+@dataclass(frozen=True)
+class RunEnd:
+    """How a run ended: its status in `runs`, and the step it ended at."""
+
+    status: str
+    step: str
+
+
+def record_end(root: Path, query: str, run_id: str, end: RunEnd | None) -> None:
+    """Keep how the run ended, or forget it (None: the run goes on again)."""
     path = _folder(root, query, run_id) / ENDED
-    if status is None:
+    if end is None:
         path.unlink(missing_ok=True)
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(status, encoding="utf-8")
+        path.write_text(json.dumps(asdict(end)), encoding="utf-8")
 
 
-def run_end(root: Path, query: str, run_id: str) -> str | None:
-    """How the run ended (its status in `runs`), or None while it has not. A file of the lake's folder, so a
-    spark-submit step reads it before it starts Spark."""
+def run_end(root: Path, query: str, run_id: str) -> RunEnd | None:
+    """How the run ended, or None while it has not. A file of the lake's folder, so a spark-submit step reads it
+    before it starts Spark."""
     path = _folder(root, query, run_id) / ENDED
-    return path.read_text(encoding="utf-8") if path.is_file() else None
+    return RunEnd(**json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else None
 
 
 def record_upstream_read(lake: Lake, query: str, run_id: str, read: UpstreamRead) -> None:

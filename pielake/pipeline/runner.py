@@ -32,8 +32,8 @@ from pielake.pipeline.gates import GateError, GateResult, build_docs, run_gate
 from pielake.pipeline.gx_project import docs_index
 from pielake.pipeline.ingest import IngestReport, streams_for
 from pielake.pipeline.job import QueryJob, RunRequest, StageResult, StepContext, events_table, run_mode
-from pielake.pipeline.registry import STAGES, Registry, Step
-from pielake.pipeline.report import StepRecord, publish_report, record_end, record_step, run_end, step_records
+from pielake.pipeline.registry import CHECK, STAGES, Registry, Step
+from pielake.pipeline.report import RunEnd, StepRecord, publish_report, record_end, record_step, run_end, step_records
 from pielake.pipeline.stages import match_counts
 from pielake.query.analyzer import QueryPlan, bind
 
@@ -43,22 +43,22 @@ AGAIN = "again: its staged output was held by an engine that has stopped since" 
 
 
 class RunOverError(PielakeError):
-    """The step's run has ended (published, stopped by a gate, failed) before the step came: a task cleared and
-    run again by hand after its run, or a `pairs` task beside the one that failed the run."""
+    """The step's run has ended (stopped by a gate, failed) at a step before it: a task cleared and run again by
+    hand after its run, or a `pairs` task beside the one that failed the run."""
 
     exit_code = EXIT_OVER
 
 
 def ended(root: Path, plan: QueryPlan, run_id: str, step: str, registry: Registry = STAGES) -> str | None:
     """Why the step called `step` of the run has nothing to do, or None. A run that has ended (`Run._finish`)
-    runs again only from its first step: a later step would take the query's lock for a run that no longer
-    releases it, and stage rows no publish reads."""
-    status = run_end(root, plan.name, run_id)
-    first = registry.steps(plan)[0].name
-    if status is None or step == first:
+    goes on again from the step it ended at (a failed gate's retry checks again, and passes if its input was
+    mended) or any step before it. A step after it would take the query's lock for a run that no longer releases
+    it, and stage rows no publish reads."""
+    end = run_end(root, plan.name, run_id)
+    if end is None or not registry.after(plan, step, end.step):
         return None
-    return (f"run {run_id} of {plan.name} has ended ({status}), so its step {step} has nothing to do; "
-            f"to run it again, start it again from its first step ({first})")
+    return (f"run {run_id} of {plan.name} has ended ({end.status} at {end.step}), so its step {step} has nothing "
+            f"to do; to run it again, start it again from {end.step} or a step before it")
 
 
 @dataclass(frozen=True)
@@ -109,11 +109,11 @@ class Run:
         that stops it, or at a wrong input or query (a step run again would fail the same way, so the run is over
         and the next one must not wait for it). Any other failure keeps the lock: a retry of the step resumes the
         run."""
-        self._refuse_when_over(name)
-        with self.ending():
+        self._go_on_or_refuse(name)
+        with self.ending(name):
             outcome = self.attempt(name)
         if self.registry.step(self.job.plan, name) == self.registry.last(self.job.plan):
-            self._finish(V.PUBLISHED)
+            self._finish(V.PUBLISHED, name)
         return outcome
 
     def resume(self, name: str, done: set[str]) -> Outcome:
@@ -127,7 +127,7 @@ class Run:
         left out once the run has appended its events to the stream's table (`Lake.once`): the events are the
         stream's then, the situations stage reads them there, and ingested again they would count as
         duplicates of themselves."""
-        self._refuse_when_over(name)
+        self._go_on_or_refuse(name)
         pending = [step for step in self.registry.before(self.job.plan, name) if step.name not in done]
         if any(V.EVENTS in step.stage.stages for step in pending) and self._events_admitted():
             pending = [step for step in pending if V.EVENTS not in step.stage.stages]
@@ -140,12 +140,14 @@ class Run:
         done.add(name)
         return outcome
 
-    def _refuse_when_over(self, name: str) -> None:
-        """Raise RunOverError if the run has ended and `name` is not its first step; its first step starts it
-        again (`attempt`)."""
-        why = ended(self.job.lake.root, self.job.plan, self.job.run_id, name, self.registry)
+    def _go_on_or_refuse(self, name: str) -> None:
+        """Raise RunOverError if the run has ended and the step called `name` cannot go on with it (`ended`);
+        else, if it had ended, it goes on from here: it ends again only if something ends it again."""
+        root, query, run_id = self.job.lake.root, self.job.plan.name, self.job.run_id
+        why = ended(root, self.job.plan, run_id, name, self.registry)
         if why is not None:
             raise RunOverError(why)
+        record_end(root, query, run_id, None)
 
     def _events_admitted(self) -> bool:
         """The run has appended its events to every one of its streams' tables, in commits of its own since it
@@ -161,8 +163,6 @@ class Run:
         or ends as its caller says (`step`, `ending`)."""
         step = self.registry.step(self.job.plan, name)
         self.lock.hold(self.job.run_id, wait=self.request.lock_wait, say=self.progress)
-        if step == self.registry.steps(self.job.plan)[0]:
-            record_end(self.job.lake.root, self.job.plan.name, self.job.run_id, None)  # the run starts (again)
         started, clock = datetime.now(UTC), time.perf_counter()
         try:
             with self._watched(name):
@@ -178,16 +178,17 @@ class Run:
         return outcome
 
     @contextmanager
-    def ending(self) -> Iterator[None]:
-        """End the run if the block raises what ends it: a gate's stop, or a wrong input or query."""
+    def ending(self, name: str | None = None) -> Iterator[None]:
+        """End the run if the block (the step called `name`, or gates) raises what ends it: a gate's stop, or a
+        wrong input or query."""
         try:
             yield
-        except GateError:
-            self._finish(V.STOPPED)
+        except GateError as stop:
+            self._finish(V.STOPPED, CHECK + stop.result.gate)
             raise
         except PielakeError as wrong:
             if wrong.exit_code == EXIT_USAGE:
-                self._finish(V.FAILED)
+                self._finish(V.FAILED, name or "")
             raise
 
     def _run(self, step: Step) -> Outcome:
@@ -213,14 +214,14 @@ class Run:
             record = StepRecord(name, started, seconds, rows=outcome.rows if outcome else {}, failed=failed)
         record_step(self.job.lake, self.job.plan.name, self.job.run_id, record)
 
-    def _finish(self, status: str) -> None:
+    def _finish(self, status: str, step: str) -> None:
         """The run is over: its row in the `runs` table, how it ended (which its later steps find, `ended`), then
         the lock goes."""
         self.over = True
         self.matches = match_counts(self.job, just_published=status == V.PUBLISHED)
         publish_report(self.job.lake, self.job.plan.name, self.job.run_id,
                        mode=run_mode(self.job, self.request.mode), status=status, matches=self.matches)
-        record_end(self.job.lake.root, self.job.plan.name, self.job.run_id, status)
+        record_end(self.job.lake.root, self.job.plan.name, self.job.run_id, RunEnd(status, step))
         self.lock.release(self.job.run_id)
 
 

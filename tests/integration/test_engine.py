@@ -157,14 +157,14 @@ def test_a_step_of_a_run_that_has_ended_is_skipped_and_takes_no_lock(engine: Eng
     [ingest, situations] = tasks("ingest", "situations")
     assert ingest[:2] == ["ingest", "AirflowFailException"] and "never-landed.json" in ingest[2]
     assert situations[:2] == ["situations", "AirflowSkipException"]
-    assert "run lost of mid has ended (failed), so its step situations has nothing to do" in situations[2]
+    assert "run lost of mid has ended (failed at ingest), so its step situations has nothing to do" in situations[2]
     assert RunLock(root, "mid").holder() is None
     # spark-submit's entry point says so before it starts Spark, and its task succeeds
     argv = ["--step", "pairs_c1", "--query", str(root / "mid.tpq"), "--lake", str(root), "--run-id", "lost",
             "--mode", "incremental", "--events", never]
     assert job_main(argv) == 0
     said = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert said["step"] == "pairs_c1" and "has ended (failed)" in said["skipped"]
+    assert said["step"] == "pairs_c1" and "has ended (failed at ingest)" in said["skipped"]
     assert RunLock(root, "mid").holder() is None
     # The run cleared from its first step runs again, once its file has landed.
     write(Path(never), EVENTS[:10])
