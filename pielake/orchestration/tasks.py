@@ -25,10 +25,10 @@ from pielake.query.analyzer import read_query_file
 def run_step_on_engine(*, conn_id: str, query: str, lake: str, run_id: str, step: str,
                        request: dict[str, Any]) -> dict[str, Any]:
     """Run one step of a run on the engine of `conn_id`. A failed gate or a query that is wrong fails the task for
-    good (running it again gives the same answer); the step of a run that has ended is skipped; anything else (the
-    engine not up, a busy lock, the engine stopped mid-step) is left to the task's retries, which redo the step
-    from what the engine holds of the run's earlier steps, running them again first if the engine has restarted
-    since (`Run.resume`)."""
+    good (running it again gives the same answer); a step after the one its run ended at is skipped (`ended`);
+    anything else (the engine not up, a busy lock, the engine stopped mid-step) is left to the task's retries,
+    which redo the step from what the engine holds of the run's earlier steps, running them again first if the
+    engine has restarted since (`Run.resume`)."""
     address = EngineAddress.parse(SparkConnectHook(conn_id).get_connection_url())
     source, name = read_query_file(query)
     order = RunOrder(source, name, lake, run_id, {**request, "events_path": request.get("events_path") or None},
@@ -36,7 +36,7 @@ def run_step_on_engine(*, conn_id: str, query: str, lake: str, run_id: str, step
     try:
         result = run_on_engine(address, order, lambda line: print(line, flush=True))
     except EngineError as error:
-        if error.exit_code == EXIT_OVER:  # its run has ended: nothing to do
+        if error.exit_code == EXIT_OVER:  # its run ended at a step before it: nothing to do
             raise AirflowSkipException(str(error)) from None
         final = error.exit_code in (EXIT_FINDINGS, EXIT_USAGE)
         raise (AirflowFailException if final else AirflowException)(str(error)) from None
