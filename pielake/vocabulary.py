@@ -72,7 +72,7 @@ def symbol_te(symbol: str) -> str:
 
 STAGING_DIR = "_staging"  # stage outputs waiting for their gates, between Airflow's tasks
 CHECKS_DIR = "_checks"  # the gates' validation results
-RUNS_DIR = "_runs"  # each step's record until its run's `runs` row is written
+RUNS_DIR = "_runs"  # each step's record until its run's `runs` row is written, and how the run ended
 STREAMS_DIR = "_streams"  # the stream schemas a lake was ingested with
 CATALOG_DIR = "_catalog"  # the engine's metastore (the lake's tables for SQL clients)
 ENGINE_DIR = "_engine"  # the running engine's address, lock, log and pid

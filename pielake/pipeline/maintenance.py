@@ -18,7 +18,9 @@ overlap in time, so a micro-batch's time bound skips fewer of them and every rea
   from the start, and a table made by an older pielake, or with other `PIELAKE_KEEP_DAYS`, gets it here): the
   commits Delta lists at every write and read of a table in a folder stay a bounded number;
 - of a query registered with a landing folder, releases the data of the files its runs took more than
-  `keep_days` ago (`pielake.lake.landed.release`), keeping their names.
+  `keep_days` ago (`pielake.lake.landed.release`), keeping their names;
+- deletes the records of the query's runs of more than `keep_days` ago (`pielake.pipeline.report.prune_records`),
+  whose rows are in `runs`.
 
 It holds the query's run lock, so no run of the query writes its tables meanwhile (Delta would fail one of the
 two); a run that holds it is waited for. The events are shared with other queries over the stream, but only ever
@@ -39,6 +41,7 @@ from pielake.lake.lock import RunLock
 from pielake.lake.results import ANCHOR, results_table
 from pielake.pipeline.ingest import ROWS_PER_EVENTS_FILE, streams_for
 from pielake.pipeline.job import QueryJob, RunRequest, events_table, quarantine_table
+from pielake.pipeline.report import prune_records
 from pielake.pipeline.stages import ROWS_PER_FILE
 from pielake.query.analyzer import QueryPlan, bind
 
@@ -113,6 +116,10 @@ def maintain(lake: Lake, plan: QueryPlan, *, keep_days: float, say: Callable[[st
         if released:
             say(f"{V.LANDED_DIR}/{plan.name}: the data of {released} landed files taken over {keep_days:g} days ago "
                 "released, their names kept")
+        pruned = prune_records(lake.root, plan.name, keep_days=keep_days)
+        if pruned:
+            say(f"{V.RUNS_DIR}/{plan.name}: the records of {pruned} runs of over {keep_days:g} days ago deleted, "
+                "their rows kept in runs")
         return cared
     finally:
         lock.release(holder)

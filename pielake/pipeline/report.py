@@ -15,6 +15,8 @@ of the same run writes the same row once, and runs of different queries never co
 from __future__ import annotations
 
 import json
+import shutil
+import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -104,6 +106,19 @@ def upstream_read(lake: Lake, query: str, run_id: str) -> UpstreamRead | None:
     """The run's `UpstreamRead`, or None before its ingest has read the upstream."""
     path = _folder(lake.root, query, run_id) / UPSTREAM_READ
     return UpstreamRead(**json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else None
+
+
+def prune_records(root: Path, query: str, *, keep_days: float) -> int:
+    """Delete the records of the query's runs last written more than `keep_days` ago (`pielake maintain`): a run
+    of days ago has long published, stopped or failed, and its row in `runs` holds its steps. Kept, a run a minute
+    would leave a dozen files a run in the lake for good. Returns how many runs' records went."""
+    cutoff, pruned = time.time() - keep_days * 86_400, 0
+    for folder in (root / V.RUNS_DIR / query).glob("*/"):
+        written = max((path.stat().st_mtime for path in folder.iterdir()), default=folder.stat().st_mtime)
+        if written < cutoff:
+            shutil.rmtree(folder)
+            pruned += 1
+    return pruned
 
 
 def record_step(lake: Lake, query: str, run_id: str, record: StepRecord) -> None:

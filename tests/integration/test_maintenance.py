@@ -2,9 +2,9 @@
 tables have, the maintenance DAG (`airflow dags test pielake_maintenance`, its task a client of the engine)
 rewrites every table of the query into fewer files without changing a row, keeps the time travel it is asked to
 keep, and a query over a stretch of time then reads fewer files. A run or another maintenance holding the query's
-lock keeps it from starting; keeping no time travel deletes every file the snapshot does not need and releases
-the data of the files the query took from a landing folder; and the next micro-batch still equals the brute-force
-reference."""
+lock keeps it from starting; keeping no time travel deletes every file the snapshot does not need, releases the
+data of the files the query took from a landing folder and deletes the runs' records (their rows are in `runs`);
+and the next micro-batch still equals the brute-force reference."""
 
 from __future__ import annotations
 
@@ -89,6 +89,8 @@ def test_the_maintenance_dag_compacts_a_lake_after_micro_batches(airflow: dict[s
     assert set(TABLES) <= set(cared) and "runs" in cared and "quarantine_flags" in cared
     assert "_landed/flag_pairs: the data of 1 landed files taken over 0 days ago released, their names kept" in said
     assert (taken / landed.name).read_text() == "" and landed.stat().st_nlink == 1
+    assert any(line.startswith("_runs/flag_pairs: the records of ") for line in said)
+    assert not any((lake.root / "_runs" / "flag_pairs").iterdir())  # their rows are in runs
     for table in TABLES:
         assert cared[table].files_deleted > 0
         assert files_on_disk(lake, table) == table_files(lake, table)
