@@ -1,6 +1,6 @@
 """The engine: runs sent to it (`pielake run --remote`) publish exactly the tables a run in process publishes (the
 brute-force reference decides), a batch and then a micro-batch; SQL reads them through Spark Connect; a second
-engine on a lake is refused in one line, a client without the token too; a step of a run that has ended is
+engine on a lake is refused in one line, a client without the token too; a step after the one its run ended at is
 skipped, through Airflow's task on the engine as through spark-submit's entry point, and takes no lock; and an
 engine killed (SIGKILL) in the middle of a step fails that step cleanly, and after a restart the step run again
 publishes what a clean run does."""
