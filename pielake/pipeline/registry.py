@@ -116,28 +116,21 @@ class Registry:
     def before(self, plan: QueryPlan, name: str) -> list[Step]:
         """The steps an orchestrator runs before the step called `name` starts: those of every layer before its
         own, not the steps beside it (`pairs_c2` comes after `check_situations`, not after `pairs_c1`)."""
-        target = self.step(plan, name)
-        out: list[Step] = []
-        for layer in self.layers(plan):
-            if any(step.stage == target.stage and step.check == target.check for step in layer):
-                break
-            out += layer
-        return out
+        return [step for layer in self.layers(plan)[:self._layer(plan, name)] for step in layer]
 
     def after(self, plan: QueryPlan, name: str, other: str) -> bool:
         """Whether the step called `name` comes after the step called `other`: in a later layer, or beside it (a
         per-constraint stage's other steps). False if `other` is no step of the run."""
-        layers = self.layers(plan)
-
-        def layer(step: Step) -> int:
-            return next(i for i, steps in enumerate(layers)
-                        if any(s.stage == step.stage and s.check == step.check for s in steps))
-
-        known = {s.name for s in [*self.steps(plan), *self.steps(plan, parallel=False)]}
-        if other not in known:
+        if other not in {s.name for s in [*self.steps(plan), *self.steps(plan, parallel=False)]}:
             return False
-        mine, theirs = layer(self.step(plan, name)), layer(self.step(plan, other))
+        mine, theirs = self._layer(plan, name), self._layer(plan, other)
         return mine > theirs or (mine == theirs and name != other)
+
+    def _layer(self, plan: QueryPlan, name: str) -> int:
+        """The index in `layers` of the step called `name`, in either form of a per-constraint stage."""
+        target = self.step(plan, name)
+        return next(i for i, layer in enumerate(self.layers(plan))
+                    if any(step.stage == target.stage and step.check == target.check for step in layer))
 
     def last(self, plan: QueryPlan) -> Step:
         """The step that ends a run: after it the run is published."""
