@@ -20,6 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pielake import vocabulary as V
 from pielake.engine.local_rows import local_rows
@@ -79,33 +80,41 @@ class RunEnd:
     step: str
 
 
+def _keep(path: Path, kept: Any) -> None:
+    """Write the dataclass `kept` as JSON at `path`, in a run's folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(asdict(kept)), encoding="utf-8")
+
+
+def _kept(path: Path) -> dict[str, Any] | None:
+    """What `_keep` wrote at `path`, or None if nothing was."""
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
 def record_end(root: Path, query: str, run_id: str, end: RunEnd | None) -> None:
     """Keep how the run ended, or forget it (None: the run goes on again)."""
     path = _folder(root, query, run_id) / ENDED
     if end is None:
         path.unlink(missing_ok=True)
     else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(end)), encoding="utf-8")
+        _keep(path, end)
 
 
 def run_end(root: Path, query: str, run_id: str) -> RunEnd | None:
     """How the run ended, or None while it has not. A file of the lake's folder, so a spark-submit step reads it
     before it starts Spark."""
-    path = _folder(root, query, run_id) / ENDED
-    return RunEnd(**json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else None
+    kept = _kept(_folder(root, query, run_id) / ENDED)
+    return None if kept is None else RunEnd(**kept)
 
 
 def record_upstream_read(lake: Lake, query: str, run_id: str, read: UpstreamRead) -> None:
-    folder = _folder(lake.root, query, run_id)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / UPSTREAM_READ).write_text(json.dumps(asdict(read)), encoding="utf-8")
+    _keep(_folder(lake.root, query, run_id) / UPSTREAM_READ, read)
 
 
 def upstream_read(lake: Lake, query: str, run_id: str) -> UpstreamRead | None:
     """The run's `UpstreamRead`, or None before its ingest has read the upstream."""
-    path = _folder(lake.root, query, run_id) / UPSTREAM_READ
-    return UpstreamRead(**json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else None
+    kept = _kept(_folder(lake.root, query, run_id) / UPSTREAM_READ)
+    return None if kept is None else UpstreamRead(**kept)
 
 
 def prune_records(root: Path, query: str, *, keep_days: float) -> int:
