@@ -18,9 +18,9 @@ or, instead of a schedule and an events file, a folder its events land in (`piel
 Every step of a run (`pielake.pipeline.registry`) is one task. On the engine (`pielake.engine`), a task is a thin
 client that sends its step to the engine found through the `spark_connect` connection `pielake_engine`
 (`PIELAKE_ENGINE_CONN`): it runs warm there, in seconds. Where no engine runs, each step is a
-`SparkSubmitOperator` task on the `spark_default` connection, running `jobs/step.py --step <step>` in a Spark
-application of its own. Either way the steps of a stage that runs per constraint (the PiePairs) run in parallel
-between two gates:
+`SparkSubmitOperator` task on the `spark_default` connection (`pielake.orchestration.submit`), running
+`jobs/step.py --step <step>` in a Spark application of its own. Either way the steps of a stage that runs per
+constraint (the PiePairs) run in parallel between two gates:
 
     ingest >> check_events >> situations >> check_situations >> [pairs_c1, pairs_c2, ...] >> check_pairs
            >> matches >> check_matches >> publish
@@ -213,17 +213,23 @@ def _task(dag: DAG, registration: Registration, step: Step, request: dict[str, A
     args = ["--step", step.name, "--query", str(registration.path), "--lake", _lake(), "--run-id", "{{ run_id }}",
             *_job_args(request)]
     return _spark_submit(application=str(JOBS_DIR / "step.py"), application_args=args,
-                         name=f"pielake-{registration.plan.name}-{step.name}",
+                         name=f"pielake-{registration.plan.name}-{step.name}", query=str(registration.path),
+                         lake=_lake(), run="{{ run_id }}", step=step.name,
                          **common, **operator_arguments(short_lived=short_lived(request["mode"])))
 
 
 def _spark_submit(**arguments: Any) -> BaseOperator:
-    """A `SparkSubmitOperator` task on the `spark_default` connection. Spark's provider is imported here rather than
-    with this module: Airflow parses the DAG file again before every task it runs, and that import is half of the
-    parse (about 0.2 s of each task's start), which no task of a query on the engine needs."""
+    """A spark-submit task on the `spark_default` connection: a run's step (`step` given) ends as its run's folder
+    says (`pielake.orchestration.submit`), maintenance as spark-submit's exit code says. Spark's provider is
+    imported here rather than with this module: Airflow parses the DAG file again before every task it runs, and
+    that import is half of the parse (about 0.2 s of each task's start), which no task of a query on the engine
+    needs."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator  # noqa: PLC0415
 
-    return SparkSubmitOperator(conn_id="spark_default", **arguments)
+    from pielake.orchestration.submit import StepSubmitOperator  # noqa: PLC0415
+
+    operator = StepSubmitOperator if "step" in arguments else SparkSubmitOperator
+    return operator(conn_id="spark_default", **arguments)
 
 
 def _job_args(request: dict[str, Any]) -> list[str]:

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         plan = load_query_file(options.query)
         over = ended(Path(options.lake), plan, options.run_id, options.step)
-        if over is not None:  # nothing to do: said before a Spark session starts (spark-submit's task succeeds)
+        if over is not None:  # nothing to do: said before a Spark session starts (Airflow's task skips it sooner)
             print(json.dumps({"step": options.step, "skipped": over}))
             return 0
         lake = Lake(build_session(options.master, app_name=f"pielake-{options.step}-{plan.name}"), options.lake)

@@ -74,10 +74,12 @@ ENDED = "ended"  # how the run ended, once it has
 
 @dataclass(frozen=True)
 class RunEnd:
-    """How a run ended: its status in `runs`, and the step it ended at."""
+    """How a run ended: its status in `runs`, the step it ended at, and when (so that whoever reads it again can
+    tell a new end at the same step from the one it read before: `pielake.orchestration.submit`)."""
 
     status: str
     step: str
+    at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
 
 
 def _keep(path: Path, kept: Any) -> None:

@@ -51,7 +51,7 @@ class RunOverError(PielakeError):
 
 def ended(root: Path, plan: QueryPlan, run_id: str, step: str, registry: Registry = STAGES) -> str | None:
     """Why the step called `step` of the run has nothing to do, or None. A run that has ended (`Run._finish`)
-    goes on again from the step it ended at (a failed gate's retry checks again, and passes if its input was
+    goes on again from the step it ended at (a failed gate run again checks again, and passes if its input was
     mended) or any step before it. A step after it would take the query's lock for a run that no longer releases
     it, and stage rows no publish reads."""
     end = run_end(root, plan.name, run_id)

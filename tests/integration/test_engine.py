@@ -1,9 +1,9 @@
 """The engine: runs sent to it (`pielake run --remote`) publish exactly the tables a run in process publishes (the
 brute-force reference decides), a batch and then a micro-batch; SQL reads them through Spark Connect; a second
 engine on a lake is refused in one line, a client without the token too; a step after the one its run ended at is
-skipped, through Airflow's task on the engine as through spark-submit's entry point, and takes no lock; and an
-engine killed (SIGKILL) in the middle of a step fails that step cleanly, and after a restart the step run again
-publishes what a clean run does."""
+skipped, through Airflow's task on the engine as through spark-submit's, and takes no lock; and an engine killed
+(SIGKILL) in the middle of a step fails that step cleanly, and after a restart the step run again publishes what a
+clean run does."""
 
 from __future__ import annotations
 
@@ -123,14 +123,17 @@ def test_a_second_engine_on_the_lake_and_a_client_without_the_token_are_refused(
 
 TASK = """
 import json
+from pathlib import Path
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
-from pielake.orchestration.tasks import run_step_on_engine
+from pielake.orchestration.airflow import build_dags
 
+dag = build_dags(Path({queries!r}))["pielake_mid"]
 ended = []
 for step in {steps!r}:
+    task, context = dag.get_task(step), {{"run_id": "lost"}}
+    task.render_template_fields(context)
     try:
-        run_step_on_engine(conn_id="tests_engine", query={query!r}, lake={lake!r}, run_id="lost", step=step,
-                           request={{"mode": "incremental", "events_path": {events!r}}})
+        task.execute(context)
         ended.append([step, "success", ""])
     except (AirflowFailException, AirflowSkipException) as error:
         ended.append([step, type(error).__name__, str(error)])
@@ -143,33 +146,50 @@ def test_a_step_of_a_run_that_has_ended_is_skipped_and_takes_no_lock(engine: Eng
     """A step may come after its run has ended: a task cleared and run again by hand, or a `pairs` task beside the
     one that failed the run (here ingest ends it, its file never landed, and situations comes after). It is
     skipped: it would otherwise take the query's lock for a run that no longer releases it. Cleared from its first
-    step, the run runs again. Airflow's tasks in a process of their own, as a worker runs them."""
+    step, the run runs again. Airflow's tasks, as the DAG file makes them, in a process of their own as a worker
+    runs them: on the engine, and as spark-submit's where no engine runs."""
     root = new_lake(tmp_path / "lake")
-    never = str(tmp_path / "never-landed.json")
+    never = tmp_path / "never-landed.json"
+    queries = tmp_path / "queries"
+    queries.mkdir()
+    (queries / "mid.tpq").write_text(QUERY)
 
-    def tasks(*steps: str) -> list[list[str]]:
-        script = TASK.format(query=str(root / "mid.tpq"), lake=str(root), events=never, steps=steps)
+    def tasks(runner: str, *steps: str) -> list[list[str]]:
+        (queries / "mid.yaml").write_text(f"events: {never}\nrunner: {runner}\n")
+        script = TASK.format(queries=str(queries), steps=steps)
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                              check=True, env=process_env(AIRFLOW_HOME=str(tmp_path / "airflow"),
-                                                          AIRFLOW_CONN_TESTS_ENGINE=engine.address.airflow_connection()))
+                              check=False, env=process_env(
+                                  AIRFLOW_HOME=str(tmp_path / "airflow"), PIELAKE_LAKE=str(root),
+                                  AIRFLOW_CONN_PIELAKE_ENGINE=engine.address.airflow_connection(),
+                                  AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[1]"}),
+                                  PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+                                  PYSPARK_PYTHON=sys.executable))
+        assert done.returncode == 0, done.stderr[-4000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 
-    [ingest, situations] = tasks("ingest", "situations")
+    [ingest, situations] = tasks("engine", "ingest", "situations")
     assert ingest[:2] == ["ingest", "AirflowFailException"] and "never-landed.json" in ingest[2]
     assert situations[:2] == ["situations", "AirflowSkipException"]
     assert "run lost of mid has ended (failed at ingest), so its step situations has nothing to do" in situations[2]
     assert RunLock(root, "mid").holder() is None
-    # spark-submit's entry point says so before it starts Spark, and its task succeeds
+    # spark-submit's tasks: situations is skipped before a JVM starts; ingest runs in one, fails on the same
+    # missing file, and fails its task for good, as the run's folder says it ended the run again.
+    [situations, ingest] = tasks("spark-submit", "situations", "ingest")
+    assert situations[:2] == ["situations", "AirflowSkipException"] and "(failed at ingest)" in situations[2]
+    assert ingest == ["ingest", "AirflowFailException", "step ingest ended run lost of mid (failed); running it "
+                                                        "again gives the same answer: the task's log says why"]
+    assert RunLock(root, "mid").holder() is None
+    # spark-submit's entry point, run by hand, says so before it starts Spark
     argv = ["--step", "pairs_c1", "--query", str(root / "mid.tpq"), "--lake", str(root), "--run-id", "lost",
-            "--mode", "incremental", "--events", never]
+            "--mode", "incremental", "--events", str(never)]
     assert job_main(argv) == 0
     said = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert said["step"] == "pairs_c1" and "has ended (failed at ingest)" in said["skipped"]
     assert RunLock(root, "mid").holder() is None
     # The run cleared from its first step runs again, once its file has landed.
-    write(Path(never), EVENTS[:10])
-    assert [outcome[:2] for outcome in tasks("ingest", "situations")] == [["ingest", "success"],
-                                                                          ["situations", "success"]]
+    write(never, EVENTS[:10])
+    assert [outcome[:2] for outcome in tasks("engine", "ingest", "situations")] == [["ingest", "success"],
+                                                                                    ["situations", "success"]]
 
 
 def kill(engine: EngineForTests, written: Path | None = None) -> None:

@@ -101,7 +101,7 @@ def test_a_corrupt_stage_output_stops_the_run_before_publish(lake: Lake, tmp_pat
     assert gate.passed is False and any("__ordered" in f for f in gate.failed)
     assert gate.report == str(stopped.value.result.report) and gate.report.endswith(".html")
     # A stage that comes after the gate stopped the run (a task cleared and run again by hand) finds it over, and
-    # leaves the lock the stopped run released; the gate's own retry (spark-submit's task retries it) checks again.
+    # leaves the lock the stopped run released; the gate itself, run again, checks again.
     with pytest.raises(RunOverError, match=r"run second of mid has ended \(stopped at check_situations\), so its "
                                            r"step pairs has nothing to do"):
         run.step("pairs")

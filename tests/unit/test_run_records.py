@@ -16,11 +16,16 @@ DAY = 86_400
 
 def test_how_a_run_ended_is_read_back_and_forgotten_when_it_goes_on(tmp_path: Path) -> None:
     assert run_end(tmp_path, "q", "r1") is None
-    record_end(tmp_path, "q", "r1", RunEnd("stopped", "check_situations"))
-    assert run_end(tmp_path, "q", "r1") == RunEnd("stopped", "check_situations")
+    first = RunEnd("stopped", "check_situations")
+    record_end(tmp_path, "q", "r1", first)
+    assert run_end(tmp_path, "q", "r1") == first
     assert run_end(tmp_path, "q", "r2") is None and run_end(tmp_path, "other", "r1") is None
     record_end(tmp_path, "q", "r1", None)
     assert run_end(tmp_path, "q", "r1") is None
+    time.sleep(0.001)
+    record_end(tmp_path, "q", "r1", RunEnd("stopped", "check_situations"))  # a retry that ends it again
+    again = run_end(tmp_path, "q", "r1")
+    assert again is not None and again != first and (again.status, again.step) == (first.status, first.step)
 
 
 def records(root: Path, run_id: str, *, days_ago: float, last_step_days_ago: float | None = None) -> Path:

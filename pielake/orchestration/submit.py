@@ -1,0 +1,48 @@
+"""What an Airflow task of a pielake DAG runs where no engine runs: one step as `spark-submit jobs/step.py --step
+<step>`, a Spark application of its own (`SparkSubmitOperator`).
+
+spark-submit tells its operator only whether the step failed, not why; the run's folder in the lake tells the rest
+(`pielake.pipeline.report.run_end`). So the task ends as a task on the engine ends (`run_step_on_engine`): a step
+after the one its run ended at is skipped before any JVM starts, and a step that ended its run (a failed gate, an
+input or a query that is wrong) fails for good, since running it again gives the same answer; any other failure
+is left to the task's retries. This module imports Spark's provider, so the DAG file imports it only where a
+query's steps run with spark-submit (`pielake.orchestration.airflow._spark_submit`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+
+
+class StepSubmitOperator(SparkSubmitOperator):
+    """One step (`step`) of the run `run` of the query in the file `query`, on the lake `lake`, by spark-submit."""
+
+    template_fields = (*SparkSubmitOperator.template_fields, "run")
+
+    def __init__(self, *, query: str, lake: str, run: str, step: str, **arguments: Any):
+        super().__init__(**arguments)
+        self.query, self.lake, self.run, self.step = query, lake, run, step
+
+    def execute(self, context: Any) -> None:
+        from pielake.pipeline.report import run_end  # noqa: PLC0415 (the DAG file's parse imports no Spark)
+        from pielake.pipeline.runner import ended  # noqa: PLC0415
+        from pielake.query.analyzer import load_query_file  # noqa: PLC0415
+
+        plan = load_query_file(self.query)
+        over = ended(Path(self.lake), plan, self.run, self.step)
+        if over is not None:
+            raise AirflowSkipException(over)
+        before = run_end(Path(self.lake), plan.name, self.run)
+        try:
+            super().execute(context)
+        except AirflowException as failed:
+            end = run_end(Path(self.lake), plan.name, self.run)
+            if end is not None and end != before and end.step == self.step:
+                raise AirflowFailException(f"step {self.step} ended run {self.run} of {plan.name} ({end.status}); "
+                                           "running it again gives the same answer: the task's log says why"
+                                           ) from failed
+            raise
