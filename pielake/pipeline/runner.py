@@ -34,7 +34,7 @@ from pielake.pipeline.ingest import IngestReport, streams_for
 from pielake.pipeline.job import QueryJob, RunRequest, StageResult, StepContext, events_table, run_mode
 from pielake.pipeline.registry import CHECK, STAGES, Registry, Step
 from pielake.pipeline.report import RunEnd, StepRecord, publish_report, record_end, record_step, run_end, step_records
-from pielake.pipeline.stages import match_counts
+from pielake.pipeline.stages import match_counts, published_counts
 from pielake.query.analyzer import QueryPlan, bind
 
 Progress = Callable[[str], None]
@@ -94,8 +94,8 @@ class Run:
     def __init__(self, lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest, *,
                  progress: Progress | None = None, registry: Registry = STAGES):
         check_run_id(run_id)
-        streams = streams_for(lake, plan, request)
-        self.job = QueryJob(lake, bind(plan, streams), streams, run_id)
+        self.lake, self.plan, self.run_id = lake, plan, run_id
+        self._job: QueryJob | None = None
         self.request = request
         self.registry = registry
         self.matches: dict[str, int] = {}
@@ -103,6 +103,17 @@ class Run:
         self.progress = progress
         self.docs_at_last_gate = True  # the run's last gate builds its Data Docs (an `Auditor` builds them later)
         self.over = False  # the run has ended: published, stopped by a gate or failed for good
+
+    @property
+    def job(self) -> QueryJob:
+        """The query bound to its streams' schemas for this run. Bound at the run's first step (`attempt`), not when
+        the run is made: a stream that cannot be read (its file never landed, so its schema cannot be inferred)
+        or a query that does not fit its stream is then that step's wrong input, which ends the run like any
+        other (`ending`): its `runs` row says why, and its later steps find it over."""
+        if self._job is None:
+            streams = streams_for(self.lake, self.plan, self.request)
+            self._job = QueryJob(self.lake, bind(self.plan, streams), streams, self.run_id)
+        return self._job
 
     def step(self, name: str) -> Outcome:
         """Run the step called `name` (`attempt`), and end the run where it ends: after its last step, at a gate
@@ -112,7 +123,7 @@ class Run:
         self._go_on_or_refuse(name)
         with self.ending(name):
             outcome = self.attempt(name)
-        if self.registry.step(self.job.plan, name) == self.registry.last(self.job.plan):
+        if self.registry.step(self.plan, name) == self.registry.last(self.plan):
             self._finish(V.PUBLISHED, name)
         return outcome
 
@@ -128,7 +139,7 @@ class Run:
         stream's then, the situations stage reads them there, and ingested again they would count as
         duplicates of themselves."""
         self._go_on_or_refuse(name)
-        pending = [step for step in self.registry.before(self.job.plan, name) if step.name not in done]
+        pending = [step for step in self.registry.before(self.plan, name) if step.name not in done]
         if any(V.EVENTS in step.stage.stages for step in pending) and self._events_admitted():
             pending = [step for step in pending if V.EVENTS not in step.stage.stages]
         for step in pending:
@@ -143,26 +154,25 @@ class Run:
     def _go_on_or_refuse(self, name: str) -> None:
         """Raise RunOverError if the run has ended and the step called `name` cannot go on with it (`ended`);
         else, if it had ended, it goes on from here: it ends again only if something ends it again."""
-        root, query, run_id = self.job.lake.root, self.job.plan.name, self.job.run_id
-        why = ended(root, self.job.plan, run_id, name, self.registry)
+        why = ended(self.lake.root, self.plan, self.run_id, name, self.registry)
         if why is not None:
             raise RunOverError(why)
-        record_end(root, query, run_id, None)
+        record_end(self.lake.root, self.plan.name, self.run_id, None)
 
     def _events_admitted(self) -> bool:
         """The run has appended its events to every one of its streams' tables, in commits of its own since it
         started. Where it appended to some of them only, ingest runs again: it finds the appended events in their
         tables and drops them as exact duplicates, and stages the others again."""
-        started = [r.started_at for r in step_records(self.job.lake, self.job.plan.name, self.job.run_id)]
-        return bool(started) and all(self.job.lake.committed_by(events_table(stream), self.job.writer, min(started))
+        started = [r.started_at for r in step_records(self.lake, self.plan.name, self.run_id)]
+        return bool(started) and all(self.lake.committed_by(events_table(stream), self.job.writer, min(started))
                                      for stream in self.job.streams)
 
     def attempt(self, name: str) -> Outcome:
         """Run the step called `name`, holding the query's lock for this run, and leave its record for the run
         report, whether it succeeds, is stopped by its gate or fails on a wrong input or query; the run goes on
         or ends as its caller says (`step`, `ending`)."""
-        step = self.registry.step(self.job.plan, name)
-        self.lock.hold(self.job.run_id, wait=self.request.lock_wait, say=self.progress)
+        step = self.registry.step(self.plan, name)
+        self.lock.hold(self.run_id, wait=self.request.lock_wait, say=self.progress)
         started, clock = datetime.now(UTC), time.perf_counter()
         try:
             with self._watched(name):
@@ -197,13 +207,13 @@ class Run:
             assert gate is not None
             if not self.request.checks:
                 return None
-            last = self.docs_at_last_gate and self.registry.last_check(self.job.plan) == step
+            last = self.docs_at_last_gate and self.registry.last_check(self.plan) == step
             return run_gate(self.job, gate.suite, gate.frame_function(), last=last, per_stream=gate.per_stream)
         return step.stage.function()(StepContext(self.job, self.request, step.constraints))
 
     def _watched(self, name: str) -> AbstractContextManager[object]:
         """Spark stage progress while the step runs, if anyone listens."""
-        return StageProgress(self.job.lake.spark, name, self.progress) if self.progress else nullcontext()
+        return StageProgress(self.lake.spark, name, self.progress) if self.progress else nullcontext()
 
     def _record(self, name: str, started: datetime, seconds: float, outcome: Outcome,
                 failed: tuple[str, ...] = ()) -> None:
@@ -212,17 +222,19 @@ class Run:
                                 report=str(outcome.report))
         else:
             record = StepRecord(name, started, seconds, rows=outcome.rows if outcome else {}, failed=failed)
-        record_step(self.job.lake, self.job.plan.name, self.job.run_id, record)
+        record_step(self.lake, self.plan.name, self.run_id, record)
 
     def _finish(self, status: str, step: str) -> None:
         """The run is over: its row in the `runs` table, how it ended (which its later steps find, `ended`), then
         the lock goes."""
         self.over = True
-        self.matches = match_counts(self.job, just_published=status == V.PUBLISHED)
-        publish_report(self.job.lake, self.job.plan.name, self.job.run_id,
-                       mode=run_mode(self.job, self.request.mode), status=status, matches=self.matches)
-        record_end(self.job.lake.root, self.job.plan.name, self.job.run_id, RunEnd(status, step))
-        self.lock.release(self.job.run_id)
+        bound = self._job is not None  # else it ended before it knew its streams (`job`), and read none of them
+        self.matches = match_counts(self.job, just_published=status == V.PUBLISHED) if bound else \
+            published_counts(self.lake, self.plan.name)
+        publish_report(self.lake, self.plan.name, self.run_id, status=status, matches=self.matches,
+                       mode=run_mode(self.job, self.request.mode) if bound else self.request.mode)
+        record_end(self.lake.root, self.plan.name, self.run_id, RunEnd(status, step))
+        self.lock.release(self.run_id)
 
 
 @contextmanager
@@ -310,13 +322,13 @@ def run_query(lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest, *,
     with one_process_run(lake, plan, run_id, request, progress=progress, registry=registry) as run:
         try:
             with Auditor(run, say) as auditor:
-                for step in registry.steps(run.job.plan, parallel=False):
+                for step in registry.steps(run.plan, parallel=False):
                     if step.check:
                         auditor.check(step)
                         continue
                     if registry.audited_before(step):
                         gates += auditor.verdicts()
-                        if gates and step == registry.last(run.job.plan):  # a gate checked: docs to build
+                        if gates and step == registry.last(run.plan):  # a gate checked: docs to build
                             auditor.document()
                     say(f"{step.name} ...")
                     outcome = run.step(step.name)

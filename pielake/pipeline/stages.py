@@ -281,8 +281,16 @@ def match_counts(job: QueryJob, *, just_published: bool = False) -> dict[str, in
     Just after a batch run's publish the published table holds exactly the staged rows (`publish` replaced it with
     them), so those are counted: a run in one process holds them in memory, where the table would be read back
     from its files."""
-    published = job.staged(V.MATCHES) if just_published and job.scope().full else job.published(V.MATCHES)
-    if published is None:
-        return {}
-    rows = published.groupBy(V.STATUS).count().collect()
-    return {r[V.STATUS]: int(r["count"]) for r in rows}
+    if just_published and job.scope().full:
+        return _by_status(job.staged(V.MATCHES))
+    return published_counts(job.lake, job.plan.name)
+
+
+def published_counts(lake: Lake, query: str) -> dict[str, int]:
+    """The query's published matches per status, as its table holds them (none before its first publish)."""
+    table = V.table_name(V.MATCHES, query)
+    return _by_status(lake.read(table)) if lake.exists(table) else {}
+
+
+def _by_status(matches: DataFrame) -> dict[str, int]:
+    return {r[V.STATUS]: int(r["count"]) for r in matches.groupBy(V.STATUS).count().collect()}

@@ -11,7 +11,8 @@
 - In one process the gates check beside the later stages; a gate that fails there still stops the run before
   publish, and the stages that ran beside it are in the run's report.
 - Steps run again with the same run id (a retried task) apply nothing twice.
-- A run whose input is missing ends as `failed` and leaves the query's lock to the next run.
+- A run whose input is missing ends as `failed` (also the first run of a stream, whose schema would come from that
+  input), its later steps find it over, and it leaves the query's lock to the next run.
 """
 
 from __future__ import annotations
@@ -209,9 +210,14 @@ def test_a_gate_checked_beside_the_later_stages_still_stops_the_run_before_publi
     assert steps["pairs"].started_at.timestamp() < gate_ended, "the next stage did not wait for the gate"
 
 
-def test_a_run_whose_input_is_missing_ends_and_frees_the_query_for_the_next(lake: Lake, tmp_path: Path) -> None:
+@pytest.mark.parametrize("known", [True, False], ids=["stream known", "stream never read"])
+def test_a_run_whose_input_is_missing_ends_and_frees_the_query_for_the_next(lake: Lake, tmp_path: Path,
+                                                                          known: bool) -> None:
     """A scheduled run whose file never landed fails for good (Airflow does not retry it): it must not hold the
-    query's lock, or every later run and the maintenance would wait for it."""
+    query's lock, or every later run and the maintenance would wait for it. So too the first run of a stream the
+    lake has no schema of, which would infer it from that file."""
+    if not known:
+        lake = Lake(lake.spark, tmp_path / "new-lake")
     plan = load_query(QUERY, "mid")
     run = Run(lake, plan, "lost", RunRequest(mode="incremental", events_path=str(tmp_path / "never-landed.json")))
     with pytest.raises(PielakeError, match=r"never-landed\.json") as failed:
@@ -220,6 +226,8 @@ def test_a_run_whose_input_is_missing_ends_and_frees_the_query_for_the_next(lake
     assert RunLock(lake.root, "mid").holder() is None
     [report] = lake.read("runs").collect()
     assert report.status == "failed" and "never-landed.json" in report.steps[0].failed[0]
+    with pytest.raises(RunOverError, match=r"\(failed at ingest\)"):
+        run.step("check_events")
     run_query(lake, plan, "next", RunRequest(mode="incremental", checks=False,
                                             events_path=write(tmp_path / "a.json", EVENTS[:10])))
     assert {r.run_id: r.status for r in lake.read("runs").collect()} == {"lost": "failed", "next": "published"}
