@@ -42,7 +42,15 @@ class StepSubmitOperator(SparkSubmitOperator):
         except AirflowException as failed:
             end = run_end(Path(self.lake), plan.name, self.run)
             if end is not None and end != before and end.step == self.step:
-                raise AirflowFailException(f"step {self.step} ended run {self.run} of {plan.name} ({end.status}); "
-                                           "running it again gives the same answer: the task's log says why"
-                                           ) from failed
+                raise AirflowFailException(f"step {self.step} ended run {self.run} of {plan.name} ({end.status}): "
+                                           f"{self._why(plan.name)}") from failed
             raise
+
+    def _why(self, query: str) -> str:
+        """What the step's record says of its end: a wrong input's or query's error, or a gate's failed
+        expectations and its report (`pielake.pipeline.report.StepRecord`)."""
+        from pielake.pipeline.report import step_records  # noqa: PLC0415
+
+        record = next((r for r in step_records(Path(self.lake), query, self.run) if r.step == self.step), None)
+        said = [*record.failed, *([f"report: {record.report}"] if record.report else [])] if record else []
+        return "; ".join(said) or "the task's log says why"

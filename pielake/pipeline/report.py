@@ -132,15 +132,16 @@ def prune_records(root: Path, query: str, *, keep_days: float) -> int:
     return pruned
 
 
-def record_step(lake: Lake, query: str, run_id: str, record: StepRecord) -> None:
-    folder = _folder(lake.root, query, run_id)
+def record_step(root: Path, query: str, run_id: str, record: StepRecord) -> None:
+    folder = _folder(root, query, run_id)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{record.step}.json").write_text(record.to_json(), encoding="utf-8")
 
 
-def step_records(lake: Lake, query: str, run_id: str) -> list[StepRecord]:
-    """The run's step records in the order the steps started."""
-    folder = _folder(lake.root, query, run_id)
+def step_records(root: Path, query: str, run_id: str) -> list[StepRecord]:
+    """The run's step records in the order the steps started: files of the lake's folder, which an Airflow task
+    reads without Spark (`pielake.orchestration.submit`)."""
+    folder = _folder(root, query, run_id)
     found = [StepRecord.from_json(p.read_text(encoding="utf-8")) for p in folder.glob("*.json")]
     return sorted(found, key=lambda r: r.started_at)
 
@@ -148,7 +149,7 @@ def step_records(lake: Lake, query: str, run_id: str) -> list[StepRecord]:
 def publish_report(lake: Lake, query: str, run_id: str, *, mode: str, status: str,
                    matches: dict[str, int]) -> None:
     """Write the run's row of the `runs` table from its step records."""
-    steps = step_records(lake, query, run_id)
+    steps = step_records(lake.root, query, run_id)
     started = min((s.started_at for s in steps), default=datetime.now(UTC))
     row = (query, run_id, mode, status, started, datetime.now(UTC), round(sum(s.seconds for s in steps), 3),
            [(s.step, s.started_at, round(s.seconds, 3), s.rows, s.passed, list(s.failed), s.report) for s in steps],

@@ -163,7 +163,7 @@ class Run:
         """The run has appended its events to every one of its streams' tables, in commits of its own since it
         started. Where it appended to some of them only, ingest runs again: it finds the appended events in their
         tables and drops them as exact duplicates, and stages the others again."""
-        started = [r.started_at for r in step_records(self.lake, self.plan.name, self.run_id)]
+        started = [r.started_at for r in step_records(self.lake.root, self.plan.name, self.run_id)]
         return bool(started) and all(self.lake.committed_by(events_table(stream), self.job.writer, min(started))
                                      for stream in self.job.streams)
 
@@ -222,7 +222,7 @@ class Run:
                                 report=str(outcome.report))
         else:
             record = StepRecord(name, started, seconds, rows=outcome.rows if outcome else {}, failed=failed)
-        record_step(self.lake, self.plan.name, self.run_id, record)
+        record_step(self.lake.root, self.plan.name, self.run_id, record)
 
     def _finish(self, status: str, step: str) -> None:
         """The run is over: its row in the `runs` table, how it ended (which its later steps find, `ended`), then

@@ -176,8 +176,8 @@ def test_a_step_of_a_run_that_has_ended_is_skipped_and_takes_no_lock(engine: Eng
     # missing file, and fails its task for good, as the run's folder says it ended the run again.
     [situations, ingest] = tasks("spark-submit", "situations", "ingest")
     assert situations[:2] == ["situations", "AirflowSkipException"] and "(failed at ingest)" in situations[2]
-    assert ingest == ["ingest", "AirflowFailException", "step ingest ended run lost of mid (failed); running it "
-                                                        "again gives the same answer: the task's log says why"]
+    assert ingest[:2] == ["ingest", "AirflowFailException"]
+    assert ingest[2].startswith("step ingest ended run lost of mid (failed): ") and "never-landed.json" in ingest[2]
     assert RunLock(root, "mid").holder() is None
     # spark-submit's entry point, run by hand, says so before it starts Spark
     argv = ["--step", "pairs_c1", "--query", str(root / "mid.tpq"), "--lake", str(root), "--run-id", "lost",
