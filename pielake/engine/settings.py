@@ -19,9 +19,9 @@ DEFAULT_DRIVER_MEMORY = "2500m"
 # buffer for its thread for good, as large as the largest copy so far. Spark's task threads live as long as the
 # session and move blocks to and from disk in large slices, so without a cap each keeps a buffer as large as the
 # largest block outside the heap; capped, a larger copy gets a buffer of its own that is freed at once.
-# G1 sizes its young generation to meet a pause-time goal, 200 ms by default. A batch job wants throughput, not
-# short pauses: with a goal of 1000 ms G1 collects less often.
-JAVA_OPTIONS = "-Djdk.nio.maxCachedBufferSize=262144 -XX:MaxGCPauseMillis=1000"
+# The collector is the throughput one (Parallel), not G1: a run wants its CPU for its own work, and G1 spends it
+# beside the run's threads (concurrent marking, its write barriers) to keep pauses short, which no batch step needs.
+JAVA_OPTIONS = "-Djdk.nio.maxCachedBufferSize=262144 -XX:+UseParallelGC"
 # A local session's shuffle blocks never leave the machine: the JVM that writes them reads them back, mostly from
 # the page cache, so compressing them (LZ4) spends CPU to save disk space only. A cluster's shuffles cross the
 # network, where compression pays: they keep Spark's default.
