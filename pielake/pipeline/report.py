@@ -106,7 +106,8 @@ def run_end(root: Path, query: str, run_id: str) -> RunEnd | None:
     """How the run ended, or None while it has not. A file of the lake's folder, so a spark-submit step reads it
     before it starts Spark."""
     kept = _kept(_folder(root, query, run_id) / ENDED)
-    return None if kept is None else RunEnd(**kept)
+    # An end written without its time reads as of no time, the same at every read: not as of now.
+    return None if kept is None else RunEnd(**{"at": "", **kept})
 
 
 def record_upstream_read(lake: Lake, query: str, run_id: str, read: UpstreamRead) -> None:

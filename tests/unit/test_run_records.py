@@ -26,6 +26,9 @@ def test_how_a_run_ended_is_read_back_and_forgotten_when_it_goes_on(tmp_path: Pa
     record_end(tmp_path, "q", "r1", RunEnd("stopped", "check_situations"))  # a retry that ends it again
     again = run_end(tmp_path, "q", "r1")
     assert again is not None and again != first and (again.status, again.step) == (first.status, first.step)
+    ended = tmp_path / V.RUNS_DIR / "q" / "r1" / "ended"
+    ended.write_text('{"status": "failed", "step": "ingest"}')  # an end kept without its time
+    assert run_end(tmp_path, "q", "r1") == run_end(tmp_path, "q", "r1") == RunEnd("failed", "ingest", at="")
 
 
 def records(root: Path, run_id: str, *, days_ago: float, last_step_days_ago: float | None = None) -> Path:
