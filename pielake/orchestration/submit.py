@@ -2,7 +2,7 @@
 <step>`, a Spark application of its own (`SparkSubmitOperator`).
 
 spark-submit tells its operator only whether the step failed, not why; the run's folder in the lake tells the rest
-(`pielake.pipeline.report.run_end`). So the task ends as a task on the engine ends (`run_step_on_engine`): a step
+(`pielake.pipeline.run_folder.run_end`). So the task ends as a task on the engine ends (`run_step_on_engine`): a step
 after the one its run ended at is skipped before any JVM starts, and a step that ended its run (a failed gate, an
 input or a query that is wrong) fails for good, since running it again gives the same answer; any other failure
 is left to the task's retries. This module imports Spark's provider, so the DAG file imports it only where a
@@ -28,7 +28,7 @@ class StepSubmitOperator(SparkSubmitOperator):
         self.query, self.lake, self.run, self.step = query, lake, run, step
 
     def execute(self, context: Any) -> None:
-        from pielake.pipeline.report import run_end  # noqa: PLC0415 (the DAG file's parse imports no Spark)
+        from pielake.pipeline.run_folder import run_end  # noqa: PLC0415 (the DAG file's parse imports no Spark)
         from pielake.pipeline.runner import ended  # noqa: PLC0415
         from pielake.query.analyzer import load_query_file  # noqa: PLC0415
 
@@ -48,8 +48,8 @@ class StepSubmitOperator(SparkSubmitOperator):
 
     def _why(self, query: str) -> str:
         """What the step's record says of its end: a wrong input's or query's error, or a gate's failed
-        expectations and its report (`pielake.pipeline.report.StepRecord`)."""
-        from pielake.pipeline.report import step_records  # noqa: PLC0415
+        expectations and its report (`pielake.pipeline.run_folder.StepRecord`)."""
+        from pielake.pipeline.run_folder import step_records  # noqa: PLC0415
 
         record = next((r for r in step_records(Path(self.lake), query, self.run) if r.step == self.step), None)
         said = [*record.failed, *([f"report: {record.report}"] if record.report else [])] if record else []

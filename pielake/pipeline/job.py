@@ -19,7 +19,7 @@ from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 from pielake.lake.staging import Staging
-from pielake.pipeline.report import upstream_read
+from pielake.pipeline.run_folder import upstream_read
 from pielake.pipeline.scope import FULL, MODES, Scope
 from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark import columns as C
@@ -174,7 +174,7 @@ def run_mode(job: QueryJob, asked: str) -> str:
     matches it admitted before may have changed, and a micro-batch reads only those after its processed time."""
     if asked != "incremental" or job.plan.upstream_source is None:
         return asked
-    read = upstream_read(job.lake, job.plan.name, job.run_id)
+    read = upstream_read(job.lake.root, job.plan.name, job.run_id)
     return "batch" if read is not None and read.rebuilds else asked
 
 

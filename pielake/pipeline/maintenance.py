@@ -19,7 +19,7 @@ overlap in time, so a micro-batch's time bound skips fewer of them and every rea
   commits Delta lists at every write and read of a table in a folder stay a bounded number;
 - of a query registered with a landing folder, releases the data of the files its runs took more than
   `keep_days` ago (`pielake.lake.landed.release`), keeping their names;
-- deletes the records of the query's runs of more than `keep_days` ago (`pielake.pipeline.report.prune_records`),
+- deletes the records of the query's runs of more than `keep_days` ago (`pielake.pipeline.run_folder.prune_records`),
   whose rows are in `runs`.
 
 It holds the query's run lock, so no run of the query writes its tables meanwhile (Delta would fail one of the
@@ -41,7 +41,7 @@ from pielake.lake.lock import RunLock
 from pielake.lake.results import ANCHOR, results_table
 from pielake.pipeline.ingest import ROWS_PER_EVENTS_FILE, streams_for
 from pielake.pipeline.job import QueryJob, RunRequest, events_table, quarantine_table
-from pielake.pipeline.report import prune_records
+from pielake.pipeline.run_folder import prune_records
 from pielake.pipeline.stages import ROWS_PER_FILE
 from pielake.query.analyzer import QueryPlan, bind
 

@@ -20,7 +20,7 @@ from pielake.errors import PielakeError
 from pielake.lake.delta import Commit, Lake
 from pielake.lake.results import results_table
 from pielake.pipeline.job import StepContext
-from pielake.pipeline.report import upstream_read
+from pielake.pipeline.run_folder import upstream_read
 from pielake.query.analyzer import QueryPlan
 from pielake.query.parser import parse
 from pielake.query.printer import query_text
@@ -33,7 +33,7 @@ class ChangedQueryError(PielakeError):
 def publish_note(ctx: StepContext) -> str:
     """The note of a publish's commit (the module docstring)."""
     job = ctx.job
-    read = upstream_read(job.lake, job.plan.name, job.run_id) if job.plan.upstream_source is not None else None
+    read = upstream_read(job.lake.root, job.plan.name, job.run_id) if job.plan.upstream_source is not None else None
     return json.dumps({"mode": ctx.mode, "query": definition(job.plan),
                        **({"read": read.version} if read is not None else {})})
 

@@ -33,7 +33,8 @@ from pielake.pipeline.gx_project import docs_index
 from pielake.pipeline.ingest import IngestReport, streams_for
 from pielake.pipeline.job import QueryJob, RunRequest, StageResult, StepContext, events_table, run_mode
 from pielake.pipeline.registry import CHECK, STAGES, Registry, Step
-from pielake.pipeline.report import RunEnd, StepRecord, publish_report, record_end, record_step, run_end, step_records
+from pielake.pipeline.report import publish_report
+from pielake.pipeline.run_folder import RunEnd, StepRecord, record_end, record_step, run_end, step_records
 from pielake.pipeline.stages import match_counts, published_counts
 from pielake.query.analyzer import QueryPlan, bind
 

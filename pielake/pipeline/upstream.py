@@ -33,7 +33,7 @@ from pielake.lake.delta import Commit
 from pielake.lake.results import results_table
 from pielake.pipeline.job import QueryJob, StepContext
 from pielake.pipeline.notes import last_noted, note_of
-from pielake.pipeline.report import UpstreamRead, record_upstream_read
+from pielake.pipeline.run_folder import UpstreamRead, record_upstream_read
 from pielake.pipeline.scope import mark_unprocessed
 from pielake.query.analyzer import QueryPlan
 from pielake.spark.columns import LAST_TIME
@@ -69,7 +69,7 @@ def read_upstream(ctx: StepContext) -> tuple[DataFrame, DataFrame, bool]:
     job = ctx.job
     version = job.lake.version(results_table(job.plan.sources[0].upstream))
     rebuilds = ctx.request.mode == "incremental" and _rewritten(job, version)
-    record_upstream_read(job.lake, job.plan.name, job.run_id, UpstreamRead(version, rebuilds))
+    record_upstream_read(job.lake.root, job.plan.name, job.run_id, UpstreamRead(version, rebuilds))
     return *matches_input(job, ctx.mode, version), rebuilds
 
 

@@ -1,4 +1,4 @@
-"""A run's records in the lake's folder (`pielake.pipeline.report`): how a run ended, read back as written and
+"""A run's records in the lake's folder (`pielake.pipeline.run_folder`): how a run ended, read back as written and
 forgotten when it goes on; and maintenance deletes the records of runs last written over `keep_days` ago, whichever
 of their files was written last."""
 
@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from pielake import vocabulary as V
-from pielake.pipeline.report import RunEnd, prune_records, record_end, run_end
+from pielake.pipeline.run_folder import RunEnd, prune_records, record_end, run_end
 
 DAY = 86_400
 
