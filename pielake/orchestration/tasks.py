@@ -19,16 +19,21 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 from pielake.engine.client import EngineAddress, EngineError, RunOrder, run_on_engine
 from pielake.exitcodes import EXIT_FINDINGS, EXIT_OVER, EXIT_USAGE
 from pielake.lake.landed import Landing, take_each
+from pielake.orchestration.cleared import cleared_alone
 from pielake.query.analyzer import read_query_file
 
 
-def run_step_on_engine(*, conn_id: str, query: str, lake: str, run_id: str, step: str,
-                       request: dict[str, Any]) -> dict[str, Any]:
+def run_step_on_engine(*, conn_id: str, query: str, lake: str, run_id: str, step: str, request: dict[str, Any],
+                       ti: Any = None) -> dict[str, Any]:
     """Run one step of a run on the engine of `conn_id`. A failed gate or a query that is wrong fails the task for
-    good (running it again gives the same answer); a step after the one its run ended at is skipped (`ended`);
-    anything else (the engine not up, a busy lock, the engine stopped mid-step) is left to the task's retries,
-    which redo the step from what the engine holds of the run's earlier steps, running them again first if the
-    engine has restarted since (`Run.resume`)."""
+    good (running it again gives the same answer); a step after the one its run ended at is skipped (`ended`), and
+    so is a step of an ended run cleared without its last step (`cleared_alone`, which asks Airflow through the
+    task instance `ti`); anything else (the engine not up, a busy lock, the engine stopped mid-step) is left to the
+    task's retries, which redo the step from what the engine holds of the run's earlier steps, running them again
+    first if the engine has restarted since (`Run.resume`)."""
+    alone = cleared_alone(ti, lake, query, run_id, step)
+    if alone is not None:
+        raise AirflowSkipException(alone)
     address = EngineAddress.parse(SparkConnectHook(conn_id).get_connection_url())
     source, name = read_query_file(query)
     order = RunOrder(source, name, lake, run_id, {**request, "events_path": request.get("events_path") or None},

@@ -1,7 +1,8 @@
 """A whole scheduled run of a generated DAG (`airflow dags test`) writes the same tables the reference computes:
 on the engine, every task a thin client on the `spark_connect` connection, after which the scheduler starts the
 downstream DAG docs/operations.md shows and the DAG of a query over the matches, both scheduled on the matches
-Asset, and that query's run publishes what the reference finds over them, and the backfill DAG, triggered with
+Asset, and that query's run publishes what the reference finds over them, a task of a published run cleared alone
+is skipped, and the backfill DAG, triggered with
 a file of history, makes the tables those of one run over every event; and where no engine runs, every step a
 real spark-submit, although the `situations` task's driver is killed (SIGKILL) in the middle of its writes and
 Airflow retries the task. (The DAG folder's integrity: tests/dags; the maintenance DAG: test_maintenance.py.)
@@ -27,6 +28,7 @@ from pyspark.sql import SparkSession
 
 from pielake.engine.settings import JAVA_OPTIONS, driver_heap
 from pielake.lake.delta import Lake
+from pielake.lake.lock import RunLock
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import StreamEvents, find_matches_of, matches_stream
 from tests.dags.test_dag_integrity import EXPECTED_GRAPH, SPANS
@@ -92,6 +94,7 @@ def test_a_scheduled_run_on_the_engine_writes_the_reference_tables_and_triggers_
     assert "spark-submit" not in log  # every task a thin client of the engine
     print(f"a scheduled run on the engine: {time.perf_counter() - started:.1f} s")
     assert_published_the_reference(spark, airflow, lake)
+    assert_a_step_cleared_alone_is_skipped(env, lake)
 
     # One scheduler loop reads the Asset's new event and creates the downstream run. No slot in the default pool
     # keeps it from starting the run's task too: a task of Airflow 3 reports to an API server, which no test runs,
@@ -112,6 +115,19 @@ def test_a_scheduled_run_on_the_engine_writes_the_reference_tables_and_triggers_
     assert_level_two_equals_the_reference(spark, airflow, lake)
 
     assert_a_backfill_adds_history(spark, env, lake, tmp_path)
+
+
+def assert_a_step_cleared_alone_is_skipped(env: dict[str, str], lake: Path) -> None:
+    """A task of the published run run again without the tasks after it (`airflow tasks test` runs one task of an
+    existing run, as a task cleared alone runs) is skipped: the run's publish is done, so the step would take the
+    query's lock with no step after it to free it, and the query's next runs would wait behind it."""
+    listed = airflow_command(env, "dags", "list-runs", "pielake_flag_pairs", "--output", "json").splitlines()
+    [run] = next(json.loads(line) for line in reversed(listed) if line.startswith("[{"))
+    log = airflow_command(env, "tasks", "test", "pielake_flag_pairs", "situations", run["run_id"])
+    assert f"run {run['run_id']} of flag_pairs has ended (published at publish) and its last step publish is " \
+           "success" in log, log[-4000:]
+    assert "clear situations with its downstream tasks" in log
+    assert RunLock(lake, "flag_pairs").holder() is None
 
 
 def assert_a_backfill_adds_history(spark: SparkSession, env: dict[str, str], lake: Path, tmp_path: Path) -> None:

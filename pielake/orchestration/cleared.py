@@ -1,0 +1,40 @@
+"""A task of a run that has ended, cleared by hand: it runs only if the run's last step runs after it.
+
+Airflow clears a task with or without the tasks after it. A run that has ended (published, stopped by a gate,
+failed) goes on again from a step cleared with its downstream tasks: its last step runs again and frees the
+query's lock (`pielake.pipeline.runner.Run`). A step cleared alone would take the lock for a run whose last step
+is done, or will never run, and nothing would free it until it went stale: the query's next runs would wait
+behind it. So such a step is skipped, and its log says how to run it with its run. Both routes ask before they
+run a step: the task on the engine before it sends it, spark-submit's before it starts a JVM.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pielake.pipeline.registry import STAGES
+from pielake.pipeline.run_folder import run_end
+from pielake.query.analyzer import load_query_file
+
+# A task instance in one of these states will not run unless it is cleared (`airflow.utils.state`).
+WILL_NOT_RUN = frozenset({"success", "failed", "upstream_failed", "skipped", "removed"})
+
+
+def cleared_alone(ti: Any, lake: str, query: str, run_id: str, step: str) -> str | None:
+    """Why the step called `step` of the run `run_id`, which has ended, is skipped: its run's last step will not
+    run after it. None if the run has not ended, if the step is that last step, or outside Airflow's task runtime
+    (`ti` None: a task's `execute` called by hand), where no task states exist to ask."""
+    if ti is None:
+        return None
+    plan = load_query_file(query)
+    end, last = run_end(Path(lake), plan.name, run_id), STAGES.last(plan).name
+    if end is None or step == last:
+        return None
+    states = ti.get_task_states(dag_id=ti.dag_id, task_ids=[last], run_ids=[ti.run_id])
+    state = states.get(ti.run_id, {}).get(last)
+    if state not in WILL_NOT_RUN:
+        return None
+    return (f"run {run_id} of {plan.name} has ended ({end.status} at {end.step}) and its last step {last} is "
+            f"{state}: the step {step} alone would hold the query's lock with no step after it to free it; clear "
+            f"{step} with its downstream tasks to run the run again from it")
