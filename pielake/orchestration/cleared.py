@@ -13,28 +13,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from airflow.utils.state import State
+
 from pielake.pipeline.registry import STAGES
 from pielake.pipeline.run_folder import run_end
-from pielake.query.analyzer import load_query_file
-
-# A task instance in one of these states will not run unless it is cleared (`airflow.utils.state`).
-WILL_NOT_RUN = frozenset({"success", "failed", "upstream_failed", "skipped", "removed"})
+from pielake.query.analyzer import load_query_file, read_query_file
 
 
 def cleared_alone(ti: Any, lake: str, query: str, run_id: str, step: str) -> str | None:
-    """Why the step called `step` of the run `run_id`, which has ended, is skipped: its run's last step will not
-    run after it. None if the run has not ended, if the step is that last step, or outside Airflow's task runtime
-    (`ti` None: a task's `execute` called by hand), where no task states exist to ask."""
-    if ti is None:
-        return None
-    plan = load_query_file(query)
-    end, last = run_end(Path(lake), plan.name, run_id), STAGES.last(plan).name
+    """Why the step called `step` of the run `run_id`, which has ended, is skipped: its run's last step has
+    finished (`State.finished`: done, failed, skipped…) and will not run after it. None if the run has not ended,
+    if the step is that last step, or outside Airflow's task runtime (`ti` None: a task's `execute` called by
+    hand), where no task states exist to ask. A run that has not ended costs a file's look, not a query's parse."""
+    _, name = read_query_file(query)
+    end = None if ti is None else run_end(Path(lake), name, run_id)
+    last = None if end is None else STAGES.last(load_query_file(query)).name
     if end is None or step == last:
         return None
-    states = ti.get_task_states(dag_id=ti.dag_id, task_ids=[last], run_ids=[ti.run_id])
-    state = states.get(ti.run_id, {}).get(last)
-    if state not in WILL_NOT_RUN:
+    state = ti.get_task_states(dag_id=ti.dag_id, task_ids=[last], run_ids=[ti.run_id]).get(ti.run_id, {}).get(last)
+    if state not in State.finished:
         return None
-    return (f"run {run_id} of {plan.name} has ended ({end.status} at {end.step}) and its last step {last} is "
+    return (f"run {run_id} of {name} has ended ({end.status} at {end.step}) and its last step {last} is "
             f"{state}: the step {step} alone would hold the query's lock with no step after it to free it; clear "
             f"{step} with its downstream tasks to run the run again from it")
