@@ -57,15 +57,24 @@ def _jcmd(pid: int, *command: str) -> str:
     return subprocess.run([jcmd, str(pid), *command], capture_output=True, text=True, check=True).stdout
 
 
+def _heap_used_kb(heap_info: str) -> int | None:
+    """The heap in use, in KB, from `jcmd GC.heap_info`: the sum over the heap's parts, each a line `<part> total
+    …K, used …K`. G1 reports its heap as one part; the throughput collector (`JAVA_OPTIONS`) as its young and old
+    generations, whose first line alone is the young generation, nearly empty after a full collection. Metaspace
+    is no part of the heap (its line has no total)."""
+    used = [int(kb) for kb in re.findall(r"total \d+K, used (\d+)K", heap_info)]
+    return sum(used) if used else None
+
+
 def read(engine: psutil.Process, runs: int, last_run_s: float) -> Reading:
     """The engine's memory now (module docstring)."""
     [jvm] = [child for child in engine.children(recursive=True) if child.name() == "java"]
     _jcmd(jvm.pid, "GC.run")
-    heap = re.search(r"used (\d+)K", _jcmd(jvm.pid, "GC.heap_info"))
+    heap = _heap_used_kb(_jcmd(jvm.pid, "GC.heap_info"))
     counters = dict(re.findall(r"^java\.cls\.(\w+)=(\d+)$", _jcmd(jvm.pid, "PerfCounter.print"), flags=re.M))
     if heap is None or not {"loadedClasses", "unloadedClasses"} <= counters.keys():
         raise PielakeError(f"jcmd of the engine's JVM (pid {jvm.pid}) did not say its heap or classes")
-    return Reading(runs, round(int(heap.group(1)) / 1024, 1), round(jvm.memory_info().rss / 2**20, 1),
+    return Reading(runs, round(heap / 1024, 1), round(jvm.memory_info().rss / 2**20, 1),
                    round(engine.memory_info().rss / 2**20, 1), jvm.num_threads(),
                    int(counters["loadedClasses"]) - int(counters["unloadedClasses"]), round(last_run_s, 2))
 

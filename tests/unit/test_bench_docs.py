@@ -129,3 +129,26 @@ def test_the_engine_figures_give_each_case_both_medians_and_whether_the_engine_i
     assert "| chain | 4 | 10,000,000 | 9.00 | 9.00 | 1.00 | ✓ | 1.10, 0.90, 1.10 | 181276 |" in text
     assert "| chain | 18 | 10,000,000 | 30.00 | 34.00 | 1.13 | ✗ | 1.13 | 7 |" in text
     assert "`pielake bench --engine`" in text and "old" not in text
+
+
+# `jcmd <pid> GC.heap_info` of Java 17, as each collector prints it
+PARALLEL_HEAP = """ PSYoungGen      total 707072K, used 1254K [0x00000007cbf00000, 0x00000007ffc80000)
+  eden space 570368K, 0% used [0x00000007cbf00000,0x00000007cbf00000,0x00000007eec00000)
+  from space 136704K, 0% used [0x00000007eec00000,0x00000007eed39800,0x00000007f7180000)
+ ParOldGen       total 1335808K, used 317904K [0x0000000763c00000, 0x00000007b5480000, 0x00000007cbf00000)
+  object space 1335808K, 23% used [0x0000000763c00000,0x00000007772741b0,0x00000007b5480000)
+ Metaspace       used 130278K, committed 138752K, reserved 1179648K
+  class space    used 14527K, committed 17536K, reserved 1048576K
+"""
+G1_HEAP = """ garbage-first heap   total 1048576K, used 402113K [0x0000000763c00000, 0x0000000800000000)
+  region size 1024K, 2 young (2048K), 0 survivors (0K)
+ Metaspace       used 130278K, committed 138752K, reserved 1179648K
+"""
+
+
+def test_the_soak_reads_the_heap_in_use_over_every_part_of_the_heap_whichever_the_collector() -> None:
+    """The throughput collector's young generation, printed first, is nearly empty after a full collection: the
+    heap in use is its generations' sum, never Metaspace."""
+    assert soak._heap_used_kb(PARALLEL_HEAP) == 1254 + 317904
+    assert soak._heap_used_kb(G1_HEAP) == 402113
+    assert soak._heap_used_kb("12929:\n") is None
