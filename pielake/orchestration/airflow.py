@@ -56,7 +56,7 @@ from pielake.engine.settings import keep_days, landing_poll, lock_wait, short_li
 from pielake.errors import PielakeError
 from pielake.lake.landed import Landing, ledger_of
 from pielake.orchestration.landing import LandingTrigger
-from pielake.orchestration.tasks import maintain_on_engine, run_step_on_engine, take_landed
+from pielake.orchestration.tasks import TAKE_TASK, maintain_on_engine, run_step_on_engine, take_landed
 from pielake.pipeline.registry import STAGES, Registry, Step
 from pielake.query.analyzer import QueryPlan, load_query_file
 from pielake.query.hierarchy import check_upstreams
@@ -68,7 +68,6 @@ DEFAULT_SCHEDULE = "@hourly"
 SETTINGS = ("schedule", "events", "landing", "format", "time_column", "time_unit", "runner", "step_timeout")
 RUNNERS = ("engine", "spark-submit")
 ENGINE_CONNECTION = os.environ.get("PIELAKE_ENGINE_CONN", "pielake_engine")
-TAKE_TASK = "take_landed"
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)  # aware: Airflow reads a naive date in its configured zone
 
 
@@ -336,7 +335,7 @@ def take_task(dag: DAG, registration: Registration) -> BaseOperator:
     name = registration.plan.name
     return PythonOperator(task_id=TAKE_TASK, dag=dag, python_callable=take_landed,
                           op_kwargs={"landings": {s: str(landing) for s, landing in registration.landings.items()},
-                                     "ledger": str(ledger_of(Path(_lake()).resolve(), name)), "run_id": "{{ run_id }}"},
+                                     "lake": _lake(), "query": str(registration.path), "run_id": "{{ run_id }}"},
                           doc_md="Takes the files that landed since the last run into a folder of the run's own in "
                                  f"`{_lake()}/{V.LANDED_DIR}/{name}/`, which ingest reads; skips the run when "
                                  "none did.")

@@ -1,11 +1,13 @@
 """A task of a run that has ended, cleared by hand: it runs only if the run's last step runs after it.
 
 Airflow clears a task with or without the tasks after it. A run that has ended (published, stopped by a gate,
-failed) goes on again from a step cleared with its downstream tasks: its last step runs again and frees the
-query's lock (`pielake.pipeline.runner.Run`). A step cleared alone would take the lock for a run whose last step
-is done, or will never run, and nothing would free it until it went stale: the query's next runs would wait
-behind it. So such a step is skipped, and its log says how to run it with its run. Both routes ask before they
-run a step: the task on the engine before it sends it, spark-submit's before it starts a JVM.
+failed) goes on again from a task cleared with its downstream tasks: its last step runs again and frees the
+query's lock (`pielake.pipeline.runner.Run`). A task cleared alone would run with no step after it: a step would
+take the lock for a run that never frees it, so that the query's next runs wait behind it until it goes stale;
+`take_landed` would take the files that landed since into a run whose ingest is done, and no run would read
+them. So such a task is skipped, and its log says how to run it with its run. Every task of a run asks before it
+does anything: a step on the engine before it sends the step, spark-submit's before it starts a JVM,
+`take_landed` before it takes a file.
 """
 
 from __future__ import annotations
@@ -20,19 +22,19 @@ from pielake.pipeline.run_folder import run_end
 from pielake.query.analyzer import load_query_file, read_query_file
 
 
-def cleared_alone(ti: Any, lake: str, query: str, run_id: str, step: str) -> str | None:
-    """Why the step called `step` of the run `run_id`, which has ended, is skipped: its run's last step has
+def cleared_alone(ti: Any, lake: str, query: str, run_id: str, task: str) -> str | None:
+    """Why the task `task` of the run `run_id`, which has ended, is skipped: its run's last step has
     finished (`State.finished`: done, failed, skipped…) and will not run after it. None if the run has not ended,
-    if the step is that last step, or outside Airflow's task runtime (`ti` None: a task's `execute` called by
+    if the task is that last step, or outside Airflow's task runtime (`ti` None: a task's `execute` called by
     hand), where no task states exist to ask. A run that has not ended costs a file's look, not a query's parse."""
     _, name = read_query_file(query)
     end = None if ti is None else run_end(Path(lake), name, run_id)
     last = None if end is None else STAGES.last(load_query_file(query)).name
-    if end is None or step == last:
+    if end is None or task == last:
         return None
     state = ti.get_task_states(dag_id=ti.dag_id, task_ids=[last], run_ids=[ti.run_id]).get(ti.run_id, {}).get(last)
     if state not in State.finished:
         return None
-    return (f"run {run_id} of {name} has ended ({end.status} at {end.step}) and its last step {last} is "
-            f"{state}: the step {step} alone would hold the query's lock with no step after it to free it; clear "
-            f"{step} with its downstream tasks to run the run again from it")
+    return (f"run {run_id} of {name} has ended ({end.status} at {end.step}) and its last step {last} is {state}: "
+            f"{task}, cleared without its downstream tasks, would run with no step after it; clear it with them to "
+            f"run the run again from {task}")

@@ -18,9 +18,11 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 from pielake.engine.client import EngineAddress, EngineError, RunOrder, run_on_engine
 from pielake.exitcodes import EXIT_FINDINGS, EXIT_OVER, EXIT_USAGE
-from pielake.lake.landed import Landing, take_each
+from pielake.lake.landed import Landing, ledger_of, take_each
 from pielake.orchestration.cleared import cleared_alone
 from pielake.query.analyzer import read_query_file
+
+TAKE_TASK = "take_landed"  # the first task of a query that runs when events land
 
 
 def run_step_on_engine(*, conn_id: str, query: str, lake: str, run_id: str, step: str, request: dict[str, Any],
@@ -64,11 +66,17 @@ def maintain_on_engine(*, conn_id: str, query: str, lake: str, keep_days: float,
     return [c.text() for c in cared]
 
 
-def take_landed(*, landings: dict[str, str], ledger: str, run_id: str) -> dict[str, str]:
-    """Take the files that landed for each stream since the query's last run (`pielake.lake.landed`).
-    Returns each stream's files as the run's ingest reads them ("" for a stream with none); skips the run, and so
-    every task after this one, when no stream has any."""
-    taken = take_each({stream: Landing.parse(glob) for stream, glob in landings.items()}, Path(ledger), run_id)
+def take_landed(*, landings: dict[str, str], lake: str, query: str, run_id: str, ti: Any = None) -> dict[str, str]:
+    """Take the files that landed for each stream since the query's last run into the query's ledger in `lake`
+    (`pielake.lake.landed`). Returns each stream's files as the run's ingest reads them ("" for a stream with
+    none); skips the run, and so every task after this one, when no stream has any. In a run that has ended, and
+    was cleared without its later tasks, it takes nothing and is skipped (`cleared_alone`): no ingest would read
+    what it took."""
+    alone = cleared_alone(ti, lake, query, run_id, TAKE_TASK)
+    if alone is not None:
+        raise AirflowSkipException(alone)
+    ledger = ledger_of(Path(lake).resolve(), read_query_file(query)[1])
+    taken = take_each({stream: Landing.parse(glob) for stream, glob in landings.items()}, ledger, run_id)
     for stream, glob in landings.items():
         files = taken.get(stream)
         print(f"{stream}: " + (f"took {len(list(Path(files).parent.iterdir()))} file(s) into {Path(files).parent}"

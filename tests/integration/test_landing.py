@@ -1,8 +1,8 @@
 """A query registered with a landing folder runs when files land there: Airflow's own triggerer runs the folder's
 watcher, whose Asset event queues a run of the query's DAG; each run, on the engine, takes the files that landed
-since the last one and publishes what the reference computes over every file landed so far; a run that finds none
-is skipped (`pielake.orchestration.landing`). From the command line, `pielake run --landing` takes them the same
-way, into the same ledger.
+since the last one and publishes what the reference computes over every file landed so far; a run that finds none is
+skipped (`pielake.orchestration.landing`), and so is a published run's `take_landed` cleared alone. From the command
+line, `pielake run --landing` takes them the same way, into the same ledger.
 
 Airflow runs in subprocesses with a metadata DB of its own under the test's folder, as `infra/` sets it up.
 """
@@ -86,6 +86,12 @@ def test_files_landing_in_a_query_s_folder_queue_its_runs_which_take_them_once_a
     later = [*drawn(key="k", start=16, a="..XX..", b="XXXXX."), *drawn(key="j", a="XX..", b="..XX")]
     land(inbox, "flags-2.json", json_lines(later))
     assert landed_events(env, 2)[1:] == [{"landing": f"{inbox}/*.json", "files": ["flags-2.json"]}]
+    # The published run's take_landed cleared alone (`airflow tasks test` runs one task of an existing run) takes
+    # nothing: no ingest of that run would read what it took, and no later run would take it again.
+    [published] = [r.run_id for r in Lake(spark, lake).read("runs").collect()]
+    log = airflow_command(env, "tasks", "test", "pielake_flag_pairs", "take_landed", published)
+    assert "take_landed, cleared without its downstream tasks, would run with no step after it" in log, log[-4000:]
+    assert not list((lake / "_landed").rglob("flags-2.json"))
     log = airflow_command(env, "dags", "test", "pielake_flag_pairs")
     assert "state=success" in log and "Flags: took 1 file(s)" in log, log[-4000:]
     assert_tables_equal_the_reference(spark, lake, [*first, *later])
