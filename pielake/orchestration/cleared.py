@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from airflow.sdk.exceptions import AirflowSkipException
 from airflow.utils.state import State
 
 from pielake.pipeline.registry import STAGES
@@ -22,19 +23,20 @@ from pielake.pipeline.run_folder import run_end
 from pielake.query.analyzer import load_query_file, read_query_file
 
 
-def cleared_alone(ti: Any, lake: str, query: str, run_id: str, task: str) -> str | None:
-    """Why the task `task` of the run `run_id`, which has ended, is skipped: its run's last step has
-    finished (`State.finished`: done, failed, skipped…) and will not run after it. None if the run has not ended,
-    if the task is that last step, or outside Airflow's task runtime (`ti` None: a task's `execute` called by
-    hand), where no task states exist to ask. A run that has not ended costs a file's look, not a query's parse."""
+def skip_if_cleared_alone(ti: Any, lake: str, query: str, run_id: str, task: str) -> None:
+    """Skip the task `task` of the run `run_id` (AirflowSkipException, saying why) if the run has ended and its
+    last step has finished (`State.finished`: done, failed, skipped…), so will not run after it. The task goes on
+    if the run has not ended, if it is that last step, or outside Airflow's task runtime (`ti` None: a task's
+    `execute` called by hand), where no task states exist to ask. A run that has not ended costs a file's look,
+    not a query's parse."""
     _, name = read_query_file(query)
     end = None if ti is None else run_end(Path(lake), name, run_id)
     last = None if end is None else STAGES.last(load_query_file(query)).name
     if end is None or task == last:
-        return None
+        return
     state = ti.get_task_states(dag_id=ti.dag_id, task_ids=[last], run_ids=[ti.run_id]).get(ti.run_id, {}).get(last)
-    if state not in State.finished:
-        return None
-    return (f"run {run_id} of {name} has ended ({end.status} at {end.step}) and its last step {last} is {state}: "
+    if state in State.finished:
+        raise AirflowSkipException(
+            f"run {run_id} of {name} has ended ({end.status} at {end.step}) and its last step {last} is {state}: "
             f"{task}, cleared without its downstream tasks, would run with no step after it; clear it with them to "
             f"run the run again from {task}")

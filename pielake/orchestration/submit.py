@@ -3,7 +3,7 @@
 
 spark-submit tells its operator only whether the step failed, not why; the run's folder in the lake tells the rest
 (`pielake.pipeline.run_folder.run_end`). So the task ends as a task on the engine ends (`run_step_on_engine`): a step
-after the one its run ended at, or of an ended run cleared without its last step (`cleared_alone`), is skipped
+after the one its run ended at, or of an ended run cleared without its last step (`skip_if_cleared_alone`), is skipped
 before any JVM starts, and a step that ended its run (a failed gate, an input or a query that is wrong) fails for
 good, since running it again gives the same answer; any other failure is left to the task's retries. This module
 imports Spark's provider, so the DAG file imports it only where a query's steps run with spark-submit
@@ -29,16 +29,16 @@ class StepSubmitOperator(SparkSubmitOperator):
         self.query, self.lake, self.run, self.step = query, lake, run, step
 
     def execute(self, context: Any) -> None:
-        from pielake.orchestration.cleared import cleared_alone  # noqa: PLC0415
+        from pielake.orchestration.cleared import skip_if_cleared_alone  # noqa: PLC0415
         from pielake.pipeline.run_folder import run_end  # noqa: PLC0415
         from pielake.pipeline.runner import ended  # noqa: PLC0415 (the DAG file's parse imports no Spark)
         from pielake.query.analyzer import load_query_file  # noqa: PLC0415
 
         plan = load_query_file(self.query)
-        over = ended(Path(self.lake), plan, self.run, self.step) or \
-            cleared_alone(context.get("ti"), self.lake, self.query, self.run, self.step)
+        over = ended(Path(self.lake), plan, self.run, self.step)
         if over is not None:
             raise AirflowSkipException(over)
+        skip_if_cleared_alone(context.get("ti"), self.lake, self.query, self.run, self.step)
         before = run_end(Path(self.lake), plan.name, self.run)
         try:
             super().execute(context)

@@ -19,7 +19,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 from pielake.engine.client import EngineAddress, EngineError, RunOrder, run_on_engine
 from pielake.exitcodes import EXIT_FINDINGS, EXIT_OVER, EXIT_USAGE
 from pielake.lake.landed import Landing, ledger_of, take_each
-from pielake.orchestration.cleared import cleared_alone
+from pielake.orchestration.cleared import skip_if_cleared_alone
 from pielake.query.analyzer import read_query_file
 
 TAKE_TASK = "take_landed"  # the first task of a query that runs when events land
@@ -29,13 +29,11 @@ def run_step_on_engine(*, conn_id: str, query: str, lake: str, run_id: str, step
                        ti: Any = None) -> dict[str, Any]:
     """Run one step of a run on the engine of `conn_id`. A failed gate or a query that is wrong fails the task for
     good (running it again gives the same answer); a step after the one its run ended at is skipped (`ended`), and
-    so is a step of an ended run cleared without its last step (`cleared_alone`, which asks Airflow through the
+    so is a step of an ended run cleared without its last step (`skip_if_cleared_alone`, which asks Airflow through the
     task instance `ti`); anything else (the engine not up, a busy lock, the engine stopped mid-step) is left to the
     task's retries, which redo the step from what the engine holds of the run's earlier steps, running them again
     first if the engine has restarted since (`Run.resume`)."""
-    alone = cleared_alone(ti, lake, query, run_id, step)
-    if alone is not None:
-        raise AirflowSkipException(alone)
+    skip_if_cleared_alone(ti, lake, query, run_id, step)
     address = EngineAddress.parse(SparkConnectHook(conn_id).get_connection_url())
     source, name = read_query_file(query)
     order = RunOrder(source, name, lake, run_id, {**request, "events_path": request.get("events_path") or None},
@@ -70,11 +68,9 @@ def take_landed(*, landings: dict[str, str], lake: str, query: str, run_id: str,
     """Take the files that landed for each stream since the query's last run into the query's ledger in `lake`
     (`pielake.lake.landed`). Returns each stream's files as the run's ingest reads them ("" for a stream with
     none); skips the run, and so every task after this one, when no stream has any. In a run that has ended, and
-    was cleared without its later tasks, it takes nothing and is skipped (`cleared_alone`): no ingest would read
+    was cleared without its later tasks, it takes nothing and is skipped (`skip_if_cleared_alone`): no ingest would read
     what it took."""
-    alone = cleared_alone(ti, lake, query, run_id, TAKE_TASK)
-    if alone is not None:
-        raise AirflowSkipException(alone)
+    skip_if_cleared_alone(ti, lake, query, run_id, TAKE_TASK)
     ledger = ledger_of(Path(lake).resolve(), read_query_file(query)[1])
     taken = take_each({stream: Landing.parse(glob) for stream, glob in landings.items()}, ledger, run_id)
     for stream, glob in landings.items():
