@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -20,6 +21,7 @@ from py4j.java_gateway import JavaGateway
 from pyspark import SparkConf
 from pyspark import __version__ as pyspark_version
 from pyspark.java_gateway import launch_gateway
+from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 from pielake.engine.client import EngineAddress
@@ -33,6 +35,18 @@ from pielake.engine.settings import (
 )
 
 SYSTEM_JARS = "SPARK_DIST_CLASSPATH"  # what Spark's launcher appends to the driver JVM's class path
+# PySpark's loggers of the query context of every SQL error Spark raises (pyspark.errors.exceptions)
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def _quiet_query_context() -> None:
+    """Keep PySpark from printing every SQL error Spark raises, as it is raised, as a JSON line with the JVM's
+    whole stack trace. pielake says what went wrong where it catches the error (a path that cannot be read, a
+    statement `pielake sql` cannot answer), and an error it does not catch carries the same message and trace in
+    its traceback; the line on top of either is noise in front of what the user needs to read. PySpark makes the
+    loggers on first use with a JSON handler of their own, not propagating, so they are made here its way."""
+    for name in QUERY_CONTEXT_LOGGERS:
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
 @contextmanager
@@ -214,10 +228,12 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
     with _jvm_start_turn(), _console_to(console), _on_system_class_path(system_jars):
         session = configure_spark_with_delta_pip(builder, extra_packages=list(packages)).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    _quiet_query_context()
     return session
 
 
 def connect_session(address: EngineAddress) -> SparkSession:
     """A Spark Connect session of an engine (`pielake.engine.server`): the engine's application runs what it
     asks, this process only plans."""
+    _quiet_query_context()
     return SparkSession.builder.remote(address.connect_url).getOrCreate()

@@ -3,6 +3,7 @@ settings and Spark's (`build_session`)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -12,10 +13,13 @@ import pyspark.sql.functions as F
 import pytest
 from py4j.clientserver import ClientServerConnection
 from py4j.protocol import MEMORY_COMMAND_NAME, MEMORY_DEL_SUBCOMMAND_NAME
+from pyspark.errors import AnalysisException
+from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 from pielake.bench.shapes import measure
 from pielake.engine.class_archive import archive_path
+from pielake.engine.session import QUERY_CONTEXT_LOGGERS
 from pielake.engine.settings import JAVA_OPTIONS
 from tests.helpers import maps_the_class_archive
 
@@ -116,3 +120,30 @@ def test_a_session_for_one_micro_batch_compiles_with_c1_alone_and_a_long_lived_o
                           timeout=300, check=False)
     assert "tier 1" in said.stdout.splitlines(), said.stdout + said.stderr[-2000:]
     assert vm_option(spark, "TieredStopAtLevel") == "4"
+
+
+class Heard(logging.Handler):
+    """The records a logger passes on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_a_sql_error_spark_raises_is_not_logged_by_pyspark_as_it_is_raised(spark: SparkSession) -> None:
+    """pielake says what went wrong where it catches Spark's error (`pielake sql` on a table that does not exist),
+    and PySpark does not print it before, as a JSON line with the JVM's stack trace."""
+    heard = Heard()
+    loggers = [PySparkLogger.getLogger(name) for name in QUERY_CONTEXT_LOGGERS]
+    for logger in loggers:
+        logger.addHandler(heard)
+    try:
+        with pytest.raises(AnalysisException, match="TABLE_OR_VIEW_NOT_FOUND"):
+            spark.sql("SELECT * FROM no_such_table")
+    finally:
+        for logger in loggers:
+            logger.removeHandler(heard)
+    assert heard.records == []
