@@ -60,6 +60,7 @@ DROPPED = "__dropped"  # an exact duplicate: neither staged nor quarantined, cou
 FLOATING = ("DOUBLE", "FLOAT", "REAL")
 ROWS_PER_EVENTS_FILE = 1_000_000
 MIN_ROWS_PER_CORE = 100_000  # fewer events a core than this are one file, as a micro-batch's are
+CORRUPT_RECORD = "_corrupt_record"  # the one column Spark reads a JSON file of unparsable lines as
 REPLACEMENT_CHARACTER = "\ufffd"  # what Spark's UTF-8 decoder puts in place of bytes it cannot decode
 
 
@@ -107,15 +108,17 @@ ROWS_IN, STAGED_EVENTS, QUARANTINED, DUPLICATES_DROPPED, HORIZON_MARKS = (
     "rows in", "staged events", "quarantined", "exact duplicates dropped", "horizon marks")
 
 
-def read_raw(spark: SparkSession, path: str, fmt: str) -> DataFrame:
-    """The file as it is; CSV columns stay strings so that every cast failure can be seen and reported."""
+def read_raw(spark: SparkSession, path: str, fmt: str, *, typed: bool = False) -> DataFrame:
+    """The file as it is; CSV columns stay strings so that every cast failure can be seen and reported, unless
+    `typed` (Spark infers their types, which is how a stream without a schema gets one). A file that cannot be
+    read is a LakeError naming it, whichever the purpose."""
     if fmt not in FORMATS:
         raise LakeError(f"unknown input format '{fmt}'; use one of {', '.join(FORMATS)}")
     reader = spark.read
     try:
         if fmt == "csv":
-            return reader.option("header", "true").option("inferSchema", "false").option("mode", "PERMISSIVE") \
-                .csv(path)
+            return reader.option("header", "true").option("inferSchema", str(typed).lower()) \
+                .option("mode", "PERMISSIVE").csv(path)
         if fmt == "json":
             return reader.option("mode", "PERMISSIVE").json(path)
         return reader.parquet(path)
@@ -433,17 +436,26 @@ def _matches_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamS
 def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, request: RunRequest) -> StreamSchema:
     """An unknown stream's schema, from its events file's columns and types."""
     fmt = request.fmt or guess_format(path)
-    if fmt == "csv":  # typed by inference here; ingest itself reads CSV as strings to see every cast failure
-        sample = lake.spark.read.option("header", "true").option("inferSchema", "true").csv(path)
-    else:
-        sample = read_raw(lake.spark, path, fmt)
+    sample = read_raw(lake.spark, path, fmt, typed=True)  # ingest reads CSV as text, to see every cast failure
     columns = tuple((f.name, f.dataType.simpleString().upper()) for f in sample.schema.fields)
     names = {n.lower() for n, _ in columns}
     for needed in [*keys, request.time_column]:
         if needed.lower() not in names:
-            raise PielakeError(f"stream {name} has no schema and its file has no column "
-                               f"'{needed}'; pass --time-column or add schemas/{name}.yaml")
+            raise PielakeError(f"stream {name} has no schema, and its file {path}, read as {fmt}, has no column "
+                               f"'{needed}' (it has {', '.join(sample.columns) or 'none'}); "
+                               f"{_unfound_hint(name, needed, fmt, sample.columns, request.time_column)}")
     return StreamSchema(name, keys, request.time_column, request.time_unit, columns)
+
+
+def _unfound_hint(stream: str, needed: str, fmt: str, found: list[str], time_column: str) -> str:
+    """What to do about a column the query needs that a file without a schema lacks: a file of another format
+    reads as one column of unparsed lines (Spark's `_corrupt_record`), else the query or its time column names
+    the column otherwise than the file."""
+    if found == [CORRUPT_RECORD]:
+        return f"no line of it reads as {fmt}: pass --format if the file is not {fmt}"
+    if needed == time_column:
+        return f"pass --time-column to name the file's time column, or declare the stream in schemas/{stream}.yaml"
+    return f"name the key in PARTITION BY as the file does, or declare the stream in schemas/{stream}.yaml"
 
 
 def ingest(ctx: StepContext) -> StageResult:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyspark.sql.functions as F
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 from pyspark.sql import SparkSession
 
 from pielake.cli import main
@@ -229,11 +229,31 @@ def test_columns_not_in_the_stream_stop_the_run_with_one_line(header: bytes, nam
         ingest_file(lake, header + b"u1,1,5,x,red\n", "r1")
 
 
-def test_a_missing_events_file_is_one_line(tmp_path: Path, spark: SparkSession) -> None:
-    new_lake(tmp_path, spark)
+@pytest.mark.parametrize("declared", [True, False], ids=["declared stream", "stream to infer"])
+def test_a_missing_events_file_is_one_line(declared: bool, tmp_path: Path, spark: SparkSession) -> None:
+    """Whether the run reads the file to ingest it or, first, to infer its stream's schema."""
+    if declared:
+        new_lake(tmp_path, spark)
     (tmp_path / "q.tpq").write_text(QUERY)
     result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "none.csv"),
                                        "--lake", str(tmp_path)])
     assert result.exit_code == 2, result.output
     assert_one_error_line(result.output, "cannot read")
     assert "none.csv" in result.output
+
+
+def run_without_schema(tmp_path: Path, content: bytes, *options: str) -> Result:
+    """`pielake run` of the Dirty query over `content` into a lake that has no schema of the stream (nor has the
+    project's `schemas/`), so the run infers one from the file."""
+    (tmp_path / "q.tpq").write_text(QUERY)
+    (tmp_path / "events.csv").write_bytes(content)
+    return CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "events.csv"),
+                                     "--lake", str(tmp_path / "lake"), *options])
+
+
+def test_a_file_of_another_format_than_the_run_reads_says_so(tmp_path: Path, spark: SparkSession) -> None:
+    """A CSV file read as JSON is one column of lines that do not parse: the run names the format to pass."""
+    result = run_without_schema(tmp_path, HEADER + b"u1,1,5,x\n", "--format", "json")
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, "read as json, has no column 'unit' (it has _corrupt_record); no line of "
+                                         "it reads as json: pass --format if the file is not json")
