@@ -50,13 +50,19 @@ def source_excerpt(source: str, line: int, col: int, width: int) -> str:
 class QueryError(PielakeError):
     """A query that cannot be accepted; `errors` lists every problem found."""
 
-    def __init__(self, errors: list[ErrorDetail]):
+    def __init__(self, errors: list[ErrorDetail], note: str | None = None):
         self.errors = errors
+        self.note = note
         shown = [e.render() for e in errors[:MAX_LISTED_ERRORS]]
         more = len(errors) - MAX_LISTED_ERRORS
         if more > 0:
             shown.append(f"... and {more} more")
-        super().__init__("\n".join(shown))
+        super().__init__("\n".join(shown + ([note] if note else [])))
+
+    def noted(self, note: str) -> QueryError:
+        """The same errors with `note` after them: what the query was checked against, where the query alone
+        does not show it (a stream's types inferred from its file)."""
+        return type(self)(self.errors, note)
 
     @property
     def first(self) -> ErrorDetail:

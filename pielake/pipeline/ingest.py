@@ -40,7 +40,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 
 from pielake import vocabulary as V
 from pielake.engine.checkpoints import hold, release
-from pielake.errors import PielakeError
+from pielake.errors import PielakeError, QueryError
 from pielake.lake.delta import Lake, LakeError, check_run_id
 from pielake.lake.lock import exclusive
 from pielake.lake.results import results_table
@@ -48,7 +48,7 @@ from pielake.pipeline.job import RunRequest, StageResult, StepContext, events_ta
 from pielake.pipeline.notes import check_definition
 from pielake.pipeline.scope import mark_unprocessed
 from pielake.pipeline.upstream import mirrors, read_upstream, rebuild_hint
-from pielake.query.analyzer import QueryPlan
+from pielake.query.analyzer import QueryPlan, bind
 from pielake.streams import FORMATS, SCHEMAS_DIR, TIMESTAMP_UNIT, StreamSchema, guess_format, load_schema, save_schema
 
 PAYLOAD = "__payload"
@@ -398,22 +398,53 @@ def lake_streams(lake: Lake) -> Path:
 def streams_for(lake: Lake, plan: QueryPlan, request: RunRequest,
                 schemas_dir: Path = SCHEMAS_DIR) -> tuple[StreamSchema, ...]:
     """The schema of each stream of the query's FROM, in its order: the one the lake was ingested with, else the
-    project's `schemas/`, else, for a run that reads the stream's events file, inferred from it; saved in the lake
-    for the steps after this one."""
+    project's `schemas/`, else, for a run that reads the stream's events file, inferred from it. A run keeps them
+    in the lake for its later steps once its query fits them (`bind_streams`)."""
     if plan.upstream_source is not None:
         return (_matches_stream(lake, plan, request),)
     found = []
     for source in plan.sources:
-        known = load_schema(source.stream, lake_streams(lake)) or load_schema(source.stream, schemas_dir)
+        known = declared_stream(lake, source.stream, schemas_dir)
         path = request.events_of(plan, source.stream)
         if known is None and path is None:
             raise PielakeError(f"stream {source.stream} has not been ingested into {lake.root}; run the ingest stage "
                                "first")
-        if known is None:
-            known = _infer_stream(lake, source.stream, plan.keys, path, request)
-        save_schema(known, lake_streams(lake))
-        found.append(known)
+        found.append(known or _infer_stream(lake, source.stream, plan.keys, path, request))
     return tuple(found)
+
+
+def declared_stream(lake: Lake, name: str, schemas_dir: Path = SCHEMAS_DIR) -> StreamSchema | None:
+    """The stream's schema as the lake keeps it, else as the project's `schemas/` declares it, else None."""
+    return load_schema(name, lake_streams(lake)) or load_schema(name, schemas_dir)
+
+
+def bind_streams(lake: Lake, plan: QueryPlan, streams: tuple[StreamSchema, ...],
+                 schemas_dir: Path = SCHEMAS_DIR) -> QueryPlan:
+    """The query bound to its streams' schemas (`bind`), which the lake then keeps, for the run's later steps and
+    the runs after it.
+
+    A query that does not fit a schema inferred from its file leaves none behind, so the schema the user then
+    declares in `schemas/` is the one the next run takes, and its error says where the types came from: a
+    column that reads as text because one of its values is not a number, compared with a number, is otherwise a
+    puzzle the query alone does not explain."""
+    try:
+        bound = bind(plan, streams)
+    except QueryError as wrong:
+        guessed = [s for s in streams if not s.of_matches and declared_stream(lake, s.name, schemas_dir) is None]
+        if not guessed:
+            raise
+        raise wrong.noted("\n".join(_inferred_note(s) for s in guessed)) from None
+    for stream in streams:
+        if not stream.of_matches:
+            save_schema(stream, lake_streams(lake))
+    return bound
+
+
+def _inferred_note(stream: StreamSchema) -> str:
+    return (f"Stream {stream.name} has no schema: its columns were typed from its file, as {stream.ddl}; a column "
+            f"holding one value that is not a number reads as text. Declare its types in "
+            f"schemas/{stream.name}.yaml (docs/operations.md, \"Streams\"): rows that do not fit them are then "
+            f"quarantined with their reason.")
 
 
 def _matches_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamSchema:

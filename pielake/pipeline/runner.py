@@ -30,13 +30,13 @@ from pielake.lake.lock import RunLock
 from pielake.lake.staging import SessionStaging
 from pielake.pipeline.gates import GateError, GateResult, build_docs, run_gate
 from pielake.pipeline.gx_project import docs_index
-from pielake.pipeline.ingest import IngestReport, streams_for
+from pielake.pipeline.ingest import IngestReport, bind_streams, streams_for
 from pielake.pipeline.job import QueryJob, RunRequest, StageResult, StepContext, events_table, run_mode
 from pielake.pipeline.registry import CHECK, STAGES, Registry, Step
 from pielake.pipeline.report import publish_report
 from pielake.pipeline.run_folder import RunEnd, StepRecord, record_end, record_step, run_end, step_records
 from pielake.pipeline.stages import match_counts, published_counts
-from pielake.query.analyzer import QueryPlan, bind
+from pielake.query.analyzer import QueryPlan
 
 Progress = Callable[[str], None]
 Outcome = StageResult | GateResult | None
@@ -113,7 +113,7 @@ class Run:
         other (`ending`): its `runs` row says why, and its later steps find it over."""
         if self._job is None:
             streams = streams_for(self.lake, self.plan, self.request)
-            self._job = QueryJob(self.lake, bind(self.plan, streams), streams, self.run_id)
+            self._job = QueryJob(self.lake, bind_streams(self.lake, self.plan, streams), streams, self.run_id)
         return self._job
 
     def step(self, name: str) -> Outcome:

@@ -16,11 +16,11 @@ from pyspark.sql import SparkSession
 
 from pielake.cli import main
 from pielake.lake.delta import Lake, LakeError
-from pielake.pipeline.ingest import IngestReport, admit_events
+from pielake.pipeline.ingest import IngestReport, admit_events, lake_streams, streams_for
 from pielake.pipeline.job import RunRequest, StepContext
 from pielake.pipeline.runner import Run, run_query
 from pielake.query.analyzer import load_query
-from pielake.streams import StreamSchema, save_schema
+from pielake.streams import StreamSchema, load_schema, save_schema
 
 pytestmark = pytest.mark.heavy(seconds=210)  # about this long in CI: scheduled first
 
@@ -249,6 +249,24 @@ def run_without_schema(tmp_path: Path, content: bytes, *options: str) -> Result:
     (tmp_path / "events.csv").write_bytes(content)
     return CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "events.csv"),
                                      "--lake", str(tmp_path / "lake"), *options])
+
+
+def test_a_query_that_does_not_fit_the_types_inferred_from_its_file_says_so_and_leaves_them_behind(
+        tmp_path: Path, spark: SparkSession) -> None:
+    """One value that is not a number makes `speed` text, and `D.speed > 10` compares it with a number: the
+    refusal shows the inferred types and where to declare them, and the lake keeps none of them, so the schema the
+    user then declares is the one the next run takes."""
+    result = run_without_schema(tmp_path, HEADER + b"u1,1,fast,x\nu1,2,5,x\n")
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "mixes D.speed (string) and 10 (number)" in result.output
+    assert "Stream Dirty has no schema: its columns were typed from its file, as unit STRING, ts INT, speed " \
+           "STRING, label STRING" in result.output and "schemas/Dirty.yaml" in result.output
+    lake = Lake(spark, tmp_path / "lake")
+    assert load_schema("Dirty", lake_streams(lake)) is None
+    save_schema(SCHEMA, tmp_path / "schemas")
+    plan = load_query(QUERY, "q")
+    assert streams_for(lake, plan, RunRequest(events_path=str(tmp_path / "events.csv")),
+                       schemas_dir=tmp_path / "schemas") == (SCHEMA,)
 
 
 def test_a_file_of_another_format_than_the_run_reads_says_so(tmp_path: Path, spark: SparkSession) -> None:
