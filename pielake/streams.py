@@ -30,7 +30,8 @@ TIMESTAMP_UNIT = "timestamp"
 FORMATS = ("csv", "parquet", "json")  # the files a stream's events come in
 PRIMITIVE_TYPES = {"STRING", "BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "REAL",
                    "BOOLEAN", "TIMESTAMP", "DATE"}
-_DDL_COLUMN = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z]+(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?)\s*$")
+_DDL_COLUMN = re.compile(r"^\s*(\S+)\s+([A-Za-z]+(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?)\s*$")
+PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def format_of(path: str) -> str | None:
@@ -108,12 +109,22 @@ def parse_ddl(ddl: str) -> tuple[tuple[str, str], ...]:
         found = _DDL_COLUMN.match(part)
         if not found:
             raise SchemaError(f"cannot read column definition '{part.strip()}' (expected '<name> <TYPE>')")
-        name, kind = found.group(1), re.sub(r"\s+", "", found.group(2).upper())
-        base = kind.split("(")[0]
-        if base not in PRIMITIVE_TYPES and base != "DECIMAL":
-            raise SchemaError(f"column '{name}': type {kind} is not a flat primitive type")
-        columns.append((name, kind))
+        columns.append(schema_column(found.group(1), found.group(2)))
     return tuple(columns)
+
+
+def schema_column(name: str, kind: str) -> tuple[str, str]:
+    """The column as a schema holds it, its type spelled in upper case without spaces, if its name is a plain
+    identifier and its type a flat primitive one, as every column of a stream is (docs/semantics.md §1); else a
+    SchemaError naming the column. Declared schemas and inferred ones pass the same test, so a schema the lake
+    keeps always loads again."""
+    if not PLAIN_NAME.match(name):
+        raise SchemaError(f"column name '{name}' is not a plain identifier (letters, digits and '_', not first a "
+                          "digit)")
+    spelled = re.sub(r"\s+", "", kind.upper())
+    if spelled.split("(")[0] not in PRIMITIVE_TYPES | {"DECIMAL"}:
+        raise SchemaError(f"column '{name}': type {kind} is not a flat primitive type")
+    return name, spelled
 
 
 def from_mapping(doc: dict, origin: str) -> StreamSchema:

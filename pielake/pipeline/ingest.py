@@ -49,7 +49,17 @@ from pielake.pipeline.notes import check_definition
 from pielake.pipeline.scope import mark_unprocessed
 from pielake.pipeline.upstream import mirrors, read_upstream, rebuild_hint
 from pielake.query.analyzer import QueryPlan, bind
-from pielake.streams import FORMATS, SCHEMAS_DIR, TIMESTAMP_UNIT, StreamSchema, guess_format, load_schema, save_schema
+from pielake.streams import (
+    FORMATS,
+    SCHEMAS_DIR,
+    TIMESTAMP_UNIT,
+    SchemaError,
+    StreamSchema,
+    guess_format,
+    load_schema,
+    save_schema,
+    schema_column,
+)
 
 PAYLOAD = "__payload"
 OLD_PAYLOAD = "__old"  # the payload an ingested event at the same key and time has
@@ -468,7 +478,12 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
     """An unknown stream's schema, from its events file's columns and types."""
     fmt = request.fmt or guess_format(path)
     sample = read_raw(lake.spark, path, fmt, typed=True)  # ingest reads CSV as text, to see every cast failure
-    columns = tuple((f.name, f.dataType.simpleString().upper()) for f in sample.schema.fields)
+    try:
+        columns = tuple(schema_column(f.name, f.dataType.simpleString()) for f in sample.schema.fields)
+    except SchemaError as unfit:
+        raise PielakeError(f"stream {name} has no schema, and its file {path} cannot give it one: {unfit}; a "
+                           "stream's columns have plain names and hold one value each (a number, text, a boolean, a "
+                           "time): rename, flatten or drop that column in the file") from None
     names = {n.lower() for n, _ in columns}
     for needed in [*keys, request.time_column]:
         if needed.lower() not in names:

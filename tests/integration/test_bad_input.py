@@ -275,3 +275,22 @@ def test_a_file_of_another_format_than_the_run_reads_says_so(tmp_path: Path, spa
     assert result.exit_code == 2, result.output
     assert_one_error_line(result.output, "read as json, has no column 'unit' (it has _corrupt_record); no line of "
                                          "it reads as json: pass --format if the file is not json")
+
+
+@pytest.mark.parametrize(("file", "content", "named"), [
+    ("events.json", b'{"unit": "u1", "ts": 1, "speed": 5, "label": "x", "tags": {"a": 1}}\n',
+     "column 'tags': type struct<a:bigint> is not a flat primitive type"),
+    ("events.csv", b"unit,ts,speed km/h,label\nu1,1,5,x\n", "column name 'speed km/h' is not a plain"),
+], ids=["nested column", "column name with spaces"])
+def test_a_file_whose_columns_no_stream_can_hold_is_refused_before_its_schema_is_kept(
+        file: str, content: bytes, named: str, tmp_path: Path, spark: SparkSession) -> None:
+    """A schema inferred from such a file would be kept in the lake and refused by every later run that loads it:
+    the first run refuses the file instead, in one line, and keeps nothing."""
+    (tmp_path / "q.tpq").write_text(QUERY)
+    (tmp_path / file).write_bytes(content)
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / file),
+                                       "--lake", str(tmp_path / "lake")])
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, f"stream Dirty has no schema, and its file {tmp_path / file} cannot give "
+                                         f"it one: {named}")
+    assert load_schema("Dirty", lake_streams(Lake(spark, tmp_path / "lake"))) is None
