@@ -479,7 +479,7 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
     fmt = request.fmt or guess_format(path)
     sample = read_raw(lake.spark, path, fmt, typed=True)  # ingest reads CSV as text, to see every cast failure
     try:
-        columns = tuple(schema_column(f.name, f.dataType.simpleString()) for f in sample.schema.fields)
+        columns = tuple(schema_column(f.name, _as_declared(f.dataType.simpleString())) for f in sample.schema.fields)
     except SchemaError as unfit:
         raise PielakeError(f"stream {name} has no schema, and its file {path} cannot give it one: {unfit}; a "
                            "stream's columns have plain names and hold one value each (a number, text, a boolean, a "
@@ -491,6 +491,12 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
                                f"'{needed}' (it has {', '.join(sample.columns) or 'none'}); "
                                f"{_unfound_hint(name, needed, fmt, sample.columns, request.time_column)}")
     return StreamSchema(name, keys, request.time_column, request.time_unit, columns)
+
+
+def _as_declared(kind: str) -> str:
+    """An inferred type as a schema declares it: a time without a zone (Parquet's from pandas, Spark's
+    `timestamp_ntz`) is a TIMESTAMP, read in the sessions' zone, UTC, as the same wall-clock time in UTC."""
+    return "timestamp" if kind == "timestamp_ntz" else kind
 
 
 def _unfound_hint(stream: str, needed: str, fmt: str, found: list[str], time_column: str) -> str:

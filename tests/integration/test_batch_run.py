@@ -6,6 +6,7 @@ reads."""
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import re
 import subprocess
@@ -13,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pyspark.sql.functions as F
 import pytest
@@ -23,11 +25,12 @@ from pielake import vocabulary as V
 from pielake.cli import main
 from pielake.engine.client import free_port, free_ports
 from pielake.lake.delta import Lake
+from pielake.pipeline.ingest import lake_streams
 from pielake.pipeline.registry import STAGES
 from pielake.plot import Bar, Bracket, timeline
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import Match, derive_situations, find_matches
-from pielake.streams import StreamSchema, save_schema
+from pielake.streams import StreamSchema, load_schema, save_schema
 from tests.helpers import process_env
 
 pytestmark = pytest.mark.heavy(seconds=200)  # about this long in CI: scheduled first
@@ -247,3 +250,35 @@ def test_a_table_written_after_the_start_is_served_without_a_restart(served: tup
         time.sleep(2)
     # assert
     assert beeline(served, "SELECT n, s FROM late_arrival ORDER BY n") == [["n", "s"], ["1", "a"], ["2", "b"]]
+
+
+NAIVE_QUERY = """FROM Naive N PARTITION BY N.unit
+DEFINE Fast AS N.speed > 10, Slow AS N.speed < 5
+PATTERN Fast meets Slow
+WITHIN 60 s
+"""
+
+
+def naive_parquet(path: Path, seconds: list[int], speeds: list[int]) -> str:
+    """Times without a zone, as pandas and pyarrow write them (Spark reads them as `timestamp_ntz`)."""
+    pq.write_table(pa.table({"unit": ["u1"] * len(seconds), "speed": speeds,
+                             "ts": [dt.datetime(2026, 1, 1, 0, 0, s) for s in seconds]}), path)
+    return str(path)
+
+
+def test_a_parquet_file_of_times_without_a_zone_is_a_timestamp_stream_read_in_utc(tmp_path: Path,
+                                                                                 spark: SparkSession) -> None:
+    """Its schema, inferred and kept in the lake, loads again at the next run, which appends to the stream."""
+    (tmp_path / "naive.tpq").write_text(NAIVE_QUERY)
+    root = tmp_path / "lake"
+    for events, mode in ((naive_parquet(tmp_path / "a.parquet", [1, 2, 3, 4], [20, 20, 1, 1]), ()),
+                         (naive_parquet(tmp_path / "b.parquet", [5], [20]), ("--incremental",))):
+        result = CliRunner().invoke(main, ["run", str(tmp_path / "naive.tpq"), "--events", events, "--lake",
+                                           str(root), "--time-unit", "timestamp", "--no-checks", *mode])
+        assert result.exit_code == 0, result.output + repr(result.exception)
+    lake = Lake(spark, root)
+    assert load_schema("Naive", lake_streams(lake)).type_of("ts") == "TIMESTAMP"
+    epochs = [r[0] for r in lake.read("events_naive").select(F.unix_timestamp("ts")).orderBy(1).collect()]
+    assert epochs == [int(dt.datetime(2026, 1, 1, 0, 0, s, tzinfo=dt.UTC).timestamp()) for s in range(1, 6)]
+    [match] = lake.read("matches_naive").select(F.unix_timestamp("fast_ts"), F.unix_timestamp("slow_ts")).collect()
+    assert tuple(match) == (epochs[0], epochs[2])
