@@ -89,7 +89,11 @@ class EnginePorts:
         return f"jdbc:hive2://{self.host}:{self.jdbc_port}/{DATABASE}"
 
     def check_free(self) -> None:
-        """Fail with one line if a port is taken: the servers would fail later, deep in their logs."""
+        """Fail with one line if a port is taken, by another process or by another of the engine's servers: the
+        servers would fail later, deep in their logs."""
+        own = {self.port: "Spark Connect's (--port)", self.port + 1: "pielake's runs' (--port + 1)"}
+        if self.jdbc_port in own:
+            raise PielakeError(f"--jdbc-port {self.jdbc_port} is {own[self.jdbc_port]} port; pass another --jdbc-port")
         for port in (self.port, self.port + 1, self.jdbc_port):
             with socket.socket() as probe:
                 probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

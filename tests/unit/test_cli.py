@@ -106,6 +106,14 @@ def test_an_engine_on_a_taken_port_says_so_in_one_line_before_starting_spark(tmp
     assert signal.getsignal(signal.SIGTERM) is handler  # the engine's TERM handler went with it
 
 
+@pytest.mark.parametrize(("offset", "named"), [(0, "Spark Connect's (--port)"), (1, "pielake's runs' (--port + 1)")])
+def test_an_engine_whose_jdbc_port_is_one_of_its_other_ports_says_so_in_one_line(offset: int, named: str,
+                                                                                  tmp_path: Path) -> None:
+    port = free_ports(2)
+    invoke(["engine", "serve", "--lake", str(tmp_path), "--port", str(port), "--jdbc-port", str(port + offset)],
+           EXIT_USAGE, f"--jdbc-port {port + offset} is {named} port; pass another --jdbc-port")
+
+
 def test_an_engine_on_a_lake_another_engine_serves_names_it_in_one_line_before_starting_spark(tmp_path: Path) -> None:
     (tmp_path / "_engine").mkdir()
     with (tmp_path / "_engine" / "engine.lock").open("w") as held:
