@@ -107,6 +107,10 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
     key = busiest_key(every_match, plan) if key is None else key
     lanes = tuple(s.name for s in plan.symbols)
     situations = _for_key(lake.read(V.table_name(V.SITUATIONS, name)), plan, key)
+    if situations.isEmpty():
+        raise PielakeError(f"query {name} has no situations of {_shown(plan, key)} (a --key that names no key of the "
+                           f"stream, or one no symbol ever held for); its busiest key is "
+                           f"{_shown(plan, busiest_key(every_match, plan))}")
     low, high = (_bound(lake, t, situations, V.TS, o) for t, o in ((since, "--from"), (until, "--to")))
     bars = tuple(sorted((Bar(lanes.index(r[V.SYMBOL]), r[V.TS], r[V.TE]) for r in situations.filter(
         _in_range(F.col(V.TS), F.col(V.TE), low, high)).collect()), key=lambda b: (b.lane, b.start)))
@@ -118,8 +122,11 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
         _in_range(F.col("start"), F.col("end"), low, high)).collect()
     brackets = tuple(sorted((Bracket(r["start"], r["end"], r[V.DETECTED_AT], r[V.STATUS]) for r in rows),
                             key=lambda b: (b.start, b.detected_at)))
-    shown = ", ".join(f"{k} = {v}" for k, v in zip(plan.keys, key, strict=True)) or "all events"
-    return Timeline(f"{name}: {shown}  ({len(brackets)} matches)", lanes, bars, brackets)
+    return Timeline(f"{name}: {_shown(plan, key)}  ({len(brackets)} matches)", lanes, bars, brackets)
+
+
+def _shown(plan: QueryPlan, key: tuple[str, ...]) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in zip(plan.keys, key, strict=True)) or "all events"
 
 
 def pyplot() -> ModuleType:

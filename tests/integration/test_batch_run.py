@@ -191,6 +191,9 @@ def test_plot_writes_an_image_and_says_what_it_drew(lake: Path, tmp_path: Path) 
                                      "--from", "noon", "--out", str(out)], code=2).output
     assert "one --key per column" in run(["plot", str(lake / "hot_busy.tpq"), "--lake", str(lake), "--key", "u1",
                                           "--key", "u2", "--out", str(out)], code=2).output
+    assert "has no situations of unit = u9 (a --key that names no key of the stream, or one no symbol ever held " \
+           "for); its busiest key is unit = " in run(["plot", str(lake / "hot_busy.tpq"), "--lake", str(lake),
+                                                       "--key", "u9", "--out", str(out)], code=2).output
 
 
 @pytest.fixture(scope="module")
