@@ -44,7 +44,7 @@ def _quiet_query_context() -> None:
     whole stack trace. pielake says what went wrong where it catches the error (a path that cannot be read, a
     statement `pielake sql` cannot answer), and an error it does not catch carries the same message and trace in
     its traceback; the line on top of either is noise in front of what the user needs to read. PySpark makes the
-    loggers on first use with a JSON handler of their own, not propagating, so they are made here its way."""
+    loggers on first use, as loggers of its own class with a JSON handler: they are made here as it makes them."""
     for name in QUERY_CONTEXT_LOGGERS:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
