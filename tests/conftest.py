@@ -53,6 +53,9 @@ def spark() -> Iterator[SparkSession]:
     """One SparkSession for the whole run (only started if a test asks): local[2], UTC, UI off, Delta on."""
     session = build_session("local[2]", app_name="pielake-tests", shuffle_partitions=2, driver_memory="4g")
     yield session
+    # py4j says at the root logger's INFO, not its own, that it could not send a command to a JVM that is going
+    # (the Java objects Python frees as the worker exits): not on Airflow's stream pytest has closed by then.
+    logging.getLogger().setLevel(logging.WARNING)
     session.stop()
 
 
