@@ -30,7 +30,7 @@ TIMESTAMP_UNIT = "timestamp"
 FORMATS = ("csv", "parquet", "json")  # the files a stream's events come in
 PRIMITIVE_TYPES = {"STRING", "BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "REAL",
                    "BOOLEAN", "TIMESTAMP", "DATE"}
-_DDL_COLUMN = re.compile(r"^\s*(\S+)\s+([A-Za-z]+(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?)\s*$")
+_DDL_COLUMN = re.compile(r"^\s*(\S+)\s+([A-Za-z_]+(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?)\s*$")
 PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -123,7 +123,8 @@ def schema_column(name: str, kind: str) -> tuple[str, str]:
                           "digit)")
     spelled = re.sub(r"\s+", "", kind.upper())
     if spelled.split("(")[0] not in PRIMITIVE_TYPES | {"DECIMAL"}:
-        raise SchemaError(f"column '{name}': type {kind} is not a flat primitive type")
+        raise SchemaError(f"column '{name}': type {kind} is not a flat primitive type (one of "
+                          f"{', '.join(sorted(PRIMITIVE_TYPES))} or DECIMAL(p,s))")
     return name, spelled
 
 

@@ -30,3 +30,9 @@ def test_a_column_no_stream_can_hold_is_named(name: str, kind: str, named: str) 
 def test_a_declared_column_with_a_name_that_is_not_plain_is_named() -> None:
     with pytest.raises(SchemaError, match="column name 'my-speed' is not a plain identifier"):
         parse_ddl("unit STRING, my-speed DOUBLE")
+
+
+def test_a_declared_type_no_stream_holds_is_named_with_the_types_it_may_be() -> None:
+    with pytest.raises(SchemaError, match=r"column 'at': type TIMESTAMP_NTZ is not a flat primitive type \(one of "
+                                          r"BIGINT, BOOLEAN, .*, TIMESTAMP, TINYINT or DECIMAL\(p,s\)\)"):
+        parse_ddl("unit STRING, at TIMESTAMP_NTZ")
