@@ -52,7 +52,6 @@ class QueryError(PielakeError):
 
     def __init__(self, errors: list[ErrorDetail], note: str | None = None):
         self.errors = errors
-        self.note = note
         shown = [e.render() for e in errors[:MAX_LISTED_ERRORS]]
         more = len(errors) - MAX_LISTED_ERRORS
         if more > 0:
