@@ -242,12 +242,12 @@ def test_a_missing_events_file_is_one_line(declared: bool, tmp_path: Path, spark
     assert "none.csv" in result.output
 
 
-def run_without_schema(tmp_path: Path, content: bytes, *options: str) -> Result:
-    """`pielake run` of the Dirty query over `content` into a lake that has no schema of the stream (nor has the
-    project's `schemas/`), so the run infers one from the file."""
+def run_without_schema(tmp_path: Path, content: bytes, *options: str, file: str = "events.csv") -> Result:
+    """`pielake run` of the Dirty query over `content`, in `file`, into a lake that has no schema of the stream
+    (nor has the project's `schemas/`), so the run infers one from the file."""
     (tmp_path / "q.tpq").write_text(QUERY)
-    (tmp_path / "events.csv").write_bytes(content)
-    return CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "events.csv"),
+    (tmp_path / file).write_bytes(content)
+    return CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / file),
                                      "--lake", str(tmp_path / "lake"), *options])
 
 
@@ -286,10 +286,7 @@ def test_a_file_whose_columns_no_stream_can_hold_is_refused_before_its_schema_is
         file: str, content: bytes, named: str, tmp_path: Path, spark: SparkSession) -> None:
     """A schema inferred from such a file would be kept in the lake and refused by every later run that loads it:
     the first run refuses the file instead, in one line, and keeps nothing."""
-    (tmp_path / "q.tpq").write_text(QUERY)
-    (tmp_path / file).write_bytes(content)
-    result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / file),
-                                       "--lake", str(tmp_path / "lake")])
+    result = run_without_schema(tmp_path, content, file=file)
     assert result.exit_code == 2, result.output
     assert_one_error_line(result.output, f"stream Dirty has no schema, and its file {tmp_path / file} cannot give "
                                          f"it one: {named}")
