@@ -85,14 +85,21 @@ def _in_range(start: Column, end: Column, since: Column | None, until: Column | 
     return keep
 
 
-def busiest_key(matches: DataFrame, plan: QueryPlan) -> tuple[str, ...]:
-    """The key with the most matches (the first such key in key order), as strings."""
+def busiest_key(frame: DataFrame, plan: QueryPlan) -> tuple[str, ...] | None:
+    """The key with the most rows of `frame` (the first such key in key order), as strings; None when it has none."""
     if not plan.keys:
         return ()
-    top = matches.groupBy(*plan.keys).count().orderBy(F.desc("count"), *plan.keys).first()
-    if top is None:
-        raise PielakeError(f"query {plan.name} has no matches yet; give --key to draw a key's situations")
-    return tuple(str(top[k]) for k in plan.keys)
+    top = frame.groupBy(*plan.keys).count().orderBy(F.desc("count"), *plan.keys).first()
+    return None if top is None else tuple(str(top[k]) for k in plan.keys)
+
+
+def _key_to_try(plan: QueryPlan, matches: DataFrame, situations: DataFrame) -> str:
+    """What a refused --key is told to try: the key with the most matches, else the one with the most situations."""
+    for frame, what in ((matches, "the key with the most matches"), (situations, "the key with the most situations")):
+        key = busiest_key(frame, plan)
+        if key is not None:
+            return f"{what} is {_shown(plan, key)}"
+    return "no key has situations yet"
 
 
 def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, since: str | None = None,
@@ -104,13 +111,16 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
         if not lake.exists(V.table_name(kind, name)):
             raise PielakeError(f"no {kind} of query {name} in {lake.root}; run the query first")
     every_match = lake.read(V.table_name(V.MATCHES, name))
+    every_situation = lake.read(V.table_name(V.SITUATIONS, name))
     key = busiest_key(every_match, plan) if key is None else key
+    if key is None:
+        raise PielakeError(f"query {name} has no matches yet; give --key to draw a key's situations")
     lanes = tuple(s.name for s in plan.symbols)
-    situations = _for_key(lake.read(V.table_name(V.SITUATIONS, name)), plan, key)
+    situations = _for_key(every_situation, plan, key)
     if situations.isEmpty():
         raise PielakeError(f"query {name} has no situations of {_shown(plan, key)} (a --key that names no key of the "
-                           f"stream, or one no symbol ever held for); its busiest key is "
-                           f"{_shown(plan, busiest_key(every_match, plan))}")
+                           f"stream, or one no symbol ever held for); "
+                           f"{_key_to_try(plan, every_match, every_situation)}")
     low, high = (_bound(lake, t, situations, V.TS, o) for t, o in ((since, "--from"), (until, "--to")))
     bars = tuple(sorted((Bar(lanes.index(r[V.SYMBOL]), r[V.TS], r[V.TE]) for r in situations.filter(
         _in_range(F.col(V.TS), F.col(V.TE), low, high)).collect()), key=lambda b: (b.lane, b.start)))

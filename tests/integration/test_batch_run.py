@@ -192,8 +192,22 @@ def test_plot_writes_an_image_and_says_what_it_drew(lake: Path, tmp_path: Path) 
     assert "one --key per column" in run(["plot", str(lake / "hot_busy.tpq"), "--lake", str(lake), "--key", "u1",
                                           "--key", "u2", "--out", str(out)], code=2).output
     assert "has no situations of unit = u9 (a --key that names no key of the stream, or one no symbol ever held " \
-           "for); its busiest key is unit = " in run(["plot", str(lake / "hot_busy.tpq"), "--lake", str(lake),
-                                                       "--key", "u9", "--out", str(out)], code=2).output
+           "for); the key with the most matches is unit = " in run(["plot", str(lake / "hot_busy.tpq"), "--lake",
+                                                                    str(lake), "--key", "u9", "--out", str(out)],
+                                                                   code=2).output
+
+
+def test_plot_of_a_query_without_matches_names_a_key_that_has_situations(lake: Path, tmp_path: Path) -> None:
+    query = lake / "hot_then_frozen.tpq"
+    query.write_text("FROM TestSensors T PARTITION BY T.unit\nDEFINE Hot AS T.temp > 50, Frozen AS T.temp < 0\n"
+                     "PATTERN Hot before Frozen\nWITHIN 30 s\n")
+    run(["run", str(query), "--events", str(lake / "events.csv"), "--lake", str(lake)])
+    plot = ["plot", str(query), "--lake", str(lake), "--out", str(tmp_path / "p.png")]
+    assert "has no matches yet; give --key" in run(plot, code=2).output
+    refused = run([*plot, "--key", "u9"], code=2).output
+    assert "has no situations of unit = u9" in refused
+    assert "the key with the most situations is unit = u1" in refused
+    assert "2 situations, 0 matches" in run([*plot, "--key", "u2"]).output
 
 
 @pytest.fixture(scope="module")
