@@ -70,6 +70,7 @@ DROPPED = "__dropped"  # an exact duplicate: neither staged nor quarantined, cou
 FLOATING = ("DOUBLE", "FLOAT", "REAL")
 ROWS_PER_EVENTS_FILE = 1_000_000
 MIN_ROWS_PER_CORE = 100_000  # fewer events a core than this are one file, as a micro-batch's are
+SEPARATORS = (";", "\t", "|")  # a CSV's separators besides the comma, read from its header line
 CORRUPT_RECORD = "_corrupt_record"  # the one column Spark reads a JSON file of unparsable lines as
 REPLACEMENT_CHARACTER = "\ufffd"  # what Spark's UTF-8 decoder puts in place of bytes it cannot decode
 
@@ -127,13 +128,25 @@ def read_raw(spark: SparkSession, path: str, fmt: str, *, typed: bool = False) -
     reader = spark.read
     try:
         if fmt == "csv":
-            return reader.option("header", "true").option("inferSchema", str(typed).lower()) \
-                .option("mode", "PERMISSIVE").csv(path)
+            return _read_csv(spark, path, typed)
         if fmt == "json":
             return reader.option("mode", "PERMISSIVE").json(path)
         return reader.parquet(path)
     except AnalysisException as error:  # no such path, or a file Spark cannot read as `fmt`
         raise LakeError(f"cannot read {path} as {fmt}: {str(error).strip().splitlines()[0]}") from None
+
+
+def _read_csv(spark: SparkSession, path: str, typed: bool) -> DataFrame:
+    """A CSV file, separated by commas, or by the one of `SEPARATORS` its header line holds when read with commas
+    it is one column: a stream's columns have plain names (`schema_column`), so a header that reads as one name
+    holding a separator is a file of another separator, never a one-column stream."""
+    def read(separator: str) -> DataFrame:
+        return spark.read.option("header", "true").option("inferSchema", str(typed).lower()) \
+            .option("mode", "PERMISSIVE").option("sep", separator).csv(path)
+    raw = read(",")
+    header = raw.columns[0] if len(raw.columns) == 1 else ""
+    other = next((s for s in SEPARATORS if s in header), None)
+    return raw if other is None else read(other)
 
 
 def _check_columns(raw: DataFrame, stream: StreamSchema) -> None:

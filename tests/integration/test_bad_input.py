@@ -207,6 +207,30 @@ def test_late_events_of_a_stream_without_a_key_are_quarantined(tmp_path: Path, s
     assert reasons(lake, "r2") == ("conflicting_duplicate: differs from an ingested event", "late")
 
 
+DIALECTS = {
+    "semicolons": b"unit;ts;speed;label\nu1;1;5;x\nu1;2;fast;x\n",
+    "tabs": b"unit\tts\tspeed\tlabel\nu1\t1\t5\tx\nu1\t2\tfast\tx\n",
+    "bars": b"unit|ts|speed|label\nu1|1|5|x\nu1|2|fast|x\n",
+    "quoted semicolons": b'"unit";"ts";"speed";"label"\n"u1";1;5;"x"\n"u1";2;"fast";"x"\n',
+    "byte-order mark and CRLF": b"\xef\xbb\xbfunit,ts,speed,label\r\nu1,1,5,x\r\nu1,2,fast,x\r\n",
+}
+
+
+@pytest.mark.parametrize("name", DIALECTS)
+def test_a_csv_file_of_another_dialect_is_read_by_its_header(name: str, tmp_path: Path,
+                                                            spark: SparkSession) -> None:
+    """Spreadsheets write semicolons, tabs, a byte-order mark and CRLF: the file is read as its header line is
+    separated, into a declared stream, and into a stream whose schema it gives."""
+    lake = new_lake(tmp_path / "declared", spark)
+    assert_accounted(ingest_file(lake, DIALECTS[name], "r1"), rows_in=2, events=1, quarantined=1, dropped=0)
+    assert reasons(lake, "r1") == ("cast_failed: speed=fast",)
+    result = run_without_schema(tmp_path, DIALECTS[name].replace(b"fast", b"7"))
+    assert result.exit_code == 0, result.output
+    assert "2 rows in = 2 events + 0 quarantined" in result.output
+    inferred = load_schema("Dirty", lake_streams(Lake(spark, tmp_path / "lake")))
+    assert inferred is not None and inferred.column_names == ("unit", "ts", "speed", "label")
+
+
 def assert_one_error_line(output: str, text: str) -> None:
     """The run's progress lines, then one line saying what is wrong: no traceback."""
     *_, last = output.strip().splitlines()
