@@ -19,6 +19,7 @@ import yaml
 
 from pielake.errors import PielakeError
 from pielake.query.ast import TIME_UNIT_SECONDS
+from pielake.vocabulary import STREAMS_DIR
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -169,6 +170,18 @@ def save_schema(schema: StreamSchema, directory: Path) -> Path:
     draft.write_text(yaml.safe_dump(to_mapping(schema), sort_keys=False), encoding="utf-8")
     os.replace(draft, path)
     return path
+
+
+def lake_streams(lake_root: Path) -> Path:
+    """Where a lake keeps the schemas of the streams ingested into it."""
+    return lake_root / STREAMS_DIR
+
+
+def declared_schema(stream: str, lake_root: Path | None, schemas_dir: Path = SCHEMAS_DIR) -> StreamSchema | None:
+    """The stream's schema as the lake at `lake_root` keeps it, else as `schemas_dir` declares it, else None: what
+    a run binds its query to before it reads a file."""
+    kept = load_schema(stream, lake_streams(lake_root)) if lake_root is not None else None
+    return kept or load_schema(stream, schemas_dir)
 
 
 def load_schema(stream: str, directory: Path = SCHEMAS_DIR) -> StreamSchema | None:

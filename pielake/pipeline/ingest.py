@@ -55,7 +55,9 @@ from pielake.streams import (
     TIMESTAMP_UNIT,
     SchemaError,
     StreamSchema,
+    declared_schema,
     guess_format,
+    lake_streams,
     load_schema,
     save_schema,
     schema_column,
@@ -413,11 +415,6 @@ def forget_replayed(lake: Lake, stream: StreamSchema, event_time: Callable[[Colu
 # ---------------------------------------------------------------- the stream and the ingest stage
 
 
-def lake_streams(lake: Lake) -> Path:
-    """Where a lake keeps the schemas of the streams ingested into it."""
-    return lake.root / V.STREAMS_DIR
-
-
 def streams_for(lake: Lake, plan: QueryPlan, request: RunRequest,
                 schemas_dir: Path = SCHEMAS_DIR) -> tuple[StreamSchema, ...]:
     """The schema of each stream of the query's FROM, in its order: the one the lake was ingested with, else the
@@ -427,18 +424,13 @@ def streams_for(lake: Lake, plan: QueryPlan, request: RunRequest,
         return (_matches_stream(lake, plan, request),)
     found = []
     for source in plan.sources:
-        known = declared_stream(lake, source.stream, schemas_dir)
+        known = declared_schema(source.stream, lake.root, schemas_dir)
         path = request.events_of(plan, source.stream)
         if known is None and path is None:
             raise PielakeError(f"stream {source.stream} has not been ingested into {lake.root}; run the ingest stage "
                                "first")
         found.append(known or _infer_stream(lake, source.stream, plan.keys, path, request))
     return tuple(found)
-
-
-def declared_stream(lake: Lake, name: str, schemas_dir: Path = SCHEMAS_DIR) -> StreamSchema | None:
-    """The stream's schema as the lake keeps it, else as the project's `schemas/` declares it, else None."""
-    return load_schema(name, lake_streams(lake)) or load_schema(name, schemas_dir)
 
 
 def bind_streams(lake: Lake, plan: QueryPlan, streams: tuple[StreamSchema, ...],
@@ -453,13 +445,13 @@ def bind_streams(lake: Lake, plan: QueryPlan, streams: tuple[StreamSchema, ...],
     try:
         bound = bind(plan, streams)
     except QueryError as wrong:
-        guessed = [s for s in streams if not s.of_matches and declared_stream(lake, s.name, schemas_dir) is None]
+        guessed = [s for s in streams if not s.of_matches and declared_schema(s.name, lake.root, schemas_dir) is None]
         if not guessed:
             raise
         raise wrong.noted("\n".join(_inferred_note(s) for s in guessed)) from None
     for stream in streams:
         if not stream.of_matches:
-            save_schema(stream, lake_streams(lake))
+            save_schema(stream, lake_streams(lake.root))
     return bound
 
 
@@ -477,7 +469,7 @@ def _matches_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamS
     if request.events_path is not None:
         plan.refuse(source, f"query {plan.name} reads the matches query {source.upstream} publishes, not a file",
                     "Run it without --events (Airflow: without `events` in its registration).")
-    known = load_schema(source.stream, lake_streams(lake))
+    known = load_schema(source.stream, lake_streams(lake.root))
     if known is None or not known.of_matches or not lake.exists(results_table(source.upstream)):
         plan.refuse(source, f"query {source.upstream} has published no matches in {lake.root}",
                     f"Run query {source.upstream} first (or check the name after `matches_`).")

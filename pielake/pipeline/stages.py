@@ -27,7 +27,7 @@ from pielake import vocabulary as V
 from pielake.engine.session import settings_within
 from pielake.lake.delta import Lake, LakeError
 from pielake.lake.results import ANCHOR, KIND, combine, pack, results_table, row_key
-from pielake.pipeline.ingest import admit_events, lake_streams
+from pielake.pipeline.ingest import admit_events
 from pielake.pipeline.job import QueryJob, StageResult, StepContext, events_table, timed
 from pielake.pipeline.notes import publish_note
 from pielake.pipeline.scope import (
@@ -46,7 +46,7 @@ from pielake.spark.matches import MATCHES_SETTINGS, find_matches
 from pielake.spark.pairs import detect_pairs
 from pielake.spark.query import SparkQuery
 from pielake.spark.runs import Reading
-from pielake.streams import save_schema
+from pielake.streams import lake_streams, save_schema
 
 BYTES_PER_PARTITION = 32 * 1024 * 1024
 FILES_PER_TIME_RANGE = 4  # at most this many events files per time range a shuffle would make: read in place
@@ -213,7 +213,7 @@ def publish(ctx: StepContext) -> StageResult:
         with job.lake.once(job.writer), job.lake.writing(ROWS_PER_FILE, plain=times, note=publish_note(ctx)):
             written = _publish_rows(job, staged, state, scope)
         # What a query over its matches reads, typed as the staged matches the commit published.
-        save_schema(matches_stream_schema(job, staged[V.MATCHES]), lake_streams(job.lake))
+        save_schema(matches_stream_schema(job, staged[V.MATCHES]), lake_streams(job.lake.root))
         return {results_table(job.plan.name): written}
 
     return timed("publish", work)

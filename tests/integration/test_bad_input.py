@@ -16,11 +16,11 @@ from pyspark.sql import SparkSession
 
 from pielake.cli import main
 from pielake.lake.delta import Lake, LakeError
-from pielake.pipeline.ingest import IngestReport, admit_events, lake_streams, streams_for
+from pielake.pipeline.ingest import IngestReport, admit_events, streams_for
 from pielake.pipeline.job import RunRequest, StepContext
 from pielake.pipeline.runner import Run, run_query
 from pielake.query.analyzer import load_query
-from pielake.streams import StreamSchema, load_schema, save_schema
+from pielake.streams import StreamSchema, lake_streams, load_schema, save_schema
 
 pytestmark = pytest.mark.heavy(seconds=210)  # about this long in CI: scheduled first
 
@@ -227,7 +227,7 @@ def test_a_csv_file_of_another_dialect_is_read_by_its_header(name: str, tmp_path
     result = run_without_schema(tmp_path, DIALECTS[name].replace(b"fast", b"7"))
     assert result.exit_code == 0, result.output
     assert "2 rows in = 2 events + 0 quarantined" in result.output
-    inferred = load_schema("Dirty", lake_streams(Lake(spark, tmp_path / "lake")))
+    inferred = load_schema("Dirty", lake_streams(tmp_path / "lake"))
     assert inferred is not None and inferred.column_names == ("unit", "ts", "speed", "label")
 
 
@@ -286,7 +286,7 @@ def test_a_query_that_does_not_fit_the_types_inferred_from_its_file_says_so_and_
     assert "Stream Dirty has no schema: its columns were typed from its file, as unit STRING, ts INT, speed " \
            "STRING, label STRING" in result.output and "schemas/Dirty.yaml" in result.output
     lake = Lake(spark, tmp_path / "lake")
-    assert load_schema("Dirty", lake_streams(lake)) is None
+    assert load_schema("Dirty", lake_streams(lake.root)) is None
     save_schema(SCHEMA, tmp_path / "schemas")
     plan = load_query(QUERY, "q")
     assert streams_for(lake, plan, RunRequest(events_path=str(tmp_path / "events.csv")),
@@ -314,4 +314,4 @@ def test_a_file_whose_columns_no_stream_can_hold_is_refused_before_its_schema_is
     assert result.exit_code == 2, result.output
     assert_one_error_line(result.output, f"stream Dirty has no schema, and its file {tmp_path / file} cannot give "
                                          f"it one: {named}")
-    assert load_schema("Dirty", lake_streams(Lake(spark, tmp_path / "lake"))) is None
+    assert load_schema("Dirty", lake_streams(tmp_path / "lake")) is None

@@ -25,12 +25,11 @@ from pielake import vocabulary as V
 from pielake.cli import main
 from pielake.engine.client import free_port, free_ports
 from pielake.lake.delta import Lake
-from pielake.pipeline.ingest import lake_streams
 from pielake.pipeline.registry import STAGES
 from pielake.plot import Bar, Bracket, timeline
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import Match, derive_situations, find_matches
-from pielake.streams import StreamSchema, load_schema, save_schema
+from pielake.streams import StreamSchema, lake_streams, load_schema, save_schema
 from tests.helpers import process_env
 
 pytestmark = pytest.mark.heavy(seconds=200)  # about this long in CI: scheduled first
@@ -294,7 +293,7 @@ def test_a_parquet_file_of_times_without_a_zone_is_a_timestamp_stream_read_in_ut
                                            str(root), "--time-unit", "timestamp", "--no-checks", *mode])
         assert result.exit_code == 0, result.output + repr(result.exception)
     lake = Lake(spark, root)
-    assert load_schema("Naive", lake_streams(lake)).type_of("ts") == "TIMESTAMP"
+    assert load_schema("Naive", lake_streams(lake.root)).type_of("ts") == "TIMESTAMP"
     epochs = [r[0] for r in lake.read("events_naive").select(F.unix_timestamp("ts")).orderBy(1).collect()]
     assert epochs == [int(dt.datetime(2026, 1, 1, 0, 0, s, tzinfo=dt.UTC).timestamp()) for s in range(1, 6)]
     [match] = lake.read("matches_naive").select(F.unix_timestamp("fast_ts"), F.unix_timestamp("slow_ts")).collect()
