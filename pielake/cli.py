@@ -38,7 +38,15 @@ from pielake.query.join_order import join_order
 from pielake.query.parser import parse
 from pielake.query.printer import expr_text, query_text
 from pielake.query.tokens import tokenize
-from pielake.streams import FORMATS, as_given, events_files, files_by_stream, load_schema
+from pielake.streams import (
+    FORMATS,
+    StreamSchema,
+    as_given,
+    declared_schema,
+    events_files,
+    files_by_stream,
+    load_schema,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,6 +69,17 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+LAKE_SCHEMAS_HELP = "A lake whose streams' schemas the query's columns are checked against too (schemas/ always is)."
+
+
+def bind_declared(plan: QueryPlan, lake: Path | None) -> tuple[QueryPlan, list[StreamSchema]]:
+    """The plan bound to the schemas its streams have before a run reads a file (the lake's, else `schemas/`),
+    and those schemas: a misspelt column is then refused here as a run would refuse it, not after Spark starts. A
+    stream with neither is typed from its first file by the run that reads it."""
+    schemas = [schema for source in plan.sources if (schema := declared_schema(source.stream, lake)) is not None]
+    return (bind(plan, schemas) if schemas else plan), schemas
+
+
 @click.group(epilog="Examples:\n\n  pielake explain examples/queries/aggressive_driving.tpq\n\n"
                     "  cat q.tpq | pielake explain -")
 @click.version_option(package_name="pielake")
@@ -76,8 +95,10 @@ def main() -> None:
               help="dot: the decomposition and the automata as a Graphviz digraph (pipe it to `dot -Tsvg`).")
 @click.option("--automata/--no-automata", default=True, show_default=True,
               help="With --format dot: draw every PiePair automaton, or the decomposition alone.")
+@click.option("--lake", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help=LAKE_SCHEMAS_HELP)
 @user_errors
-def explain_command(query_file: str, *, show: str, fmt: str, automata: bool) -> None:
+def explain_command(query_file: str, *, show: str, fmt: str, automata: bool, lake: Path | None) -> None:
     """Explain QUERY_FILE: symbols, mPiePairs, decision times, join order and PiePair automata ('-' = stdin)."""
     source, name = read_query_file(query_file)
     if show == "tokens":
@@ -92,12 +113,7 @@ def explain_command(query_file: str, *, show: str, fmt: str, automata: bool) -> 
     if show == "query":
         click.echo(query_text(parsed.query), nl=False)
         return
-    plan = analyze(parsed, name)
-    # With the streams' schemas at hand, the columns are checked as a run checks them, so an explained query does
-    # not fail later on a misspelt column.
-    schemas = [schema for source in plan.sources if (schema := load_schema(source.stream)) is not None]
-    if schemas:
-        plan = bind(plan, schemas)
+    plan, schemas = bind_declared(analyze(parsed, name), lake)
     if fmt == "json":
         click.echo(json.dumps(plan_json(plan), indent=2))
     elif fmt == "dot":
@@ -116,18 +132,21 @@ def relations_command() -> None:
 @main.command("check")
 @click.argument("query_files", nargs=-1, required=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-def check_command(query_files: tuple[str, ...], fmt: str) -> None:
+@click.option("--lake", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help=LAKE_SCHEMAS_HELP)
+def check_command(query_files: tuple[str, ...], fmt: str, lake: Path | None) -> None:
     """Check query files; every error is printed with line, column and a caret. Exit 2 if any is invalid."""
     failed = False
     report = []
     for path in query_files:
         try:
-            plan = load_query_file(path)
+            plan, schemas = bind_declared(load_query_file(path), lake)
             folder = Path(path).resolve().parent
             check_upstreams(plan, lambda name, folder=folder: _query_beside(folder, name), str(folder))
-            report.append({"file": path, "ok": True, "warnings": [w.render() for w in plan.warnings]})
+            notes = [w.render() for w in plan.warnings] + _unchecked(plan, schemas, lake)
+            report.append({"file": path, "ok": True, "warnings": notes})
             if fmt == "text":
-                click.echo(f"{path}: ok" + "".join(f"\n  {w.render()}" for w in plan.warnings))
+                click.echo(f"{path}: ok" + "".join(f"\n  {note}" for note in notes))
         except QueryError as error:
             failed = True
             report.append({"file": path, "ok": False, "errors": [e.as_dict() for e in error.errors]})
@@ -142,6 +161,15 @@ def check_command(query_files: tuple[str, ...], fmt: str) -> None:
         click.echo(json.dumps(report, indent=2))
     if failed:
         sys.exit(EXIT_USAGE)
+
+
+def _unchecked(plan: QueryPlan, schemas: list[StreamSchema], lake: Path | None) -> list[str]:
+    """A line for each stream of events whose columns `check` could not check: it has no schema yet."""
+    known = {schema.name.lower() for schema in schemas}
+    where = f"schemas/ or {lake}" if lake is not None else "schemas/ (give --lake to look in a lake too)"
+    return [f"the columns of stream {source.stream} are not checked: it has no schema in {where}, so a run types "
+            "it from its first file" for source in plan.sources
+            if not source.reads_matches and source.stream.lower() not in known]
 
 
 def _query_beside(folder: Path, name: str) -> QueryPlan | None:

@@ -16,6 +16,7 @@ from click.testing import CliRunner, Result
 from pielake.cli import main
 from pielake.engine.client import free_port, free_ports
 from pielake.exitcodes import EXIT_OK, EXIT_USAGE
+from pielake.streams import StreamSchema, lake_streams, save_schema
 
 EXAMPLE = str(Path(__file__).parents[2] / "examples" / "queries" / "aggressive_driving.tpq")
 
@@ -75,6 +76,25 @@ def test_check_reports_every_file_as_json(tmp_path: Path) -> None:
     report = json.loads(result.output)
     assert [r["ok"] for r in report] == [True, False]
     assert report[1]["errors"][0]["line"] == 1
+
+
+def test_check_refuses_a_misspelt_column_of_a_declared_stream_without_starting_spark(tmp_path: Path) -> None:
+    """Against `schemas/` (CarSensors is declared there), and with --lake against the streams a lake keeps; a
+    stream known to neither is said to be unchecked."""
+    typo = tmp_path / "typo.tpq"
+    typo.write_text(Path(EXAMPLE).read_text().replace("CS.speed > 70", "CS.sped > 70"))
+    invoke(["check", str(typo)], EXIT_USAGE, "unknown column 'sped'. Line 5, Col 13. Did you mean 'speed'?")
+    mine = tmp_path / "mine.tpq"
+    mine.write_text("FROM Mine M PARTITION BY M.unit DEFINE A AS M.sped > 1, B AS M.load > 1 PATTERN A meets B "
+                    "WITHIN 5 s")
+    invoke(["check", str(mine)], EXIT_OK, "the columns of stream Mine are not checked: it has no schema in "
+                                          "schemas/ (give --lake to look in a lake too)")
+    save_schema(StreamSchema("Mine", ("unit",), "ts", "s", (("unit", "STRING"), ("ts", "BIGINT"),
+                                                            ("speed", "DOUBLE"), ("load", "DOUBLE"))),
+                lake_streams(tmp_path / "lake"))
+    result = invoke(["check", str(mine), "--lake", str(tmp_path / "lake"), "--format", "json"], EXIT_USAGE)
+    assert json.loads(result.output)[0]["errors"][0]["description"] == "unknown column 'sped'"
+    invoke(["explain", str(mine), "--lake", str(tmp_path / "lake")], EXIT_USAGE, "Did you mean 'speed'?")
 
 
 def test_check_finds_the_query_whose_matches_a_query_reads_beside_it_and_refuses_a_cycle(tmp_path: Path) -> None:
