@@ -18,7 +18,8 @@ docs/semantics.md §1, row by row, nothing dropped silently:
 Every quarantined row keeps the raw row as JSON. The report's counts satisfy
 `rows_in = events + quarantined + duplicates_dropped`. A file whose columns are not the stream's (one missing,
 or one the schema does not declare) is refused whole with an error naming them, as Delta's schema enforcement
-refuses such a write; an empty file, or one with only a header, is an empty micro-batch.
+refuses such a write; an empty file, or one with only a header, is an empty micro-batch. Each CSV file is read by
+its own header line, whatever the other files of its path (`pielake.lake.inputs`).
 
 The admitted events are staged as the query's own (`_staging/events_<query>`: queries over one stream ingest side
 by side) for the events gate; the stage after it appends them to the stream's table (`admit_events`), leaving out
@@ -42,6 +43,7 @@ from pielake import vocabulary as V
 from pielake.engine.checkpoints import hold, release
 from pielake.errors import PielakeError, QueryError
 from pielake.lake.delta import Lake, LakeError, check_run_id
+from pielake.lake.inputs import header_groups
 from pielake.lake.lock import exclusive
 from pielake.lake.results import results_table
 from pielake.pipeline.job import RunRequest, StageResult, StepContext, events_table, quarantine_table, timed
@@ -139,12 +141,30 @@ def read_raw(spark: SparkSession, path: str, fmt: str, *, typed: bool = False) -
 
 
 def _read_csv(spark: SparkSession, path: str, typed: bool) -> DataFrame:
-    """A CSV file, separated by commas, or by the one of `SEPARATORS` its header line holds when read with commas
-    it is one column: a stream's columns have plain names (`schema_column`), so a header that reads as one name
-    holding a separator is a file of another separator, never a one-column stream."""
+    """The CSV files of `path`, each read by its own header line (`pielake.lake.inputs`): the files that share one
+    are read together, and the groups joined by column name. A schema is inferred (`typed`) from the first
+    group alone, as from the first file. Groups whose columns differ are refused, naming a file of each."""
+    groups = header_groups(path)
+    if len(groups) <= 1:
+        return _read_csv_files(spark, path, typed)
+    if typed:
+        return _read_csv_files(spark, groups[0], typed)
+    frames = [_read_csv_files(spark, files, typed) for files in groups]
+    columns = [sorted(c.lower() for c in frame.columns) for frame in frames]
+    if any(names != columns[0] for names in columns):
+        raise LakeError(f"the files of {path} do not have the same columns: " + "; ".join(
+            f"{files[0]} has {', '.join(frame.columns)}" for files, frame in zip(groups, frames, strict=True))
+            + "; give every file of a stream the stream's columns (in any order)")
+    return reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def _read_csv_files(spark: SparkSession, files: str | list[str], typed: bool) -> DataFrame:
+    """CSV files of one header line, separated by commas, or by the one of `SEPARATORS` the header holds when
+    read with commas it is one column: a stream's columns have plain names (`schema_column`), so a header that reads
+    as one name holding a separator is a file of another separator, never a one-column stream."""
     def read(separator: str) -> DataFrame:
         return spark.read.option("header", "true").option("inferSchema", str(typed).lower()) \
-            .option("mode", "PERMISSIVE").option("sep", separator).csv(path)
+            .option("mode", "PERMISSIVE").option("sep", separator).csv(files)
     raw = read(",")
     header = raw.columns[0] if len(raw.columns) == 1 else ""
     other = next((s for s in SEPARATORS if s in header), None)

@@ -231,6 +231,32 @@ def test_a_csv_file_of_another_dialect_is_read_by_its_header(name: str, tmp_path
     assert inferred is not None and inferred.column_names == ("unit", "ts", "speed", "label")
 
 
+def test_csv_files_read_together_are_each_read_by_their_own_header(tmp_path: Path, spark: SparkSession) -> None:
+    """Files of one stream landed by different writers: the same columns in another order, another separator. Each
+    value lands under its own column's name; files whose columns differ are refused, naming them."""
+    lake = new_lake(tmp_path / "lake", spark)
+    landed = tmp_path / "landed"
+    landed.mkdir()
+    (landed / "a.csv").write_bytes(HEADER + b"u1,1,5,x\n")
+    (landed / "b.csv").write_bytes(b"label,speed,ts,unit\ny,6,2,u1\n")
+    (landed / "c.csv").write_bytes(b"ts;unit;label;speed\n3;u2;z;7\n")
+    (landed / "_partial.csv").write_bytes(b"unit,ts\n")  # not complete yet: not read, as Spark does not read it
+    (tmp_path / "q.tpq").write_text(QUERY)
+    command = ["run", str(tmp_path / "q.tpq"), "--events", str(landed / "*.csv"), "--lake", str(lake.root),
+               "--no-checks"]
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 0, result.output
+    rows = lake.read("events_dirty").orderBy("ts").select("unit", "ts", "speed", "label").collect()
+    assert [tuple(r) for r in rows] == [("u1", 1, 5.0, "x"), ("u1", 2, 6.0, "y"), ("u2", 3, 7.0, "z")]
+    (landed / "d.csv").write_bytes(b"unit,ts,speed\nu1,4,8\n")
+    result = CliRunner().invoke(main, [*command, "--incremental"])
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, f"do not have the same columns: {landed / 'a.csv'} has unit, ts, speed, "
+                                         f"label; {landed / 'b.csv'} has label, speed, ts, unit")
+    assert f"{landed / 'd.csv'} has unit, ts, speed;" in result.output
+    assert lake.read("events_dirty").count() == 3
+
+
 def assert_one_error_line(output: str, text: str) -> None:
     """The run's progress lines, then one line saying what is wrong: no traceback."""
     *_, last = output.strip().splitlines()
