@@ -1,9 +1,10 @@
-"""The CSV files a run's input path names, grouped by their header line.
+"""The files a run's input path names, grouped by how Spark must read them.
 
-Spark reads the CSV files of one path with the first file's header and takes every later file's columns by
-position: a file whose header orders the same columns otherwise would have its values put under the wrong names,
-with no error when their types agree. A run reads each group of files that share a header on its own and joins
-the groups by column name (`pielake.pipeline.ingest.read_raw`), so every file is read by its own header.
+Spark reads the files of one path as the first of them describes itself. A later CSV file's columns are taken by
+position under the first file's header, so a file that orders the same columns otherwise would have its values
+put under the wrong names, with no error when their types agree; a later Parquet file's column of another type
+than the first file's stops the read. A run reads each group of files that share a header line (CSV) or a schema
+(Parquet) on its own and joins the groups by column name (`pielake.pipeline.ingest.read_raw`).
 
 A path is a file, a folder (its files) or a pattern (`/landing/cars/*.csv`), as Spark takes them. A name that
 starts with `.` or `_` is not read, as Spark does not read it. A URL (`s3a://…`, `hdfs://…`) is listed by Spark
@@ -15,6 +16,9 @@ from __future__ import annotations
 import glob
 import os
 import re
+from collections.abc import Callable, Hashable
+
+import pyarrow.parquet as pq
 
 from pielake.lake.landed import HIDDEN
 
@@ -23,13 +27,24 @@ BYTE_ORDER_MARK = b"\xef\xbb\xbf"
 
 
 def header_groups(path: str) -> list[list[str]]:
-    """The local files `path` names, in name order, grouped by header line in the order each header is first seen;
-    files without a header line (empty) hold no rows and are left out. Empty for a URL or a path naming nothing."""
-    groups: dict[bytes, list[str]] = {}
+    """The CSV files `path` names, grouped by header line (`grouped`)."""
+    return grouped(path, _header_line)
+
+
+def schema_groups(path: str) -> list[list[str]]:
+    """The Parquet files `path` names, grouped by schema, their columns' names and types in any order (`grouped`)."""
+    return grouped(path, _parquet_schema)
+
+
+def grouped(path: str, describe: Callable[[str], Hashable]) -> list[list[str]]:
+    """The local files `path` names, in name order, grouped by what `describe` says of each, in the order each
+    description is first seen; a file it cannot describe (an empty one) is left out, for Spark to read or refuse.
+    Empty for a URL or a path naming nothing."""
+    groups: dict[Hashable, list[str]] = {}
     for file in _local_files(path):
-        header = _header_line(file)
-        if header:
-            groups.setdefault(header, []).append(file)
+        description = describe(file)
+        if description:
+            groups.setdefault(description, []).append(file)
     return list(groups.values())
 
 
@@ -45,3 +60,12 @@ def _header_line(file: str) -> bytes:
     with open(file, "rb") as stream:
         line = stream.readline()
     return line.removeprefix(BYTE_ORDER_MARK).rstrip(b"\r\n")
+
+
+def _parquet_schema(file: str) -> frozenset[tuple[str, str]]:
+    """The file's columns and their types, read from its footer alone; empty for a file that is not Parquet."""
+    try:
+        schema = pq.read_schema(file)
+    except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError
+        return frozenset()
+    return frozenset((field.name.lower(), str(field.type)) for field in schema)

@@ -19,7 +19,8 @@ Every quarantined row keeps the raw row as JSON. The report's counts satisfy
 `rows_in = events + quarantined + duplicates_dropped`. A file whose columns are not the stream's (one missing,
 or one the schema does not declare) is refused whole with an error naming them, as Delta's schema enforcement
 refuses such a write; an empty file, or one with only a header, is an empty micro-batch. Each CSV file is read by
-its own header line, whatever the other files of its path (`pielake.lake.inputs`).
+its own header line, and each Parquet file by its own schema, whatever the other files of its path
+(`pielake.lake.inputs`).
 
 The admitted events are staged as the query's own (`_staging/events_<query>`: queries over one stream ingest side
 by side) for the events gate; the stage after it appends them to the stream's table (`admit_events`), leaving out
@@ -43,7 +44,7 @@ from pielake import vocabulary as V
 from pielake.engine.checkpoints import hold, release
 from pielake.errors import PielakeError, QueryError
 from pielake.lake.delta import Lake, LakeError, check_run_id
-from pielake.lake.inputs import header_groups
+from pielake.lake.inputs import header_groups, schema_groups
 from pielake.lake.lock import exclusive
 from pielake.lake.results import results_table
 from pielake.pipeline.job import RunRequest, StageResult, StepContext, events_table, quarantine_table, timed
@@ -135,7 +136,7 @@ def read_raw(spark: SparkSession, path: str, fmt: str, *, typed: bool = False) -
             return _read_csv(spark, path, typed)
         if fmt == "json":
             return reader.option("mode", "PERMISSIVE").json(path)
-        return reader.parquet(path)
+        return _read_parquet(spark, path, typed)
     except AnalysisException as error:  # no such path, or a file Spark cannot read as `fmt`
         raise LakeError(f"cannot read {path} as {fmt}: {str(error).strip().splitlines()[0]}") from None
 
@@ -149,7 +150,26 @@ def _read_csv(spark: SparkSession, path: str, typed: bool) -> DataFrame:
         return _read_csv_files(spark, path, typed)
     if typed:
         return _read_csv_files(spark, groups[0], typed)
-    frames = [_read_csv_files(spark, files, typed) for files in groups]
+    return _joined(path, groups, [_read_csv_files(spark, files, typed) for files in groups])
+
+
+def _read_parquet(spark: SparkSession, path: str, typed: bool) -> DataFrame:
+    """The Parquet files of `path`, each group of one schema (`pielake.lake.inputs`) read on its own and, where
+    there are several, their values as text, joined by column name: ingest then casts every value to the stream's
+    type, quarantining those that do not cast, as it does a CSV file's. A schema is inferred (`typed`) from the first
+    group alone."""
+    groups = schema_groups(path)
+    if len(groups) <= 1:
+        return spark.read.parquet(path)
+    if typed:
+        return spark.read.parquet(*groups[0])
+    frames = [spark.read.parquet(*files) for files in groups]
+    return _joined(path, groups, [f.select(*(F.col(c).cast("string").alias(c) for c in f.columns)) for f in frames])
+
+
+def _joined(path: str, groups: list[list[str]], frames: list[DataFrame]) -> DataFrame:
+    """The frames of a path's groups of files as one, by column name; groups whose columns differ are refused,
+    naming a file of each, as a file whose columns are not the stream's is."""
     columns = [sorted(c.lower() for c in frame.columns) for frame in frames]
     if any(names != columns[0] for names in columns):
         raise LakeError(f"the files of {path} do not have the same columns: " + "; ".join(

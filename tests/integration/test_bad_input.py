@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pyspark.sql.functions as F
 import pytest
 from click.testing import CliRunner, Result
@@ -255,6 +257,27 @@ def test_csv_files_read_together_are_each_read_by_their_own_header(tmp_path: Pat
                                          f"label; {landed / 'b.csv'} has label, speed, ts, unit")
     assert f"{landed / 'd.csv'} has unit, ts, speed;" in result.output
     assert lake.read("events_dirty").count() == 3
+
+
+def test_parquet_files_read_together_may_differ_in_their_columns_types(tmp_path: Path, spark: SparkSession) -> None:
+    """A value of another type in one file (text where the others hold numbers, a 32-bit time) is cast as a CSV
+    file's values are: quarantined with its reason where it does not cast, instead of stopping the read."""
+    lake = new_lake(tmp_path / "lake", spark)
+    landed = tmp_path / "landed"
+    landed.mkdir()
+    files = {"a": {"unit": ["u1"], "ts": [1], "speed": [5.0], "label": ["x"]},
+             "b": {"unit": ["u1"], "ts": [2], "speed": ["fast"], "label": ["y"]},
+             "c": {"label": ["z"], "speed": [7.0], "unit": ["u2"], "ts": pa.array([3], pa.int32())}}
+    for name, columns in files.items():
+        pq.write_table(pa.table(columns), landed / f"{name}.parquet")
+    (tmp_path / "q.tpq").write_text(QUERY)
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(landed / "*.parquet"),
+                                       "--lake", str(lake.root), "--no-checks"])
+    assert result.exit_code == 0, result.output
+    assert "3 rows in = 2 events + 1 quarantined" in result.output
+    rows = lake.read("events_dirty").orderBy("ts").select("unit", "ts", "speed", "label").collect()
+    assert [tuple(r) for r in rows] == [("u1", 1, 5.0, "x"), ("u2", 3, 7.0, "z")]
+    assert reasons(lake, lake.read("quarantine_dirty").first()["run_id"]) == ("cast_failed: speed=fast",)
 
 
 def assert_one_error_line(output: str, text: str) -> None:

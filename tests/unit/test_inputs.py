@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pielake.lake.inputs import header_groups
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pielake.lake.inputs import header_groups, schema_groups
 
 
 def test_files_are_grouped_by_header_line_without_its_byte_order_mark_or_line_end(tmp_path: Path) -> None:
@@ -18,6 +21,15 @@ def test_files_are_grouped_by_header_line_without_its_byte_order_mark_or_line_en
     assert header_groups(str(tmp_path)) == named
     assert header_groups(str(tmp_path / "*.csv")) == named
     assert header_groups(str(tmp_path / "b.csv")) == [[str(tmp_path / "b.csv")]]
+
+
+def test_parquet_files_are_grouped_by_their_columns_and_types_in_any_order(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"unit": ["u1"], "ts": [1]}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"ts": [2], "unit": ["u1"]}), tmp_path / "b.parquet")
+    pq.write_table(pa.table({"unit": ["u1"], "ts": ["3"]}), tmp_path / "c.parquet")
+    (tmp_path / "d.parquet").write_bytes(b"not parquet")
+    assert schema_groups(str(tmp_path / "*.parquet")) == [[str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")],
+                                                         [str(tmp_path / "c.parquet")]]
 
 
 def test_a_url_or_a_path_naming_nothing_is_left_to_spark(tmp_path: Path) -> None:
