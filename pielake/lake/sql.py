@@ -35,15 +35,22 @@ def check_read_only(statement: str) -> str:
 def query_lake(lake: Lake, statement: str, fmt: str = "table") -> str:
     """Run a read-only statement over the lake's tables and format the result."""
     text = check_read_only(statement)
-    lake.register_views()
+    tables = lake.register_views()
     try:
         frame = lake.spark.sql(text)
         columns = frame.columns
         rows = [tuple(r) for r in frame.limit(MAX_ROWS).collect()]
     except Exception as error:  # Spark's AnalysisException and parse errors: show their first line
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise SqlError(f"Spark rejected the query: {first}") from None
+        raise SqlError(f"Spark rejected the query: {first}{_tables_hint(first, tables)}") from None
     return render(columns, rows, fmt)
+
+
+def _tables_hint(error: str, tables: list[str]) -> str:
+    """The lake's tables, after an error that names a table it does not have: the likeliest slip is the name."""
+    if "TABLE_OR_VIEW_NOT_FOUND" not in error:
+        return ""
+    return f" The lake's tables: {', '.join(sorted(tables))}." if tables else " The lake has no tables yet."
 
 
 def render(columns: list[str], rows: list[tuple], fmt: str) -> str:

@@ -132,6 +132,12 @@ def test_sql_csv_output_starts_with_a_header(lake: Path) -> None:
     assert output.splitlines() == ["unit,ts", "u1,1", "u1,2"]
 
 
+def test_sql_of_a_table_the_lake_does_not_have_lists_the_tables_it_has(lake: Path) -> None:
+    result = run(["sql", "--lake", str(lake), "SELECT * FROM matches_hotbusy"], code=2)
+    assert "[TABLE_OR_VIEW_NOT_FOUND]" in result.output
+    assert re.search(r"The lake's tables: .*events_testsensors, .*matches_hot_busy, .*runs", result.output)
+
+
 def test_sql_refuses_to_write(lake: Path) -> None:
     result = run(["sql", "--lake", str(lake), "DROP TABLE matches_hot_busy"], code=2)
     assert "pielake sql only reads" in result.output
