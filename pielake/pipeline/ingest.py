@@ -191,8 +191,9 @@ def _read_csv_files(spark: SparkSession, files: str | list[str], typed: bool) ->
     return raw if other is None else read(other)
 
 
-def _check_columns(raw: DataFrame, stream: StreamSchema) -> None:
-    """The file's columns are the stream's (in any order and case), or the whole file is refused."""
+def _check_columns(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> None:
+    """The file's columns are the stream's (in any order and case), or the whole file is refused. `kept`: where
+    the lake keeps the schema of a stream it already holds events of, whose columns are then fixed."""
     declared = {n.lower() for n in stream.column_names}
     present = {c.lower() for c in raw.columns}
     missing = [n for n in stream.column_names if n.lower() not in present]
@@ -201,14 +202,16 @@ def _check_columns(raw: DataFrame, stream: StreamSchema) -> None:
         raise LakeError(f"the input has no column(s) {', '.join(missing)} declared by stream {stream.name}; "
                         f"it has {', '.join(raw.columns)}")
     if extra:
+        fix = (f"the stream's columns are fixed since its first run ({kept}): drop them from the file" if kept else
+               f"add them to the stream's schema (schemas/{stream.name}.yaml) or drop them from the file")
         raise LakeError(f"the input has column(s) {', '.join(extra)} that stream {stream.name} does not declare; "
-                        f"add them to the stream's schema (schemas/{stream.name}.yaml) or drop them from the file")
+                        + fix)
 
 
-def _cast(raw: DataFrame, stream: StreamSchema) -> DataFrame:
+def _cast(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> DataFrame:
     if not raw.columns:  # an empty file: Spark sees neither rows nor a header
         raw = raw.sparkSession.createDataFrame([], _as_text(stream))
-    _check_columns(raw, stream)
+    _check_columns(raw, stream, kept)
     present = {c.lower(): c for c in raw.columns}
     typed = []
     for name, kind in stream.columns:
@@ -263,10 +266,12 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
     the file again, made a 10^6-row ingest slower, not faster (docs/performance.md)."""
     if not raws:
         raws = [lake.spark.createDataFrame([], _as_text(stream))]
-    casts = [_cast(raw, stream) for raw in raws]
-    checked = reduce(DataFrame.unionByName, casts).withColumn(V.REASON, _reason(stream))
     table = events_table(stream)
-    seen = lake.version(table) if lake.exists(table) else NO_VERSION
+    held = lake.exists(table)
+    kept = lake_streams(lake.root) / f"{stream.name}.yaml" if held else None
+    casts = [_cast(raw, stream, kept) for raw in raws]
+    checked = reduce(DataFrame.unionByName, casts).withColumn(V.REASON, _reason(stream))
+    seen = lake.version(table) if held else NO_VERSION
     judged, rows_in = hold(_judge(lake, stream, checked, NO_VERSION if replaces else seen, admission)
                            .select(*stream.column_names, V.REASON, DROPPED,
                                    F.when(F.col(V.REASON).isNotNull(), F.col(V.RAW)).alias(V.RAW)))
@@ -475,13 +480,12 @@ def streams_for(lake: Lake, plan: QueryPlan, request: RunRequest,
 
 def bind_streams(lake: Lake, plan: QueryPlan, streams: tuple[StreamSchema, ...],
                  schemas_dir: Path = SCHEMAS_DIR) -> QueryPlan:
-    """The query bound to its streams' schemas (`bind`), which the lake then keeps, for the run's later steps and
-    the runs after it.
+    """The query bound to its streams' schemas (`bind`), which the lake keeps once ingest has read the files with
+    them (`keep_streams`).
 
-    A query that does not fit a schema inferred from its file leaves none behind, so the schema the user then
-    declares in `schemas/` is the one the next run takes, and its error says where the types came from: a
-    column that reads as text because one of its values is not a number, compared with a number, is otherwise a
-    puzzle the query alone does not explain."""
+    A query that does not fit a schema inferred from its file says where the types came from: a column that
+    reads as text because one of its values is not a number, compared with a number, is otherwise a puzzle the
+    query alone does not explain."""
     try:
         bound = bind(plan, streams)
     except QueryError as wrong:
@@ -489,10 +493,17 @@ def bind_streams(lake: Lake, plan: QueryPlan, streams: tuple[StreamSchema, ...],
         if not guessed:
             raise
         raise wrong.noted("\n".join(_inferred_note(s) for s in guessed)) from None
+    return bound
+
+
+def keep_streams(lake: Lake, streams: tuple[StreamSchema, ...]) -> None:
+    """Keep the streams' schemas in the lake, for the run's later steps and the runs after it, where they outrank
+    `schemas/`: once a run's files have been read with them. A run refused before (a query that does not fit a
+    schema inferred from its file, a file whose columns are not its stream's) keeps none, so the schema the user
+    then declares or mends in `schemas/` is the one the next run takes."""
     for stream in streams:
         if not stream.of_matches:
             save_schema(stream, lake_streams(lake.root))
-    return bound
 
 
 def _inferred_note(stream: StreamSchema) -> str:
@@ -565,6 +576,7 @@ def ingest(ctx: StepContext) -> StageResult:
 
     def work() -> dict[str, int]:
         reports = {stream.name: _ingest_stream(ctx, stream, details) for stream in job.streams}
+        keep_streams(job.lake, job.streams)
         if len(reports) > 1:
             details.update({name: report.text() for name, report in reports.items()})
         return IngestReport.sum(reports.values()).rows()

@@ -315,6 +315,33 @@ def test_a_missing_events_file_is_one_line(declared: bool, tmp_path: Path, spark
     assert "none.csv" in result.output
 
 
+def test_a_refused_file_leaves_no_schema_and_a_held_stream_keeps_its_columns(tmp_path: Path,
+                                                                            spark: SparkSession) -> None:
+    """The lake keeps a stream's schema once a run has read its file with it: a file refused for its columns at a
+    stream's first run leaves the schema in `schemas/` in charge, so mending it there is what the next run takes;
+    a stream the lake holds events of keeps its columns, and its refusal says so."""
+    (tmp_path / "q.tpq").write_text("FROM CarSensors C PARTITION BY C.car_id\nDEFINE A AS C.speed > 1, "
+                                    "B AS C.accel > 1\nPATTERN A meets B\nWITHIN 5 s\n")
+    header = b"car_id,ts,speed,accel,lateral_accel"
+    for name, content in {"extra": header + b",colour\nc1,1,2,2,0,red\n", "good": header + b"\nc1,1,2,2,0\n",
+                          "later": header + b",colour\nc1,2,2,2,0,red\n"}.items():
+        (tmp_path / f"{name}.csv").write_bytes(content)
+    lake = tmp_path / "lake"
+
+    def run(name: str, code: int) -> str:
+        result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / f"{name}.csv"),
+                                           "--lake", str(lake), "--no-checks", "--incremental"])
+        assert result.exit_code == code, result.output
+        return result.output
+
+    assert_one_error_line(run("extra", 2), "add them to the stream's schema (schemas/CarSensors.yaml)")
+    assert load_schema("CarSensors", lake_streams(lake)) is None
+    run("good", 0)
+    assert load_schema("CarSensors", lake_streams(lake)) == load_schema("CarSensors")
+    assert_one_error_line(run("later", 2), "the stream's columns are fixed since its first run "
+                                           f"({lake_streams(lake) / 'CarSensors.yaml'}): drop them from the file")
+
+
 def run_without_schema(tmp_path: Path, content: bytes, *options: str, file: str = "events.csv") -> Result:
     """`pielake run` of the Dirty query over `content`, in `file`, into a lake that has no schema of the stream
     (nor has the project's `schemas/`), so the run infers one from the file."""
