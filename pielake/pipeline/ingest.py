@@ -198,12 +198,15 @@ def _check_columns(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> N
     present = {c.lower() for c in raw.columns}
     missing = [n for n in stream.column_names if n.lower() not in present]
     extra = [c for c in raw.columns if c.lower() not in declared]
+    fixed = f"the stream's columns are fixed since its first run ({kept})" if kept else ""
     if missing:
+        fix = f"{fixed}: give the file every one of them" if kept else \
+            f"give the file those columns, or declare the stream as the file is in schemas/{stream.name}.yaml"
         raise LakeError(f"the input has no column(s) {', '.join(missing)} declared by stream {stream.name}; "
-                        f"it has {', '.join(raw.columns)}")
+                        f"it has {', '.join(raw.columns)}; {fix}")
     if extra:
-        fix = (f"the stream's columns are fixed since its first run ({kept}): drop them from the file" if kept else
-               f"add them to the stream's schema (schemas/{stream.name}.yaml) or drop them from the file")
+        fix = f"{fixed}: drop them from the file" if kept else \
+            f"add them to the stream's schema (schemas/{stream.name}.yaml) or drop them from the file"
         raise LakeError(f"the input has column(s) {', '.join(extra)} that stream {stream.name} does not declare; "
                         + fix)
 

@@ -323,8 +323,9 @@ def test_a_refused_file_leaves_no_schema_and_a_held_stream_keeps_its_columns(tmp
     (tmp_path / "q.tpq").write_text("FROM CarSensors C PARTITION BY C.car_id\nDEFINE A AS C.speed > 1, "
                                     "B AS C.accel > 1\nPATTERN A meets B\nWITHIN 5 s\n")
     header = b"car_id,ts,speed,accel,lateral_accel"
-    for name, content in {"extra": header + b",colour\nc1,1,2,2,0,red\n", "good": header + b"\nc1,1,2,2,0\n",
-                          "later": header + b",colour\nc1,2,2,2,0,red\n"}.items():
+    files = {"extra": header + b",colour\nc1,1,2,2,0,red\n", "good": header + b"\nc1,1,2,2,0\n",
+             "later": header + b",colour\nc1,2,2,2,0,red\n", "fewer": b"car_id,ts,speed,accel\nc1,2,2,2\n"}
+    for name, content in files.items():
         (tmp_path / f"{name}.csv").write_bytes(content)
     lake = tmp_path / "lake"
 
@@ -338,8 +339,10 @@ def test_a_refused_file_leaves_no_schema_and_a_held_stream_keeps_its_columns(tmp
     assert load_schema("CarSensors", lake_streams(lake)) is None
     run("good", 0)
     assert load_schema("CarSensors", lake_streams(lake)) == load_schema("CarSensors")
-    assert_one_error_line(run("later", 2), "the stream's columns are fixed since its first run "
-                                           f"({lake_streams(lake) / 'CarSensors.yaml'}): drop them from the file")
+    fixed = f"the stream's columns are fixed since its first run ({lake_streams(lake) / 'CarSensors.yaml'})"
+    assert_one_error_line(run("later", 2), f"{fixed}: drop them from the file")
+    assert_one_error_line(run("fewer", 2), f"no column(s) lateral_accel declared by stream CarSensors; it has car_id, "
+                                           f"ts, speed, accel; {fixed}: give the file every one of them")
 
 
 def run_without_schema(tmp_path: Path, content: bytes, *options: str, file: str = "events.csv") -> Result:
