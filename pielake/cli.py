@@ -201,11 +201,22 @@ def spark_console(lake_dir: str, name: str) -> Path | None:
     return None if context is not None and context.meta.get(VERBOSE) else Path(lake_dir) / V.LOGS_DIR / f"{name}.log"
 
 
+def _engine_address(_context: click.Context, _parameter: click.Parameter, value: str | None) -> str | None:
+    """`--remote`'s value: an engine's address, or none (the flag alone). Click gives an option whose value is
+    optional the next word, so `--remote` before the command's arguments takes the first of them as the address:
+    a word that is no address says so, instead of the argument it took being missing."""
+    if value is None or value == "lake" or value.startswith("sc://"):
+        return value
+    raise click.BadParameter(f"'{value}' is not an engine address (sc://HOST:PORT): put --remote after the "
+                             "command's arguments, or give it an address")
+
+
 def spark_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Where a command's Spark work runs: in this process (on `--master`), or on an engine (`--remote`)."""
     command = click.option("--verbose", is_flag=True, expose_value=False, callback=_keep_verbose,
                            help="Show Spark's own output here (by default in <lake>/_logs/).")(command)
     command = click.option("--remote", default=None, metavar="[sc://HOST:PORT]", is_flag=False, flag_value="lake",
+                           callback=_engine_address,
                            help="Run on an engine: its address, or alone for the engine running on the lake.")(command)
     return click.option("--master", default=None,
                         help="Spark master URL of an in-process run (default: local[*], or PIELAKE_SPARK_MASTER)."
