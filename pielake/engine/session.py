@@ -11,6 +11,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import socket
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -33,6 +34,7 @@ from pielake.engine.settings import (
     master_settings,
     workers_python,
 )
+from pielake.errors import PielakeError
 
 SYSTEM_JARS = "SPARK_DIST_CLASSPATH"  # what Spark's launcher appends to the driver JVM's class path
 # PySpark's loggers of the query context of every SQL error Spark raises (pyspark.errors.exceptions)
@@ -235,5 +237,17 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
 def connect_session(address: EngineAddress) -> SparkSession:
     """A Spark Connect session of an engine (`pielake.engine.server`): the engine's application runs what it
     asks, this process only plans."""
+    _check_answers(address)
     _quiet_query_context()
     return SparkSession.builder.remote(address.connect_url).getOrCreate()
+
+
+def _check_answers(address: EngineAddress, timeout: float = 10.0) -> None:
+    """Refuse an address nothing listens at, at once: Spark Connect's client retries a refused connection with
+    growing pauses for minutes before its first call fails, and says nothing meanwhile."""
+    try:
+        with socket.create_connection((address.host, address.port), timeout=timeout):
+            pass
+    except OSError as error:
+        raise PielakeError(f"no engine answers at sc://{address.host}:{address.port} ({error.strerror or error}); "
+                           "check the address, or start the engine (`pielake engine start --lake DIR`)") from None

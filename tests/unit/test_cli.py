@@ -109,6 +109,19 @@ def test_check_finds_the_query_whose_matches_a_query_reads_beside_it_and_refuses
     invoke(["check", str(down)], EXIT_USAGE, "queries read each other's matches in a cycle: down -> up -> down")
 
 
+def test_remote_before_the_arguments_says_it_took_one_for_an_address(tmp_path: Path) -> None:
+    """Click gives `--remote`, whose address is optional, the next word: the statement here."""
+    invoke(["sql", "--lake", str(tmp_path), "--remote", "SELECT 1"], EXIT_USAGE,
+           "'SELECT 1' is not an engine address (sc://HOST:PORT): put --remote after the command's arguments")
+
+
+def test_an_engine_address_nothing_listens_at_is_refused_at_once(tmp_path: Path) -> None:
+    """Spark Connect's client would retry it for minutes, saying nothing."""
+    address = f"sc://localhost:{free_port()}"
+    invoke(["sql", "--lake", str(tmp_path), "SELECT 1", "--remote", address], EXIT_USAGE,
+           f"no engine answers at {address} (Connection refused)")
+
+
 def test_two_benchmarks_at_once_are_refused_in_one_line(tmp_path: Path) -> None:
     invoke(["bench", "--engine", "--freshness", "--workdir", str(tmp_path / "bench")], EXIT_USAGE,
            "--freshness and --engine are different benchmarks; run one at a time")
