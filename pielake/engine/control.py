@@ -81,7 +81,8 @@ def start(lake_dir: str, options: dict[str, Any]) -> str:
             return ready[0]
         if process.poll() is not None:
             said = [line for line in log.read_text(encoding="utf-8").splitlines() if line.startswith("error: ")]
-            raise PielakeError(f"the engine stopped while starting: {said[0] if said else f'see {log}'}")
+            raise PielakeError(f"the engine stopped while starting: "
+                               f"{said[0].removeprefix('error: ') if said else f'see {log}'}")
         time.sleep(0.5)
     stop(lake_dir)
     raise PielakeError(f"the engine did not come up in {STARTING_SECONDS} s; its log: {log}")

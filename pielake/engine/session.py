@@ -180,6 +180,15 @@ def end_jvm(gateway: JavaGateway) -> None:
     gateway.proc.wait()
 
 
+def checked_master(master: str) -> str:
+    """`master`, if Spark takes it (yarn, or a URL of spark, k8s or local): Spark's JVM refuses any other as it
+    starts, which PySpark reports only as its gateway having exited."""
+    if master == "yarn" or master.startswith(("spark", "k8s", "local")):
+        return master
+    raise PielakeError(f"'{master}' is not a Spark master: give local[*], local[N], spark://HOST:PORT, yarn or "
+                       "k8s://HOST:PORT (--master, or PIELAKE_SPARK_MASTER)")
+
+
 def build_session(master: str | None = None, app_name: str = "pielake", *, ui: bool = False,
                   shuffle_partitions: int | None = None, driver_memory: str | None = None,
                   conf: Mapping[str, str] | None = None, packages: Sequence[str] = (),
@@ -202,7 +211,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         short_lived: the session runs one micro-batch and its process exits: its JVM compiles with C1 alone
             (`SHORT_LIVED_JIT`).
     """
-    master = master or os.environ.get("PIELAKE_SPARK_MASTER", DEFAULT_MASTER)
+    master = checked_master(master or os.environ.get("PIELAKE_SPARK_MASTER", DEFAULT_MASTER))
     python = os.environ["PYSPARK_PYTHON"] = workers_python()  # PySpark's own launches read the environment too
     partitions = shuffle_partitions or 4 * (os.cpu_count() or 2)
     builder = (

@@ -122,6 +122,17 @@ def test_an_engine_address_nothing_listens_at_is_refused_at_once(tmp_path: Path)
            f"no engine answers at {address} (Connection refused)")
 
 
+def test_a_master_spark_does_not_take_is_refused_before_its_jvm_starts(tmp_path: Path) -> None:
+    """Spark's JVM would refuse it as it starts, and PySpark say only that its gateway exited; the engine, which
+    starts in a process of its own, says the same line."""
+    said = "'foo' is not a Spark master: give local[*], local[N], spark://HOST:PORT, yarn or k8s://HOST:PORT"
+    invoke(["run", EXAMPLE, "--events", str(tmp_path / "e.csv"), "--lake", str(tmp_path), "--master", "foo"],
+           EXIT_USAGE, said)
+    result = invoke(["engine", "start", "--lake", str(tmp_path), "--master", "foo", "--port", str(free_ports(2)),
+                     "--jdbc-port", str(free_port())], EXIT_USAGE, f"the engine stopped while starting: {said}")
+    assert "error: " not in result.output.removeprefix("error: ")
+
+
 def test_two_benchmarks_at_once_are_refused_in_one_line(tmp_path: Path) -> None:
     invoke(["bench", "--engine", "--freshness", "--workdir", str(tmp_path / "bench")], EXIT_USAGE,
            "--freshness and --engine are different benchmarks; run one at a time")
