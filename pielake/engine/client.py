@@ -91,13 +91,18 @@ def lake_engine(lake_dir: str | Path) -> EngineAddress:
         held = json.loads(found.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise PielakeError(f"no engine runs on {Path(lake_dir).resolve()}; start one with `pielake engine start "
-                           f"--lake {lake_dir}`, or leave out --remote to run in this process") from None
+                           f"--lake {lake_dir}`") from None
     return EngineAddress.parse(held["connect_url"])
 
 
 def engine_for(remote: str, lake_dir: str | Path) -> EngineAddress:
     """`--remote`'s engine: the address given, or (`--remote` alone) the one running on the lake."""
-    return lake_engine(lake_dir) if remote in ("", "lake") else EngineAddress.parse(remote)
+    if remote not in ("", "lake"):
+        return EngineAddress.parse(remote)
+    try:
+        return lake_engine(lake_dir)
+    except PielakeError as none:
+        raise PielakeError(f"{none}, or leave out --remote to run in this process") from None
 
 
 @dataclass(frozen=True)

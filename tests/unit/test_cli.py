@@ -133,6 +133,14 @@ def test_a_master_spark_does_not_take_is_refused_before_its_jvm_starts(tmp_path:
     assert "error: " not in result.output.removeprefix("error: ")
 
 
+def test_no_engine_on_the_lake_is_said_with_what_the_command_can_do_instead(tmp_path: Path) -> None:
+    status = invoke(["engine", "status", "--lake", str(tmp_path)], EXIT_USAGE, f"no engine runs on {tmp_path}; "
+                    f"start one with `pielake engine start --lake {tmp_path}`")
+    assert "--remote" not in status.output
+    invoke(["sql", "--lake", str(tmp_path), "SELECT 1", "--remote"], EXIT_USAGE,
+           f"start one with `pielake engine start --lake {tmp_path}`, or leave out --remote to run in this process")
+
+
 def test_two_benchmarks_at_once_are_refused_in_one_line(tmp_path: Path) -> None:
     invoke(["bench", "--engine", "--freshness", "--workdir", str(tmp_path / "bench")], EXIT_USAGE,
            "--freshness and --engine are different benchmarks; run one at a time")
