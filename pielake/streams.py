@@ -161,11 +161,16 @@ def to_mapping(schema: StreamSchema) -> dict:
             **order, "columns": schema.ddl}
 
 
+def schema_file(directory: Path, stream: str) -> Path:
+    """The file in `directory` that `save_schema` writes the schema of `stream` to."""
+    return directory / f"{stream}.yaml"
+
+
 def save_schema(schema: StreamSchema, directory: Path) -> Path:
     """Write `directory/<stream>.yaml` whole or not at all: every run of a query saves it, and a run starting
     at the same moment must never read it half-written (written beside it, then renamed over it)."""
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{schema.name}.yaml"
+    path = schema_file(directory, schema.name)
     draft = directory / f".{schema.name}.yaml.{os.getpid()}.tmp"
     draft.write_text(yaml.safe_dump(to_mapping(schema), sort_keys=False), encoding="utf-8")
     os.replace(draft, path)

@@ -64,6 +64,7 @@ from pielake.streams import (
     load_schema,
     save_schema,
     schema_column,
+    schema_file,
 )
 
 PAYLOAD = "__payload"
@@ -130,46 +131,28 @@ def read_raw(spark: SparkSession, path: str, fmt: str, *, typed: bool = False) -
     read is a LakeError naming it, whichever the purpose."""
     if fmt not in FORMATS:
         raise LakeError(f"unknown input format '{fmt}'; use one of {', '.join(FORMATS)}")
-    reader = spark.read
     try:
-        if fmt == "csv":
-            return _read_csv(spark, path, typed)
         if fmt == "json":
-            return reader.option("mode", "PERMISSIVE").json(path)
-        return _read_parquet(spark, path, typed)
+            return spark.read.option("mode", "PERMISSIVE").json(path)
+        if fmt == "csv":
+            return _read_by_group(path, header_groups(path), lambda files: _read_csv_files(spark, files, typed), typed)
+        return _read_by_group(path, schema_groups(path), lambda files: spark.read.parquet(*files), typed)
     except AnalysisException as error:  # no such path, or a file Spark cannot read as `fmt`
         raise LakeError(f"cannot read {path} as {fmt}: {str(error).strip().splitlines()[0]}") from None
 
 
-def _read_csv(spark: SparkSession, path: str, typed: bool) -> DataFrame:
-    """The CSV files of `path`, each read by its own header line (`pielake.lake.inputs`): the files that share one
-    are read together, and the groups joined by column name. A schema is inferred (`typed`) from the first
-    group alone, as from the first file. Groups whose columns differ are refused, naming a file of each."""
-    groups = header_groups(path)
+def _read_by_group(path: str, groups: list[list[str]], read: Callable[[list[str]], DataFrame],
+                   typed: bool) -> DataFrame:
+    """The files of `path`, which `pielake.lake.inputs` groups by header line (CSV) or schema (Parquet): in one
+    read where they are one group. A schema is inferred (`typed`) from the first group alone, as from a first
+    file. Otherwise each group is read on its own, its values as text, which ingest casts to the stream's types
+    (quarantining a value that does not cast, as in a CSV file), and the groups are joined by column name; groups
+    whose columns differ are refused, naming a file of each, as a file whose columns are not the stream's is."""
     if len(groups) <= 1:
-        return _read_csv_files(spark, path, typed)
+        return read([path])
     if typed:
-        return _read_csv_files(spark, groups[0], typed)
-    return _joined(path, groups, [_read_csv_files(spark, files, typed) for files in groups])
-
-
-def _read_parquet(spark: SparkSession, path: str, typed: bool) -> DataFrame:
-    """The Parquet files of `path`, each group of one schema (`pielake.lake.inputs`) read on its own and, where
-    there are several, their values as text, joined by column name: ingest then casts every value to the stream's
-    type, quarantining those that do not cast, as it does a CSV file's. A schema is inferred (`typed`) from the first
-    group alone."""
-    groups = schema_groups(path)
-    if len(groups) <= 1:
-        return spark.read.parquet(path)
-    if typed:
-        return spark.read.parquet(*groups[0])
-    frames = [spark.read.parquet(*files) for files in groups]
-    return _joined(path, groups, [f.select(*(F.col(c).cast("string").alias(c) for c in f.columns)) for f in frames])
-
-
-def _joined(path: str, groups: list[list[str]], frames: list[DataFrame]) -> DataFrame:
-    """The frames of a path's groups of files as one, by column name; groups whose columns differ are refused,
-    naming a file of each, as a file whose columns are not the stream's is."""
+        return read(groups[0])
+    frames = [_in_text(read(files)) for files in groups]
     columns = [sorted(c.lower() for c in frame.columns) for frame in frames]
     if any(names != columns[0] for names in columns):
         raise LakeError(f"the files of {path} do not have the same columns: " + "; ".join(
@@ -178,7 +161,12 @@ def _joined(path: str, groups: list[list[str]], frames: list[DataFrame]) -> Data
     return reduce(lambda a, b: a.unionByName(b), frames)
 
 
-def _read_csv_files(spark: SparkSession, files: str | list[str], typed: bool) -> DataFrame:
+def _in_text(frame: DataFrame) -> DataFrame:
+    """Every column of `frame` as STRING, as a CSV file's columns are read."""
+    return frame.select(*(F.col(c).cast("string").alias(c) for c in frame.columns))
+
+
+def _read_csv_files(spark: SparkSession, files: list[str], typed: bool) -> DataFrame:
     """CSV files of one header line, separated by commas, or by the one of `SEPARATORS` the header holds when
     read with commas it is one column: a stream's columns have plain names (`schema_column`), so a header that reads
     as one name holding a separator is a file of another separator, never a one-column stream."""
@@ -198,7 +186,7 @@ def _check_columns(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> N
     present = {c.lower() for c in raw.columns}
     missing = [n for n in stream.column_names if n.lower() not in present]
     extra = [c for c in raw.columns if c.lower() not in declared]
-    fixed = f"the stream's columns are fixed since its first run ({kept})" if kept else ""
+    fixed = f"the stream's columns are fixed since its first run ({kept})"
     if missing:
         fix = f"{fixed}: give the file every one of them" if kept else \
             f"give the file those columns, or declare the stream as the file is in schemas/{stream.name}.yaml"
@@ -271,7 +259,7 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
         raws = [lake.spark.createDataFrame([], _as_text(stream))]
     table = events_table(stream)
     held = lake.exists(table)
-    kept = lake_streams(lake.root) / f"{stream.name}.yaml" if held else None
+    kept = schema_file(lake_streams(lake.root), stream.name) if held else None
     casts = [_cast(raw, stream, kept) for raw in raws]
     checked = reduce(DataFrame.unionByName, casts).withColumn(V.REASON, _reason(stream))
     seen = lake.version(table) if held else NO_VERSION
