@@ -237,7 +237,7 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed([
         click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False), help="The lake folder."),
         click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-                     help="Input format (default: by suffix)."),
+                     help="Input format (default: the one the file's suffix, or a folder's files' suffixes, tell)."),
         click.option("--time-column", default="ts", show_default=True, help="Event-time column of an unknown stream."),
         click.option("--time-unit", default="s", show_default=True,
                      help="Unit of a numeric event time (s, ms, us, ...)."),
@@ -278,11 +278,13 @@ def _run(query_file: str, events: dict[str, Any], lake_dir: str, *, master: str 
     from pielake.pipeline.runner import run_query  # noqa: PLC0415
 
     plan = load_query_file(query_file)
+    request = RunRequest(**events, **options)
+    request.check_inputs(plan)
     if options["checks"]:
         import_gx_meanwhile()
     console = spark_console(lake_dir, run_id)
     lake = Lake(build_session(master, console=console, short_lived=short_lived(options["mode"])), lake_dir)
-    summary = run_query(lake, plan, run_id, RunRequest(**events, **options), progress=_say)
+    summary = run_query(lake, plan, run_id, request, progress=_say)
     click.echo(summary.render())
     if console is not None:
         click.echo(f"  Spark's own output: {console}")

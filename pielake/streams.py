@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from pielake.errors import PielakeError
+from pielake.lake.inputs import local_files
 from pielake.query.ast import TIME_UNIT_SECONDS
 from pielake.vocabulary import STREAMS_DIR
 
@@ -42,10 +43,18 @@ def format_of(path: str) -> str | None:
 
 
 def guess_format(path: str) -> str:
+    """The format `path`'s suffix names, or, for a folder or a pattern, the one its files' suffixes all name (a
+    landing folder, or a run's `_landed` folder, holds files named by their writers)."""
     fmt = format_of(path)
-    if fmt is None:
-        raise PielakeError(f"cannot tell the format of '{path}'; pass --format ({', '.join(FORMATS)})")
-    return fmt
+    if fmt is not None:
+        return fmt
+    named = {Path(file).suffix.lower() or "no suffix": format_of(file) for file in local_files(path)}
+    formats = set(named.values())
+    if len(formats) == 1 and None not in formats:
+        return formats.pop()
+    found = f" (its files end in {', '.join(sorted(named))})" if named else ""
+    fix = "land each format in a folder of its own, or " if len(formats - {None}) > 1 else ""
+    raise PielakeError(f"cannot tell the format of '{path}'{found}; {fix}pass --format ({', '.join(FORMATS)})")
 
 
 class SchemaError(PielakeError):

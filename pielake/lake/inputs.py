@@ -18,8 +18,6 @@ import os
 import re
 from collections.abc import Callable, Hashable
 
-import pyarrow.parquet as pq
-
 from pielake.lake.landed import HIDDEN
 
 URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -41,14 +39,20 @@ def grouped(path: str, describe: Callable[[str], Hashable]) -> list[list[str]]:
     description is first seen; a file it cannot describe (an empty one) is left out, for Spark to read or refuse.
     Empty for a URL or a path naming nothing."""
     groups: dict[Hashable, list[str]] = {}
-    for file in _local_files(path):
+    for file in local_files(path):
         description = describe(file)
         if description:
             groups.setdefault(description, []).append(file)
     return list(groups.values())
 
 
-def _local_files(path: str) -> list[str]:
+def names_no_file(path: str) -> bool:
+    """`path` is local and names no file, so reading it can only fail; a URL's files are Spark's to list."""
+    return not URL.match(path) and not local_files(path)
+
+
+def local_files(path: str) -> list[str]:
+    """The files Spark reads for `path` where it is local, in name order; none for a URL."""
     if URL.match(path):
         return []
     named = [os.path.join(path, name) for name in os.listdir(path)] if os.path.isdir(path) else glob.glob(path)
@@ -64,6 +68,8 @@ def _header_line(file: str) -> bytes:
 
 def _parquet_schema(file: str) -> frozenset[tuple[str, str]]:
     """The file's columns and their types, read from its footer alone; empty for a file that is not Parquet."""
+    import pyarrow.parquet as pq  # noqa: PLC0415 (0.3 s to import; the CLI reads paths before any Parquet)
+
     try:
         schema = pq.read_schema(file)
     except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError

@@ -59,7 +59,6 @@ from pielake.streams import (
     SchemaError,
     StreamSchema,
     declared_schema,
-    guess_format,
     lake_streams,
     load_schema,
     save_schema,
@@ -523,7 +522,7 @@ def _matches_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamS
 
 def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, request: RunRequest) -> StreamSchema:
     """An unknown stream's schema, from its events file's columns and types."""
-    fmt = request.fmt or guess_format(path)
+    fmt = request.format_of(path)
     sample = read_raw(lake.spark, path, fmt, typed=True)  # ingest reads CSV as text, to see every cast failure
     try:
         columns = tuple(schema_column(f.name, _as_declared(f.dataType.simpleString())) for f in sample.schema.fields)
@@ -586,7 +585,7 @@ def _ingest_stream(ctx: StepContext, stream: StreamSchema, details: dict[str, ob
         raws = [matches]
     else:
         path = request.events_of(job.plan, stream.name)
-        raws = [read_raw(job.lake.spark, path, request.fmt or guess_format(path))] if path else []
+        raws = [read_raw(job.lake.spark, path, request.format_of(path))] if path else []
     if ctx.backfill_range is not None:
         raws.append(replay_quarantined(job.lake, stream, job.declared_query(stream).kernel_time,
                                        *ctx.backfill_range))

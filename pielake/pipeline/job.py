@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame
 from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
+from pielake.lake.inputs import names_no_file
 from pielake.lake.staging import Staging
 from pielake.pipeline.run_folder import upstream_read
 from pielake.pipeline.scope import FULL, MODES, Scope
@@ -25,7 +26,7 @@ from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark import columns as C
 from pielake.spark.query import SparkQuery
 from pielake.spark.timeline import Timeline
-from pielake.streams import StreamSchema
+from pielake.streams import StreamSchema, guess_format
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,21 @@ class RunRequest:
             raise PielakeError(f"unknown mode '{self.mode}'; use one of {', '.join(MODES)}")
         # a stream named with no file (an empty Airflow param) has no events file
         object.__setattr__(self, "stream_events", tuple((name, path) for name, path in self.stream_events if path))
+
+    def format_of(self, path: str) -> str:
+        """The format the run reads the events file `path` in: the one given, else the one its name tells."""
+        return self.fmt or guess_format(path)
+
+    def check_inputs(self, plan: QueryPlan) -> None:
+        """Refuse, before Spark starts, events paths that name no file, or whose streams or formats the run
+        could not tell."""
+        for source in plan.sources:
+            path = self.events_of(plan, source.stream)
+            if path is not None and names_no_file(path):
+                raise PielakeError(f"the events path '{path}' names no file; give an events file, a folder of them "
+                                   "or a pattern of their names (/landing/cars/*.csv)")
+            if path is not None:
+                self.format_of(path)
 
     def events_of(self, plan: QueryPlan, stream: str) -> str | None:
         """The events file of `stream` (a stream of the query's FROM), if the run reads one: `events_path` for a

@@ -234,8 +234,9 @@ def test_a_csv_file_of_another_dialect_is_read_by_its_header(name: str, tmp_path
 
 
 def test_csv_files_read_together_are_each_read_by_their_own_header(tmp_path: Path, spark: SparkSession) -> None:
-    """Files of one stream landed by different writers: the same columns in another order, another separator. Each
-    value lands under its own column's name; files whose columns differ are refused, naming them."""
+    """Files of one stream landed by different writers into one folder, whose format their names tell: the same
+    columns in another order, another separator. Each value lands under its own column's name; files whose columns
+    differ are refused, naming them."""
     lake = new_lake(tmp_path / "lake", spark)
     landed = tmp_path / "landed"
     landed.mkdir()
@@ -244,8 +245,7 @@ def test_csv_files_read_together_are_each_read_by_their_own_header(tmp_path: Pat
     (landed / "c.csv").write_bytes(b"ts;unit;label;speed\n3;u2;z;7\n")
     (landed / "_partial.csv").write_bytes(b"unit,ts\n")  # not complete yet: not read, as Spark does not read it
     (tmp_path / "q.tpq").write_text(QUERY)
-    command = ["run", str(tmp_path / "q.tpq"), "--events", str(landed / "*.csv"), "--lake", str(lake.root),
-               "--no-checks"]
+    command = ["run", str(tmp_path / "q.tpq"), "--events", str(landed), "--lake", str(lake.root), "--no-checks"]
     result = CliRunner().invoke(main, command)
     assert result.exit_code == 0, result.output
     rows = lake.read("events_dirty").orderBy("ts").select("unit", "ts", "speed", "label").collect()

@@ -126,6 +126,7 @@ def test_a_master_spark_does_not_take_is_refused_before_its_jvm_starts(tmp_path:
     """Spark's JVM would refuse it as it starts, and PySpark say only that its gateway exited; the engine, which
     starts in a process of its own, says the same line."""
     said = "'foo' is not a Spark master: give local[*], local[N], spark://HOST:PORT, yarn or k8s://HOST:PORT"
+    (tmp_path / "e.csv").write_text("id,ts\n")
     invoke(["run", EXAMPLE, "--events", str(tmp_path / "e.csv"), "--lake", str(tmp_path), "--master", "foo"],
            EXIT_USAGE, said)
     result = invoke(["engine", "start", "--lake", str(tmp_path), "--master", "foo", "--port", str(free_ports(2)),

@@ -1,13 +1,21 @@
-"""Which CSV files a run's input path names, and which of them share a header line."""
+"""Which files a run's input path names, which format they are in, and which of them share a header line or a
+schema."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
+from pielake.errors import PielakeError
 from pielake.lake.inputs import header_groups, schema_groups
+from pielake.pipeline.job import RunRequest
+from pielake.query.analyzer import analyze
+from pielake.query.parser import parse
+from pielake.streams import guess_format
 
 
 def test_files_are_grouped_by_header_line_without_its_byte_order_mark_or_line_end(tmp_path: Path) -> None:
@@ -35,3 +43,25 @@ def test_parquet_files_are_grouped_by_their_columns_and_types_in_any_order(tmp_p
 def test_a_url_or_a_path_naming_nothing_is_left_to_spark(tmp_path: Path) -> None:
     assert header_groups("s3a://bucket/landing/*.csv") == []
     assert header_groups(str(tmp_path / "none" / "*.csv")) == []
+
+
+def test_a_folder_or_pattern_is_in_the_format_its_files_names_tell(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_bytes(b"unit,ts\n")
+    (tmp_path / "B.CSV").write_bytes(b"unit,ts\n")
+    (tmp_path / "_c.json").write_bytes(b"{}")  # not complete yet: not read
+    assert guess_format(str(tmp_path)) == guess_format(str(tmp_path / "*")) == "csv"
+    (tmp_path / "d.jsonl").write_bytes(b"{}")
+    with pytest.raises(PielakeError, match=r"its files end in \.csv, \.jsonl\); land each format in a folder of its "
+                                           r"own, or pass --format \(csv, parquet, json\)"):
+        guess_format(str(tmp_path))
+    (tmp_path / "d.jsonl").rename(tmp_path / "d.txt")
+    with pytest.raises(PielakeError, match=r"its files end in \.csv, \.txt\); pass --format"):
+        guess_format(str(tmp_path))
+
+
+def test_an_events_path_that_names_no_file_is_refused_before_spark_reads_it(tmp_path: Path) -> None:
+    plan = analyze(parse("FROM S DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s"))
+    for path in (tmp_path / "none.csv", tmp_path / "none", tmp_path / "*.csv", tmp_path):
+        with pytest.raises(PielakeError, match=f"the events path '{re.escape(str(path))}' names no file"):
+            RunRequest(events_path=str(path)).check_inputs(plan)
+    RunRequest(events_path="s3a://bucket/landing/*.csv").check_inputs(plan)  # a URL is Spark's to list
