@@ -199,6 +199,8 @@ def _check_columns(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> N
 
 
 def _cast(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> DataFrame:
+    """The file's rows in the stream's types, each with the row as read (`raw`: every column, an empty one as
+    null, so that a quarantined row shows what it lacks) and its values as text, which the reasons quote."""
     if not raw.columns:  # an empty file: Spark sees neither rows nor a header
         raw = raw.sparkSession.createDataFrame([], _as_text(stream))
     _check_columns(raw, stream, kept)
@@ -208,7 +210,8 @@ def _cast(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> DataFrame:
         source = F.col(present[name.lower()])
         target = "TIMESTAMP" if name in stream.time_columns and stream.time_unit == TIMESTAMP_UNIT else kind
         typed.append(source.try_cast(target).alias(name))
-    return raw.select(*typed, F.to_json(F.struct(*(F.col(c) for c in raw.columns))).alias(V.RAW),
+    as_read = F.to_json(F.struct(*(F.col(c) for c in raw.columns)), {"ignoreNullFields": "false"})
+    return raw.select(*typed, as_read.alias(V.RAW),
                       *(F.col(present[n.lower()]).cast("string").alias(f"__raw_{n}") for n in stream.column_names))
 
 

@@ -93,9 +93,13 @@ def test_every_bad_row_is_quarantined_with_its_reason(lake: Path) -> None:
     assert sorted(r["reason"] for r in rows) == sorted(b[4] for b in BAD)
 
 
-def test_quarantine_keeps_the_raw_row(lake: Path) -> None:
-    [row] = sql(lake, "SELECT raw FROM quarantine_testsensors WHERE reason LIKE 'cast_failed: temp%'")
-    assert row["raw"] == '{"unit":"u1","ts":"13","temp":"hot","load":"0.1"}'
+def test_quarantine_keeps_the_raw_row_with_every_column(lake: Path) -> None:
+    """A column the file left empty is in the raw row too: the row shows what is missing from it."""
+    rows = sql(lake, "SELECT reason, raw FROM quarantine_testsensors WHERE reason RLIKE '^(cast_failed: temp|null_)' "
+                     "ORDER BY reason")
+    assert [r["raw"] for r in rows] == ['{"unit":"u1","ts":"13","temp":"hot","load":"0.1"}',
+                                        '{"unit":null,"ts":"12","temp":"50","load":"0.1"}',
+                                        '{"unit":"u1","ts":null,"temp":"50","load":"0.1"}']
 
 
 def test_matches_equal_the_reference_on_the_good_rows(lake: Path) -> None:
