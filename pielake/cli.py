@@ -32,7 +32,7 @@ from pielake.explain import explain, explain_dot, found_by, relation_pictures
 from pielake.lake.catalog import PASSWORD_VARIABLE
 from pielake.lake.landed import Landing, ledger_of, take_each
 from pielake.lake.lock import RunLock
-from pielake.query.analyzer import QueryPlan, analyze, bind, load_query_file, read_query_file
+from pielake.query.analyzer import QueryPlan, analyze, bind_declared, load_query_file, read_query_file
 from pielake.query.hierarchy import check_upstreams
 from pielake.query.join_order import join_order
 from pielake.query.parser import parse
@@ -42,7 +42,6 @@ from pielake.streams import (
     FORMATS,
     StreamSchema,
     as_given,
-    declared_schema,
     events_files,
     files_by_stream,
     load_schema,
@@ -70,14 +69,6 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 LAKE_SCHEMAS_HELP = "A lake whose streams' schemas the query's columns are checked against too (schemas/ always is)."
-
-
-def bind_declared(plan: QueryPlan, lake: Path | None) -> tuple[QueryPlan, list[StreamSchema]]:
-    """The plan bound to the schemas its streams have before a run reads a file (the lake's, else `schemas/`),
-    and those schemas: a misspelt column is then refused here as a run would refuse it, not after Spark starts. A
-    stream with neither is typed from its first file by the run that reads it."""
-    schemas = [schema for source in plan.sources if (schema := declared_schema(source.stream, lake)) is not None]
-    return (bind(plan, schemas) if schemas else plan), schemas
 
 
 @click.group(epilog="Examples:\n\n  pielake explain examples/queries/aggressive_driving.tpq\n\n"

@@ -25,8 +25,9 @@ constraint (the PiePairs) run in parallel between two gates:
     ingest >> check_events >> situations >> check_situations >> [pairs_c1, pairs_c2, ...] >> check_pairs
            >> matches >> check_matches >> publish
 
-A registered query that does not parse hides no other query's DAGs: it becomes a DAG of its own, unscheduled,
-tagged `broken`, whose documentation and only task say its file, line, column and error.
+A registered query that does not parse, or does not fit the schemas its streams have before its first run, hides
+no other query's DAGs: it becomes a DAG of its own, unscheduled, tagged `broken`, whose documentation and only
+task say its file, line, column and error.
 
 `pielake_<name>` runs every micro-batch (incremental mode, one run at a time, in order). Airflow's own backfill of
 it (`airflow backfill create --dag-id pielake_<name> ...`) replays missed schedule intervals as micro-batches. Of a
@@ -58,7 +59,7 @@ from pielake.lake.landed import Landing, ledger_of
 from pielake.orchestration.landing import LandingTrigger
 from pielake.orchestration.tasks import TAKE_TASK, maintain_on_engine, run_step_on_engine, take_landed
 from pielake.pipeline.registry import STAGES, Registry, Step
-from pielake.query.analyzer import QueryPlan, load_query_file
+from pielake.query.analyzer import QueryPlan, bind_declared, load_query_file
 from pielake.query.hierarchy import check_upstreams
 from pielake.streams import FORMATS, as_given, events_files, files_by_stream, format_of
 
@@ -127,8 +128,11 @@ class Broken:
 
 def register(path: Path) -> Registration:
     """A query file with its settings from `<name>.yaml` beside it. A query over another query's matches runs
-    when that query has published (`scheduled_dag`) and reads no file: it takes neither a schedule nor events."""
+    when that query has published (`scheduled_dag`) and reads no file: it takes neither a schedule nor events.
+    A query that does not fit the schemas its streams already have (the lake's, `schemas/`) is refused here, as
+    its first task would refuse it."""
     plan = load_query_file(path)
+    bind_declared(plan, Path(_lake()))
     sidecar = path.with_suffix(".yaml")
     settings = (yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}) if sidecar.is_file() else {}
     unknown = set(settings) - set(SETTINGS)

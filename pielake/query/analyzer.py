@@ -25,7 +25,7 @@ from pielake.query.printer import expr_text
 from pielake.query.tokens import Span
 from pielake.query.typecheck import TIME, check_predicate, check_return, family
 from pielake.semantics import relations as rel
-from pielake.streams import TIMESTAMP_UNIT, StreamSchema
+from pielake.streams import TIMESTAMP_UNIT, StreamSchema, declared_schema
 
 # Pure, deterministic functions a predicate or RETURN may call, with their arity (min, max; None = any).
 SCALAR_FUNCTIONS: dict[str, tuple[int, int | None]] = {
@@ -671,6 +671,15 @@ def bind(plan: QueryPlan, schemas: StreamSchema | Iterable[StreamSchema]) -> Que
     """The plan checked against its streams' schemas (`analyze`), column names then spelled as the streams
     spell them."""
     return load_query(plan.source, plan.name, schemas)
+
+
+def bind_declared(plan: QueryPlan, lake: Path | None) -> tuple[QueryPlan, list[StreamSchema]]:
+    """The plan bound to the schemas its streams have before a run reads a file (the lake's, else `schemas/`),
+    and those schemas: a misspelt column is then refused where the query is checked or registered as a run would
+    refuse it, not after Spark starts. A stream with neither is typed from its first file by the run that reads
+    it."""
+    schemas = [schema for source in plan.sources if (schema := declared_schema(source.stream, lake)) is not None]
+    return (bind(plan, schemas) if schemas else plan), schemas
 
 
 def read_query_file(path: str) -> tuple[str, str]:

@@ -18,6 +18,8 @@ from tests.helpers import process_env
 
 ROOT = Path(__file__).parents[2]
 BROKEN = "FROM S DEFINE A AS x, B AS y PATTERN A overlap B WITHIN 5 s\n"
+MISSPELT = ("FROM CarSensors PARTITION BY car_id\nDEFINE F AS sped > 60, B AS accel < -3\n"
+            "PATTERN F overlaps B WITHIN 1 min\n")  # schemas/CarSensors.yaml: speed
 SPANS = ("FROM matches_flag_pairs M PARTITION BY key DEFINE L AS M.b_te - M.a_ts >= 4, S AS M.b_te - M.a_ts < 4 "
          "PATTERN L before; meets S WITHIN 1 min\n")
 LOAD = """
@@ -93,6 +95,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (queries / "clocked.tpq").write_text(QUERY)
     (queries / "clocked.yaml").write_text('landing: /landing/flags/*.json\nschedule: "@hourly"\n')
     (queries / "broken.tpq").write_text(BROKEN)
+    (queries / "misspelt.tpq").write_text(MISSPELT)
     (queries / "flag_spans.tpq").write_text(SPANS)
     (queries / "orphan.tpq").write_text("FROM matches_nowhere M DEFINE X AS M.a_ts > 0, Y AS M.a_ts < 0 "
                                         "PATTERN X before Y WITHIN 1 h\n")
@@ -190,11 +193,20 @@ def test_a_query_that_does_not_parse_is_a_dag_that_names_its_file_line_and_colum
                                    "pielake_flag_spans", "pielake_orphan", "pielake_ping", "pielake_pong",
                                    "pielake_vessels", "pielake_vessels_backfill", "pielake_landed",
                                    "pielake_landed_backfill", "pielake_vessels_landed",
-                                   "pielake_vessels_landed_backfill", "pielake_clocked", "pielake_maintenance"}
+                                   "pielake_vessels_landed_backfill", "pielake_clocked", "pielake_misspelt",
+                                   "pielake_maintenance"}
     assert broken["tags"] == ["broken", "pielake"] and broken["schedule"] == "None"
     assert broken["tasks"] == {"parse_query": []}
     assert "broken.tpq: unknown relation 'overlap'. Line 1, Col 40. Did you mean 'overlaps'?" in broken["doc"]
     assert "^^^^^^^" in broken["doc"]  # the caret under the offending text
+
+
+def test_a_query_that_does_not_fit_its_stream_s_declared_schema_is_a_broken_dag_before_its_first_run(
+        loaded: dict) -> None:
+    misspelt = loaded["dags"]["pielake_misspelt"]
+    assert misspelt["tags"] == ["broken", "pielake"] and misspelt["tasks"] == {"parse_query": []}
+    assert "misspelt.tpq: unknown column 'sped'" in misspelt["doc"] and "Line 2, Col 13" in misspelt["doc"]
+    assert "speed" in misspelt["doc"]
 
 
 def test_the_lake_has_a_daily_maintenance_dag_with_a_task_per_valid_query(loaded: dict) -> None:
