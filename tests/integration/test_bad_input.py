@@ -304,15 +304,18 @@ def test_columns_not_in_the_stream_stop_the_run_with_one_line(header: bytes, nam
 
 @pytest.mark.parametrize("declared", [True, False], ids=["declared stream", "stream to infer"])
 def test_a_missing_events_file_is_one_line(declared: bool, tmp_path: Path, spark: SparkSession) -> None:
-    """Whether the run reads the file to ingest it or, first, to infer its stream's schema."""
-    if declared:
-        new_lake(tmp_path, spark)
+    """From the command line, before Spark starts; from a step (an Airflow task's), whether it reads the file to
+    ingest it or, first, to infer its stream's schema."""
+    lake = new_lake(tmp_path, spark) if declared else Lake(spark, tmp_path)
+    missing = tmp_path / "none.csv"
     (tmp_path / "q.tpq").write_text(QUERY)
-    result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "none.csv"),
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(missing),
                                        "--lake", str(tmp_path)])
     assert result.exit_code == 2, result.output
-    assert_one_error_line(result.output, "cannot read")
-    assert "none.csv" in result.output
+    assert_one_error_line(result.output, f"the events path '{missing}' names no file")
+    run = Run(lake, load_query(QUERY, "dirty"), "r1", RunRequest(events_path=str(missing)))
+    with pytest.raises(LakeError, match=f"cannot read {missing} as csv: .*PATH_NOT_FOUND"):
+        run.step("ingest")
 
 
 def test_a_refused_file_leaves_no_schema_and_a_held_stream_keeps_its_columns(tmp_path: Path,
