@@ -39,6 +39,7 @@ import pyspark.sql.functions as F
 from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import types as T
 
 from pielake import vocabulary as V
 from pielake.engine.checkpoints import hold, release
@@ -76,7 +77,11 @@ FLOATING = ("DOUBLE", "FLOAT", "REAL")
 ROWS_PER_EVENTS_FILE = 1_000_000
 MIN_ROWS_PER_CORE = 100_000  # fewer events a core than this are one file, as a micro-batch's are
 SEPARATORS = (";", "\t", "|")  # a CSV's separators besides the comma, read from its header line
-CORRUPT_RECORD = "_corrupt_record"  # the one column Spark reads a JSON file of unparsable lines as
+# Where Spark keeps a line that does not read as one row of the file's columns (a JSON line that is no object, a CSV
+# line of more or fewer fields than its header): the whole line, the row's other columns as far as they parse.
+CORRUPT_RECORD = "_corrupt_record"
+MALFORMED = "__malformed"  # a row's line, where it is malformed
+MALFORMED_REASON = "malformed: the line does not read as one row of the file's columns"
 REPLACEMENT_CHARACTER = "\ufffd"  # what Spark's UTF-8 decoder puts in place of bytes it cannot decode
 
 
@@ -126,13 +131,15 @@ ROWS_IN, STAGED_EVENTS, QUARANTINED, DUPLICATES_DROPPED, HORIZON_MARKS = (
 
 def read_raw(spark: SparkSession, path: str, fmt: str, *, typed: bool = False) -> DataFrame:
     """The file as it is; CSV columns stay strings so that every cast failure can be seen and reported, unless
-    `typed` (Spark infers their types, which is how a stream without a schema gets one). A file that cannot be
-    read is a LakeError naming it, whichever the purpose."""
+    `typed` (Spark infers their types, which is how a stream without a schema gets one). A line that does not
+    read as a row is kept whole in `CORRUPT_RECORD`, for ingest to quarantine. A file that cannot be read is a
+    LakeError naming it, whichever the purpose."""
     if fmt not in FORMATS:
         raise LakeError(f"unknown input format '{fmt}'; use one of {', '.join(FORMATS)}")
     try:
         if fmt == "json":
-            return spark.read.option("mode", "PERMISSIVE").json(path)
+            return spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD) \
+                .json(path)
         if fmt == "csv":
             return _read_by_group(path, header_groups(path), lambda files: _read_csv_files(spark, files, typed), typed)
         return _read_by_group(path, schema_groups(path), lambda files: spark.read.parquet(*files), typed)
@@ -152,12 +159,17 @@ def _read_by_group(path: str, groups: list[list[str]], read: Callable[[list[str]
     if typed:
         return read(groups[0])
     frames = [_in_text(read(files)) for files in groups]
-    columns = [sorted(c.lower() for c in frame.columns) for frame in frames]
+    columns = [sorted(c.lower() for c in file_columns(frame)) for frame in frames]
     if any(names != columns[0] for names in columns):
         raise LakeError(f"the files of {path} do not have the same columns: " + "; ".join(
-            f"{files[0]} has {', '.join(frame.columns)}" for files, frame in zip(groups, frames, strict=True))
+            f"{files[0]} has {', '.join(file_columns(frame))}" for files, frame in zip(groups, frames, strict=True))
             + "; give every file of a stream the stream's columns (in any order)")
     return reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def file_columns(raw: DataFrame) -> list[str]:
+    """The columns the file holds, in its order: not Spark's `CORRUPT_RECORD`."""
+    return [c for c in raw.columns if c != CORRUPT_RECORD]
 
 
 def _in_text(frame: DataFrame) -> DataFrame:
@@ -168,29 +180,38 @@ def _in_text(frame: DataFrame) -> DataFrame:
 def _read_csv_files(spark: SparkSession, files: list[str], typed: bool) -> DataFrame:
     """CSV files of one header line, separated by commas, or by the one of `SEPARATORS` the header holds when
     read with commas it is one column: a stream's columns have plain names (`schema_column`), so a header that reads
-    as one name holding a separator is a file of another separator, never a one-column stream."""
-    def read(separator: str) -> DataFrame:
-        return spark.read.option("header", "true").option("inferSchema", str(typed).lower()) \
-            .option("mode", "PERMISSIVE").option("sep", separator).csv(files)
+    as one name holding a separator is a file of another separator, never a one-column stream.
+
+    Read as text (not `typed`), every line is read against the header's columns: a line of more or fewer fields
+    is kept whole in `CORRUPT_RECORD`, where Spark would otherwise drop its extra fields or read its missing ones
+    as empty, and ingest quarantines it."""
+    def read(separator: str, schema: T.StructType | None = None) -> DataFrame:
+        reader = spark.read.option("header", "true").option("inferSchema", str(typed).lower()) \
+            .option("mode", "PERMISSIVE").option("sep", separator).option("columnNameOfCorruptRecord", CORRUPT_RECORD)
+        return (reader if schema is None else reader.schema(schema)).csv(files)
     raw = read(",")
     header = raw.columns[0] if len(raw.columns) == 1 else ""
-    other = next((s for s in SEPARATORS if s in header), None)
-    return raw if other is None else read(other)
+    separator = next((s for s in SEPARATORS if s in header), ",")
+    raw = raw if separator == "," else read(separator)
+    if typed or not raw.columns:  # an empty file has no header to read lines against
+        return raw
+    return read(separator, T.StructType([T.StructField(c, T.StringType()) for c in [*raw.columns, CORRUPT_RECORD]]))
 
 
 def _check_columns(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> None:
     """The file's columns are the stream's (in any order and case), or the whole file is refused. `kept`: where
     the lake keeps the schema of a stream it already holds events of, whose columns are then fixed."""
     declared = {n.lower() for n in stream.column_names}
-    present = {c.lower() for c in raw.columns}
+    columns = file_columns(raw)
+    present = {c.lower() for c in columns}
     missing = [n for n in stream.column_names if n.lower() not in present]
-    extra = [c for c in raw.columns if c.lower() not in declared]
+    extra = [c for c in columns if c.lower() not in declared]
     fixed = f"the stream's columns are fixed since its first run ({kept})"
     if missing:
         fix = f"{fixed}: give the file every one of them" if kept else \
             f"give the file those columns, or declare the stream as the file is in schemas/{stream.name}.yaml"
         raise LakeError(f"the input has no column(s) {', '.join(missing)} declared by stream {stream.name}; "
-                        f"it has {', '.join(raw.columns)}; {fix}")
+                        f"it has {', '.join(columns) or 'none'}; {fix}")
     if extra:
         fix = f"{fixed}: drop them from the file" if kept else \
             f"add them to the stream's schema (schemas/{stream.name}.yaml) or drop them from the file"
@@ -200,24 +221,26 @@ def _check_columns(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> N
 
 def _cast(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> DataFrame:
     """The file's rows in the stream's types, each with the row as read (`raw`: every column, an empty one as
-    null, so that a quarantined row shows what it lacks) and its values as text, which the reasons quote."""
+    null, so that a quarantined row shows what it lacks; a malformed row's line) and its values as text, which
+    the reasons quote."""
     if not raw.columns:  # an empty file: Spark sees neither rows nor a header
         raw = raw.sparkSession.createDataFrame([], _as_text(stream))
     _check_columns(raw, stream, kept)
-    present = {c.lower(): c for c in raw.columns}
+    present = {c.lower(): c for c in file_columns(raw)}
     typed = []
     for name, kind in stream.columns:
         source = F.col(present[name.lower()])
         target = "TIMESTAMP" if name in stream.time_columns and stream.time_unit == TIMESTAMP_UNIT else kind
         typed.append(source.try_cast(target).alias(name))
-    as_read = F.to_json(F.struct(*(F.col(c) for c in raw.columns)), {"ignoreNullFields": "false"})
-    return raw.select(*typed, as_read.alias(V.RAW),
+    line = F.col(CORRUPT_RECORD) if CORRUPT_RECORD in raw.columns else F.lit(None).cast("string")
+    as_read = F.to_json(F.struct(*(F.col(c) for c in present.values())), {"ignoreNullFields": "false"})
+    return raw.select(*typed, F.coalesce(line, as_read).alias(V.RAW), line.alias(MALFORMED),
                       *(F.col(present[n.lower()]).cast("string").alias(f"__raw_{n}") for n in stream.column_names))
 
 
 def _reason(stream: StreamSchema) -> Column:
     """The first rule a row breaks, or NULL for a good row."""
-    checks: list[tuple[Column, Column]] = []
+    checks = [(F.col(MALFORMED).isNotNull(), F.lit(MALFORMED_REASON))]
     for key in stream.keys:
         checks.append((F.col(f"__raw_{key}").isNull(), F.lit(f"null_key: {key}")))
     checks.append((F.col(f"__raw_{stream.time_column}").isNull(), F.lit("null_time")))
@@ -528,7 +551,8 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
     fmt = request.format_of(path)
     sample = read_raw(lake.spark, path, fmt, typed=True)  # ingest reads CSV as text, to see every cast failure
     try:
-        columns = tuple(schema_column(f.name, _as_declared(f.dataType.simpleString())) for f in sample.schema.fields)
+        columns = tuple(schema_column(f.name, _as_declared(f.dataType.simpleString())) for f in sample.schema.fields
+                        if f.name != CORRUPT_RECORD)  # malformed lines: quarantined, not a column
     except SchemaError as unfit:
         raise PielakeError(f"stream {name} has no schema, and its file {path} cannot give it one: {unfit}; a "
                            "stream's columns have plain names and hold one value each (a number, text, a boolean, a "

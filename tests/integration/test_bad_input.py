@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 
 from pielake.cli import main
 from pielake.lake.delta import Lake, LakeError
-from pielake.pipeline.ingest import IngestReport, admit_events, streams_for
+from pielake.pipeline.ingest import MALFORMED_REASON, IngestReport, admit_events, streams_for
 from pielake.pipeline.job import RunRequest, StepContext
 from pielake.pipeline.runner import Run, run_query
 from pielake.query.analyzer import load_query
@@ -69,6 +69,8 @@ CASES = {
                                ("not_finite: speed=-Infinity", "not_finite: speed=Infinity",
                                 "not_finite: speed=NaN")),
     "non-UTF-8 byte": Case(b"u1,1,5,caf\xe9\nu1,2,5,x\n", 1, ("invalid_utf8: label=caf\ufffd",)),
+    "a line of more fields than the header": Case(b"u1,1,5,x,7\nu1,2,5,x\n", 1, (MALFORMED_REASON,)),
+    "a line of fewer fields than the header": Case(b"u1,1,5\nu1,2,5,x\n", 1, (MALFORMED_REASON,)),
 }
 
 
@@ -381,6 +383,21 @@ def test_a_file_of_another_format_than_the_run_reads_says_so(tmp_path: Path, spa
     assert result.exit_code == 2, result.output
     assert_one_error_line(result.output, "read as json, has no column 'unit' (it has _corrupt_record); no line of "
                                          "it reads as json: pass --format if the file is not json")
+
+
+def test_a_line_that_does_not_read_as_a_row_is_quarantined_whole_and_types_no_column(
+        tmp_path: Path, spark: SparkSession) -> None:
+    """Spark reads such a line into a column of its own (`_corrupt_record`): a stream typed from the file does not
+    get that column, and the line is quarantined as it is, the file's other rows ingested."""
+    lines = b'{"unit": "u1", "ts": 1, "speed": 5, "label": "x"}\nnot json at all\n{"unit": "u1", "ts": 2, ' \
+            b'"speed": 6, "label": "x"}\n'
+    result = run_without_schema(tmp_path, lines, "--no-checks", file="events.jsonl")
+    assert result.exit_code == 0, result.output
+    assert "3 rows in = 2 events + 1 quarantined" in result.output
+    assert [c for c, _ in load_schema("Dirty", lake_streams(tmp_path / "lake")).columns] == ["label", "speed", "ts",
+                                                                                             "unit"]
+    [row] = Lake(spark, tmp_path / "lake").read("quarantine_dirty").collect()
+    assert (row["reason"], row["raw"]) == (MALFORMED_REASON, "not json at all")
 
 
 @pytest.mark.parametrize(("file", "content", "named"), [
