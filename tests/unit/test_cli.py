@@ -109,6 +109,13 @@ def test_check_finds_the_query_whose_matches_a_query_reads_beside_it_and_refuses
     invoke(["check", str(down)], EXIT_USAGE, "queries read each other's matches in a cycle: down -> up -> down")
 
 
+def test_a_query_file_saved_with_a_byte_order_mark_reads_as_its_text(tmp_path: Path) -> None:
+    """Some editors write the mark first; it is not a character of the query."""
+    (tmp_path / "q.tpq").write_bytes(b"\xef\xbb\xbfFROM S DEFINE A AS a, B AS b\r\nPATTERN A meets B WITHIN 5 s\r\n")
+    invoke(["check", str(tmp_path / "q.tpq")], EXIT_OK, "q.tpq: ok")
+    invoke(["check", "-"], EXIT_OK, "-: ok", stdin="\ufeffFROM S DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s")
+
+
 def test_remote_before_the_arguments_says_it_took_one_for_an_address(tmp_path: Path) -> None:
     """Click gives `--remote`, whose address is optional, the next word: the statement here."""
     invoke(["sql", "--lake", str(tmp_path), "--remote", "SELECT 1"], EXIT_USAGE,
