@@ -138,6 +138,14 @@ def schema_column(name: str, kind: str) -> tuple[str, str]:
     return name, spelled
 
 
+def check_time_unit(unit: str, origin: str) -> str:
+    """`unit`, if a stream's time may be in it; else a SchemaError naming where it was given (`origin`)."""
+    if unit.lower() != TIMESTAMP_UNIT and unit.lower() not in TIME_UNIT_SECONDS:
+        raise SchemaError(f"{origin}: unknown time unit '{unit}'; use s, ms, us, min, h or d (or a long form: "
+                          "seconds, minutes, ...) for a numeric time, timestamp for a TIMESTAMP column")
+    return unit
+
+
 def from_mapping(doc: dict, origin: str) -> StreamSchema:
     try:
         name, keys, time, ddl = doc["stream"], doc.get("keys", []), doc["time"], doc["columns"]
@@ -154,8 +162,7 @@ def from_mapping(doc: dict, origin: str) -> StreamSchema:
             raise SchemaError(f"{origin}: column '{needed}' is named in keys/time but not defined in columns")
     if end is not None and end.lower() == column.lower():
         raise SchemaError(f"{origin}: time.start and time.end name the same column '{end}'")
-    if unit != TIMESTAMP_UNIT and unit not in TIME_UNIT_SECONDS:
-        raise SchemaError(f"{origin}: unknown time unit '{unit}'")
+    check_time_unit(unit, origin)
     if lag is not None and (end is None or not isinstance(lag, int) or lag < 0):
         raise SchemaError(f"{origin}: time.horizon_lag is a whole number >= 0, of an interval stream")
     return StreamSchema(name, tuple(keys), column, unit, columns, end, lag, order)

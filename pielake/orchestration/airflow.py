@@ -61,7 +61,7 @@ from pielake.orchestration.tasks import TAKE_TASK, maintain_on_engine, run_step_
 from pielake.pipeline.registry import STAGES, Registry, Step
 from pielake.query.analyzer import QueryPlan, bind_declared, load_query_file
 from pielake.query.hierarchy import check_upstreams
-from pielake.streams import FORMATS, as_given, events_files, files_by_stream, format_of
+from pielake.streams import FORMATS, as_given, check_time_unit, events_files, files_by_stream, format_of
 
 PROJECT = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT / "jobs"
@@ -100,6 +100,7 @@ class Registration:
         if not 0 < minutes < float("inf"):
             raise PielakeError(f"{sidecar}: step_timeout '{self.step_timeout}' is not a number of minutes above 0 "
                                "(e.g. step_timeout: 30)")
+        check_time_unit(self.time_unit, f"{sidecar}: time_unit")
         for landing in self.landings.values():
             if not (self.format or format_of(landing.pattern)):
                 raise PielakeError(f"{sidecar}: the files of landing '{landing}' have no suffix that names their "

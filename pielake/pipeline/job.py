@@ -26,7 +26,7 @@ from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark import columns as C
 from pielake.spark.query import SparkQuery
 from pielake.spark.timeline import Timeline
-from pielake.streams import StreamSchema, guess_format
+from pielake.streams import StreamSchema, check_time_unit, guess_format
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class RunRequest:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise PielakeError(f"unknown mode '{self.mode}'; use one of {', '.join(MODES)}")
+        object.__setattr__(self, "time_unit", check_time_unit(self.time_unit, "--time-unit").lower())
         # a stream named with no file (an empty Airflow param) has no events file
         object.__setattr__(self, "stream_events", tuple((name, path) for name, path in self.stream_events if path))
 

@@ -94,6 +94,7 @@ Expr = Column | Literal | Unary | Binary | Between | InList | IsNull | Call
 # ---------------------------------------------------------------- clauses
 
 TIME_UNIT_SECONDS: dict[str, Fraction] = {
+    "us": Fraction(1, 1_000_000), "microsecond": Fraction(1, 1_000_000), "microseconds": Fraction(1, 1_000_000),
     "ms": Fraction(1, 1000), "millisecond": Fraction(1, 1000), "milliseconds": Fraction(1, 1000),
     "s": Fraction(1), "sec": Fraction(1), "secs": Fraction(1), "second": Fraction(1), "seconds": Fraction(1),
     "min": Fraction(60), "mins": Fraction(60), "minute": Fraction(60), "minutes": Fraction(60),

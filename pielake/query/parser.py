@@ -227,13 +227,13 @@ class Parser:
         if unit_text is None:
             if self.tok.kind is not Kind.IDENT:
                 raise self.error(f"the duration '{token.text}' needs a time unit", token,
-                                 "Add one of ms, s, min, h, d, e.g. '5 s'.")
+                                 "Add one of us, ms, s, min, h, d, e.g. '5 s'.")
             unit_token = self.advance()
             unit_text = unit_token.text
         unit = unit_text.lower()
         if unit not in ast.TIME_UNIT_SECONDS:
             raise self.error(f"unknown time unit '{unit_text}'", unit_token,
-                             "Use ms, s, sec, min, minute(s), h, hour(s), d or day(s).")
+                             "Use us, ms, s, sec, min, minute(s), h, hour(s), d or day(s).")
         return ast.Duration(Decimal(token.text), unit, self.span_from(token.span))
 
     # ------------------------------------------------------------ PATTERN

@@ -1,11 +1,17 @@
 """A stream's columns, as a schema declares them and as one inferred from a file is checked
-(`pielake.streams.schema_column`): plain names of flat primitive types, or a SchemaError that names the column."""
+(`pielake.streams.schema_column`): plain names of flat primitive types, or a SchemaError that names the column;
+its time unit, wherever it is given."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+from pathlib import Path
+
 import pytest
 
-from pielake.streams import SchemaError, parse_ddl, schema_column
+from pielake.orchestration.airflow import register
+from pielake.pipeline.job import RunRequest
+from pielake.streams import SchemaError, from_mapping, parse_ddl, schema_column
 
 pytestmark = pytest.mark.unit
 
@@ -36,3 +42,19 @@ def test_a_declared_type_no_stream_holds_is_named_with_the_types_it_may_be() -> 
     with pytest.raises(SchemaError, match=r"column 'at': type TIMESTAMP_NTZ is not a flat primitive type \(one of "
                                           r"BIGINT, BOOLEAN, .*, TIMESTAMP, TINYINT or DECIMAL\(p,s\)\)"):
         parse_ddl("unit STRING, at TIMESTAMP_NTZ")
+
+
+def test_a_stream_s_time_may_be_in_microseconds_and_an_unknown_unit_is_refused_where_it_was_given(
+        tmp_path: Path) -> None:
+    schema = {"stream": "Ticks", "keys": ["id"], "time": {"column": "ts", "unit": "us"}, "columns": "id INT, ts BIGINT"}
+    assert from_mapping(schema, "Ticks.yaml").unit_seconds == Fraction(1, 1_000_000)
+    refused = r"unknown time unit 'fortnight'; use s, ms, us, min, h or d \(or a long form"
+    with pytest.raises(SchemaError, match=f"Ticks.yaml: {refused}"):
+        from_mapping({**schema, "time": {"column": "ts", "unit": "fortnight"}}, "Ticks.yaml")
+    with pytest.raises(SchemaError, match=f"--time-unit: {refused}"):
+        RunRequest(time_unit="fortnight")
+    assert RunRequest(time_unit="MS").time_unit == "ms"
+    (tmp_path / "q.tpq").write_text("FROM S DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s")
+    (tmp_path / "q.yaml").write_text("time_unit: fortnight\n")
+    with pytest.raises(SchemaError, match=f"q.yaml: time_unit: {refused}"):
+        register(tmp_path / "q.tpq")
