@@ -129,6 +129,11 @@ class Lake:
         found = results.kind_table(table) if self.results else None
         return found if found is not None else (table, None)
 
+    def holder(self, name: str) -> str:
+        """The table that holds the rows read by `name`: itself, or the results table of a kind
+        (`matches_<query>`: `results_<query>`)."""
+        return self._holder(name)[0]
+
     def path(self, table: str) -> str:
         """The folder of a table. A kind's rows have none of their own: they are written to, and maintained as,
         their results table."""

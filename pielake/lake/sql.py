@@ -2,7 +2,9 @@
 
 This is the one place where text reaches Spark SQL, and it is the user's own SQL over their own lake. It is
 held to reading: one statement, starting with SELECT, WITH, SHOW, DESCRIBE or EXPLAIN, over temporary views of
-the lake's tables (a view cannot be written through).
+the lake's tables (a view cannot be written through). Delta answers `DESCRIBE HISTORY` and `DESCRIBE DETAIL` of a
+table, not of a view: those two run on the named table's folder (a kind's, its results table's), named by the
+lake, not by the statement's text.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 
 READ_ONLY = re.compile(r"^\s*(SELECT|WITH|SHOW|DESCRIBE|DESC|EXPLAIN)\b", re.IGNORECASE)
+DELTA_DESCRIBE = re.compile(r"^DESC(?:RIBE)?\s+(HISTORY|DETAIL)\s+`?([A-Za-z_][A-Za-z0-9_]*)`?(?:\s+LIMIT\s+(\d+))?$",
+                            re.IGNORECASE)
 MAX_ROWS = 10_000
 
 
@@ -37,13 +41,24 @@ def query_lake(lake: Lake, statement: str, fmt: str = "table") -> str:
     text = check_read_only(statement)
     tables = lake.register_views()
     try:
-        frame = lake.spark.sql(text)
+        frame = lake.spark.sql(_on_delta(lake, text, tables) or text)
         columns = frame.columns
         rows = [tuple(r) for r in frame.limit(MAX_ROWS).collect()]
     except Exception as error:  # Spark's AnalysisException and parse errors: show their first line
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise SqlError(f"Spark rejected the query: {first}{_tables_hint(first, tables)}") from None
     return render(columns, rows, fmt)
+
+
+def _on_delta(lake: Lake, text: str, tables: list[str]) -> str | None:
+    """`DESCRIBE HISTORY|DETAIL <table> [LIMIT n]` as Delta takes it, on the folder of the table that holds the
+    named rows; None for any other statement, or a name the lake does not read by (Spark then says so)."""
+    found = DELTA_DESCRIBE.match(text)
+    if found is None or found.group(2).lower() not in {t.lower() for t in tables}:
+        return None
+    command, name, limit = found.groups()
+    folder = lake.path(lake.holder(name.lower())).replace("`", "``")
+    return f"DESCRIBE {command.upper()} delta.`{folder}`" + (f" LIMIT {int(limit)}" if limit else "")
 
 
 def _tables_hint(error: str, tables: list[str]) -> str:

@@ -142,6 +142,16 @@ def test_sql_of_a_table_the_lake_does_not_have_lists_the_tables_it_has(lake: Pat
     assert re.search(r"The lake's tables: .*events_testsensors, .*matches_hot_busy, .*runs", result.output)
 
 
+def test_sql_shows_a_table_s_delta_history_and_detail_by_the_name_it_is_read_by(lake: Path) -> None:
+    """Delta answers them for a table, not a view: a kind's are its results table's, whose commits note the query
+    that published them (docs/operations.md)."""
+    [published] = sql(lake, "describe history matches_hot_busy limit 1")
+    assert published["operation"] == "WRITE" and '"query"' in published["userMetadata"]
+    assert sql(lake, "DESCRIBE HISTORY `events_testsensors`")[-1]["operation"] == "CREATE TABLE"
+    [detail] = sql(lake, "DESC DETAIL runs")
+    assert detail["format"] == "delta" and detail["location"].endswith("/runs")
+
+
 def test_sql_refuses_to_write(lake: Path) -> None:
     result = run(["sql", "--lake", str(lake), "DROP TABLE matches_hot_busy"], code=2)
     assert "pielake sql only reads" in result.output
