@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from functools import reduce
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
@@ -26,10 +26,15 @@ from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 from pielake.query.analyzer import QueryPlan
+from pielake.streams import TIMESTAMP_UNIT, lake_streams, load_schema
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 STATUS_COLOURS = {"complete": "tab:green", "provisional": "tab:orange"}
 SITUATION_COLOUR = "tab:blue"
 MIN_WIDTH = 0.004  # of the time span shown: about six pixels of the 12-inch figure
+MARGIN = 0.02  # of the time span drawn, left of its first time and right of its last
 OPEN_HATCH = "///"
 
 
@@ -54,6 +59,7 @@ class Timeline:
     lanes: tuple[str, ...]
     bars: tuple[Bar, ...]
     brackets: tuple[Bracket, ...]
+    unit: str = ""  # of a numeric time (s, ms, us, ...); none for TIMESTAMPs, which read as dates
 
 
 def _bound(lake: Lake, text: str | None, like: DataFrame, column: str, option: str) -> Column | None:
@@ -132,7 +138,15 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
         _in_range(F.col("start"), F.col("end"), low, high)).collect()
     brackets = tuple(sorted((Bracket(r["start"], r["end"], r[V.DETECTED_AT], r[V.STATUS]) for r in rows),
                             key=lambda b: (b.start, b.detected_at)))
-    return Timeline(f"{name}: {_shown(plan, key)}  ({len(brackets)} matches)", lanes, bars, brackets)
+    return Timeline(f"{name}: {_shown(plan, key)}  ({len(brackets)} matches)", lanes, bars, brackets,
+                    _time_unit(lake, plan))
+
+
+def _time_unit(lake: Lake, plan: QueryPlan) -> str:
+    """The unit the query's times are in, as its first stream keeps it (several streams share their time type);
+    none for TIMESTAMPs."""
+    schema = load_schema(plan.sources[0].stream, lake_streams(lake.root))
+    return "" if schema is None or schema.time_unit == TIMESTAMP_UNIT else schema.time_unit
 
 
 def _shown(plan: QueryPlan, key: tuple[str, ...]) -> str:
@@ -161,6 +175,16 @@ def bar_extent(bar: Bar, left: Any, right: Any) -> tuple[Any, Any]:
 
 def draw(picture: Timeline, out: Path) -> Path:
     """Render the timeline as a PNG (or any format matplotlib knows by `out`'s suffix)."""
+    plt = pyplot()
+    figure = drawn(picture)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=120)
+    plt.close(figure)
+    return out
+
+
+def drawn(picture: Timeline) -> Figure:
+    """The timeline's figure: a lane per symbol, a bracket per match, times as the stream holds them."""
     plt = pyplot()
     from matplotlib.patches import Patch  # noqa: PLC0415
 
@@ -192,10 +216,11 @@ def draw(picture: Timeline, out: Path) -> Path:
     figure.legend(handles=legend, loc="outside lower center", ncol=4, fontsize=8, frameon=False)
     axes.set_yticks(range(lanes), picture.lanes)
     axes.set_ylim(-0.8, lanes + 0.1)
-    axes.set_xlabel("time (triangles: detected_at)")
+    axes.set_xlabel(f"time{f' ({picture.unit})' if picture.unit else ''}, triangles: detected_at")
+    if not isinstance(left, datetime):  # times as the stream holds them, not as offsets from a power of ten
+        axes.ticklabel_format(axis="x", style="plain", useOffset=False)
+    margin = (right - left) * MARGIN or (timedelta(seconds=1) if isinstance(left, datetime) else 1)
+    axes.set_xlim(left - margin, right + margin)  # a bracket at the first or last time keeps its edge in sight
     axes.set_title(picture.title)
     axes.grid(axis="x", alpha=0.3)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=120)
-    plt.close(figure)
-    return out
+    return figure

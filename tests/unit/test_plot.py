@@ -1,5 +1,5 @@
 """The timeline picture: a closed situation reads as solid however short it is, an open one runs to the right edge
-and looks different by more than its shade."""
+and looks different by more than its shade; times read as the stream holds them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.colors import to_rgb
 from matplotlib.image import imread
 
-from pielake.plot import MIN_WIDTH, SITUATION_COLOUR, Bar, Bracket, Timeline, bar_extent, draw
+from pielake.plot import MIN_WIDTH, SITUATION_COLOUR, Bar, Bracket, Timeline, bar_extent, draw, drawn, pyplot
 
 
 def test_a_short_bar_is_widened_to_the_minimum_and_an_open_one_runs_to_the_right_edge() -> None:
@@ -42,3 +42,18 @@ def test_timestamps_draw_too(tmp_path: Path) -> None:
     picture = Timeline("t", ("A", "B"), (Bar(0, noon, noon + timedelta(seconds=2)), Bar(1, noon, None)),
                        (Bracket(noon, None, noon + timedelta(minutes=5), "provisional"),))
     assert draw(picture, tmp_path / "t.png").stat().st_size > 0
+
+
+def test_numeric_times_read_as_the_stream_holds_them_in_its_unit_with_a_margin_on_both_sides() -> None:
+    """Not as offsets from a power of ten (1.5, 2.0 and `1e6` in a corner), and a match from the first to the last
+    time drawn keeps both of its edges inside the picture."""
+    first, last = 1_500_000, 2_000_000
+    figure = drawn(Timeline("t", ("A",), (Bar(0, first, last),), (Bracket(first, last, 1_800_000, "complete"),), "us"))
+    figure.canvas.draw()
+    [axes] = figure.axes
+    assert axes.get_xlabel() == "time (us), triangles: detected_at"
+    assert axes.xaxis.get_offset_text().get_text() == ""
+    assert "1500000" in [label.get_text() for label in axes.get_xticklabels()]
+    low, high = axes.get_xlim()
+    assert low < first and high > last
+    pyplot().close(figure)
