@@ -13,7 +13,8 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 from functools import wraps
 from pathlib import Path
@@ -32,6 +33,8 @@ from pielake.explain import explain, explain_dot, found_by, relation_pictures
 from pielake.lake.catalog import PASSWORD_VARIABLE
 from pielake.lake.landed import Landing, ledger_of, take_each
 from pielake.lake.lock import RunLock
+from pielake.pipeline.registry import STAGES
+from pielake.pipeline.run_folder import RunEnd, record_end, run_end, unadmitted_runs
 from pielake.query.analyzer import QueryPlan, analyze, bind_declared, load_query_file, read_query_file
 from pielake.query.hierarchy import check_upstreams
 from pielake.query.join_order import join_order
@@ -310,8 +313,23 @@ def run_command(query_file: str, *, events_given: tuple[str, ...], landing_given
             return
     if not events_given and plan.upstream_source is None:
         raise click.UsageError("Missing option '--events': the query reads a stream of events.")
-    _run(query_file, events_files(plan, events_given), lake_dir, master=master, remote=remote, run_id=run_id,
-         mode="incremental" if incremental or landing_given else "batch", **options)
+    with _retaken_if_refused(plan, lake_dir, run_id) if landing_given else nullcontext():
+        _run(query_file, events_files(plan, events_given), lake_dir, master=master, remote=remote, run_id=run_id,
+             mode="incremental" if incremental or landing_given else "batch", **options)
+
+
+@contextmanager
+def _retaken_if_refused(plan: QueryPlan, lake_dir: str, run_id: str | None) -> Iterator[None]:
+    """A run of landed files that is refused before it starts (a file of no format it can tell, another run
+    holding the query) is recorded as failed at its first step, so that the query's next run takes its files
+    again (`unadmitted_runs`); a run that starts records its own end."""
+    try:
+        yield
+    except PielakeError:
+        root = Path(lake_dir).resolve()
+        if run_id is not None and run_end(root, plan.name, run_id) is None:
+            record_end(root, plan.name, run_id, RunEnd(V.FAILED, STAGES.steps(plan)[0].name))
+        raise
 
 
 def _take_landed(plan: QueryPlan, landing_given: tuple[str, ...], lake_dir: str, run_id: str) -> tuple[str, ...]:
@@ -319,7 +337,9 @@ def _take_landed(plan: QueryPlan, landing_given: tuple[str, ...], lake_dir: str,
     (`pielake.lake.landed`, the one Airflow's `take_landed` keeps), as `--events` gives them."""
     landings = {stream: Landing.parse(str(Path(glob).absolute()))
                 for stream, glob in files_by_stream(plan, landing_given).items()}
-    return as_given(plan, take_each(landings, ledger_of(Path(lake_dir).resolve(), plan.name), run_id))
+    root = Path(lake_dir).resolve()
+    retaken = unadmitted_runs(root, plan.name, STAGES.before_admission())
+    return as_given(plan, take_each(landings, ledger_of(root, plan.name), run_id, retaken))
 
 
 @main.command("backfill")

@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -84,12 +85,20 @@ def run_folder(ledger: Path, run_id: str) -> Path:
     return ledger / re.sub(r"[^A-Za-z0-9._-]+", "_", run_id)
 
 
-def take(landing: Landing, ledger: Path, run_id: str) -> str | None:
-    """Take every untaken file into the run's folder. Returns the run's files as the run reads them (its folder
-    and the landing's pattern, whose suffix names their format), or None when the run has taken nothing. A file is
-    hard-linked (no copy, and atomic), or copied under a hidden name and renamed where the lake is on another file
-    system."""
+def take(landing: Landing, ledger: Path, run_id: str, retaken: Collection[str] = ()) -> str | None:
+    """Take every untaken file into the run's folder, and the files of the runs `retaken` names, which ended
+    before their events were admitted (`pielake.pipeline.run_folder.unadmitted_runs`: a file of the wrong
+    format, a query that did not fit) and so would otherwise be read by no run: moved into this run's folder.
+    Returns the run's files as the run reads them (its folder and the landing's pattern, whose suffix names their
+    format), or None when the run has taken nothing. A file is hard-linked (no copy, and atomic), or copied under
+    a hidden name and renamed where the lake is on another file system."""
     folder = run_folder(ledger, run_id)
+    for earlier in {run_folder(ledger, run) for run in retaken} - {folder}:
+        for path in earlier.glob("*"):
+            folder.mkdir(parents=True, exist_ok=True)
+            path.replace(folder / path.name)
+        if earlier.is_dir():
+            earlier.rmdir()
     for path in untaken(landing, ledger):
         folder.mkdir(parents=True, exist_ok=True)
         _link(path, folder / path.name)
@@ -97,10 +106,11 @@ def take(landing: Landing, ledger: Path, run_id: str) -> str | None:
     return str(folder / landing.pattern) if held else None
 
 
-def take_each(landings: dict[str, Landing], query_ledger: Path, run_id: str) -> dict[str, str]:
+def take_each(landings: dict[str, Landing], query_ledger: Path, run_id: str,
+              retaken: Collection[str] = ()) -> dict[str, str]:
     """Each stream's take (`take`) into the query's ledger: the files each stream's run reads, by stream; a
     stream that took none left out."""
-    taken = {stream: take(landing, query_ledger / stream, run_id) for stream, landing in landings.items()}
+    taken = {stream: take(landing, query_ledger / stream, run_id, retaken) for stream, landing in landings.items()}
     return {stream: files for stream, files in taken.items() if files}
 
 

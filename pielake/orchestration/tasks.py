@@ -20,6 +20,8 @@ from pielake.engine.client import EngineAddress, EngineError, RunOrder, run_on_e
 from pielake.exitcodes import EXIT_FINDINGS, EXIT_OVER, EXIT_USAGE
 from pielake.lake.landed import Landing, ledger_of, take_each
 from pielake.orchestration.cleared import skip_if_cleared_alone
+from pielake.pipeline.registry import STAGES
+from pielake.pipeline.run_folder import unadmitted_runs
 from pielake.query.analyzer import read_query_file
 
 TAKE_TASK = "take_landed"  # the first task of a query that runs when events land
@@ -71,8 +73,10 @@ def take_landed(*, landings: dict[str, str], lake: str, query: str, run_id: str,
     was cleared without its later tasks, it takes nothing and is skipped (`skip_if_cleared_alone`): no ingest would read
     what it took."""
     skip_if_cleared_alone(ti, lake, query, run_id, TAKE_TASK)
-    ledger = ledger_of(Path(lake).resolve(), read_query_file(query)[1])
-    taken = take_each({stream: Landing.parse(glob) for stream, glob in landings.items()}, ledger, run_id)
+    root, name = Path(lake).resolve(), read_query_file(query)[1]
+    retaken = unadmitted_runs(root, name, STAGES.before_admission())
+    taken = take_each({stream: Landing.parse(glob) for stream, glob in landings.items()}, ledger_of(root, name),
+                      run_id, retaken)
     for stream, glob in landings.items():
         files = taken.get(stream)
         print(f"{stream}: " + (f"took {len(list(Path(files).parent.iterdir()))} file(s) into {Path(files).parent}"

@@ -143,6 +143,16 @@ class Registry:
         does so); a failed gate then stops the run at the next step that would change the lake."""
         return bool(step.stage.publishes or step.stage.writes)
 
+    def before_admission(self) -> set[str]:
+        """The steps a run may end at having admitted none of its events: those of the stages before the one that
+        writes them to their stream's table, and their gates."""
+        names: set[str] = set()
+        for stage in self.stages:
+            if V.EVENTS in stage.writes:
+                return names
+            names |= {stage.name, *([CHECK + stage.gate.suite] if stage.gate else [])}
+        return names
+
     def last_check(self, plan: QueryPlan) -> Step | None:
         """The run's last gate, after which no gate can stop it."""
         return next((step for step in reversed(self.steps(plan)) if step.check), None)

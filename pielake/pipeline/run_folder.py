@@ -99,6 +99,15 @@ def run_end(root: Path, query: str, run_id: str) -> RunEnd | None:
     return None if kept is None else RunEnd(**{"at": "", **kept})
 
 
+def unadmitted_runs(root: Path, query: str, steps: set[str]) -> list[str]:
+    """The query's runs that have ended, failed or stopped, at one of `steps` (those before their events are
+    admitted, `Registry.before_admission`): what they took from a landing folder is no stream's yet, and the
+    query's next run takes it again (`pielake.lake.landed.take`)."""
+    ended = {folder.name: run_end(root, query, folder.name) for folder in (root / V.RUNS_DIR / query).glob("*/")}
+    return sorted(run for run, end in ended.items() if end is not None and end.status != V.PUBLISHED
+                  and end.step in steps)
+
+
 def record_upstream_read(root: Path, query: str, run_id: str, read: UpstreamRead) -> None:
     _keep(_folder(root, query, run_id) / UPSTREAM_READ, read)
 

@@ -116,6 +116,20 @@ def test_a_query_file_saved_with_a_byte_order_mark_reads_as_its_text(tmp_path: P
     invoke(["check", "-"], EXIT_OK, "-: ok", stdin="\ufeffFROM S DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s")
 
 
+def test_landed_files_a_refused_run_took_are_taken_again_by_the_next_run(tmp_path: Path) -> None:
+    """Refused before it starts (here, a file whose name tells no format), a run has admitted nothing it took:
+    without being taken again, its files would be read by no run."""
+    (tmp_path / "landing").mkdir()
+    (tmp_path / "landing" / "a.txt").write_text("id,ts\n1,1\n")
+    command = ["run", EXAMPLE, "--landing", f"{tmp_path}/landing/", "--lake", str(tmp_path / "lake")]
+    refused = "cannot tell the format of"
+    first = invoke([*command, "--run-id", "first"], EXIT_USAGE, refused)
+    assert "first/*' (its files end in .txt); pass --format" in first.output
+    invoke([*command, "--run-id", "second"], EXIT_USAGE, "second/*' (its files end in .txt)")
+    ledger = tmp_path / "lake" / "_landed" / "aggressive_driving" / "CarSensors"
+    assert [p.relative_to(ledger).as_posix() for p in ledger.rglob("*")] == ["second", "second/a.txt"]
+
+
 def test_remote_before_the_arguments_says_it_took_one_for_an_address(tmp_path: Path) -> None:
     """Click gives `--remote`, whose address is optional, the next word: the statement here."""
     invoke(["sql", "--lake", str(tmp_path), "--remote", "SELECT 1"], EXIT_USAGE,

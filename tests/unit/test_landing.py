@@ -11,13 +11,17 @@ import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from pielake import vocabulary as V
 from pielake.errors import PielakeError
-from pielake.lake.landed import Landing, release, take
+from pielake.lake.landed import Landing, ledger_of, release, take
 from pielake.orchestration.landing import LandingTrigger, look
+from pielake.pipeline.registry import STAGES
+from pielake.pipeline.run_folder import RunEnd, StepRecord, record_end, record_step, unadmitted_runs
 from tests.helpers import land
 
 SHM = Path("/dev/shm")
@@ -45,6 +49,26 @@ def test_each_run_takes_the_files_landed_since_the_last_once_each_and_leaves_the
     (inbox / ".c.json.part").rename(inbox / "c.json")
     assert names(take(landing, ledger, "asset_triggered__2")) == ["c.json"]
     assert sorted(p.name for p in inbox.iterdir()) == ["a.json", "b.json", "c.json", "d.json", "notes.txt"]
+
+
+def test_a_run_takes_again_what_runs_that_ended_before_admitting_their_events_took(tmp_path: Path) -> None:
+    """A run that failed on its input, or was stopped by the events gate, admitted none of what it took: the next
+    run takes it, with what landed since; a run that ended later, or published, keeps its take."""
+    inbox, lake = tmp_path / "landing", tmp_path / "lake"
+    ledger, landing = ledger_of(lake, "q") / "Flags", Landing.parse(f"{tmp_path}/landing/")
+    ends = {"refused": RunEnd(V.FAILED, "ingest"), "audited": RunEnd(V.STOPPED, "check_events"),
+            "late": RunEnd(V.FAILED, "situations"), "done": RunEnd(V.PUBLISHED, "publish"), "running": None}
+    for run, end in ends.items():
+        land(inbox, f"{run}.json")
+        take(landing, ledger, run)
+        record_step(lake, "q", run, StepRecord("ingest", datetime.now(UTC), 1.0))
+        record_end(lake, "q", run, end)
+    retaken = unadmitted_runs(lake, "q", STAGES.before_admission())
+    assert retaken == ["audited", "refused"]
+    land(inbox, "new.json")
+    assert names(take(landing, ledger, "next", retaken)) == ["audited.json", "new.json", "refused.json"]
+    assert sorted(p.name for p in ledger.iterdir()) == ["done", "late", "next", "running"]
+    assert take(landing, ledger, "after", retaken) is None  # taken once
 
 
 def test_a_lake_on_another_file_system_gets_a_copy_of_each_landed_file(tmp_path: Path) -> None:
