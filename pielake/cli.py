@@ -320,9 +320,9 @@ def run_command(query_file: str, *, events_given: tuple[str, ...], landing_given
 
 @contextmanager
 def _retaken_if_refused(plan: QueryPlan, lake_dir: str, run_id: str | None) -> Iterator[None]:
-    """A run of landed files that is refused before it starts (a file of no format it can tell, another run
-    holding the query) is recorded as failed at its first step, so that the query's next run takes its files
-    again (`unadmitted_runs`); a run that starts records its own end."""
+    """A run of landed files refused without having recorded how it ended (before it starts: a file of no format
+    it can tell, another run holding the query) is recorded as failed at its first step, so that the query's next
+    run takes its files again (`unadmitted_runs`)."""
     try:
         yield
     except PielakeError:

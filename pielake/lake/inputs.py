@@ -13,6 +13,7 @@ alone: its files are read as one group.
 
 from __future__ import annotations
 
+import codecs
 import glob
 import os
 import re
@@ -21,7 +22,6 @@ from collections.abc import Callable, Hashable
 from pielake.lake.landed import HIDDEN
 
 URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-BYTE_ORDER_MARK = b"\xef\xbb\xbf"
 
 
 def header_groups(path: str) -> list[list[str]]:
@@ -63,7 +63,7 @@ def _header_line(file: str) -> bytes:
     """The file's first line as a CSV reader sees its column names: without a byte-order mark or line end."""
     with open(file, "rb") as stream:
         line = stream.readline()
-    return line.removeprefix(BYTE_ORDER_MARK).rstrip(b"\r\n")
+    return line.removeprefix(codecs.BOM_UTF8).rstrip(b"\r\n")
 
 
 def _parquet_schema(file: str) -> frozenset[tuple[str, str]]:

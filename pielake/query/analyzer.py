@@ -32,7 +32,6 @@ SCALAR_FUNCTIONS: dict[str, tuple[int, int | None]] = {
     "abs": (1, 1), "least": (2, None), "greatest": (2, None), "coalesce": (1, None), "lower": (1, 1),
     "upper": (1, 1),
 }
-BYTE_ORDER_MARK = "\ufeff"  # what some editors write before a UTF-8 file's text
 QUERY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")  # a query's name is part of its tables' names
 AGGREGATES = frozenset({"first", "last", "min", "max", "avg", "sum", "count"})
 SITUATION_ENDPOINTS = frozenset({"ts", "te"})
@@ -687,7 +686,7 @@ def read_query_file(path: str) -> tuple[str, str]:
     """The query text and its name: the file's stem, which names its tables, so it must be a plain identifier.
     `-` reads standard input (named `stdin`). A byte-order mark, which some editors write first, is not text."""
     if path == "-":
-        return sys.stdin.read().removeprefix(BYTE_ORDER_MARK), "stdin"
+        return sys.stdin.read().removeprefix("\ufeff"), "stdin"
     file = Path(path)
     if not file.is_file():
         raise PielakeError(f"no query file at {path}")
@@ -696,7 +695,7 @@ def read_query_file(path: str) -> tuple[str, str]:
         raise PielakeError(f"query file name '{file.name}' must be a plain identifier (letters, digits, '_'), "
                            "because it names the result table matches_<name>")
     try:
-        return file.read_text(encoding="utf-8").removeprefix(BYTE_ORDER_MARK), name
+        return file.read_text(encoding="utf-8-sig"), name
     except UnicodeDecodeError as error:
         raise PielakeError(f"query file {path} is not UTF-8 text (byte {error.start}); save it as UTF-8") from None
 
