@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 SCHEMAS_DIR = Path(__file__).resolve().parents[1] / "schemas"
 TIMESTAMP_UNIT = "timestamp"
 FORMATS = ("csv", "parquet", "json")  # the files a stream's events come in
+INTEGER_TYPES = ("TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT", "LONG")
 PRIMITIVE_TYPES = {"STRING", "BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "REAL",
                    "BOOLEAN", "TIMESTAMP", "DATE"}
 _DDL_COLUMN = re.compile(r"^\s*(\S+)\s+([A-Za-z_]+(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?)\s*$")
@@ -146,6 +147,27 @@ def check_time_unit(unit: str, origin: str) -> str:
     return unit
 
 
+def check_time_columns(stream: StreamSchema, origin: str) -> None:
+    """A stream's times are whole numbers of its unit, or TIMESTAMPs of unit `timestamp` (docs/semantics.md §1):
+    any other type of a time column is a SchemaError naming it, where it was given (`origin`), and the fix."""
+    timestamps = stream.time_unit == TIMESTAMP_UNIT
+    for column in stream.time_columns:
+        kind = stream.type_of(column)
+        if timestamps and kind != "TIMESTAMP":
+            fix = "a time of unit timestamp is a TIMESTAMP column"
+        elif kind == "TIMESTAMP" and not timestamps:
+            fix = (f"its unit is {stream.time_unit}: give the stream unit timestamp (`unit: timestamp` in its schema, "
+                   "--time-unit timestamp for a stream typed from its file)")
+        elif kind in ("DOUBLE", "FLOAT", "REAL") or kind.startswith("DECIMAL"):
+            fix = (f"a time is a whole number of the stream's unit ({stream.time_unit}): give its times as whole "
+                   "numbers of a finer unit (ms for seconds with a fraction), or as TIMESTAMPs")
+        elif kind not in INTEGER_TYPES and not timestamps:
+            fix = f"a time is a whole number of the stream's unit ({stream.time_unit}), or a TIMESTAMP"
+        else:
+            continue
+        raise SchemaError(f"{origin}: stream {stream.name}'s time column '{column}' is {kind}; {fix}")
+
+
 def from_mapping(doc: dict, origin: str) -> StreamSchema:
     try:
         name, keys, time, ddl = doc["stream"], doc.get("keys", []), doc["time"], doc["columns"]
@@ -165,7 +187,9 @@ def from_mapping(doc: dict, origin: str) -> StreamSchema:
     check_time_unit(unit, origin)
     if lag is not None and (end is None or not isinstance(lag, int) or lag < 0):
         raise SchemaError(f"{origin}: time.horizon_lag is a whole number >= 0, of an interval stream")
-    return StreamSchema(name, tuple(keys), column, unit, columns, end, lag, order)
+    schema = StreamSchema(name, tuple(keys), column, unit, columns, end, lag, order)
+    check_time_columns(schema, origin)
+    return schema
 
 
 def to_mapping(schema: StreamSchema) -> dict:

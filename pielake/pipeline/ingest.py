@@ -59,6 +59,7 @@ from pielake.streams import (
     TIMESTAMP_UNIT,
     SchemaError,
     StreamSchema,
+    check_time_columns,
     declared_schema,
     lake_streams,
     load_schema,
@@ -563,7 +564,12 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
             raise PielakeError(f"stream {name} has no schema, and its file {path}, read as {fmt}, has no column "
                                f"'{needed}' (it has {', '.join(sample.columns) or 'none'}); "
                                f"{_unfound_hint(name, needed, fmt, sample.columns, request.time_column)}")
-    return StreamSchema(name, keys, request.time_column, request.time_unit, columns)
+    inferred = StreamSchema(name, keys, request.time_column, request.time_unit, columns)
+    try:
+        check_time_columns(inferred, f"{path}, read as {fmt}")
+    except SchemaError as unfit:
+        raise SchemaError(f"{unfit}\n{_inferred_note(inferred)}") from None
+    return inferred
 
 
 def _as_declared(kind: str) -> str:

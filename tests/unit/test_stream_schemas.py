@@ -4,6 +4,7 @@ its time unit, wherever it is given."""
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -58,3 +59,19 @@ def test_a_stream_s_time_may_be_in_microseconds_and_an_unknown_unit_is_refused_w
     (tmp_path / "q.yaml").write_text("time_unit: fortnight\n")
     with pytest.raises(SchemaError, match=f"q.yaml: time_unit: {refused}"):
         register(tmp_path / "q.tpq")
+
+
+@pytest.mark.parametrize(("unit", "kind", "fix"), [
+    ("s", "DOUBLE", "a time is a whole number of the stream's unit (s): give its times as whole numbers of a finer "
+                    "unit (ms for seconds with a fraction), or as TIMESTAMPs"),
+    ("s", "TIMESTAMP", "its unit is s: give the stream unit timestamp (`unit: timestamp` in its schema"),
+    ("timestamp", "BIGINT", "a time of unit timestamp is a TIMESTAMP column"),
+    ("ms", "STRING", "a time is a whole number of the stream's unit (ms), or a TIMESTAMP"),
+], ids=["fractions", "times of a numeric unit", "numbers of unit timestamp", "text"])
+def test_a_time_column_of_a_type_no_time_has_is_refused_with_the_fix(unit: str, kind: str, fix: str) -> None:
+    """A stream's times are whole numbers of its unit or TIMESTAMPs (docs/semantics.md §1): a DOUBLE time would
+    otherwise lose its fraction, silently, in every situation."""
+    schema = {"stream": "Ticks", "keys": ["id"], "time": {"start": "ts", "end": "te", "unit": unit},
+              "columns": f"id INT, ts {'TIMESTAMP' if unit == 'timestamp' else 'BIGINT'}, te {kind}"}
+    with pytest.raises(SchemaError, match=re.escape(f"Ticks.yaml: stream Ticks's time column 'te' is {kind}; {fix}")):
+        from_mapping(schema, "Ticks.yaml")
