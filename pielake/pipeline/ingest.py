@@ -489,8 +489,9 @@ def streams_for(lake: Lake, plan: QueryPlan, request: RunRequest,
         known = declared_schema(source.stream, lake.root, schemas_dir)
         path = request.events_of(plan, source.stream)
         if known is None and path is None:
-            raise PielakeError(f"stream {source.stream} has not been ingested into {lake.root}; run the ingest stage "
-                               "first")
+            raise PielakeError(f"stream {source.stream} has not been ingested into {lake.root}, and the run reads "
+                               "no file of it: give its events (--events), or declare the stream in "
+                               f"schemas/{source.stream}.yaml")
         found.append(known or _infer_stream(lake, source.stream, plan.keys, path, request))
     return tuple(found)
 

@@ -26,7 +26,7 @@ from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark import columns as C
 from pielake.spark.query import SparkQuery
 from pielake.spark.timeline import Timeline
-from pielake.streams import StreamSchema, check_time_unit, guess_format
+from pielake.streams import TIMESTAMP_UNIT, StreamSchema, check_time_unit, guess_format
 
 
 @dataclass(frozen=True)
@@ -218,12 +218,14 @@ class StepContext:
         if since is None or until is None:
             raise PielakeError("a backfill needs --from and --to")
         first = self.job.streams[0]  # the streams' times are of one kind (docs/semantics.md §1)
+        kind = "an ISO-8601 time (2026-03-02T06:00:00Z)" if first.time_unit == TIMESTAMP_UNIT else \
+            f"a whole number of its unit ({first.time_unit})"
         bounds = []
-        for text in (since, until):
+        for option, text in (("--from", since), ("--to", until)):
             try:
                 bounds.append(self.job.declared_query(first).parse_time(text))
-            except ValueError as error:
-                raise PielakeError(f"cannot read '{text}' as a time of stream {first.name}: {error}") from None
+            except ValueError:
+                raise PielakeError(f"{option} '{text}' is not a time of stream {first.name}: give {kind}") from None
         if bounds[0] > bounds[1]:
             raise PielakeError(f"--from {since} is after --to {until}")
         return bounds[0], bounds[1]

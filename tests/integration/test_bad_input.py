@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 from pyspark.sql import SparkSession
 
 from pielake.cli import main
+from pielake.errors import PielakeError
 from pielake.lake.delta import Lake, LakeError
 from pielake.pipeline.ingest import MALFORMED_REASON, IngestReport, admit_events, streams_for
 from pielake.pipeline.job import RunRequest, StepContext
@@ -318,6 +319,15 @@ def test_a_missing_events_file_is_one_line(declared: bool, tmp_path: Path, spark
     run = Run(lake, load_query(QUERY, "dirty"), "r1", RunRequest(events_path=str(missing)))
     with pytest.raises(LakeError, match=f"cannot read {missing} as csv: .*PATH_NOT_FOUND"):
         run.step("ingest")
+
+
+def test_a_run_of_a_stream_it_can_neither_read_nor_find_says_what_to_give(tmp_path: Path, spark: SparkSession) -> None:
+    """A backfill, or a run over matches or without --events, of a stream no run has ingested and no schema
+    declares."""
+    with pytest.raises(PielakeError, match=r"stream Dirty has not been ingested into .*, and the run reads no file of "
+                                           r"it: give its events \(--events\), or declare the stream in "
+                                           r"schemas/Dirty.yaml"):
+        streams_for(Lake(spark, tmp_path), load_query(QUERY, "q"), RunRequest(mode="backfill", since="1", until="2"))
 
 
 def test_a_refused_file_leaves_no_schema_and_a_held_stream_keeps_its_columns(tmp_path: Path,

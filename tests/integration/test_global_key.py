@@ -97,6 +97,9 @@ def test_a_backfill_of_late_events_equals_the_reference(tmp_path: Path, spark: S
     cli("run", str(tmp_path / "plant.tpq"), "--events", write(tmp_path / "2.json", on_time[25:] + late),
         "--lake", str(tmp_path), "--no-checks", "--incremental")
     assert lake.read("quarantine_plant").filter(F.col("reason") == "late").count() == len(late)
+    said = cli("backfill", str(tmp_path / "plant.tpq"), "--from", "2026-01-01", "--to", "24", "--lake", str(tmp_path),
+               code=2)
+    assert "--from '2026-01-01' is not a time of stream Plant: give a whole number of its unit (s)" in said
     cli("backfill", str(tmp_path / "plant.tpq"), "--from", "20", "--to", "24", "--lake", str(tmp_path))
     assert_published_equal_the_reference(lake, plan, EVENTS)
 
