@@ -295,6 +295,10 @@ class Parser:
         if token.text in self.symbols:
             raise self.error(f"expected a relation between two symbols, found the symbol '{token.text}'",
                              suggestion="Write <symbol> <relation> <symbol>, e.g. A overlaps B.")
+        if token.upper() in KEYWORDS:
+            raise self.error(f"expected a relation to a second symbol, found {token.upper()}",
+                             suggestion="A pattern relates two symbols or more: <symbol> <relation> <symbol>, e.g. "
+                                        "A overlaps B.")
         self.advance()
         parts, end = [token.text], token.span.end
         while (self.at_op("-") and self.tok.span.start == end and self.ahead().kind is Kind.IDENT
