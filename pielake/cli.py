@@ -366,11 +366,13 @@ def backfill_command(query_file: str, *, since: str, until: str, events_given: t
 @spark_options
 @user_errors
 def sql_command(statement: str, *, lake_dir: str, fmt: str, master: str | None, remote: str | None) -> None:
-    """Answer a read-only SQL query over every table of the lake, by name."""
+    """Answer a read-only SQL query over every table of the lake, by name ('-': read it from standard input, as
+    a statement that starts with a comment must be given)."""
     from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
-    from pielake.lake.sql import query_lake  # noqa: PLC0415
+    from pielake.lake.sql import check_read_only, query_lake  # noqa: PLC0415
 
-    click.echo(query_lake(Lake(session(master, remote, lake_dir), lake_dir), statement, fmt), nl=False)
+    text = check_read_only(sys.stdin.read() if statement == "-" else statement)  # before Spark starts
+    click.echo(query_lake(Lake(session(master, remote, lake_dir), lake_dir), text, fmt), nl=False)
 
 
 @main.group("engine")

@@ -28,12 +28,39 @@ class SqlError(PielakeError):
 
 
 def check_read_only(statement: str) -> str:
-    text = statement.strip().rstrip(";").strip()
-    if ";" in text:
+    """The statement without the comments before it and the `;` after it, if it is one statement that reads;
+    else a SqlError. A `;` or a comment inside a quoted literal or name is part of it."""
+    text, separators = _outside_quotes(statement)
+    if separators:
         raise SqlError("one statement at a time: remove the ';' inside the query")
     if not READ_ONLY.match(text):
         raise SqlError("pielake sql only reads: start with SELECT, WITH, SHOW, DESCRIBE or EXPLAIN")
     return text
+
+
+def _outside_quotes(statement: str) -> tuple[str, int]:
+    """The statement from its first word to its last (leading comments and a final `;` left out), and how many
+    `;` separate statements in it: those outside quotes ('text', "text", `name`) and comments."""
+    quote, i, first, last, separators = "", 0, None, 0, []
+    while i < len(statement):
+        char, pair = statement[i], statement[i:i + 2]
+        if quote:  # Spark's literals escape with a backslash; a doubled quote closes and opens again
+            quote, last = ("" if char == quote else quote), i + 1
+            i += 2 if char == "\\" else 1
+            continue
+        if pair in {"--", "/*"}:
+            end = statement.find("\n" if pair == "--" else "*/", i + 2)
+            i = len(statement) if end < 0 else end + (1 if pair == "--" else 2)
+            continue
+        if char == ";":
+            separators.append(i)
+        elif not char.isspace():
+            first, last = i if first is None else first, i + 1
+            quote = char if char in "'\"`" else ""
+        i += 1
+    inside = [s for s in separators if first is not None and s < last]
+    text = "" if first is None else statement[first:last]
+    return text, len(inside)
 
 
 def query_lake(lake: Lake, statement: str, fmt: str = "table") -> str:
