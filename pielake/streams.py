@@ -244,7 +244,8 @@ def events_files(plan: QueryPlan, given: Sequence[str]) -> dict[str, object]:
     renders to, gives that stream none: `RunRequest`)."""
     if len(plan.sources) == 1:
         if len(given) > 1:
-            raise PielakeError(f"query {plan.name} reads one stream: give one events file, not {len(given)}")
+            raise PielakeError(f"query {plan.name} reads one stream: give one events path, not {len(given)}; for "
+                               "several files, a folder of them or a pattern of their names (/landing/cars/*.csv)")
         return {"events_path": given[0] if given else None}
     pairs = [value.partition("=") for value in given]
     wrong = [value for value, (name, eq, _) in zip(given, pairs, strict=True) if not (name and eq)]

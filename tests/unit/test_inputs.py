@@ -15,7 +15,7 @@ from pielake.lake.inputs import header_groups, schema_groups
 from pielake.pipeline.job import RunRequest
 from pielake.query.analyzer import analyze
 from pielake.query.parser import parse
-from pielake.streams import guess_format
+from pielake.streams import events_files, guess_format
 
 
 def test_files_are_grouped_by_header_line_without_its_byte_order_mark_or_line_end(tmp_path: Path) -> None:
@@ -65,3 +65,10 @@ def test_an_events_path_that_names_no_file_is_refused_before_spark_reads_it(tmp_
         with pytest.raises(PielakeError, match=f"the events path '{re.escape(str(path))}' names no file"):
             RunRequest(events_path=str(path)).check_inputs(plan)
     RunRequest(events_path="s3a://bucket/landing/*.csv").check_inputs(plan)  # a URL is Spark's to list
+
+
+def test_several_events_files_of_one_stream_are_one_folder_or_pattern() -> None:
+    plan = analyze(parse("FROM S DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s"))
+    with pytest.raises(PielakeError, match=r"reads one stream: give one events path, not 2; for several files, a "
+                                           r"folder of them or a pattern of their names \(/landing/cars/\*.csv\)"):
+        events_files(plan, ["a.csv", "b.csv"])
