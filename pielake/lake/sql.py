@@ -73,7 +73,7 @@ def query_lake(lake: Lake, statement: str, fmt: str = "table") -> str:
         rows = [tuple(r) for r in frame.limit(MAX_ROWS).collect()]
     except Exception as error:  # Spark's AnalysisException and parse errors: show their first line
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise SqlError(f"Spark rejected the query: {first}{_tables_hint(first, tables)}") from None
+        raise SqlError(f"Spark rejected the query: {first}{_hint(first, tables)}") from None
     return render(columns, rows, fmt)
 
 
@@ -88,11 +88,16 @@ def _on_delta(lake: Lake, text: str, tables: list[str]) -> str | None:
     return f"DESCRIBE {command.upper()} delta.`{folder}`" + (f" LIMIT {int(limit)}" if limit else "")
 
 
-def _tables_hint(error: str, tables: list[str]) -> str:
-    """The lake's tables, after an error that names a table it does not have: the likeliest slip is the name."""
-    if "TABLE_OR_VIEW_NOT_FOUND" not in error:
-        return ""
-    return f" The lake's tables: {', '.join(sorted(tables))}." if tables else " The lake has no tables yet."
+def _hint(error: str, tables: list[str]) -> str:
+    """What to do after an error of Spark's that the statement alone does not explain: a table the lake does not
+    have (the likeliest slip is the name: its tables), or an older version of one, which the views `pielake sql`
+    reads by do not give."""
+    if "TABLE_OR_VIEW_NOT_FOUND" in error:
+        return f" The lake's tables: {', '.join(sorted(tables))}." if tables else " The lake has no tables yet."
+    if "TIME_TRAVEL" in error:
+        return (" pielake sql reads each table by a view of its newest version: DESCRIBE HISTORY <table> lists its "
+                "versions, and a SQL client of the engine's JDBC endpoint reads an older one (VERSION AS OF n).")
+    return ""
 
 
 def render(columns: list[str], rows: list[tuple], fmt: str) -> str:

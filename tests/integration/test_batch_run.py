@@ -144,12 +144,16 @@ def test_sql_of_a_table_the_lake_does_not_have_lists_the_tables_it_has(lake: Pat
 
 def test_sql_shows_a_table_s_delta_history_and_detail_by_the_name_it_is_read_by(lake: Path) -> None:
     """Delta answers them for a table, not a view: a kind's are its results table's, whose commits note the query
-    that published them (docs/operations.md)."""
+    that published them (docs/operations.md). An older version is the engine's JDBC endpoint's to read, and the
+    refusal says so."""
     [published] = sql(lake, "describe history matches_hot_busy limit 1")
     assert published["operation"] == "WRITE" and '"query"' in published["userMetadata"]
     assert sql(lake, "DESCRIBE HISTORY `events_testsensors`")[-1]["operation"] == "CREATE TABLE"
     [detail] = sql(lake, "DESC DETAIL runs")
     assert detail["format"] == "delta" and detail["location"].endswith("/runs")
+    result = run(["sql", "--lake", str(lake), "SELECT count(*) FROM events_testsensors VERSION AS OF 0"], code=2)
+    assert "DESCRIBE HISTORY <table> lists its versions, and a SQL client of the engine's JDBC endpoint reads an " \
+           "older one (VERSION AS OF n)" in result.output
 
 
 def test_sql_refuses_to_write(lake: Path) -> None:
