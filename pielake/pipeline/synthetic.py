@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from pielake.query import ast
 from pielake.query.analyzer import QueryPlan, bind, children, walk
 from pielake.spark import columns as C
-from pielake.streams import TIMESTAMP_UNIT, StreamSchema
+from pielake.streams import INTEGER_TYPES, TIMESTAMP_UNIT, StreamSchema
 
 RUN = (10, 100)
 GAP = (10, 50)
@@ -121,7 +121,6 @@ NULL_SHARE = 0.02  # attribute values left out, so that NULL handling is exercis
 KEEP_VALUE = 0.8  # chance an attribute keeps its value from one event to the next: runs form, situations last
 EVENTS_PER_WINDOW = 50
 SAMPLE_START = datetime(2026, 1, 1, tzinfo=UTC)  # time 0 of a sample stream with TIMESTAMP times
-INTEGERS = ("BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TINYINT")
 
 
 def column_types(plan: QueryPlan) -> dict[str, str]:
@@ -213,7 +212,7 @@ def _value_draw(kind: str, literals: list[Decimal | str], rng: np.random.Generat
         near = float(rng.choice(numbers))
         side = int(rng.integers(-1, 2))  # below, at or above
         value = near + side * (abs(near) / 10 + 1) * float(rng.uniform(0.5, 1))
-        return round(value) if base in INTEGERS else round(value, 3)
+        return round(value) if base in INTEGER_TYPES else round(value, 3)
 
     return number
 

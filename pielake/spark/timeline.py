@@ -34,11 +34,10 @@ from pielake.spark import intervals
 from pielake.spark.arrow_predicates import ArrowInput
 from pielake.spark.query import Aggregate, SparkQuery, case_on
 from pielake.spark.runs import Partial
-from pielake.streams import StreamSchema
+from pielake.streams import INTEGER_TYPES, StreamSchema
 
 LATEST = "__latest_first"
 NEVER = ast.Literal(False)  # the predicate of another stream's symbol, in a stream's part
-_INTEGRAL = ("TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT", "LONG")
 
 
 def prefix(stream: int) -> str:
@@ -65,7 +64,7 @@ def _common_type(types: Sequence[str]) -> str:
     """The one type of a key column that the streams hold in types of one family (the analyzer checks that)."""
     if len(set(types)) == 1:
         return types[0]
-    return "BIGINT" if all(t in _INTEGRAL for t in types) else "DOUBLE"
+    return "BIGINT" if all(t in INTEGER_TYPES for t in types) else "DOUBLE"
 
 
 def _told(stream: int, word: str) -> str:
