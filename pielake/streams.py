@@ -140,11 +140,13 @@ def schema_column(name: str, kind: str) -> tuple[str, str]:
 
 
 def check_time_unit(unit: str, origin: str) -> str:
-    """`unit`, if a stream's time may be in it; else a SchemaError naming where it was given (`origin`)."""
-    if unit.lower() != TIMESTAMP_UNIT and unit.lower() not in TIME_UNIT_SECONDS:
+    """`unit` in lower case, as a schema holds it, if a stream's time may be in it; else a SchemaError naming
+    where it was given (`origin`)."""
+    spelled = unit.lower()
+    if spelled != TIMESTAMP_UNIT and spelled not in TIME_UNIT_SECONDS:
         raise SchemaError(f"{origin}: unknown time unit '{unit}'; use s, ms, us, min, h or d (or a long form: "
                           "seconds, minutes, ...) for a numeric time, timestamp for a TIMESTAMP column")
-    return unit
+    return spelled
 
 
 def check_time_columns(stream: StreamSchema, origin: str) -> None:

@@ -553,8 +553,8 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
     fmt = request.format_of(path)
     sample = read_raw(lake.spark, path, fmt, typed=True)  # ingest reads CSV as text, to see every cast failure
     try:
-        columns = tuple(schema_column(f.name, _as_declared(f.dataType.simpleString())) for f in sample.schema.fields
-                        if f.name != CORRUPT_RECORD)  # malformed lines: quarantined, not a column
+        columns = tuple(schema_column(c, _as_declared(sample.schema[c].dataType.simpleString()))
+                        for c in file_columns(sample))  # malformed lines are quarantined, not a column
     except SchemaError as unfit:
         raise PielakeError(f"stream {name} has no schema, and its file {path} cannot give it one: {unfit}; a "
                            "stream's columns have plain names and hold one value each (a number, text, a boolean, a "

@@ -47,7 +47,7 @@ class RunRequest:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise PielakeError(f"unknown mode '{self.mode}'; use one of {', '.join(MODES)}")
-        object.__setattr__(self, "time_unit", check_time_unit(self.time_unit, "--time-unit").lower())
+        object.__setattr__(self, "time_unit", check_time_unit(self.time_unit, "--time-unit"))
         # a stream named with no file (an empty Airflow param) has no events file
         object.__setattr__(self, "stream_events", tuple((name, path) for name, path in self.stream_events if path))
 
@@ -60,11 +60,12 @@ class RunRequest:
         could not tell."""
         for source in plan.sources:
             path = self.events_of(plan, source.stream)
-            if path is not None and names_no_file(path):
+            if path is None:
+                continue
+            if names_no_file(path):
                 raise PielakeError(f"the events path '{path}' names no file; give an events file, a folder of them "
                                    "or a pattern of their names (/landing/cars/*.csv)")
-            if path is not None:
-                self.format_of(path)
+            self.format_of(path)
 
     def events_of(self, plan: QueryPlan, stream: str) -> str | None:
         """The events file of `stream` (a stream of the query's FROM), if the run reads one: `events_path` for a
