@@ -132,13 +132,27 @@ class _Scanner:
             self.pos += 2
             self._digits()
         text = self.src[start:self.pos]
-        unit = None
+        unit = self._unit()
+        self.tokens.append(Token(Kind.NUMBER, text, self.span(start), unit))
+
+    def _unit(self) -> str | None:
+        """The unit after a number: glued to it (`8m/s2`, `70mph`), or after spaces when it is a ratio or a power
+        (`70 km/h`, `9.8 m/s^2`). A number is never followed by a name otherwise, so a ratio there is a unit,
+        never a division by a column; a single spaced word (`70 mph`) is the parser's to tell (`SPACED_UNITS`)."""
+        number_end = self.pos
+        while self.peek() in (" ", "\t"):
+            self.pos += 1
+        word_start = self.pos
         if self.peek() in _IDENT_START:
-            unit_start = self.pos
             while self.peek() in _UNIT_PART:
                 self.pos += 1
-            unit = self.src[unit_start:self.pos]
-        self.tokens.append(Token(Kind.NUMBER, text, self.span(start), unit))
+        word = self.src[word_start:self.pos]
+        glued = word_start == number_end
+        ratio = any(c in word for c in "/^") and word[-1] not in "/^"
+        if word and (glued or ratio):
+            return word
+        self.pos = number_end
+        return None
 
     def _digits(self) -> None:
         while self.peek() in _DIGITS:

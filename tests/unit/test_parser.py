@@ -102,6 +102,17 @@ def test_units_on_literals_are_ignored_with_a_warning() -> None:
     ]
 
 
+def test_a_spaced_ratio_after_a_number_is_its_unit_not_a_division() -> None:
+    spaced = parse("FROM S DEFINE A AS speed > 70 km/h, B AS accel > 9.8 m/s^2 PATTERN A meets B WITHIN 5 s")
+    glued = parse("FROM S DEFINE A AS speed > 70km/h, B AS accel > 9.8m/s^2 PATTERN A meets B WITHIN 5 s")
+    assert [w.message for w in spaced.warnings] == [
+        "unit 'km/h' after 70 is ignored; values are compared as plain numbers",
+        "unit 'm/s^2' after 9.8 is ignored; values are compared as plain numbers",
+    ]
+    assert query_text(spaced.query) == query_text(glued.query)  # a literal with its unit, as glued
+    assert not parse("FROM S DEFINE A AS speed / h > 70, B AS accel PATTERN A meets B WITHIN 5 s").warnings
+
+
 def test_comments_never_reach_the_tree() -> None:
     plain = parse("FROM S DEFINE A AS x > 1, B AS y PATTERN A meets B WITHIN 5 s").query
     commented = parse("FROM S /* c */ DEFINE A AS x -- note\n > /* one */ 1, B AS y\n"
