@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 SCHEMAS_DIR = Path(__file__).resolve().parents[1] / "schemas"
 TIMESTAMP_UNIT = "timestamp"
 FORMATS = ("csv", "parquet", "json")  # the files a stream's events come in
-INTEGER_TYPES = ("TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT", "LONG")
+NARROW_INTEGER_TYPES = ("TINYINT", "SMALLINT", "INT", "INTEGER")
+INTEGER_TYPES = (*NARROW_INTEGER_TYPES, "BIGINT", "LONG")
 PRIMITIVE_TYPES = {"STRING", "BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "REAL",
                    "BOOLEAN", "TIMESTAMP", "DATE"}
 _DDL_COLUMN = re.compile(r"^\s*(\S+)\s+([A-Za-z_]+(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?)\s*$")

@@ -35,6 +35,9 @@ SCALAR_FUNCTIONS: dict[str, tuple[int, int | None]] = {
 QUERY_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")  # a query's name is part of its tables' names
 AGGREGATES = frozenset({"first", "last", "min", "max", "avg", "sum", "count"})
 SITUATION_ENDPOINTS = frozenset({"ts", "te"})
+# The longest window or duration: event times are 64-bit integers of their unit, microseconds at the finest, and a
+# time plus or minus a duration must stay one; half the range (about 146,000 years) leaves the times the other half.
+LONGEST_DURATION_SECONDS = Fraction(2**62, 1_000_000)
 MATCHES_PREFIX = f"{V.MATCHES}_"  # a stream named `matches_<query>` is that query's matches
 # A match's own columns, and `started_at`, its start as a row of its matches stream (docs/semantics.md §1): no
 # RETURN column may take their names.
@@ -197,6 +200,7 @@ class _Analyzer:
         window = self.query.window.seconds
         if window <= 0:
             self.error("the window must be longer than zero", self.query.window.span)
+        self.check_not_too_long(window, "window", self.query.window.span)
         returns = self.returns(keys)
         if not self.errors:
             self.check_streams_agree(keys)
@@ -371,7 +375,16 @@ class _Analyzer:
                        "Write BETWEEN <shorter> AND <longer>.")
         if high is not None and high <= 0:
             self.error("a situation lasts longer than zero, so AT MOST needs a positive duration", bound.span)
+        for limit in (low, high):
+            self.check_not_too_long(limit, "duration", bound.span)
         return low, high
+
+    def check_not_too_long(self, seconds: Fraction | None, what: str, span: Span) -> None:
+        """A window or duration beyond `LONGEST_DURATION_SECONDS` holds no time an event time can reach."""
+        if seconds is not None and seconds > LONGEST_DURATION_SECONDS:
+            years = float(LONGEST_DURATION_SECONDS) / (365.25 * 86400)
+            self.error(f"the {what} is longer than event times can span (about {years:,.0f} years)", span,
+                       f"Give a shorter {what}; one longer than the events' whole history already bounds nothing.")
 
     def check_predicate(self, expr: ast.Expr) -> set[int]:
         """Check a predicate; returns the FROM entries its columns are of."""

@@ -2,8 +2,10 @@
 
 It follows SQL three-valued logic as Spark does, so that the reference and the Spark kernels agree: NULL
 propagates through arithmetic and comparisons, `AND`/`OR` use Kleene logic, division or modulo by zero is NULL
-(the kernels compile `/` and `%` to `try_divide`/`try_mod`), `%` keeps the dividend's sign, and `least`/
-`greatest` skip NULLs. A predicate whose value is NULL counts as false (`holds`).
+and so is a whole-number result beyond 64 bits (the kernels compile the operators to Spark's `try_` functions),
+`/` divides as doubles, `%` keeps the dividend's sign, and `least`/`greatest` skip NULLs. A number literal is a
+64-bit integer where it is written without a point and one holds it, else a double (`number_value`). A predicate
+whose value is NULL counts as false (`holds`).
 """
 
 from __future__ import annotations
@@ -21,24 +23,42 @@ ColumnResolver = Callable[[ast.Column], Any]
 CallResolver = Callable[[ast.Call], Any]
 
 
+BIGINT_RANGE = range(-2**63, 2**63)
+
+
+def number_value(value: Decimal) -> int | float:
+    """A number literal's value: a 64-bit integer where it is written without a point (`70`, `1e3`) and one holds
+    it, else a double (`70.0`, `0.5`, `1e20`)."""
+    whole = int(value.as_tuple().exponent) >= 0 and int(value) in BIGINT_RANGE
+    return int(value) if whole else float(value)
+
+
 def _number(value: Any) -> Any:
-    return float(value) if isinstance(value, Decimal) else value
+    return number_value(value) if isinstance(value, Decimal) else value
+
+
+def in_bigint(value: Any) -> Any:
+    """A whole-number result beyond 64 bits is NULL, as Spark's `try_add`, `try_subtract`, `try_multiply` give."""
+    return None if isinstance(value, int) and value not in BIGINT_RANGE else value
 
 
 def _arith(op: str, a: Any, b: Any) -> Any:
     if a is None or b is None:
         return None
     if op == "+":
-        return a + b
+        return in_bigint(a + b)
     if op == "-":
-        return a - b
+        return in_bigint(a - b)
     if op == "*":
-        return a * b
+        return in_bigint(a * b)
     if b == 0:
         return None
     if op == "/":
-        return a / b
-    return math.fmod(a, b) if isinstance(a, float) or isinstance(b, float) else int(math.fmod(a, b))
+        return float(a) / float(b)
+    if isinstance(a, float) or isinstance(b, float):
+        return math.fmod(a, b)
+    remainder = abs(a) % abs(b)  # exact for integers of any size, with the dividend's sign
+    return remainder if a >= 0 else -remainder
 
 
 _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
@@ -64,7 +84,7 @@ def _not_null(values: list[Any]) -> list[Any]:
 
 
 _SCALAR: dict[str, Callable[[list[Any]], Any]] = {
-    "abs": lambda v: None if v[0] is None else abs(v[0]),
+    "abs": lambda v: None if v[0] is None else in_bigint(abs(v[0])),
     "least": lambda v: min(_not_null(v), default=None),
     "greatest": lambda v: max(_not_null(v), default=None),
     "coalesce": lambda v: next((x for x in v if x is not None), None),
@@ -92,7 +112,7 @@ class Evaluator(ExprVisitor):
         value = self(expr.operand)
         if value is None:
             return None
-        return (not value) if expr.op == "NOT" else -value
+        return (not value) if expr.op == "NOT" else in_bigint(-value)
 
     def eval_binary(self, expr: ast.Binary) -> Any:
         left, right = self(expr.left), self(expr.right)

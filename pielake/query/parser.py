@@ -6,6 +6,7 @@ allowed) is the analyzer's job, so that all semantic errors of a query can be re
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -466,6 +467,9 @@ class Parser:
             self.warnings.append(QueryWarning(
                 f"unit '{unit}' after {token.text} is ignored; values are compared as plain numbers",
                 unit_token.span.line, unit_token.span.col))
+        if not math.isfinite(float(token.text)):
+            raise self.error(f"the number {token.text} is beyond what a DOUBLE holds (about 1.8e308)", token,
+                             "Give a number within that range.")
         return ast.Literal(Decimal(token.text), unit, self.span_from(token.span))
 
     def call(self) -> ast.Call:

@@ -9,18 +9,19 @@ This is a second backend beside `pielake.spark.compile`, so it takes only what i
 does, and declines the rest (`ArrowDeclinedError`: the run then reads through Spark, as before):
 
 - columns of integer, floating, boolean and string types; literals that are numbers, strings or booleans;
-- `+ - *` on numbers (checked: an overflow fails, as Spark's ANSI arithmetic does), `/` as `try_divide` (a
-  double; NULL for a zero divisor), comparisons within numbers, strings or booleans, Kleene `AND`/`OR`/`NOT`,
-  `BETWEEN`, `IN`, `IS NULL`, and `abs`, `least`, `greatest` over numbers, `coalesce`.
+- `+ - *` on numbers (NULL where a whole-number result is beyond 64 bits, as Spark's `try_` arithmetic gives),
+  `/` as `try_divide` (a double; NULL for a zero divisor), comparisons within numbers, strings or booleans,
+  Kleene `AND`/`OR`/`NOT`, `BETWEEN`, `IN`, `IS NULL`, and `abs`, `least`, `greatest` over numbers, `coalesce`.
 
 NULL propagates as in SQL and a NULL predicate counts as false (docs/semantics.md §1). Events hold no NaN (ingest
 quarantines them, `not_finite`), which is where Spark's ordering of floating values departs from IEEE's.
-Declined: `%`, `lower`/`upper` (Java's and utf8proc's case mappings differ past ASCII), NULL literals, integers
-beyond 64 bits (Spark's decimals), mixed types.
+Declined: `%`, `lower`/`upper` (Java's and utf8proc's case mappings differ past ASCII), NULL literals, mixed
+types.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -33,18 +34,20 @@ import pyarrow.parquet as pq
 
 from pielake.errors import CompileError
 from pielake.query import ast
+from pielake.query.evaluate import in_bigint, number_value
 from pielake.query.visitor import ExprVisitor
 from pielake.spark import columns as C
 
 Value = pa.Array | pa.ChunkedArray | pa.Scalar
 
-_ARITH: dict[str, Callable[[Value, Value], Value]] = {
-    "+": pc.add_checked, "-": pc.subtract_checked, "*": pc.multiply_checked}
+_ARITH: dict[str, tuple[Callable[[Value, Value], Value], Callable[[int, int], int]]] = {
+    "+": (pc.add_checked, operator.add), "-": (pc.subtract_checked, operator.sub),
+    "*": (pc.multiply_checked, operator.mul)}
 _COMPARE: dict[str, Callable[[Value, Value], Value]] = {
     "=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater,
     ">=": pc.greater_equal}
 _NUMERIC_CALLS: dict[str, Callable[..., Value]] = {
-    "abs": pc.abs_checked,
+    "abs": lambda v: _or_null_beyond_64_bits(pc.abs_checked, abs, v),
     "least": lambda *v: pc.min_element_wise(*v, skip_nulls=True),
     "greatest": lambda *v: pc.max_element_wise(*v, skip_nulls=True)}
 # The stored column types whose Parquet columns pyarrow reads as the very Arrow types Spark hands the kernel.
@@ -54,6 +57,19 @@ READABLE_TYPES = frozenset({"BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TIN
 
 class ArrowDeclinedError(CompileError):
     """An expression this backend does not compute exactly as Spark does: the run reads through Spark."""
+
+
+def _or_null_beyond_64_bits(checked: Callable[..., Value], exact: Callable[..., int], *values: Value) -> Value:
+    """`checked(*values)`, Arrow's arithmetic that fails on an integer overflow; where it does, the values again
+    as Python integers, each result beyond 64 bits NULL, as Spark's `try_` arithmetic gives (overflows are rare,
+    so only a file that holds one pays for the slow path)."""
+    try:
+        return checked(*values)
+    except pa.ArrowInvalid:
+        rows = max((len(v) for v in values if not isinstance(v, pa.Scalar)), default=1)
+        columns = [[v.as_py()] * rows if isinstance(v, pa.Scalar) else v.to_pylist() for v in values]
+        results = [None if None in row else in_bigint(exact(*row)) for row in zip(*columns, strict=True)]
+        return pa.array(results, pa.int64())
 
 
 def _family(value: Value) -> str:
@@ -101,17 +117,13 @@ class ArrowEvaluator(ExprVisitor):
         value = expr.value
         if value is None:
             raise ArrowDeclinedError("a NULL literal")
-        if isinstance(value, Decimal) and value == value.to_integral_value():
-            if not -(2**63) <= value < 2**63:
-                raise ArrowDeclinedError(f"the integer {value}, beyond 64 bits")
-            return pa.scalar(int(value))
-        return pa.scalar(float(value) if isinstance(value, Decimal) else value)
+        return pa.scalar(number_value(value) if isinstance(value, Decimal) else value)
 
     def arrow_unary(self, expr: ast.Unary) -> Value:
         operand = self(expr.operand)
         if expr.op == "NOT":
             return pc.invert(self._boolean(operand))
-        return pc.negate_checked(_numbers(operand)[0])
+        return _or_null_beyond_64_bits(pc.negate_checked, operator.neg, _numbers(operand)[0])
 
     def arrow_binary(self, expr: ast.Binary) -> Value:
         left, right = self(expr.left), self(expr.right)
@@ -122,7 +134,7 @@ class ArrowEvaluator(ExprVisitor):
             _same_family(left, right)
             return _COMPARE[expr.op](left, right)
         if expr.op in _ARITH:
-            return _ARITH[expr.op](*_numbers(left, right))
+            return _or_null_beyond_64_bits(*_ARITH[expr.op], *_numbers(left, right))
         if expr.op == "/":  # try_divide: a double, NULL where the divisor is zero
             dividend, divisor = (pc.cast(v, pa.float64()) for v in _numbers(left, right))
             return pc.if_else(pc.equal(divisor, 0.0), pa.scalar(None, pa.float64()), pc.divide(dividend, divisor))

@@ -1,8 +1,9 @@
 """Checked query expressions -> Spark Columns. User text never reaches Spark SQL as text.
 
 One `compile_<node>` per AST node type; an unknown node raises `CompileError`. Semantics match
-`pielake.query.evaluate` (the reference's evaluator): `/` and `%` compile to `try_divide`/`try_mod`, so a
-division by zero is NULL rather than a failed job, and a predicate that is NULL counts as false.
+`pielake.query.evaluate` (the reference's evaluator): the arithmetic operators compile to Spark's `try_`
+functions, so a division by zero or a whole-number result beyond 64 bits is NULL rather than a failed job (one
+event's value would otherwise fail every run that reads it), and a predicate that is NULL counts as false.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from pyspark.sql import Column
 
 from pielake.errors import CompileError
 from pielake.query import ast
+from pielake.query.evaluate import number_value
 from pielake.query.visitor import ExprVisitor
 
 ColumnResolver = Callable[[ast.Column], Column]
 CallResolver = Callable[[ast.Call], Column]
 
 _ARITH: dict[str, Callable[[Column, Column], Column]] = {
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-    "/": F.try_divide, "%": F.try_mod,
+    "+": F.try_add, "-": F.try_subtract, "*": F.try_multiply, "/": F.try_divide, "%": F.try_mod,
 }
 _COMPARE: dict[str, Callable[[Column, Column], Column]] = {
     "=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
@@ -30,15 +31,24 @@ _COMPARE: dict[str, Callable[[Column, Column], Column]] = {
     "AND": lambda a, b: a & b, "OR": lambda a, b: a | b,
 }
 _SCALAR: dict[str, Callable[..., Column]] = {
-    "abs": F.abs, "least": F.least, "greatest": F.greatest, "coalesce": F.coalesce, "lower": F.lower,
-    "upper": F.upper,
+    "abs": lambda v: F.when(v < 0, _negated(v)).otherwise(v), "least": F.least, "greatest": F.greatest,
+    "coalesce": F.coalesce, "lower": F.lower, "upper": F.upper,
 }
 
 
 def literal(value: Decimal | str | bool | None) -> Column:
+    """A number is a BIGINT or a DOUBLE as the reference reads it (`number_value`: `70` and `1e3`, but `70.0`,
+    `0.5` and `1e20` are doubles). A BIGINT, not the INT Spark gives a small one: `ts * 1000` over an INT column is
+    then computed in 64 bits, as the reference computes it."""
     if isinstance(value, Decimal):
-        return F.lit(int(value) if value == value.to_integral_value() else float(value))
+        number = number_value(value)
+        return F.lit(number).cast("bigint") if isinstance(number, int) else F.lit(number)
     return F.lit(value)
+
+
+def _negated(value: Column) -> Column:
+    """`-value`, NULL where it is beyond 64 bits (the least BIGINT), where Spark's own negation fails."""
+    return F.try_multiply(value, F.lit(-1).cast("bigint"))
 
 
 class Compiler(ExprVisitor):
@@ -58,7 +68,7 @@ class Compiler(ExprVisitor):
 
     def compile_unary(self, expr: ast.Unary) -> Column:
         operand = self(expr.operand)
-        return ~operand if expr.op == "NOT" else -operand
+        return ~operand if expr.op == "NOT" else _negated(operand)
 
     def compile_binary(self, expr: ast.Binary) -> Column:
         left, right = self(expr.left), self(expr.right)

@@ -7,6 +7,7 @@ per symbol, the attributes RETURN aggregates read); an interval stream's rows be
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -26,7 +27,7 @@ from pielake.spark.arrow_predicates import ArrowDeclinedError, ArrowInput
 from pielake.spark.compile import predicate
 from pielake.spark.patterns import read_runs
 from pielake.spark.runs import EncodedRuns, EventFiles, Partial, Reading, RunSpec, encode_runs
-from pielake.streams import TIMESTAMP_UNIT, StreamSchema
+from pielake.streams import NARROW_INTEGER_TYPES, TIMESTAMP_UNIT, StreamSchema
 
 _FLOATING = ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # kernel time 0 of a TIMESTAMP stream
@@ -58,12 +59,14 @@ class Aggregate:
 
 
 def scaled_at_most(diff: Column, seconds: Fraction, unit: Fraction) -> Column:
-    """`diff` time units last at most `seconds`: exact integer arithmetic, no float rounding at the edge."""
-    return diff * (unit.numerator * seconds.denominator) <= F.lit(seconds.numerator * unit.denominator)
+    """`diff` whole time units last at most `seconds`: at most the whole units `seconds` holds. Exact (no float
+    rounding at the edge), and no product of `diff` that could overflow 64 bits."""
+    return diff <= F.lit(math.floor(seconds / unit)).cast("bigint")
 
 
 def scaled_at_least(diff: Column, seconds: Fraction, unit: Fraction) -> Column:
-    return diff * (unit.numerator * seconds.denominator) >= F.lit(seconds.numerator * unit.denominator)
+    """`diff` whole time units last at least `seconds`: at least the whole units `seconds` reaches into."""
+    return diff >= F.lit(math.ceil(seconds / unit)).cast("bigint")
 
 
 def case_on(column: str, cases: Iterable[tuple[object, Column]], otherwise: Column) -> Column:
@@ -176,7 +179,10 @@ class SparkQuery:
                        tuple(read_runs(c) for c in self.plan.constraints), partials)
 
     def column(self, ref: ast.Column) -> Column:
-        return F.col(self.names[ref.name.lower()])
+        """A predicate's column; a narrower integer as a BIGINT, so that arithmetic over it is 64-bit, as the
+        reference's is (`pielake.spark.compile`), not wrapped at 32 bits."""
+        column = F.col(self.names[ref.name.lower()])
+        return column.cast("bigint") if self.types[ref.name.lower()] in NARROW_INTEGER_TYPES else column
 
     def stored_time(self) -> Column:
         """The events' time column as stored, in the stream's own type."""

@@ -19,21 +19,26 @@ from pielake.spark.query import SparkQuery
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
 STREAM = StreamSchema("S", ("key",), "ts", "s", (("key", "STRING"), ("ts", "BIGINT"), ("x", "BIGINT"),
-                                                  ("y", "DOUBLE"), ("s", "STRING"), ("b", "BOOLEAN")))
+                                                  ("y", "DOUBLE"), ("s", "STRING"), ("b", "BOOLEAN"), ("i", "INT")))
 XS = [None, -3, -1, 0, 1, 2, 3, 5, 10**6]
+IS = [None, -7, 0, 3, 2**31 - 1]
 YS = [None, -2.5, 0.0, 0.5, 1.0, 2.0, 3.25]
 SS = [None, "a", "b", "c", "ab"]
 BS = [None, True, False]
 ROWS = [{"key": "k", "ts": t, "x": XS[t % len(XS)], "y": YS[(t // 2) % len(YS)], "s": SS[(t // 3) % len(SS)],
-         "b": BS[(t // 5) % len(BS)]} for t in range(1, 400)]
+         "b": BS[(t // 5) % len(BS)], "i": IS[(t // 7) % len(IS)]} for t in range(1, 400)]
 COMPUTED = [
     "x > 1", "y <= 2.5", "x > 1.5", "x / y > 1", "x / 0 IS NULL", "x + y * 2 >= 3", "-x < 0", "x * x > 4",
     "NOT b", "b AND x > 0", "b OR y > 1", "x BETWEEN 0 AND 2", "y NOT BETWEEN 1 AND 2", "x IN (1, 3, 5)",
     "s IN ('a', 'b')", "s NOT IN ('a')", "s = 'c'", "s < 'b'", "x IS NULL", "y IS NOT NULL", "abs(x) = 3",
     "least(x, y) < 1", "greatest(x, y, 2) > 2", "coalesce(x, y, 0) > 1", "coalesce(b, false)", "b = true",
     "b != false OR x = 2", "true", "x - 1 = y", "NOT (b AND x > 0)", "NOT (s = 'a' AND b)",
+    # Whole-number results beyond 64 bits are NULL; a narrower integer column computes in 64 bits.
+    "x * 4611686018427387904 > 0", "x + 9223372036854775807 > 0", "NOT (x - 9223372036854775807 < 0)",
+    "-(x - 9223372036854775807 - 1) > 0", "abs(x - 9223372036854775807 - 1) > 0", "i * 1000000000 > 2000000000",
+    "i + i > 0", "x < 100000000000000000000",
 ]
-DECLINED = ["x < 100000000000000000000", "x % 2 = 1", "lower(s) = 'a'", "upper(s) = 'A'", "x = NULL", "s > 1",
+DECLINED = ["x % 2 = 1", "lower(s) = 'a'", "upper(s) = 'A'", "x = NULL", "s > 1",
             "b > 1", "x", "x AND b"]
 
 

@@ -27,6 +27,16 @@ def value(expr: str, **row: Any) -> Any:
     ("x / 0", {"x": 5}, None),
     ("x % 0", {"x": 5}, None),
     ("x % 3", {"x": -7}, -1),
+    ("x % 10", {"x": 2**62 + 7}, 1),  # exact: as a double the dividend would be 2**62, whose remainder is 4
+    ("x * 2", {"x": 2**62}, None),  # beyond 64 bits: NULL, as Spark's try_multiply
+    ("x + 1", {"x": 2**63 - 1}, None),
+    ("x - 1", {"x": -2**63}, None),
+    ("-x", {"x": -2**63}, None),
+    ("abs(x)", {"x": -2**63}, None),
+    ("x * 2", {"x": 2**61}, 2**62),
+    ("x * 2.0", {"x": 2**62}, 2.0**63),  # a number written with a point is a double, which does not overflow
+    ("x * 1e1", {"x": 2**62}, None),  # a whole number, though written with an exponent
+    ("x < 100000000000000000000", {"x": 2**62}, True),  # a whole number beyond 64 bits is a double
     ("x / 2", {"x": 5}, 2.5),
     ("x BETWEEN 1 AND 3", {"x": 3}, True),
     ("x NOT BETWEEN 1 AND 3", {"x": None}, None),

@@ -113,6 +113,26 @@ def test_a_spaced_ratio_after_a_number_is_its_unit_not_a_division() -> None:
     assert not parse("FROM S DEFINE A AS speed / h > 70, B AS accel PATTERN A meets B WITHIN 5 s").warnings
 
 
+def test_a_number_beyond_a_double_is_refused_where_it_is_written() -> None:
+    with pytest.raises(QuerySyntaxError) as caught:
+        parse("FROM S DEFINE A AS x > 1e400, B AS y PATTERN A meets B WITHIN 5 s")
+    assert (caught.value.first.description, caught.value.first.col) == (
+        "the number 1e400 is beyond what a DOUBLE holds (about 1.8e308)", 24)
+
+
+@pytest.mark.parametrize(("duration", "within", "what"), [
+    ("", "99999999999999999999 d", "window"), ("", "54000000 d", "window"), ("AT LEAST 54000000 d", "5 s", "duration"),
+])
+def test_a_window_or_duration_longer_than_event_times_span_is_refused(duration: str, within: str, what: str) -> None:
+    """2^62 microseconds (53.4 million days) is the longest: a time plus a duration then stays a 64-bit integer."""
+    query = "FROM S DEFINE A AS x > 1 {}, B AS y PATTERN A meets B WITHIN {}"
+    with pytest.raises(QueryError) as caught:
+        load_query(query.format(duration, within))
+    assert caught.value.first.description == f"the {what} is longer than event times can span (about 146,136 years)"
+    assert load_query(query.format(duration.replace("54000000", "53000000"), within.replace("54000000", "53000000")
+                                   .replace("99999999999999999999", "53000000")))
+
+
 def test_comments_never_reach_the_tree() -> None:
     plain = parse("FROM S DEFINE A AS x > 1, B AS y PATTERN A meets B WITHIN 5 s").query
     commented = parse("FROM S /* c */ DEFINE A AS x -- note\n > /* one */ 1, B AS y\n"
