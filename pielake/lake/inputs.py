@@ -59,6 +59,27 @@ def local_files(path: str) -> list[str]:
     return sorted(f for f in named if os.path.isfile(f) and not os.path.basename(f).startswith(HIDDEN))
 
 
+def spans_lines(path: str) -> bool:
+    """Whether a record of a local CSV file `path` names spans lines: a line break inside quotes (RFC 4180: a
+    quoted field may hold one; a doubled quote inside it turns quoting off and on again). Only a reader of the whole
+    file can read such a record. A URL's files are not looked into."""
+    import numpy as np  # noqa: PLC0415 (the CLI checks paths before it needs numpy)
+
+    quote, line_break = ord('"'), ord("\n")
+    for file in local_files(path):
+        inside = False  # within quotes where the chunk before ended
+        with open(file, "rb") as stream:
+            while chunk := stream.read(1 << 22):
+                if not inside and b'"' not in chunk:
+                    continue
+                data = np.frombuffer(chunk, np.uint8)
+                quoted = np.logical_xor.accumulate(data == quote) ^ inside  # after each byte: within quotes
+                if (quoted & (data == line_break)).any():
+                    return True
+                inside = bool(quoted[-1])
+    return False
+
+
 def _header_line(file: str) -> bytes:
     """The file's first line as a CSV reader sees its column names: without a byte-order mark or line end."""
     with open(file, "rb") as stream:

@@ -45,7 +45,7 @@ from pielake import vocabulary as V
 from pielake.engine.checkpoints import hold, release
 from pielake.errors import PielakeError, QueryError
 from pielake.lake.delta import Lake, LakeError, check_run_id
-from pielake.lake.inputs import header_groups, schema_groups
+from pielake.lake.inputs import header_groups, schema_groups, spans_lines
 from pielake.lake.lock import exclusive
 from pielake.lake.results import results_table
 from pielake.pipeline.job import RunRequest, StageResult, StepContext, events_table, quarantine_table, timed
@@ -183,12 +183,19 @@ def _read_csv_files(spark: SparkSession, files: list[str], typed: bool) -> DataF
     read with commas it is one column: a stream's columns have plain names (`schema_column`), so a header that reads
     as one name holding a separator is a file of another separator, never a one-column stream.
 
+    Fields are quoted as RFC 4180 (and Excel, pandas, Python's csv) write them: a quote inside a quoted field is
+    doubled, and a quoted field may hold a line break. Files where one does are read whole, one task a file (Spark's
+    `multiLine`), since a record of theirs spans lines; others are split among tasks by lines.
+
     Read as text (not `typed`), every line is read against the header's columns: a line of more or fewer fields
     is kept whole in `CORRUPT_RECORD`, where Spark would otherwise drop its extra fields or read its missing ones
     as empty, and ingest quarantines it."""
+    whole_files = any(spans_lines(path) for path in files)
+
     def read(separator: str, schema: T.StructType | None = None) -> DataFrame:
         reader = spark.read.option("header", "true").option("inferSchema", str(typed).lower()) \
-            .option("mode", "PERMISSIVE").option("sep", separator).option("columnNameOfCorruptRecord", CORRUPT_RECORD)
+            .option("mode", "PERMISSIVE").option("sep", separator).option("columnNameOfCorruptRecord", CORRUPT_RECORD) \
+            .option("escape", '"').option("multiLine", str(whole_files).lower())
         return (reader if schema is None else reader.schema(schema)).csv(files)
     raw = read(",")
     header = raw.columns[0] if len(raw.columns) == 1 else ""

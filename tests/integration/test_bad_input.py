@@ -236,6 +236,23 @@ def test_a_csv_file_of_another_dialect_is_read_by_its_header(name: str, tmp_path
     assert inferred is not None and inferred.column_names == ("unit", "ts", "speed", "label")
 
 
+def test_a_quoted_field_holds_doubled_quotes_separators_and_line_breaks_as_written(tmp_path: Path,
+                                                                                  spark: SparkSession) -> None:
+    """CSV as RFC 4180, spreadsheets, pandas and Python's csv write it: a record whose quoted field holds a line
+    break is one row, not a truncated event and a quarantined line; a doubled quote is one quote. Into a declared
+    stream, and into a stream whose types the file gives."""
+    content = HEADER + b'u1,1,5,"say ""hi"", then\nstop"\nu1,2,6,plain\n'
+    lake = new_lake(tmp_path / "declared", spark)
+    assert_accounted(ingest_file(lake, content, "r1"), rows_in=2, events=2, quarantined=0, dropped=0)
+    labels = [r["label"] for r in lake.read("events_dirty").orderBy("ts").collect()]
+    assert labels == ['say "hi", then\nstop', "plain"]
+    result = run_without_schema(tmp_path, content, "--no-checks")
+    assert result.exit_code == 0, result.output
+    assert "2 rows in = 2 events + 0 quarantined" in result.output
+    events = Lake(spark, tmp_path / "lake").read("events_dirty").orderBy("ts").collect()
+    assert [r["label"] for r in events] == labels
+
+
 def test_csv_files_read_together_are_each_read_by_their_own_header(tmp_path: Path, spark: SparkSession) -> None:
     """Files of one stream landed by different writers into one folder, whose format their names tell: the same
     columns in another order, another separator. Each value lands under its own column's name; files whose columns

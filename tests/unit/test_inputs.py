@@ -11,11 +11,31 @@ import pyarrow.parquet as pq
 import pytest
 
 from pielake.errors import PielakeError
-from pielake.lake.inputs import header_groups, schema_groups
+from pielake.lake.inputs import header_groups, schema_groups, spans_lines
 from pielake.pipeline.job import RunRequest
 from pielake.query.analyzer import analyze
 from pielake.query.parser import parse
 from pielake.streams import events_files, guess_format
+
+SPANNING = {
+    b'"unit","ts"\nu1,1\n': False,  # quotes in the header alone: read by lines
+    b'unit,label\nu1,"say ""hi"", twice"\n': False,  # doubled quotes and a separator inside quotes
+    b'unit,label\nu1,"two\nlines"\n': True,
+    b'unit,label\nu1,"a ""quote"" and\na line break"\n': True,
+    b'unit,label\nu1,""\n': False,
+    # A quote opened before the first 4 MiB the check reads at a time, its line break after them (and none after
+    # the closing quote, which read as an opening one would find).
+    b"unit,label\n" + b"u1,x\n" * 838_848 + b'u1,"' + b"y" * 100 + b'\nz"': True,
+}
+
+
+@pytest.mark.parametrize("content", SPANNING, ids=range(len(SPANNING)))
+def test_a_csv_record_spans_lines_where_a_line_break_is_inside_quotes(content: bytes, tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_bytes(b"unit\nu1\n")
+    (tmp_path / "b.csv").write_bytes(content)
+    assert spans_lines(str(tmp_path)) is SPANNING[content]
+    assert spans_lines(str(tmp_path / "a.csv")) is False
+    assert spans_lines("s3a://bucket/landing/*.csv") is False
 
 
 def test_files_are_grouped_by_header_line_without_its_byte_order_mark_or_line_end(tmp_path: Path) -> None:
