@@ -25,7 +25,7 @@ from typing import Any
 from pielake.errors import PielakeError
 from pielake.query import ast
 from pielake.query.analyzer import PairConstraint, QueryPlan, SymbolDef
-from pielake.query.evaluate import Evaluator, holds
+from pielake.query.evaluate import Evaluator, holds, in_bigint
 from pielake.semantics.detection import Endpoints, decision_time
 from pielake.vocabulary import (
     COMPLETE,
@@ -384,7 +384,7 @@ def aggregate(name: str, values: list[Any]) -> Any:
     if name == "max":
         return max(present)
     if name == "sum":
-        return sum(present)
+        return in_bigint(sum(present))  # a sum of whole numbers beyond 64 bits is NULL, as arithmetic's
     return sum(present) / len(present)  # avg
 
 

@@ -70,8 +70,9 @@ def _rule(p: Partial, value: Column, q: SparkQuery) -> Column:
     """A partial over the rows of one situation, in start order, rows sharing a start in end order, then in the
     order columns' (a key's rows are unique per start, end and order columns, so the order is total)."""
     order = F.struct(C.T, UNTIL, *q.order_columns)
-    return {"first": F.min_by(value, order), "last": F.max_by(value, order), "min": F.min(value),
-            "max": F.max(value), "sum": F.sum(value), "count": F.count(value)}[p.func].cast(p.spark_type).alias(p.name)
+    rule = {"first": F.min_by(value, order), "last": F.max_by(value, order), "min": F.min(value),
+            "max": F.max(value), "sum": F.sum(value.cast(p.spark_type)), "count": F.count(value)}[p.func]
+    return rule.cast(p.spark_type).alias(p.name)
 
 
 def with_partials(situations: DataFrame, rows: DataFrame, q: SparkQuery) -> DataFrame:

@@ -30,6 +30,10 @@ from pielake.spark.runs import EncodedRuns, EventFiles, Partial, Reading, RunSpe
 from pielake.streams import NARROW_INTEGER_TYPES, TIMESTAMP_UNIT, StreamSchema
 
 _FLOATING = ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
+# Whole numbers are summed as 38-digit decimals, which no sum of fewer than 10^19 BIGINTs overflows, so that a
+# situation's sum is exact however its events fall into tasks; RETURN's value is a BIGINT, NULL beyond 64 bits
+# (docs/semantics.md §1), as the reference's.
+EXACT_SUM = "DECIMAL(38,0)"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # kernel time 0 of a TIMESTAMP stream
 MICROSECOND = timedelta(microseconds=1)
 
@@ -138,8 +142,12 @@ class SparkQuery:
         if func == "count":
             return "BIGINT"
         if func == "sum":
-            return "DOUBLE" if kind.startswith(_FLOATING) else "BIGINT"
+            return "DOUBLE" if kind.startswith(_FLOATING) else EXACT_SUM
         return kind
+
+    def exact_sum(self, a: Aggregate) -> bool:
+        """Whether `a`'s sum is summed exactly (whole numbers): its value is a BIGINT, NULL beyond 64 bits."""
+        return self.partial_type("sum", a.named) == EXACT_SUM
 
     @property
     def intervals(self) -> bool:
@@ -424,7 +432,8 @@ class SparkQuery:
         for a in (a for a in self.aggregates if a.column == name):
             index = self.symbol_index[a.symbol]
             partial = {p.func: p.name for p in self.partials_of(index) if p.source == a.attr}
-            value = (F.try_divide(F.col(partial["sum"]), F.col(partial["count"])) if a.func == "avg"
+            value = (F.try_divide(F.col(partial["sum"]).cast("double"), F.col(partial["count"])) if a.func == "avg"
+                     else F.col(partial["sum"]).try_cast("bigint") if a.func == "sum" and self.exact_sum(a)
                      else F.col(partial[a.func]))
             values.append(value)
         if not values:

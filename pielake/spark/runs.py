@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import Enum
 
 import numpy as np
@@ -312,10 +313,35 @@ class _Partition:
             if p.func in ("first", "last"):
                 picked = column.take(pa.array(starts if p.func == "first" else ends)).combine_chunks()
             else:
-                grouped = getattr(pd.Series(column.to_pandas()).groupby(labels), p.func)()
+                values = _series(column)
+                grouped = _sums(values, labels) if p.func == "sum" else getattr(values.groupby(labels), p.func)()
                 picked = pa.array(grouped.reindex(np.arange(len(starts))), from_pandas=True)
             out[p.name] = pc.if_else(pa.array(true_runs), picked.cast(kind), pa.scalar(None, kind))
         return out
+
+
+def _series(column: pa.ChunkedArray) -> pd.Series:
+    """A column for pandas: whole numbers as 64-bit integers with NULLs (as doubles, which pandas would make of
+    them, those beyond 2^53 would round)."""
+    if pa.types.is_integer(column.type):
+        return column.cast(pa.int64()).to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
+    return pd.Series(column.to_pandas())
+
+
+def _sums(values: pd.Series, labels: np.ndarray) -> pd.Series:
+    """Each run's sum of `values`, NULL for a run of NULLs alone (as SQL's `sum`). Whole numbers are summed exactly
+    (`EXACT_SUM`), where numpy's 64-bit sums would wrap around: a sum in doubles finds the runs whose sum may be
+    beyond 64 bits (any beyond 2^62), which are summed again as Python integers."""
+    sums = values.groupby(labels).sum(min_count=1)
+    if not pd.api.types.is_integer_dtype(values.dtype):
+        return sums
+    large = values.astype(float).groupby(labels).sum().abs() >= 2.0**62
+    if not large.any():
+        return sums
+    exact = sums.astype(object).map(lambda v: None if pd.isna(v) else Decimal(int(v)))
+    for label in large.index[large]:
+        exact[label] = Decimal(sum(int(v) for v in values[labels == label].dropna()))
+    return exact
 
 
 def _kernel(spec: RunSpec, *, spans: str):  # type: ignore[no-untyped-def]

@@ -223,3 +223,18 @@ def test_more_predicates_than_one_flags_word_holds_give_the_reference_situations
     expected = sorted((s.symbol, s.ts, s.te) for s in derive_situations(rows, plan))
     assert len(expected) == count
     assert got == expected
+
+
+@pytest.mark.parametrize("layout", ["shuffled", "in place", AN_EVENT_A_TASK])
+def test_return_sums_are_sql_s_exactly_however_the_events_fall_into_tasks(spark: SparkSession, layout: str) -> None:
+    """A situation whose values are all NULL sums to NULL, as SQL's `sum` (not 0); whole numbers sum exactly, to
+    NULL beyond 64 bits (not wrapped around), and values beyond 2^53 keep every digit (not rounded as doubles),
+    whether a situation is summed in one task or stitched from one event a task."""
+    rows = drawn(a="XX.XXX.XX.", b="..X...X..X")
+    for row, x in zip(rows, [None, None, 5, 2**62, 2**62, 2**62, 7, 2**53 + 1, 2**53 + 3, None], strict=True):
+        row["x"] = x
+    plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b PATTERN A meets B WITHIN 1 h "
+                      "RETURN sum(A.x) AS sx, min(A.x) AS lo, max(A.x) AS hi, count(A.x) AS n, avg(A.x) AS mean")
+    got = spark_rows(Kernels(spark, plan, rows, partitions=3, layout=layout).matches(), plan)
+    assert got == reference_rows(find_matches(rows, plan), plan)
+    assert [values[0] for *_, values in got] == [None, None, 2**54 + 4]
