@@ -88,6 +88,11 @@ def kernel_time(value: Any) -> Any:
     return (value - EPOCH) // MICROSECOND if isinstance(value, datetime) else value
 
 
+def attribute() -> st.SearchStrategy[float | None]:
+    """A numeric attribute, NULL now and then (a reading that is missing), so that whole runs of NULLs occur."""
+    return st.one_of(st.none(), st.integers(-3, 9).map(float), st.integers(-3, 9).map(float))
+
+
 @st.composite
 def key_stream(draw: st.DrawFn, key: Row) -> list[Row]:
     """One key's events: gaps in time, runs of several lengths (single events too), a numeric attribute."""
@@ -95,7 +100,7 @@ def key_stream(draw: st.DrawFn, key: Row) -> list[Row]:
     for _ in range(draw(st.integers(1, 28))):
         t += draw(st.sampled_from([1, 1, 1, 2, 5]))
         rows.append({**key, "ts": t, "a": draw(st.booleans()), "b": draw(st.booleans()),
-                     "c": draw(st.booleans()), "x": float(draw(st.integers(-3, 9)))})
+                     "c": draw(st.booleans()), "x": draw(attribute())})
     return rows
 
 
@@ -111,7 +116,7 @@ def key_spans(draw: st.DrawFn, key: Row) -> list[Row]:
         taken = {r[UNTIL] for r in rows if r["ts"] == t}
         end = t + draw(st.sampled_from([1, 1, 1, 2, 3, 5, 8]).filter(lambda d, t=t, taken=taken: t + d not in taken))
         rows.append({**key, "ts": t, UNTIL: end, "a": draw(st.booleans()), "b": draw(st.booleans()),
-                     "c": draw(st.booleans()), "x": float(draw(st.integers(-3, 9)))})
+                     "c": draw(st.booleans()), "x": draw(attribute())})
     return rows
 
 
@@ -130,7 +135,7 @@ def scenario(draw: st.DrawFn, intervals: bool = False) -> Case:
     """A query over 2-3 symbols (self pairs, duration constraints and cyclic patterns included) over a stream of
     1-4 keys of a drawn key shape and time type: point events, or interval rows (`intervals`)."""
     relations = st.lists(st.sampled_from(RELATION_NAMES), min_size=1, max_size=4, unique=True)
-    predicates = ["a", "b", "c", "a AND b", "a OR c", "NOT b"]
+    predicates = ["a", "b", "c", "a AND b", "a OR c", "NOT b", "x > 3", "c OR x IS NULL"]
     first, second = draw(st.sampled_from(predicates)), draw(st.sampled_from(predicates))
     durations = ["", "", " AT LEAST 2 s", " AT MOST 3 s", " BETWEEN 1 s AND 4 s"]
     defines = [f"A AS {first}{draw(st.sampled_from(durations))}", f"B AS {second}"]
@@ -145,7 +150,8 @@ def scenario(draw: st.DrawFn, intervals: bool = False) -> Case:
     keys = draw(st.sampled_from(KEY_SHAPES))
     partition = f" PARTITION BY {', '.join(keys)}" if keys else ""
     query = (f"FROM S{partition} DEFINE {', '.join(defines)} PATTERN {' AND '.join(pattern)} "
-             f"WITHIN {window} s RETURN sum(A.x) AS sa, count(B.x) AS nb, duration(A) AS da")
+             f"WITHIN {window} s RETURN sum(A.x) AS sa, count(B.x) AS nb, duration(A) AS da, avg(B.x) AS mb, "
+             "min(A.x) AS la, first(B.x) AS fb, last(A.x) AS za")
     per_key = key_spans if intervals else key_stream
     rows = [r for key in draw(key_values(keys)) for r in draw(per_key(key))]
     return Case(query, rows, keys, draw(st.booleans()), intervals)
