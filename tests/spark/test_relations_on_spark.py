@@ -226,15 +226,21 @@ def test_more_predicates_than_one_flags_word_holds_give_the_reference_situations
 
 
 @pytest.mark.parametrize("layout", ["shuffled", "in place", AN_EVENT_A_TASK])
-def test_return_sums_are_sql_s_exactly_however_the_events_fall_into_tasks(spark: SparkSession, layout: str) -> None:
+def test_return_aggregates_are_sql_s_exactly_however_the_events_fall_into_tasks(spark: SparkSession,
+                                                                               layout: str) -> None:
     """A situation whose values are all NULL sums to NULL, as SQL's `sum` (not 0); whole numbers sum exactly, to
-    NULL beyond 64 bits (not wrapped around), and values beyond 2^53 keep every digit (not rounded as doubles),
-    whether a situation is summed in one task or stitched from one event a task."""
+    NULL beyond 64 bits (not wrapped around), and values beyond 2^53 keep every digit (not rounded as doubles);
+    the least and greatest text and boolean skip NULLs among the values. Whether a situation is summed in one task
+    or stitched from one event a task."""
     rows = drawn(a="XX.XXX.XX.", b="..X...X..X")
-    for row, x in zip(rows, [None, None, 5, 2**62, 2**62, 2**62, 7, 2**53 + 1, 2**53 + 3, None], strict=True):
-        row["x"] = x
+    xs = [None, None, 5, 2**62, 2**62, 2**62, 7, 2**53 + 1, 2**53 + 3, None]
+    ss = [None, None, "q", "p", None, "r", None, None, "s", "t"]
+    for row, x, text in zip(rows, xs, ss, strict=True):
+        row.update(x=x, s=text, on=None if text is None else text > "q")
     plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b PATTERN A meets B WITHIN 1 h "
-                      "RETURN sum(A.x) AS sx, min(A.x) AS lo, max(A.x) AS hi, count(A.x) AS n, avg(A.x) AS mean")
+                      "RETURN sum(A.x) AS sx, min(A.x) AS lo, max(A.x) AS hi, count(A.x) AS n, avg(A.x) AS mean, "
+                      "min(A.s) AS ls, max(A.s) AS hs, max(A.on) AS anyon")
     got = spark_rows(Kernels(spark, plan, rows, partitions=3, layout=layout).matches(), plan)
     assert got == reference_rows(find_matches(rows, plan), plan)
     assert [values[0] for *_, values in got] == [None, None, 2**54 + 4]
+    assert [values[5:] for *_, values in got] == [(None, None, None), ("p", "r", True), ("s", "s", True)]
