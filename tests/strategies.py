@@ -168,7 +168,7 @@ def two_streams(draw: st.DrawFn) -> tuple[str, Case, Case]:
     defines = [f"A AS {draw(st.sampled_from(predicates)).format('S')}{draw(st.sampled_from(durations))}",
                f"B AS {draw(st.sampled_from(predicates)).format('R')}"]
     pattern = [f"A {';'.join(draw(relations))} B"]
-    returns = ["count(A.x) AS na", "max(B.x) AS mb", "duration(A) AS da"]
+    returns = ["count(A.x) AS na", "max(B.x) AS mb", "duration(A) AS da", "sum(A.x) AS sa", "avg(B.x) AS ab"]
     if draw(st.booleans()):
         stream = draw(st.sampled_from("SR"))
         defines.append(f"C AS {draw(st.sampled_from(predicates)).format(stream)}")

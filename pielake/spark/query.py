@@ -145,10 +145,6 @@ class SparkQuery:
             return "DOUBLE" if kind.startswith(_FLOATING) else EXACT_SUM
         return kind
 
-    def exact_sum(self, a: Aggregate) -> bool:
-        """Whether `a`'s sum is summed exactly (whole numbers): its value is a BIGINT, NULL beyond 64 bits."""
-        return self.partial_type("sum", a.named) == EXACT_SUM
-
     @property
     def intervals(self) -> bool:
         """The stream's rows are intervals (docs/semantics.md §1)."""
@@ -431,10 +427,12 @@ class SparkQuery:
         values = []
         for a in (a for a in self.aggregates if a.column == name):
             index = self.symbol_index[a.symbol]
-            partial = {p.func: p.name for p in self.partials_of(index) if p.source == a.attr}
-            value = (F.try_divide(F.col(partial["sum"]).cast("double"), F.col(partial["count"])) if a.func == "avg"
-                     else F.col(partial["sum"]).try_cast("bigint") if a.func == "sum" and self.exact_sum(a)
-                     else F.col(partial[a.func]))
+            partial = {p.func: p for p in self.partials_of(index) if p.source == a.attr}
+            value = F.col(partial["sum" if a.func == "avg" else a.func].name)
+            if a.func == "avg":
+                value = F.try_divide(value.cast("double"), F.col(partial["count"].name))
+            elif a.func == "sum" and partial["sum"].spark_type == EXACT_SUM:  # a BIGINT, NULL beyond 64 bits
+                value = value.try_cast("bigint")
             values.append(value)
         if not values:
             raise CompileError(f"no aggregate named {name}")
