@@ -322,12 +322,13 @@ class _Partition:
 
 def _series(column: pa.ChunkedArray) -> pd.Series:
     """A column for pandas, its NULLs kept apart from its values: whole numbers as 64-bit integers with NULLs (as
-    doubles, which pandas would make of them, those beyond 2^53 would round); text and booleans as Arrow holds them
-    (as Python objects, NULLs among them fail pandas' `min` and `max`)."""
+    doubles, which pandas would make of them, those beyond 2^53 would round); text, booleans and dates as Arrow
+    holds them (as Python objects, NULLs among them fail pandas' `min` and `max`)."""
     kind = column.type
     if pa.types.is_integer(kind):
         return column.cast(pa.int64()).to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_boolean(kind):
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_boolean(kind) \
+            or pa.types.is_date(kind):
         return column.to_pandas(types_mapper=pd.ArrowDtype)
     return pd.Series(column.to_pandas())
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pyspark.sql.functions as F
 import pytest
@@ -18,7 +18,7 @@ from pielake.spark import matches
 from pielake.spark.patterns import MINTERM_CODE, read_runs
 from pielake.streams import StreamSchema
 from tests.helpers import drawn
-from tests.spark.kernels import AN_EVENT_A_TASK, SHUFFLED, Kernels, reference_rows, spark_rows
+from tests.spark.kernels import AN_EVENT_A_TASK, SHUFFLED, Kernels, reference_rows, spark_rows, stream_of
 
 pytestmark = pytest.mark.heavy(seconds=100)  # about this long in CI: scheduled first
 
@@ -236,11 +236,14 @@ def test_return_aggregates_are_sql_s_exactly_however_the_events_fall_into_tasks(
     xs = [None, None, 5, 2**62, 2**62, 2**62, 7, 2**53 + 1, 2**53 + 3, None]
     ss = [None, None, "q", "p", None, "r", None, None, "s", "t"]
     for row, x, text in zip(rows, xs, ss, strict=True):
-        row.update(x=x, s=text, on=None if text is None else text > "q")
+        row.update(x=x, s=text, on=None if text is None else text > "q",
+                   day=None if text is None else date(2026, 1, ord(text) - ord("o")))
     plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b PATTERN A meets B WITHIN 1 h "
                       "RETURN sum(A.x) AS sx, min(A.x) AS lo, max(A.x) AS hi, count(A.x) AS n, avg(A.x) AS mean, "
-                      "min(A.s) AS ls, max(A.s) AS hs, max(A.on) AS anyon")
-    got = spark_rows(Kernels(spark, plan, rows, partitions=3, layout=layout).matches(), plan)
+                      "min(A.s) AS ls, max(A.s) AS hs, max(A.on) AS anyon, max(A.day) AS hd")
+    stream = stream_of(rows, ("key",), {"day": "DATE"})
+    got = spark_rows(Kernels(spark, plan, rows, 3, stream, layout=layout).matches(), plan)
     assert got == reference_rows(find_matches(rows, plan), plan)
     assert [values[0] for *_, values in got] == [None, None, 2**54 + 4]
-    assert [values[5:] for *_, values in got] == [(None, None, None), ("p", "r", True), ("s", "s", True)]
+    assert [values[5:] for *_, values in got] == [(None, None, None, None), ("p", "r", True, date(2026, 1, 3)),
+                                                  ("s", "s", True, date(2026, 1, 4))]
