@@ -304,6 +304,7 @@ class _Partition:
             return out
         true_runs = values[starts].astype(bool)
         labels = np.repeat(np.arange(len(starts)), ends - starts + 1)
+        attributes: dict[str, pd.Series] = {}  # each attribute for pandas, converted once for all its partials
         for p in self.spec.partials:
             kind = C.arrow_type(p.spark_type)
             if p.symbol != series:
@@ -313,8 +314,10 @@ class _Partition:
             if p.func in ("first", "last"):
                 picked = column.take(pa.array(starts if p.func == "first" else ends)).combine_chunks()
             else:
-                values = _series(column)
-                grouped = _sums(values, labels) if p.func == "sum" else getattr(values.groupby(labels), p.func)()
+                if p.source not in attributes:
+                    attributes[p.source] = _series(column)
+                attribute = attributes[p.source]
+                grouped = _sums(attribute, labels) if p.func == "sum" else getattr(attribute.groupby(labels), p.func)()
                 picked = pa.array(grouped.reindex(np.arange(len(starts))), from_pandas=True)
             out[p.name] = pc.if_else(pa.array(true_runs), picked.cast(kind), pa.scalar(None, kind))
         return out
