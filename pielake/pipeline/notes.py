@@ -7,7 +7,8 @@ which later runs read from the table's log, at no Spark cost.
   one that may have changed matches it admitted (`pielake.pipeline.upstream`).
 - `query`: a digest of the query's canonical text (`pielake.query.printer`), so that a layout or a comment
   changes nothing. A micro-batch or a backfill of a query whose definition is not the one that published the
-  table is refused (`check_definition`): it would put rows of two definitions in one table.
+  table is refused (`check_definition`): it would put rows of two definitions in one table. So is one whose
+  rows have a whole-number column wider than the table stores it (`check_widths`).
 - `read`: for a query over matches, the version of the upstream's results its ingest read.
 """
 
@@ -15,6 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import ByteType, DataType, IntegerType, LongType, ShortType
 
 from pielake.errors import PielakeError
 from pielake.lake.delta import Commit, Lake
@@ -74,3 +79,29 @@ def check_definition(ctx: StepContext) -> None:
             f"{verb} recomputes only part of the table, which would then hold rows of both. Run it once in batch "
             "mode (`pielake run` without --incremental or --from/--to), which recomputes every row from the events in "
             "the lake (docs/semantics.md §7); micro-batches and backfills go on from there.")
+
+
+_INTEGER_WIDTHS = {ByteType(): 8, ShortType(): 16, IntegerType(): 32, LongType(): 64}
+
+
+def _narrower(stored: DataType, computed: DataType) -> bool:
+    return _INTEGER_WIDTHS.get(stored, 64) < _INTEGER_WIDTHS.get(computed, 0)
+
+
+def check_widths(table: str, published: Mapping[str, DataFrame], computed: Mapping[str, DataFrame]) -> None:
+    """Refuse to merge rows into a results table that stores one of their whole-number columns narrower than the
+    run computes it (a RETURN column of INT arithmetic, computed in 64 bits, docs/semantics.md §1, in a table a
+    version that computed it as an INT published). Delta would fail the MERGE at the first value past the
+    table's width, deep inside the commit, and every later run of the query with it; a batch run rewrites the
+    table in the computed types. `published` and `computed` are each kind's rows as the table holds them and as
+    the run computed them."""
+    for kind, rows in computed.items():
+        stored = {f.name: f.dataType for f in published[kind].schema.fields}
+        for field in rows.schema.fields:
+            if field.name in stored and _narrower(stored[field.name], field.dataType):
+                raise ChangedQueryError(
+                    f"{table} stores {kind} column {field.name!r} as {stored[field.name].simpleString().upper()}, "
+                    f"and this run computes it as {field.dataType.simpleString().upper()}: whole numbers meet in "
+                    "64 bits (docs/semantics.md §1), and a value past the stored width would not fit. Run the query "
+                    "once in batch mode (`pielake run` without --incremental or --from/--to), which rewrites the "
+                    "table in the computed types; micro-batches and backfills go on from there.")

@@ -29,7 +29,7 @@ from pielake.lake.delta import Lake, LakeError
 from pielake.lake.results import ANCHOR, KIND, combine, pack, results_table, row_key
 from pielake.pipeline.ingest import admit_events
 from pielake.pipeline.job import QueryJob, StageResult, StepContext, events_table, timed
-from pielake.pipeline.notes import publish_note
+from pielake.pipeline.notes import check_widths, publish_note
 from pielake.pipeline.scope import (
     FULL,
     Scope,
@@ -235,6 +235,8 @@ def _publish_rows(job: QueryJob, staged: dict[str, DataFrame], state: DataFrame,
     published = {kind: None if full else job.published(kind) for kind in tables}
     stored = {kind: computed[kind].to_stored(rows if published[kind] is None else rows.select(*published[kind].columns))
               for kind, rows in staged.items()}  # in the published column order, which MERGE assigns by
+    if not full:
+        check_widths(table, published, stored)
 
     def packed(kind: str, rows: DataFrame) -> DataFrame:
         derived = tables.get(kind)

@@ -22,6 +22,7 @@ from pielake.query.analyzer import PairConstraint
 from pielake.query.join_order import join_order
 from pielake.spark.compile import Compiler
 from pielake.spark.query import SparkQuery, case_on
+from pielake.streams import NARROW_INTEGER_TYPES
 
 FIRST_START, LAST_START, DECIDED = "__first_start", "__last_start", "__decided"  # join_pairs' running bounds
 BROADCAST_PAIR_ROWS = 4_000_000  # pair rows the joins may hold in broadcast hash tables at once (~0.3 GB)
@@ -34,6 +35,8 @@ JOINS_PER_CODE_STAGE = 5
 # gets depends on what later joins read of its columns, so the joins' shared broadcast (`_prefixed`) would be
 # planned as several different ones, each built by a scan of its own. An inferred filter is implied by the
 # plan's own conditions: without them every result is the same.
+WIDENING_OPERATORS = frozenset({"+", "-", "*"})  # those whose result can pass the operands' width
+VALUE_AGGREGATES = frozenset({"first", "last", "min", "max"})  # those of an attribute's own type
 MATCHES_SETTINGS = {"spark.sql.constraintPropagation.enabled": "false"}
 
 
@@ -156,26 +159,43 @@ def _with_aggregates(bound: DataFrame, situations: DataFrame, q: SparkQuery) -> 
     return bound
 
 
-def _return_compiler(q: SparkQuery) -> Compiler:
-    symbols = {s.name.lower(): s.name for s in q.plan.symbols}
+class ReturnCompiler(Compiler):
+    """RETURN's expressions. Whole numbers meet in `+`, `-` and `*` as 64-bit integers, as a predicate's do
+    (docs/semantics.md §1): an INT attribute's `max` plus another's is their sum, not NULL past 2^31. A RETURN
+    column that is one value alone (`max(A.i)`) keeps its attribute's type."""
 
-    def column(ref: ast.Column) -> Column:
-        if ref.qualifier is None:
-            return F.col(q.names[ref.name.lower()])
-        symbol = symbols[ref.qualifier.lower()]
-        return q.time_out(F.col(V.symbol_ts(symbol) if ref.name.lower() == "ts" else V.symbol_te(symbol)))
+    def __init__(self, q: SparkQuery):
+        super().__init__(self._column, self._call)
+        self.q = q
+        self.symbols = {s.name.lower(): s.name for s in q.plan.symbols}
+        self.in_arithmetic = False
 
-    def call(c: ast.Call) -> Column:
+    def compile_binary(self, expr: ast.Binary) -> Column:
+        if self.in_arithmetic or expr.op not in WIDENING_OPERATORS:
+            return super().compile_binary(expr)
+        self.in_arithmetic = True
+        try:
+            return super().compile_binary(expr)
+        finally:
+            self.in_arithmetic = False
+
+    def _column(self, ref: ast.Column) -> Column:
+        if ref.qualifier is None:  # a key column
+            return self.q.column(ref) if self.in_arithmetic else F.col(self.q.names[ref.name.lower()])
+        symbol = self.symbols[ref.qualifier.lower()]
+        return self.q.time_out(F.col(V.symbol_ts(symbol) if ref.name.lower() == "ts" else V.symbol_te(symbol)))
+
+    def _call(self, c: ast.Call) -> Column:
         arg = c.args[0]
         assert isinstance(arg, ast.Column)
         if c.name == "duration":
-            symbol = symbols[arg.name.lower()]
+            symbol = self.symbols[arg.name.lower()]
             return F.col(V.symbol_te(symbol)) - F.col(V.symbol_ts(symbol))
-        symbol = symbols[arg.qualifier.lower()] if arg.qualifier else ""
-        found = next(a for a in q.aggregates if a.reads(c.name, symbol, arg.name))
-        return F.col(f"__{symbol.lower()}__{found.column}")
-
-    return Compiler(column, call)
+        symbol = self.symbols[arg.qualifier.lower()] if arg.qualifier else ""
+        found = next(a for a in self.q.aggregates if a.reads(c.name, symbol, arg.name))
+        value = F.col(f"__{symbol.lower()}__{found.column}")
+        narrow = found.func in VALUE_AGGREGATES and self.q.attribute_type(symbol, found.named) in NARROW_INTEGER_TYPES
+        return value.cast("bigint") if narrow and self.in_arithmetic else value
 
 
 def find_matches(pairs: DataFrame, situations: DataFrame, last_times: DataFrame, q: SparkQuery,
@@ -198,7 +218,7 @@ def find_matches(pairs: DataFrame, situations: DataFrame, last_times: DataFrame,
     status, completed = _status(q, first_start)
     bound = _with_aggregates(bound.withColumn(V.STATUS, status).withColumn(V.COMPLETED_AT, completed),
                              situations, q)
-    compiler = _return_compiler(q)
+    compiler = ReturnCompiler(q)
     endpoints = [q.time_out(F.col(c)).alias(c) for s in q.plan.symbols
                  for c in (V.symbol_ts(s.name), V.symbol_te(s.name))]
     return bound.select(

@@ -137,6 +137,10 @@ class SparkQuery:
                         node.name, symbol, self.names[arg.name.lower()], arg.name)
         return tuple(found.values())
 
+    def attribute_type(self, symbol: str, attr: str) -> str:
+        """The Spark SQL type of attribute `attr` (as the query names it) of the stream symbol `symbol` reads."""
+        return self.types[attr.lower()]
+
     def partial_type(self, func: str, attr: str) -> str:
         kind = self.types[attr.lower()]
         if func == "count":

@@ -215,6 +215,9 @@ class Timeline(SparkQuery):
         shared = {a.column for _, a in found if len({s for s, b in found if b.column == a.column}) > 1}
         return tuple(replace(a, stream=stream) if a.column in shared else a for stream, a in found)
 
+    def attribute_type(self, symbol: str, attr: str) -> str:
+        return self.parts[self.stream_of[symbol]].attribute_type(symbol, attr)
+
     def partials_of(self, symbol: int) -> tuple[Partial, ...]:
         return self.parts[self.stream_of[self.plan.symbols[symbol].name]].partials_of(symbol)
 

@@ -247,3 +247,20 @@ def test_return_aggregates_are_sql_s_exactly_however_the_events_fall_into_tasks(
     assert [values[0] for *_, values in got] == [None, None, 2**54 + 4]
     assert [values[5:] for *_, values in got] == [(None, None, None, None), ("p", "r", True, date(2026, 1, 3)),
                                                   ("s", "s", True, date(2026, 1, 4))]
+
+
+def test_return_arithmetic_over_an_int_attribute_is_64_bit(spark: SparkSession) -> None:
+    """`max(A.i) + max(A.i)` of an INT attribute near 2^31 is their sum, as the reference computes it (not NULL, as
+    32-bit arithmetic past its width gives); an aggregate alone keeps the attribute's type."""
+    rows = drawn(a="XX..", b=".XX.")
+    for row, i in zip(rows, [2**31 - 1, -2**31, 7, 7], strict=True):
+        row["i"] = i
+    plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b PATTERN A overlaps B WITHIN 1 h "
+                      "RETURN max(A.i) + max(A.i) AS twice, min(A.i) * 3 - max(B.i) AS mixed, "
+                      "least(min(A.i), min(B.i)) - greatest(max(A.i), max(B.i)) AS spread, max(A.i) AS hi")
+    matches = Kernels(spark, plan, rows, 2, stream_of(rows, ("key",), {"i": "INT"})).matches()
+    got = spark_rows(matches, plan)
+    assert got == reference_rows(find_matches(rows, plan), plan)
+    assert [values for *_, values in got] == [(2**32 - 2, -3 * 2**31 - 7, -2**32 + 1, 2**31 - 1)]
+    assert {f.name: f.dataType.simpleString() for f in matches.schema.fields if f.name in ("twice", "hi")} == \
+        {"twice": "bigint", "hi": "int"}
