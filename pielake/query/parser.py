@@ -59,6 +59,7 @@ class Parser:
         self.i = 0
         self.depth = 0
         self.symbols: set[str] = set()
+        self.qualifier = "S"  # the first stream's alias or name, once FROM is read
         self.warnings: list[QueryWarning] = []
 
     # ------------------------------------------------------------ token helpers
@@ -107,13 +108,17 @@ class Parser:
             raise self.error(f"expected '{op}' {context}, found {self.describe(self.tok)}")
         return self.advance()
 
-    def name(self, what: str) -> ast.Name:
+    def name(self, what: str, *, suggestion: str = "Choose another name.") -> ast.Name:
+        token = self.tok
+        if token.kind is Kind.IDENT and token.upper() in KEYWORDS:
+            raise self.error(f"'{token.text}' is a keyword and cannot be used as {what}", suggestion=suggestion)
+        return self.word(what)
+
+    def word(self, what: str) -> ast.Name:
+        """Any identifier, a keyword too: where nothing but a name can stand, a keyword is one."""
         token = self.tok
         if token.kind is not Kind.IDENT:
             raise self.error(f"expected {what}, found {self.describe(token)}")
-        if token.upper() in KEYWORDS:
-            raise self.error(f"'{token.text}' is a keyword and cannot be used as {what}",
-                             suggestion="Choose another name.")
         self.advance()
         return ast.Name(token.text, token.span)
 
@@ -127,6 +132,7 @@ class Parser:
         start = self.tok.span
         self.expect_keyword("FROM", "A query starts with FROM <stream>.")
         streams = self.comma_list(self.stream)
+        self.qualifier = (streams[0].alias or streams[0].name).text  # what an error's example qualifies with
         partition: tuple[ast.Column, ...] = ()
         if self.at_keyword("PARTITION"):
             self.advance()
@@ -182,11 +188,15 @@ class Parser:
         return ast.StreamRef(name, alias, self.span_from(start))
 
     def column_ref(self) -> ast.Column:
+        """`name` or `qualifier.name`. After a qualifier any word is a column's name, so a stream's column that is
+        called like a keyword (`from`, `partition`: a stream's columns are its data's, not the query's choice)
+        is read as `S.from`."""
         start = self.tok.span
-        first = self.name("a column name")
+        first = self.name("a column name", suggestion=f"If a column is called {self.tok.text}, qualify it with its "
+                                                      f"stream: {self.qualifier}.{self.tok.text}.")
         if self.at_op("."):
             self.advance()
-            second = self.name("a column name")
+            second = self.word("a column name")
             return ast.Column(second.text, first.text, self.span_from(start))
         return ast.Column(first.text, None, self.span_from(start))
 

@@ -86,6 +86,18 @@ def test_error_carries_the_offending_text_and_a_suggestion() -> None:
     assert detail["context"] == "  PATTERN A overlap B WITHIN 5 s\n            ^^^^^^^"
 
 
+def test_a_column_called_like_a_keyword_is_read_qualified_and_the_error_says_so() -> None:
+    """A stream's column names are its data's (a `from`, a Kafka export's `partition`): qualified, any word is
+    a column; unqualified, the error shows the qualified form with the query's own alias."""
+    plan = load_query("FROM Calls C PARTITION BY C.partition DEFINE A AS C.from = 'x', B AS C.to = 'y' "
+                      "PATTERN A meets B WITHIN 5 s RETURN first(A.from) AS origin")
+    assert plan.keys == ("partition",)
+    with pytest.raises(QueryError) as caught:
+        load_query("FROM Calls C PARTITION BY key DEFINE A AS from = 'x', B AS b PATTERN A meets B WITHIN 5 s")
+    suggestion = caught.value.first.as_dict()["suggestion"]
+    assert suggestion == "If a column is called from, qualify it with its stream: C.from."
+
+
 def test_semantic_errors_are_reported_together_with_a_count_of_the_rest() -> None:
     defines = ", ".join(f"S{i} AS x{i}" for i in range(8))
     with pytest.raises(QueryError) as caught:
