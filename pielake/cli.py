@@ -234,7 +234,8 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Input format (default: the one the file's suffix, or a folder's files' suffixes, tell)."),
         click.option("--time-column", default="ts", show_default=True, help="Event-time column of an unknown stream."),
         click.option("--time-unit", default="s", show_default=True,
-                     help="Unit of a numeric event time (s, ms, us, ...)."),
+                     help="Unit of a numeric event time of an unknown stream (s, ms, us, ...); a time its file "
+                          "holds as TIMESTAMPs is of unit timestamp."),
         click.option("--run-id", default=None, help="Name of this run (default: a timestamp and a random suffix)."),
         click.option("--checks/--no-checks", default=True, show_default=True,
                      help="Run the data-quality gates (expectations/) before publishing."),

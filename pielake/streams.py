@@ -159,8 +159,7 @@ def check_time_columns(stream: StreamSchema, origin: str) -> None:
         if timestamps and kind != "TIMESTAMP":
             fix = "a time of unit timestamp is a TIMESTAMP column"
         elif kind == "TIMESTAMP" and not timestamps:
-            fix = (f"its unit is {stream.time_unit}: give the stream unit timestamp (`unit: timestamp` in its schema, "
-                   "--time-unit timestamp for a stream typed from its file)")
+            fix = f"its unit is {stream.time_unit}: give the stream unit timestamp (`unit: timestamp` in its schema)"
         elif kind in ("DOUBLE", "FLOAT", "REAL") or kind.startswith("DECIMAL"):
             fix = (f"a time is a whole number of the stream's unit ({stream.time_unit}): give its times as whole "
                    "numbers of a finer unit (ms for seconds with a fraction), or as TIMESTAMPs")

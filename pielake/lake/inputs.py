@@ -87,6 +87,16 @@ def _header_line(file: str) -> bytes:
     return line.removeprefix(codecs.BOM_UTF8).rstrip(b"\r\n")
 
 
+def nanosecond_columns(paths: list[str]) -> frozenset[str]:
+    """The columns (in lower case) that a local Parquet file of `paths` holds as times in nanoseconds, Parquet's
+    TIMESTAMP(NANOS), as pandas writes a time unless told otherwise."""
+    return frozenset(name for path in paths for file in local_files(path)
+                     for name, kind in _parquet_schema(file) if kind.startswith(NANOSECOND_TIME))
+
+
+NANOSECOND_TIME = "timestamp[ns"  # pyarrow's name of the type, with or without a zone: `timestamp[ns, tz=UTC]`
+
+
 def _parquet_schema(file: str) -> frozenset[tuple[str, str]]:
     """The file's columns and their types, read from its footer alone; empty for a file that is not Parquet."""
     import pyarrow.parquet as pq  # noqa: PLC0415 (0.3 s to import; the CLI reads paths before any Parquet)

@@ -43,9 +43,10 @@ from pyspark.sql import types as T
 
 from pielake import vocabulary as V
 from pielake.engine.checkpoints import hold, release
+from pielake.engine.session import settings_within
 from pielake.errors import PielakeError, QueryError
 from pielake.lake.delta import Lake, LakeError, check_run_id
-from pielake.lake.inputs import header_groups, schema_groups, spans_lines
+from pielake.lake.inputs import header_groups, nanosecond_columns, schema_groups, spans_lines
 from pielake.lake.lock import exclusive
 from pielake.lake.results import results_table
 from pielake.pipeline.job import RunRequest, StageResult, StepContext, events_table, quarantine_table, timed
@@ -143,9 +144,42 @@ def read_raw(spark: SparkSession, path: str, fmt: str, *, typed: bool = False) -
                 .json(path)
         if fmt == "csv":
             return _read_by_group(path, header_groups(path), lambda files: _read_csv_files(spark, files, typed), typed)
-        return _read_by_group(path, schema_groups(path), lambda files: spark.read.parquet(*files), typed)
+        return _read_by_group(path, schema_groups(path), lambda files: _read_parquet_files(spark, files), typed)
     except AnalysisException as error:  # no such path, or a file Spark cannot read as `fmt`
-        raise LakeError(f"cannot read {path} as {fmt}: {str(error).strip().splitlines()[0]}") from None
+        said = str(error).strip().splitlines()[0]
+        hint = NANOSECONDS_HINT if "TIMESTAMP(NANOS" in said else ""
+        raise LakeError(f"cannot read {path} as {fmt}: {said}{hint}") from None
+
+
+NANOS_AS_LONG = "spark.sql.legacy.parquet.nanosAsLong"
+NANOSECONDS_HINT = ("; its times are in nanoseconds (as pandas writes them unless told otherwise), which pielake reads "
+                    "from local files only: copy the file to this machine, or write its times in microseconds "
+                    "(`df.to_parquet(path, coerce_timestamps='us', allow_truncated_timestamps=True)`)")
+
+
+def _read_parquet_files(spark: SparkSession, files: list[str]) -> DataFrame:
+    """Parquet files; a column of times in nanoseconds (Parquet's TIMESTAMP(NANOS), as pandas writes a time unless
+    told otherwise) as the TIMESTAMP of its microsecond, Spark's precision.
+
+    Spark reads no such column as a time: its read fails. Where a local file holds one, the session reads those
+    columns as the whole numbers they are (Spark's `nanosAsLong`; the read consults it again when it runs, so it
+    stays set for the session) and each becomes a TIMESTAMP, its sub-microsecond part dropped (two events of a key
+    that then share a time are duplicates, as any two are). Other files are read with it unset: their schema,
+    which Spark reads from a footer as the read is built, fails on a time in nanoseconds rather than taking it for
+    a number (a URL's files are not looked into), and the failure names the fix (`NANOSECONDS_HINT`)."""
+    nanos = nanosecond_columns(files)
+    if not nanos:
+        with settings_within(spark, {NANOS_AS_LONG: "false"}):
+            return spark.read.parquet(*files)
+    spark.conf.set(NANOS_AS_LONG, "true")
+    raw = spark.read.parquet(*files)
+    return raw.withColumns({c: _microsecond_time(F.col(c)) for c in raw.columns if c.lower() in nanos})
+
+
+def _microsecond_time(nanoseconds: Column) -> Column:
+    """Nanoseconds since the epoch as the TIMESTAMP of their microsecond (the floor: exact, in decimals; a
+    BIGINT of nanoseconds is beyond a DOUBLE's exact integers)."""
+    return F.timestamp_micros(F.floor(nanoseconds.cast("decimal(20,0)") / F.lit(1000)).cast("bigint"))
 
 
 def _read_by_group(path: str, groups: list[list[str]], read: Callable[[list[str]], DataFrame],
@@ -572,7 +606,10 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
             raise PielakeError(f"stream {name} has no schema, and its file {path}, read as {fmt}, has no column "
                                f"'{needed}' (it has {', '.join(sample.columns) or 'none'}); "
                                f"{_unfound_hint(name, needed, fmt, sample.columns, request.time_column)}")
-    inferred = StreamSchema(name, keys, request.time_column, request.time_unit, columns)
+    # A time column the file holds as TIMESTAMPs is of unit timestamp: `--time-unit` is a numeric time's.
+    timestamps = {n.lower(): t.upper() for n, t in columns}.get(request.time_column.lower()) == "TIMESTAMP"
+    inferred = StreamSchema(name, keys, request.time_column, TIMESTAMP_UNIT if timestamps else request.time_unit,
+                            columns)
     try:
         check_time_columns(inferred, f"{path}, read as {fmt}")
     except SchemaError as unfit:

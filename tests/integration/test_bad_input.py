@@ -300,6 +300,36 @@ def test_parquet_files_read_together_may_differ_in_their_columns_types(tmp_path:
     assert reasons(lake, lake.read("quarantine_dirty").first()["run_id"]) == ("cast_failed: speed=fast",)
 
 
+def test_a_parquet_file_of_times_in_nanoseconds_as_pandas_writes_it_is_read_to_the_microsecond(
+        tmp_path: Path, spark: SparkSession) -> None:
+    """pandas writes a time in nanoseconds unless told otherwise (Parquet's TIMESTAMP(NANOS)), which Spark reads
+    as no time at all. Each is the TIMESTAMP of its microsecond (the floor, before 1970 too), a stream typed from
+    the file gets unit timestamp without being told, and two times of a key that are one microsecond are
+    duplicates: of other values, both quarantined as conflicting. Such a file on object storage is refused, with
+    the fix."""
+    lake = Lake(spark, tmp_path / "lake")
+    nanoseconds = [1_767_225_600_000_000_999, 1_767_225_600_000_001_000, 1_767_225_600_000_001_400, -500]
+    table = pa.table({"unit": ["u1", "u1", "u1", "u2"], "ts": pa.array(nanoseconds, pa.timestamp("ns")),
+                      "speed": [11.0, 12.0, 13.0, 14.0], "label": ["x", "x", "y", "x"]})
+    pq.write_table(table, tmp_path / "events.parquet")  # pyarrow keeps nanoseconds, as pandas' to_parquet does
+    (tmp_path / "q.tpq").write_text(QUERY.replace("Dirty", "Timed"))
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "events.parquet"),
+                                       "--lake", str(lake.root), "--no-checks"])
+    assert result.exit_code == 0, result.output
+    assert "4 rows in = 2 events + 2 quarantined + 0 exact duplicates dropped" in result.output, result.output
+    assert load_schema("Timed", lake_streams(lake.root)).time_unit == "timestamp"
+    micros = sorted(r.ts for r in lake.read("events_timed").select(F.unix_micros("ts").alias("ts")).collect())
+    assert micros == [-1, 1_767_225_600_000_000]
+    assert {r.reason.split(":")[0] for r in lake.read("quarantine_timed").collect()} == {"conflicting_duplicate"}
+
+    # A URL's files are not looked into: read after the file above, in the same session, it is refused with the fix.
+    url = (tmp_path / "events.parquet").as_uri()
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", url, "--lake",
+                                       str(tmp_path / "other"), "--no-checks"])
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, "its times are in nanoseconds (as pandas writes them")
+
+
 def assert_one_error_line(output: str, text: str) -> None:
     """The run's progress lines, then one line saying what is wrong: no traceback."""
     *_, last = output.strip().splitlines()

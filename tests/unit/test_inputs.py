@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pielake.errors import PielakeError
-from pielake.lake.inputs import header_groups, schema_groups, spans_lines
+from pielake.lake.inputs import header_groups, nanosecond_columns, schema_groups, spans_lines
 from pielake.pipeline.job import RunRequest
 from pielake.query.analyzer import analyze
 from pielake.query.parser import parse
@@ -58,6 +58,16 @@ def test_parquet_files_are_grouped_by_their_columns_and_types_in_any_order(tmp_p
     (tmp_path / "d.parquet").write_bytes(b"not parquet")
     assert schema_groups(str(tmp_path / "*.parquet")) == [[str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")],
                                                          [str(tmp_path / "c.parquet")]]
+
+
+def test_the_columns_of_times_in_nanoseconds_are_named_from_the_footers_of_local_files(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"ts": pa.array([1], pa.timestamp("ns")), "At": pa.array([1], pa.timestamp("us"))}),
+                   tmp_path / "a.parquet")
+    pq.write_table(pa.table({"At": pa.array([1], pa.timestamp("ns", tz="UTC")), "ts": pa.array([1], pa.int64())}),
+                   tmp_path / "b.parquet")
+    assert nanosecond_columns([str(tmp_path / "a.parquet")]) == {"ts"}
+    assert nanosecond_columns([str(tmp_path)]) == {"ts", "at"}
+    assert nanosecond_columns(["s3a://bucket/landing/"]) == frozenset()
 
 
 def test_a_url_or_a_path_naming_nothing_is_left_to_spark(tmp_path: Path) -> None:
