@@ -140,8 +140,10 @@ def read_raw(spark: SparkSession, path: str, fmt: str, *, typed: bool = False) -
         raise LakeError(f"unknown input format '{fmt}'; use one of {', '.join(FORMATS)}")
     try:
         if fmt == "json":
+            # Typed, ISO-8601 text is a time (as a CSV file's is), so a stream typed from a file that pandas or a
+            # JSON encoder wrote gets TIMESTAMPs; untyped, text stays text, which ingest casts to the stream's type.
             return spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD) \
-                .json(path)
+                .option("inferTimestamp", str(typed).lower()).json(path)
         if fmt == "csv":
             return _read_by_group(path, header_groups(path), lambda files: _read_csv_files(spark, files, typed), typed)
         return _read_by_group(path, schema_groups(path), lambda files: _read_parquet_files(spark, files), typed)

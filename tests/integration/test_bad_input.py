@@ -330,6 +330,28 @@ def test_a_parquet_file_of_times_in_nanoseconds_as_pandas_writes_it_is_read_to_t
     assert_one_error_line(result.output, "its times are in nanoseconds (as pandas writes them")
 
 
+@pytest.mark.parametrize(("name", "content"), [
+    ("events.json", b'{"unit":"u1","ts":"2026-01-01T00:00:00.000","speed":11.0,"label":"x"}\n'
+                    b'{"unit":"u1","ts":"2026-01-01T00:00:01.000","speed":12.0,"label":"y"}\n'),
+    ("events.csv", b"unit,ts,speed,label\nu1,2026-01-01 01:00:00+01:00,11.0,x\nu1,2026-01-01 01:00:01+01:00,12.0,y\n"),
+], ids=["JSON as pandas writes it", "CSV with zone offsets"])
+def test_a_stream_typed_from_a_file_of_iso_times_is_a_stream_of_timestamps(name: str, content: bytes, tmp_path: Path,
+                                                                          spark: SparkSession) -> None:
+    """ISO-8601 text in the time column of a file with no schema is a TIMESTAMP, of unit timestamp, without
+    --time-unit: in JSON (which Spark reads as text unless told) as in CSV."""
+    lake = Lake(spark, tmp_path / "lake")
+    (tmp_path / name).write_bytes(content)
+    (tmp_path / "q.tpq").write_text(QUERY.replace("Dirty", "Iso"))
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / name),
+                                       "--lake", str(lake.root), "--no-checks"])
+    assert result.exit_code == 0, result.output
+    assert "2 rows in = 2 events + 0 quarantined" in result.output
+    stream = load_schema("Iso", lake_streams(lake.root))
+    assert (stream.time_unit, stream.type_of("ts")) == ("timestamp", "TIMESTAMP")
+    times = sorted(r.ts for r in lake.read("events_iso").select(F.unix_micros("ts").alias("ts")).collect())
+    assert times == [1_767_225_600_000_000, 1_767_225_601_000_000]
+
+
 def assert_one_error_line(output: str, text: str) -> None:
     """The run's progress lines, then one line saying what is wrong: no traceback."""
     *_, last = output.strip().splitlines()
