@@ -93,14 +93,16 @@ Expr = Column | Literal | Unary | Binary | Between | InList | IsNull | Call
 
 # ---------------------------------------------------------------- clauses
 
-TIME_UNIT_SECONDS: dict[str, Fraction] = {
-    "us": Fraction(1, 1_000_000), "microsecond": Fraction(1, 1_000_000), "microseconds": Fraction(1, 1_000_000),
-    "ms": Fraction(1, 1000), "millisecond": Fraction(1, 1000), "milliseconds": Fraction(1, 1000),
-    "s": Fraction(1), "sec": Fraction(1), "secs": Fraction(1), "second": Fraction(1), "seconds": Fraction(1),
-    "min": Fraction(60), "mins": Fraction(60), "minute": Fraction(60), "minutes": Fraction(60),
-    "h": Fraction(3600), "hr": Fraction(3600), "hour": Fraction(3600), "hours": Fraction(3600),
-    "d": Fraction(86400), "day": Fraction(86400), "days": Fraction(86400),
+_UNIT_SPELLINGS: dict[Fraction, tuple[str, ...]] = {
+    Fraction(1, 1_000_000): ("us", "usec", "microsecond", "microseconds"),
+    Fraction(1, 1000): ("ms", "msec", "millisecond", "milliseconds"),
+    Fraction(1): ("s", "sec", "secs", "second", "seconds"),
+    Fraction(60): ("min", "mins", "minute", "minutes"),
+    Fraction(3600): ("h", "hr", "hrs", "hour", "hours"),
+    Fraction(86400): ("d", "day", "days"),
+    Fraction(604800): ("w", "week", "weeks"),
 }
+TIME_UNIT_SECONDS: dict[str, Fraction] = {name: seconds for seconds, names in _UNIT_SPELLINGS.items() for name in names}
 
 
 @dataclass(frozen=True)

@@ -244,7 +244,7 @@ class Parser:
         unit = unit_text.lower()
         if unit not in ast.TIME_UNIT_SECONDS:
             raise self.error(f"unknown time unit '{unit_text}'", unit_token,
-                             "Use us, ms, s, sec, min, minute(s), h, hour(s), d or day(s).")
+                             "Use us, ms, s, sec, min, minute(s), h, hour(s), d, day(s), w or week(s).")
         return ast.Duration(Decimal(token.text), unit, self.span_from(token.span))
 
     # ------------------------------------------------------------ PATTERN

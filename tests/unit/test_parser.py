@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -186,6 +187,12 @@ def test_durations_convert_units_to_seconds() -> None:
     assert (plan.symbols[0].min_seconds, plan.symbols[0].max_seconds) == (90, None)
     assert (plan.symbols[1].min_seconds, plan.symbols[1].max_seconds) == (0.5, 7200)
     assert plan.window_seconds == 86400
+
+
+@pytest.mark.parametrize(("written", "seconds"), [("250 usec", Fraction(1, 4000)), ("500 msec", 0.5), ("2 hrs", 7200),
+                                                  ("1 w", 604800), ("2 weeks", 1209600)])
+def test_durations_take_the_unit_spellings_people_write(written: str, seconds: float) -> None:
+    assert load_query(f"FROM S DEFINE A AS x, B AS y PATTERN A meets B WITHIN {written}").window_seconds == seconds
 
 
 def stream(*columns: str, keys: tuple[str, ...] = ()) -> StreamSchema:
