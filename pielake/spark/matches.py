@@ -31,12 +31,12 @@ PAIRS_PER_CHAIN_TASK = 100_000  # rows of the first joined pair table per task o
 # compiles no method over 8,000 bytes, so a long chain of joins in one stage runs interpreted. A narrow boundary
 # every few joins keeps each stage's method compilable.
 JOINS_PER_CODE_STAGE = 5
+WIDENING_OPERATORS = frozenset({"+", "-", "*"})  # those whose result can pass the operands' width
+VALUE_AGGREGATES = frozenset({"first", "last", "min", "max"})  # those of an attribute's own type
 # Spark infers `IS NOT NULL` filters from a join's keys and pushes them into its sides. Which ones a join's side
 # gets depends on what later joins read of its columns, so the joins' shared broadcast (`_prefixed`) would be
 # planned as several different ones, each built by a scan of its own. An inferred filter is implied by the
 # plan's own conditions: without them every result is the same.
-WIDENING_OPERATORS = frozenset({"+", "-", "*"})  # those whose result can pass the operands' width
-VALUE_AGGREGATES = frozenset({"first", "last", "min", "max"})  # those of an attribute's own type
 MATCHES_SETTINGS = {"spark.sql.constraintPropagation.enabled": "false"}
 
 
