@@ -54,6 +54,7 @@ from pielake.pipeline.notes import check_definition
 from pielake.pipeline.scope import mark_unprocessed
 from pielake.pipeline.upstream import mirrors, read_upstream, rebuild_hint
 from pielake.query.analyzer import QueryPlan, bind
+from pielake.query.ast import TIME_UNIT_SECONDS
 from pielake.streams import (
     FORMATS,
     SCHEMAS_DIR,
@@ -616,7 +617,32 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
         check_time_columns(inferred, f"{path}, read as {fmt}")
     except SchemaError as unfit:
         raise SchemaError(f"{unfit}\n{_inferred_note(inferred)}") from None
+    if not timestamps:
+        _check_time_scale(inferred, sample, path)
     return inferred
+
+
+FAR_FUTURE_SECONDS = 95_000_000_000  # about the year 5000, counted from 1970
+FINER_UNITS = ("ms", "us")
+SCALE_SAMPLE_ROWS = 1000
+
+
+def _check_time_scale(stream: StreamSchema, sample: DataFrame, path: str) -> None:
+    """Refuse numeric times that, in the unit the stream is typed with, lie past the year 5000: they are times of a
+    finer unit (milliseconds since 1970, as JavaScript's `Date.now()` and pandas' `to_json` write them), and read
+    in seconds every window and duration of the query would be a thousandth of what it says, with no error. The
+    fix names the unit in which they are dates. The file's first rows tell (one small Spark job)."""
+    column = F.abs(F.col(stream.time_column).cast("decimal(20,0)"))
+    found = sample.limit(SCALE_SAMPLE_ROWS).agg(F.max(column)).first()[0]
+    largest = 0 if found is None else int(found)
+    if largest * stream.unit_seconds < FAR_FUTURE_SECONDS:
+        return
+    fits = next((u for u in FINER_UNITS if largest * TIME_UNIT_SECONDS[u] < FAR_FUTURE_SECONDS
+                 and TIME_UNIT_SECONDS[u] < stream.unit_seconds), None)
+    fix = f"pass --time-unit {fits}" if fits else "give the times in microseconds (--time-unit us) or as TIMESTAMPs"
+    raise SchemaError(f"stream {stream.name} has no schema, and the times of its file {path} are numbers such as "
+                      f"{largest}, which in {stream.time_unit} (the stream's unit) lie past the year 5000: {fix}, "
+                      f"or declare the stream in schemas/{stream.name}.yaml")
 
 
 def _as_declared(kind: str) -> str:

@@ -352,6 +352,27 @@ def test_a_stream_typed_from_a_file_of_iso_times_is_a_stream_of_timestamps(name:
     assert times == [1_767_225_600_000_000, 1_767_225_601_000_000]
 
 
+def test_times_in_milliseconds_read_as_seconds_are_refused_with_the_unit_they_are_in(tmp_path: Path,
+                                                                                   spark: SparkSession) -> None:
+    """pandas' `to_json` writes a time as milliseconds since 1970. Typed from such a file in seconds, the times lie
+    past the year 5000 and every window would be a thousandth of what it says: the run is refused with the unit in
+    which they are dates, and runs with it."""
+    lake = Lake(spark, tmp_path / "lake")
+    (tmp_path / "events.json").write_bytes(b'{"unit":"u1","ts":1767225600000,"speed":11.0,"label":"x"}\n'
+                                           b'{"unit":"u1","ts":1767225601000,"speed":12.0,"label":"y"}\n')
+    (tmp_path / "q.tpq").write_text(QUERY.replace("Dirty", "Epoch"))
+    command = ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "events.json"), "--lake", str(lake.root),
+               "--no-checks"]
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, "numbers such as 1767225601000, which in s (the stream's unit) lie past "
+                                         "the year 5000: pass --time-unit ms")
+    assert not lake.exists("events_epoch")
+    result = CliRunner().invoke(main, [*command, "--time-unit", "ms"])
+    assert result.exit_code == 0, result.output
+    assert load_schema("Epoch", lake_streams(lake.root)).time_unit == "ms"
+
+
 def assert_one_error_line(output: str, text: str) -> None:
     """The run's progress lines, then one line saying what is wrong: no traceback."""
     *_, last = output.strip().splitlines()
