@@ -260,6 +260,9 @@ def _run(query_file: str, events: dict[str, Any], lake_dir: str, *, master: str 
     """A whole run: on the engine (the query's text and the request travel, absolute events paths), or here;
     `events` are the request's events files (`events_files`)."""
     source, name = read_query_file(query_file)
+    plan = load_query_file(query_file)
+    for warning in plan.warnings:  # said before the run, which a pattern that can never match runs in vain
+        click.echo(warning.render())
     run_id = run_id or new_run_id()
     if remote is not None:
         request = {**_absolute(events), **options}
@@ -272,7 +275,6 @@ def _run(query_file: str, events: dict[str, Any], lake_dir: str, *, master: str 
     from pielake.pipeline.job import RunRequest  # noqa: PLC0415
     from pielake.pipeline.runner import run_query  # noqa: PLC0415
 
-    plan = load_query_file(query_file)
     request = RunRequest(**events, **options)
     request.check_inputs(plan)
     if options["checks"]:

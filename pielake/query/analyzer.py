@@ -209,7 +209,8 @@ class _Analyzer:
         if self.errors:
             self.errors.sort(key=lambda e: (e.line, e.col))
             raise QuerySemanticError(self.errors)
-        return QueryPlan(self.name, self.sources, keys, symbols, constraints, window, returns, self.parsed.warnings,
+        warnings = (*self.parsed.warnings, *self.never_matching(constraints))
+        return QueryPlan(self.name, self.sources, keys, symbols, constraints, window, returns, warnings,
                          self.parsed.source)
 
     # ------------------------------------------------------------ FROM / PARTITION BY
@@ -487,6 +488,22 @@ class _Analyzer:
                 merged[pair] = PairConstraint(f"c{len(merged) + 1}", *pair, relations, constraint.span)
         return tuple(merged.values())
 
+    def never_matching(self, constraints: tuple[PairConstraint, ...]) -> list[QueryWarning]:
+        """A warning where the pattern's constraints cannot hold together (`rel.contradiction`): `A before B AND
+        B before C AND C before A` runs and finds nothing, so it is said, where the constraint the others exclude
+        is written. A warning, not an error: the query is well formed, and runs."""
+        found = rel.contradiction(list(self.symbols.values()), {(c.left, c.right): c.relations for c in constraints})
+        if found is None:
+            return []
+        excluded = next(c for c in constraints if {c.left, c.right} == {found.left, found.right})
+        if excluded.left != found.left:  # said in the orientation the constraint has
+            found = found.reversed()
+        return [QueryWarning(
+            f"the pattern can never match: {found.left} {_either(found.to_via)} {found.via} and {found.via} "
+            f"{_either(found.from_via)} {found.right} leave only {found.left} {_either(found.implied)} {found.right}, "
+            f"which its constraint {found.left} {_either(found.allowed)} {found.right} excludes",
+            excluded.span.line, excluded.span.col)]
+
     def orient(self, constraint: ast.Constraint,
                order: dict[str, int]) -> tuple[tuple[str, str], frozenset[str]] | None:
         """Normalise every alternative to one orientation; all must name the same unordered pair."""
@@ -730,3 +747,9 @@ def load_query_file(path: str | Path) -> QueryPlan:
     factory all load."""
     source, name = read_query_file(str(path))
     return runnable(load_query(source, name))
+
+
+def _either(relations: frozenset[str]) -> str:
+    """Relations as a message lists them, in their canonical order: `before`, `meets or overlaps`."""
+    named = [name for name in rel.ALLEN_RELATIONS if name in relations]
+    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " or " + named[-1]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Protocol
 
 
@@ -119,3 +120,95 @@ def suggest(text: str) -> str | None:
 
 def inverse(name: str) -> str:
     return RELATIONS[name].inverse
+
+
+# ---------------------------------------------------------------- what constraints imply together
+
+@dataclass(frozen=True)
+class _Span:
+    ts: int
+    te: int
+
+
+def allen_of(name: str) -> str:
+    """The Allen relation a relation implies: `followed-by` is `before` with a condition on the gap."""
+    return {"followed-by": "before", "follows": "after"}.get(name, name)
+
+
+@cache
+def _composition() -> dict[tuple[str, str], frozenset[str]]:
+    """Allen's composition table: for `a r1 b` and `b r2 c`, the relations `a` and `c` may stand in. Enumerated
+    from the definitions above over every interval between six points (three intervals have at most six distinct
+    endpoints, so every arrangement occurs), not copied from a table."""
+    spans = [_Span(s, e) for s in range(6) for e in range(s + 1, 6)]
+    found: dict[tuple[str, str], set[str]] = {}
+    for a in spans:
+        for b in spans:
+            r1 = _allen_between(a, b)
+            for c in spans:
+                found.setdefault((r1, _allen_between(b, c)), set()).add(_allen_between(a, c))
+    return {pair: frozenset(names) for pair, names in found.items()}
+
+
+def _allen_between(a: Interval, b: Interval) -> str:
+    return next(name for name in ALLEN_RELATIONS if RELATIONS[name].condition(a, b))
+
+
+def composed(first: frozenset[str], second: frozenset[str]) -> frozenset[str]:
+    """The Allen relations `a` and `c` may stand in when `a` and `b` stand in one of `first` and `b` and `c` in
+    one of `second`."""
+    table = _composition()
+    return frozenset().union(*(table[(r1, r2)] for r1 in first for r2 in second))
+
+
+@dataclass(frozen=True)
+class Contradiction:
+    """Constraints that cannot hold together: `left` and `via` may stand only in `to_via`, `via` and `right` only
+    in `from_via`, so `left` and `right` only in `implied`, none of which their own constraint allows
+    (`allowed`)."""
+
+    left: str
+    via: str
+    right: str
+    to_via: frozenset[str]
+    from_via: frozenset[str]
+    implied: frozenset[str]
+    allowed: frozenset[str]
+
+    def reversed(self) -> Contradiction:
+        """The same, said from `right` to `left`."""
+        def inverted(names: frozenset[str]) -> frozenset[str]:
+            return frozenset(inverse(n) for n in names)
+
+        return Contradiction(self.right, self.via, self.left, inverted(self.from_via), inverted(self.to_via),
+                             inverted(self.implied), inverted(self.allowed))
+
+
+def contradiction(symbols: list[str], constraints: dict[tuple[str, str], frozenset[str]]) -> Contradiction | None:
+    """A triangle of symbols whose constraints cannot hold together, found by path consistency over Allen's
+    algebra: each pair's relations are narrowed to those its paths through a third symbol allow, until nothing
+    changes or a pair has none left. Sound, so a pattern it names can never match (every match binds intervals
+    that satisfy every constraint at once); it need not find every pattern that cannot."""
+    full = frozenset(ALLEN_RELATIONS)
+    allowed = {(a, b): full for a in symbols for b in symbols if a != b}
+    for (a, b), names in constraints.items():
+        allen = frozenset(allen_of(n) for n in names)
+        allowed[(a, b)], allowed[(b, a)] = allen, frozenset(inverse(n) for n in allen)
+    # The constrained pairs first, the last given first: where the constraints as given contradict, the one found
+    # excluded is then the one written last.
+    pairs = [*reversed(constraints), *(pair for pair in allowed if pair not in constraints)]
+    changed = True
+    while changed:
+        changed = False
+        for a, b in pairs:
+            for via in symbols:
+                if via in (a, b) or allowed[(a, via)] == full or allowed[(via, b)] == full:
+                    continue
+                implied = composed(allowed[(a, via)], allowed[(via, b)])
+                narrowed = allowed[(a, b)] & implied
+                if not narrowed:
+                    return Contradiction(a, via, b, allowed[(a, via)], allowed[(via, b)], implied, allowed[(a, b)])
+                if narrowed != allowed[(a, b)]:
+                    allowed[(a, b)], allowed[(b, a)] = narrowed, frozenset(inverse(n) for n in narrowed)
+                    changed = True
+    return None

@@ -78,6 +78,14 @@ def test_check_reports_every_file_as_json(tmp_path: Path) -> None:
     assert report[1]["errors"][0]["line"] == 1
 
 
+def test_check_says_a_pattern_can_never_match_and_passes_it(tmp_path: Path) -> None:
+    never = tmp_path / "never.tpq"
+    never.write_text("FROM S DEFINE A AS a, B AS b, C AS c PATTERN A during B AND B during C AND A contains C "
+                     "WITHIN 5 s")
+    invoke(["check", str(never)], EXIT_OK, "ok\n  warning: the pattern can never match: A during B and B during C "
+                                           "leave only A during C, which its constraint A contains C excludes")
+
+
 def test_check_refuses_a_misspelt_column_of_a_declared_stream_without_starting_spark(tmp_path: Path) -> None:
     """Against `schemas/` (CarSensors is declared there), and with --lake against the streams a lake keeps; a
     stream known to neither is said to be unchecked."""

@@ -107,6 +107,18 @@ def test_semantic_errors_are_reported_together_with_a_count_of_the_rest() -> Non
     assert str(caught.value).endswith("... and 3 more")
 
 
+def test_a_pattern_whose_constraints_cannot_hold_together_is_run_with_a_warning_where_it_fails() -> None:
+    """`C before A` after `A before B AND B before C`: a well-formed query that can never match is said so, at
+    the constraint the others exclude; one that can is not."""
+    plan = load_query("FROM S DEFINE A AS x, B AS y, C AS z\nPATTERN A before B AND B before C\n    AND C before A\n"
+                      "WITHIN 5 s")
+    assert [w.render() for w in plan.warnings] == [
+        "warning: the pattern can never match: A before B and B before C leave only A before C, which its constraint "
+        "A after C excludes (line 3, col 9)"]
+    assert load_query("FROM S DEFINE A AS x, B AS y, C AS z PATTERN A before B AND B before C AND A before; meets C "
+                      "WITHIN 5 s").warnings == ()
+
+
 def test_units_on_literals_are_ignored_with_a_warning() -> None:
     result = parse("FROM S DEFINE A AS speed > 70 mph, B AS accel > 8m/s2 PATTERN A meets B WITHIN 5 s")
     assert [w.message for w in result.warnings] == [

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+import itertools
+
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pielake.semantics.detection import Endpoints, decision_time, possible_relations
-from pielake.semantics.relations import ALLEN_RELATIONS, RELATIONS
+from pielake.semantics.relations import ALLEN_RELATIONS, RELATIONS, allen_of, contradiction
 
 
 @st.composite
@@ -55,3 +57,38 @@ def test_a_decided_constraint_holds_in_the_end(a: Endpoints, b: Endpoints, relat
     decided = decision_time(frozenset(relations), a, b, range(0, 16))
     holds = any(RELATIONS[name].holds(a, b) for name in relations)
     assert (decided is not None) == holds
+
+
+SPANS = [Endpoints(ts, te) for ts in range(6) for te in range(ts + 1, 6)]  # every arrangement of three intervals
+SYMBOLS = ["A", "B", "C"]
+
+
+@st.composite
+def triangles(draw: st.DrawFn) -> dict[tuple[str, str], frozenset[str]]:
+    """A random set of relations on A and B, on B and C, and maybe on A and C (closing the cycle)."""
+    names = st.frozensets(st.sampled_from(sorted(RELATIONS)), min_size=1, max_size=5)
+    pairs = [("A", "B"), ("B", "C"), *([("A", "C")] if draw(st.booleans()) else [])]
+    return {pair: draw(names) for pair in pairs}
+
+
+def satisfiable(constraints: dict[tuple[str, str], frozenset[str]]) -> bool:
+    """Some three intervals satisfy every constraint (a gap condition aside: `followed-by` as `before`)."""
+    return any(all(any(RELATIONS[allen_of(n)].holds(bound[a], bound[b]) for n in names)
+                   for (a, b), names in constraints.items())
+               for spans in itertools.product(SPANS, repeat=3) for bound in [dict(zip(SYMBOLS, spans, strict=True))])
+
+
+@settings(max_examples=150, deadline=None)
+@given(triangles())
+def test_three_symbols_contradict_exactly_when_no_three_intervals_satisfy_them(
+        constraints: dict[tuple[str, str], frozenset[str]]) -> None:
+    """Path consistency over the composition table is exact for three symbols: it names a contradiction where no
+    three intervals satisfy the constraints, and only there (for more symbols it is sound, not complete)."""
+    assert (contradiction(SYMBOLS, constraints) is None) == satisfiable(constraints)
+
+
+def test_a_contradiction_is_found_along_a_longer_cycle() -> None:
+    chain = {("A", "B"): frozenset({"meets"}), ("B", "C"): frozenset({"meets"}), ("C", "D"): frozenset({"meets"}),
+             ("A", "D"): frozenset({"met-by"})}
+    assert contradiction([*SYMBOLS, "D"], chain) is not None
+    assert contradiction([*SYMBOLS, "D"], {**chain, ("A", "D"): frozenset({"before"})}) is None
