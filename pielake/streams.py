@@ -125,6 +125,14 @@ def parse_ddl(ddl: str) -> tuple[tuple[str, str], ...]:
     return tuple(columns)
 
 
+def plain_name(text: str) -> str:
+    """`text` as a plain identifier: every run of other characters than letters and digits one `_`, none at either
+    end, and `_` before a name that would not start with a letter (`speed km/h` -> `speed_km_h`, `# Timestamp` ->
+    `Timestamp`, `1st` -> `_1st`)."""
+    name = re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")
+    return name if name[:1].isalpha() else f"_{name}"
+
+
 def schema_column(name: str, kind: str) -> tuple[str, str]:
     """The column as a schema holds it, its type spelled in upper case without spaces, if its name is a plain
     identifier and its type a flat primitive one, as every column of a stream is (docs/semantics.md §1); else a

@@ -57,6 +57,7 @@ from pielake.query.analyzer import QueryPlan, bind
 from pielake.query.ast import TIME_UNIT_SECONDS
 from pielake.streams import (
     FORMATS,
+    PLAIN_NAME,
     SCHEMAS_DIR,
     TIMESTAMP_UNIT,
     SchemaError,
@@ -65,6 +66,7 @@ from pielake.streams import (
     declared_schema,
     lake_streams,
     load_schema,
+    plain_name,
     save_schema,
     schema_column,
     schema_file,
@@ -133,12 +135,16 @@ ROWS_IN, STAGED_EVENTS, QUARANTINED, DUPLICATES_DROPPED, HORIZON_MARKS = (
 
 
 def read_raw(spark: SparkSession, path: str, fmt: str, *, typed: bool = False) -> DataFrame:
-    """The file as it is; CSV columns stay strings so that every cast failure can be seen and reported, unless
-    `typed` (Spark infers their types, which is how a stream without a schema gets one). A line that does not
-    read as a row is kept whole in `CORRUPT_RECORD`, for ingest to quarantine. A file that cannot be read is a
-    LakeError naming it, whichever the purpose."""
+    """The file as it is, under plain column names (`_with_plain_names`); CSV columns stay strings so that every
+    cast failure can be seen and reported, unless `typed` (Spark infers their types, which is how a stream without
+    a schema gets one). A line that does not read as a row is kept whole in `CORRUPT_RECORD`, for ingest to
+    quarantine. A file that cannot be read is a LakeError naming it, whichever the purpose."""
     if fmt not in FORMATS:
         raise LakeError(f"unknown input format '{fmt}'; use one of {', '.join(FORMATS)}")
+    return _with_plain_names(_read_as(spark, path, fmt, typed), path)
+
+
+def _read_as(spark: SparkSession, path: str, fmt: str, typed: bool) -> DataFrame:
     try:
         if fmt == "json":
             # Typed, ISO-8601 text is a time (as a CSV file's is), so a stream typed from a file that pandas or a
@@ -152,6 +158,22 @@ def read_raw(spark: SparkSession, path: str, fmt: str, *, typed: bool = False) -
         said = str(error).strip().splitlines()[0]
         hint = NANOSECONDS_HINT if "TIMESTAMP(NANOS" in said else ""
         raise LakeError(f"cannot read {path} as {fmt}: {said}{hint}") from None
+
+
+def _with_plain_names(raw: DataFrame, path: str) -> DataFrame:
+    """The file's columns under plain names, which a query reads and a Delta table holds: a header's `Type of
+    mobile`, `# Timestamp` or `speed km/h`, as a spreadsheet or a public data set writes it, is `Type_of_mobile`,
+    `Timestamp` or `speed_km_h` (`plain_name`); a plain name stays as it is. Two columns whose names become one
+    are refused, naming both."""
+    named = {c: c if PLAIN_NAME.match(c) else plain_name(c) for c in raw.columns}
+    seen: dict[str, str] = {}
+    for original, plain in named.items():
+        other = seen.setdefault(plain.lower(), original)
+        if other != original:
+            raise LakeError(f"the columns '{other}' and '{original}' of {path} are both read as '{plain}' (a stream's "
+                            "columns have plain names, and case does not tell them apart); rename one of them")
+    renamed = {c: plain for c, plain in named.items() if c != plain}
+    return raw.withColumnsRenamed(renamed) if renamed else raw
 
 
 NANOS_AS_LONG = "spark.sql.legacy.parquet.nanosAsLong"
@@ -601,8 +623,8 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
                         for c in file_columns(sample))  # malformed lines are quarantined, not a column
     except SchemaError as unfit:
         raise PielakeError(f"stream {name} has no schema, and its file {path} cannot give it one: {unfit}; a "
-                           "stream's columns have plain names and hold one value each (a number, text, a boolean, a "
-                           "time): rename, flatten or drop that column in the file") from None
+                           "stream's columns hold one value each (a number, text, a boolean, a time): flatten or "
+                           "drop that column in the file") from None
     names = {n.lower() for n, _ in columns}
     for needed in [*keys, request.time_column]:
         if needed.lower() not in names:

@@ -25,7 +25,7 @@ from pielake.query.printer import expr_text
 from pielake.query.tokens import Span
 from pielake.query.typecheck import TIME, check_predicate, check_return, family
 from pielake.semantics import relations as rel
-from pielake.streams import TIMESTAMP_UNIT, StreamSchema, declared_schema
+from pielake.streams import TIMESTAMP_UNIT, StreamSchema, declared_schema, plain_name
 
 # Pure, deterministic functions a predicate or RETURN may call, with their arity (min, max; None = any).
 SCALAR_FUNCTIONS: dict[str, tuple[int, int | None]] = {
@@ -653,8 +653,7 @@ def output_name(expr: ast.Expr) -> str:
     """The name of an unnamed RETURN column: its expression as pielake prints it, lower-case, every run of other
     characters than letters and digits one `_`, none at either end (`A1.ts` -> `a1_ts`, `avg(B.speed)` ->
     `avg_b_speed`); `_` goes before a name that would not start with a letter."""
-    name = re.sub(r"[^a-z0-9]+", "_", expr_text(expr).lower()).strip("_")
-    return name if name[:1].isalpha() else f"_{name}"
+    return plain_name(expr_text(expr).lower())
 
 
 def walk(expr: ast.Expr) -> Iterator[ast.Expr]:
