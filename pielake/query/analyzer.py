@@ -491,18 +491,20 @@ class _Analyzer:
     def never_matching(self, constraints: tuple[PairConstraint, ...]) -> list[QueryWarning]:
         """A warning where the pattern's constraints cannot hold together (`rel.contradiction`): `A before B AND
         B before C AND C before A` runs and finds nothing, so it is said, where the constraint the others exclude
-        is written. A warning, not an error: the query is well formed, and runs."""
+        is written (or, where the pair they leave no relation is not constrained itself, at the last constraint).
+        A warning, not an error: the query is well formed, and runs."""
         found = rel.contradiction(list(self.symbols.values()), {(c.left, c.right): c.relations for c in constraints})
         if found is None:
             return []
-        excluded = next(c for c in constraints if {c.left, c.right} == {found.left, found.right})
-        if excluded.left != found.left:  # said in the orientation the constraint has
-            found = found.reversed()
+        excluded = next((c for c in constraints if {c.left, c.right} == {found.left, found.right}), None)
+        if excluded is not None and excluded.left != found.left:  # said in the orientation the constraint has
+            found = found.mirrored()
+        by = "its constraint" if excluded is not None else "the rest of the pattern's"
+        place = (excluded or constraints[-1]).span
         return [QueryWarning(
             f"the pattern can never match: {found.left} {_either(found.to_via)} {found.via} and {found.via} "
             f"{_either(found.from_via)} {found.right} leave only {found.left} {_either(found.implied)} {found.right}, "
-            f"which its constraint {found.left} {_either(found.allowed)} {found.right} excludes",
-            excluded.span.line, excluded.span.col)]
+            f"which {by} {found.left} {_either(found.allowed)} {found.right} excludes", place.line, place.col)]
 
     def orient(self, constraint: ast.Constraint,
                order: dict[str, int]) -> tuple[tuple[str, str], frozenset[str]] | None:

@@ -175,7 +175,7 @@ class Contradiction:
     implied: frozenset[str]
     allowed: frozenset[str]
 
-    def reversed(self) -> Contradiction:
+    def mirrored(self) -> Contradiction:
         """The same, said from `right` to `left`."""
         def inverted(names: frozenset[str]) -> frozenset[str]:
             return frozenset(inverse(n) for n in names)

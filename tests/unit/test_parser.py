@@ -8,11 +8,14 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pielake.errors import QueryError, QuerySyntaxError
 from pielake.query.analyzer import analyze, load_query
 from pielake.query.parser import parse
 from pielake.query.printer import query_text
+from pielake.semantics.relations import RELATIONS
 from pielake.streams import StreamSchema
 from tests.conftest import FIXTURES
 
@@ -117,6 +120,31 @@ def test_a_pattern_whose_constraints_cannot_hold_together_is_run_with_a_warning_
         "A after C excludes (line 3, col 9)"]
     assert load_query("FROM S DEFINE A AS x, B AS y, C AS z PATTERN A before B AND B before C AND A before; meets C "
                       "WITHIN 5 s").warnings == ()
+
+
+def test_a_contradiction_on_a_pair_no_constraint_names_is_said_at_the_last_constraint() -> None:
+    """A-D has no constraint of its own: through B the others make it `before`, through C `after`."""
+    plan = load_query("FROM S DEFINE A AS x, B AS y, C AS z, D AS w PATTERN A before B AND B before D\n"
+                      "AND C before A AND D before C WITHIN 5 s")
+    assert [w.render() for w in plan.warnings] == [
+        "warning: the pattern can never match: A after C and C after D leave only A after D, which the rest of the "
+        "pattern's A before D excludes (line 2, col 20)"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["A", "B", "C", "D"]), st.sampled_from(["A", "B", "C", "D"]),
+                          st.lists(st.sampled_from(sorted(RELATIONS)), min_size=1, max_size=2, unique=True)),
+                min_size=3, max_size=5))
+def test_any_pattern_over_four_symbols_is_analysed_whether_or_not_it_can_match(
+        constraints: list[tuple[str, str, list[str]]]) -> None:
+    """Random constraints (cycles, repeats, both orientations): the analysis ends with a plan or a query error,
+    and its only warning is one that the pattern can never match."""
+    pattern = " AND ".join(f"{a} {';'.join(names)} {b}" for a, b, names in constraints)
+    try:
+        plan = load_query(f"FROM S DEFINE A AS a, B AS b, C AS c, D AS d PATTERN {pattern} WITHIN 5 s")
+    except QueryError:
+        return
+    assert all(w.message.startswith("the pattern can never match: ") for w in plan.warnings)
 
 
 def test_units_on_literals_are_ignored_with_a_warning() -> None:
