@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import codecs
 import glob
+import json
 import os
 import re
 from collections.abc import Callable, Hashable
@@ -44,6 +45,43 @@ def grouped(path: str, describe: Callable[[str], Hashable]) -> list[list[str]]:
         if description:
             groups.setdefault(description, []).append(file)
     return list(groups.values())
+
+
+def json_groups(path: str) -> list[list[str]]:
+    """The JSON files `path` names, grouped by layout: JSON Lines, or one JSON value over many lines (`grouped`)."""
+    return grouped(path, _json_layout)
+
+
+def json_documents(paths: list[str]) -> bool:
+    """Whether the local JSON files of `paths` are each one JSON value over many lines, as `json.dump(rows,
+    indent=2)` and many exports write an array of records: a reader of lines reads no record of such a file."""
+    return any(_json_layout(file) == JSON_DOCUMENT for path in paths for file in local_files(path))
+
+
+JSON_LINES, JSON_DOCUMENT = "lines", "document"
+FIRST_LINE_BYTES = 1 << 20  # a first line longer than this is a JSON value of its own, as JSON Lines' are
+
+
+def _json_layout(file: str) -> str:
+    """`JSON_DOCUMENT` where the file's first line that is not blank opens a value it does not close (`[` or `{`
+    alone, or an array that goes on), else `JSON_LINES` (a dirty line of JSON Lines is that line's own fault: it
+    is quarantined, the others read); empty for a file of blanks."""
+    with open(file, "rb") as stream:
+        for line in iter(lambda: stream.readline(FIRST_LINE_BYTES), b""):
+            first = line.removeprefix(codecs.BOM_UTF8).strip()
+            if first:
+                if first == b"{" or (first.startswith(b"[") and len(line) < FIRST_LINE_BYTES and not _whole(first)):
+                    return JSON_DOCUMENT
+                return JSON_LINES
+    return ""
+
+
+def _whole(text: bytes) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def names_no_file(path: str) -> bool:

@@ -46,7 +46,14 @@ from pielake.engine.checkpoints import hold, release
 from pielake.engine.session import settings_within
 from pielake.errors import PielakeError, QueryError
 from pielake.lake.delta import Lake, LakeError, check_run_id
-from pielake.lake.inputs import header_groups, nanosecond_columns, schema_groups, spans_lines
+from pielake.lake.inputs import (
+    header_groups,
+    json_documents,
+    json_groups,
+    nanosecond_columns,
+    schema_groups,
+    spans_lines,
+)
 from pielake.lake.lock import exclusive
 from pielake.lake.results import results_table
 from pielake.pipeline.job import RunRequest, StageResult, StepContext, events_table, quarantine_table, timed
@@ -147,10 +154,7 @@ def read_raw(spark: SparkSession, path: str, fmt: str, *, typed: bool = False) -
 def _read_as(spark: SparkSession, path: str, fmt: str, typed: bool) -> DataFrame:
     try:
         if fmt == "json":
-            # Typed, ISO-8601 text is a time (as a CSV file's is), so a stream typed from a file that pandas or a
-            # JSON encoder wrote gets TIMESTAMPs; untyped, text stays text, which ingest casts to the stream's type.
-            return spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD) \
-                .option("inferTimestamp", str(typed).lower()).json(path)
+            return _read_by_group(path, json_groups(path), lambda files: _read_json_files(spark, files, typed), typed)
         if fmt == "csv":
             return _read_by_group(path, header_groups(path), lambda files: _read_csv_files(spark, files, typed), typed)
         return _read_by_group(path, schema_groups(path), lambda files: _read_parquet_files(spark, files), typed)
@@ -158,6 +162,18 @@ def _read_as(spark: SparkSession, path: str, fmt: str, typed: bool) -> DataFrame
         said = str(error).strip().splitlines()[0]
         hint = NANOSECONDS_HINT if "TIMESTAMP(NANOS" in said else ""
         raise LakeError(f"cannot read {path} as {fmt}: {said}{hint}") from None
+
+
+def _read_json_files(spark: SparkSession, files: list[str], typed: bool) -> DataFrame:
+    """JSON files of one layout: JSON Lines, a record a line, split among tasks by lines; or each file one JSON
+    value over many lines (a pretty-printed array of records), read whole, one task a file (Spark's `multiLine`),
+    where a reader of lines would read no record (`json_documents`).
+
+    Typed, ISO-8601 text is a time (as a CSV file's is), so a stream typed from a file that pandas or a JSON
+    encoder wrote gets TIMESTAMPs; untyped, text stays text, which ingest casts to the stream's type."""
+    return spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD) \
+        .option("inferTimestamp", str(typed).lower()).option("multiLine", str(json_documents(files)).lower()) \
+        .json(files)
 
 
 def _with_plain_names(raw: DataFrame, path: str) -> DataFrame:
@@ -224,7 +240,8 @@ def _read_by_group(path: str, groups: list[list[str]], read: Callable[[list[str]
         raise LakeError(f"the files of {path} do not have the same columns: " + "; ".join(
             f"{files[0]} has {', '.join(file_columns(frame))}" for files, frame in zip(groups, frames, strict=True))
             + "; give every file of a stream the stream's columns (in any order)")
-    return reduce(lambda a, b: a.unionByName(b), frames)
+    # A group with a malformed line has `CORRUPT_RECORD`, the others not: theirs is NULL.
+    return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
 
 
 def file_columns(raw: DataFrame) -> list[str]:

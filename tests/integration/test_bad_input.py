@@ -6,6 +6,7 @@ reason of each quarantined row; a file the run cannot go on with exits non-zero 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -371,6 +372,29 @@ def test_times_in_milliseconds_read_as_seconds_are_refused_with_the_unit_they_ar
     result = CliRunner().invoke(main, [*command, "--time-unit", "ms"])
     assert result.exit_code == 0, result.output
     assert load_schema("Epoch", lake_streams(lake.root)).time_unit == "ms"
+
+
+def test_json_files_of_records_on_many_lines_are_read_whole_beside_json_lines(tmp_path: Path,
+                                                                            spark: SparkSession) -> None:
+    """A pretty-printed array of records (`json.dump(rows, indent=2)`) holds no record on any one line; read
+    whole, its records are events, beside the JSON Lines files of the same folder, and a malformed one is
+    quarantined whole."""
+    lake = new_lake(tmp_path / "lake", spark)
+    landed = tmp_path / "landed"
+    landed.mkdir()
+    (landed / "a.json").write_text('{"unit": "u1", "ts": 1, "speed": 5.0, "label": "x"}\n')
+    (landed / "b.json").write_text(json.dumps([{"unit": "u1", "ts": 2, "speed": 6.0, "label": "y"},
+                                               {"unit": "u2", "ts": 3, "speed": 7.0, "label": "z"}], indent=2))
+    (landed / "c.json").write_text('[\n  {"unit": "u3", "ts": 4,\n')
+    (tmp_path / "q.tpq").write_text(QUERY)
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(landed), "--lake",
+                                       str(lake.root), "--no-checks"])
+    assert result.exit_code == 0, result.output
+    assert "4 rows in = 3 events + 1 quarantined" in result.output
+    rows = lake.read("events_dirty").orderBy("ts").select("unit", "ts", "speed", "label").collect()
+    assert [tuple(r) for r in rows] == [("u1", 1, 5.0, "x"), ("u1", 2, 6.0, "y"), ("u2", 3, 7.0, "z")]
+    [quarantined] = lake.read("quarantine_dirty").collect()
+    assert (quarantined.reason, quarantined.raw) == (MALFORMED_REASON, '[\n  {"unit": "u3", "ts": 4,\n')
 
 
 def assert_one_error_line(output: str, text: str) -> None:

@@ -11,7 +11,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from pielake.errors import PielakeError
-from pielake.lake.inputs import header_groups, nanosecond_columns, schema_groups, spans_lines
+from pielake.lake.inputs import (
+    header_groups,
+    json_documents,
+    json_groups,
+    nanosecond_columns,
+    schema_groups,
+    spans_lines,
+)
 from pielake.pipeline.job import RunRequest
 from pielake.query.analyzer import analyze
 from pielake.query.parser import parse
@@ -68,6 +75,27 @@ def test_the_columns_of_times_in_nanoseconds_are_named_from_the_footers_of_local
     assert nanosecond_columns([str(tmp_path / "a.parquet")]) == {"ts"}
     assert nanosecond_columns([str(tmp_path)]) == {"ts", "at"}
     assert nanosecond_columns(["s3a://bucket/landing/"]) == frozenset()
+
+
+JSON_LAYOUTS = {
+    b'{"a": 1}\n{"a": 2}\n': False,  # JSON Lines
+    b'\n{"a": \n{"a": 2}\n': False,  # JSON Lines whose first record is dirty: that line's fault alone
+    b'[{"a": 1}, {"a": 2}]\n': False,  # an array on one line, which a reader of lines reads
+    b'[\n  {\n    "a": 1\n  }\n]\n': True,  # json.dump(rows, indent=2)
+    b'\xef\xbb\xbf[{"a": 1},\n {"a": 2}]\n': True,  # an array of a record a line, after a byte-order mark
+    b'{\n  "a": 1\n}\n': True,  # one pretty-printed record
+}
+
+
+@pytest.mark.parametrize("content", JSON_LAYOUTS, ids=range(len(JSON_LAYOUTS)))
+def test_a_json_file_is_one_value_over_many_lines_where_its_first_line_opens_one(content: bytes,
+                                                                                 tmp_path: Path) -> None:
+    (tmp_path / "lines.json").write_bytes(b'{"a": 0}\n')
+    (tmp_path / "b.json").write_bytes(content)
+    assert json_documents([str(tmp_path / "b.json")]) is JSON_LAYOUTS[content]
+    assert json_documents([str(tmp_path)]) is JSON_LAYOUTS[content]
+    assert len(json_groups(str(tmp_path))) == (2 if JSON_LAYOUTS[content] else 1)
+    assert json_documents(["s3a://bucket/landing/"]) is False
 
 
 def test_a_url_or_a_path_naming_nothing_is_left_to_spark(tmp_path: Path) -> None:
