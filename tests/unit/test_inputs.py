@@ -11,14 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pielake.errors import PielakeError
-from pielake.lake.inputs import (
-    header_groups,
-    json_documents,
-    json_groups,
-    nanosecond_columns,
-    schema_groups,
-    spans_lines,
-)
+from pielake.lake import inputs
 from pielake.pipeline.job import RunRequest
 from pielake.query.analyzer import analyze
 from pielake.query.parser import parse
@@ -40,9 +33,9 @@ SPANNING = {
 def test_a_csv_record_spans_lines_where_a_line_break_is_inside_quotes(content: bytes, tmp_path: Path) -> None:
     (tmp_path / "a.csv").write_bytes(b"unit\nu1\n")
     (tmp_path / "b.csv").write_bytes(content)
-    assert spans_lines(str(tmp_path)) is SPANNING[content]
-    assert spans_lines(str(tmp_path / "a.csv")) is False
-    assert spans_lines("s3a://bucket/landing/*.csv") is False
+    assert inputs.spans_lines(str(tmp_path)) is SPANNING[content]
+    assert inputs.spans_lines(str(tmp_path / "a.csv")) is False
+    assert inputs.spans_lines("s3a://bucket/landing/*.csv") is False
 
 
 def test_files_are_grouped_by_header_line_without_its_byte_order_mark_or_line_end(tmp_path: Path) -> None:
@@ -53,9 +46,9 @@ def test_files_are_grouped_by_header_line_without_its_byte_order_mark_or_line_en
     (tmp_path / ".e.csv.part").write_bytes(b"x,y\n")
     (tmp_path / "_f.csv").write_bytes(b"x,y\n")
     named = [[str(tmp_path / "a.csv"), str(tmp_path / "c.csv")], [str(tmp_path / "b.csv")]]
-    assert header_groups(str(tmp_path)) == named
-    assert header_groups(str(tmp_path / "*.csv")) == named
-    assert header_groups(str(tmp_path / "b.csv")) == [[str(tmp_path / "b.csv")]]
+    assert inputs.header_groups(str(tmp_path)) == named
+    assert inputs.header_groups(str(tmp_path / "*.csv")) == named
+    assert inputs.header_groups(str(tmp_path / "b.csv")) == [[str(tmp_path / "b.csv")]]
 
 
 def test_parquet_files_are_grouped_by_their_columns_and_types_in_any_order(tmp_path: Path) -> None:
@@ -63,8 +56,8 @@ def test_parquet_files_are_grouped_by_their_columns_and_types_in_any_order(tmp_p
     pq.write_table(pa.table({"ts": [2], "unit": ["u1"]}), tmp_path / "b.parquet")
     pq.write_table(pa.table({"unit": ["u1"], "ts": ["3"]}), tmp_path / "c.parquet")
     (tmp_path / "d.parquet").write_bytes(b"not parquet")
-    assert schema_groups(str(tmp_path / "*.parquet")) == [[str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")],
-                                                         [str(tmp_path / "c.parquet")]]
+    assert inputs.schema_groups(str(tmp_path / "*.parquet")) == [
+        [str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")], [str(tmp_path / "c.parquet")]]
 
 
 def test_the_columns_of_times_in_nanoseconds_are_named_from_the_footers_of_local_files(tmp_path: Path) -> None:
@@ -72,9 +65,9 @@ def test_the_columns_of_times_in_nanoseconds_are_named_from_the_footers_of_local
                    tmp_path / "a.parquet")
     pq.write_table(pa.table({"At": pa.array([1], pa.timestamp("ns", tz="UTC")), "ts": pa.array([1], pa.int64())}),
                    tmp_path / "b.parquet")
-    assert nanosecond_columns([str(tmp_path / "a.parquet")]) == {"ts"}
-    assert nanosecond_columns([str(tmp_path)]) == {"ts", "at"}
-    assert nanosecond_columns(["s3a://bucket/landing/"]) == frozenset()
+    assert inputs.nanosecond_columns([str(tmp_path / "a.parquet")]) == {"ts"}
+    assert inputs.nanosecond_columns([str(tmp_path)]) == {"ts", "at"}
+    assert inputs.nanosecond_columns(["s3a://bucket/landing/"]) == frozenset()
 
 
 JSON_LAYOUTS = {
@@ -92,15 +85,15 @@ def test_a_json_file_is_one_value_over_many_lines_where_its_first_line_opens_one
                                                                                  tmp_path: Path) -> None:
     (tmp_path / "lines.json").write_bytes(b'{"a": 0}\n')
     (tmp_path / "b.json").write_bytes(content)
-    assert json_documents([str(tmp_path / "b.json")]) is JSON_LAYOUTS[content]
-    assert json_documents([str(tmp_path)]) is JSON_LAYOUTS[content]
-    assert len(json_groups(str(tmp_path))) == (2 if JSON_LAYOUTS[content] else 1)
-    assert json_documents(["s3a://bucket/landing/"]) is False
+    assert inputs.json_documents([str(tmp_path / "b.json")]) is JSON_LAYOUTS[content]
+    assert inputs.json_documents([str(tmp_path)]) is JSON_LAYOUTS[content]
+    assert len(inputs.json_groups(str(tmp_path))) == (2 if JSON_LAYOUTS[content] else 1)
+    assert inputs.json_documents(["s3a://bucket/landing/"]) is False
 
 
 def test_a_url_or_a_path_naming_nothing_is_left_to_spark(tmp_path: Path) -> None:
-    assert header_groups("s3a://bucket/landing/*.csv") == []
-    assert header_groups(str(tmp_path / "none" / "*.csv")) == []
+    assert inputs.header_groups("s3a://bucket/landing/*.csv") == []
+    assert inputs.header_groups(str(tmp_path / "none" / "*.csv")) == []
 
 
 def test_a_folder_or_pattern_is_in_the_format_its_files_names_tell(tmp_path: Path) -> None:
