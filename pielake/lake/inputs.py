@@ -77,6 +77,7 @@ def _json_layout(file: str) -> str:
 
 
 def _whole(text: bytes) -> bool:
+    """`text` is one JSON value, opened and closed."""
     try:
         json.loads(text)
     except ValueError:

@@ -152,6 +152,7 @@ def read_raw(spark: SparkSession, path: str, fmt: str, *, typed: bool = False) -
 
 
 def _read_as(spark: SparkSession, path: str, fmt: str, typed: bool) -> DataFrame:
+    """The files of `path` in `fmt`, each group of one layout read as that layout must be (`pielake.lake.inputs`)."""
     try:
         if fmt == "json":
             return _read_by_group(path, json_groups(path), lambda files: _read_json_files(spark, files, typed), typed)
