@@ -63,9 +63,9 @@ FIRST_LINE_BYTES = 1 << 20  # a first line longer than this is a JSON value of i
 
 
 def _json_layout(file: str) -> str:
-    """`JSON_DOCUMENT` where the file's first line that is not blank opens a value it does not close (`[` or `{`
-    alone, or an array that goes on), else `JSON_LINES` (a dirty line of JSON Lines is that line's own fault: it
-    is quarantined, the others read); empty for a file of blanks."""
+    """`JSON_DOCUMENT` where the file's first line that is not blank is `[` or `{` alone or an array it does not
+    close, else `JSON_LINES`: a record cut short on the first line of JSON Lines is that line's own fault (it is
+    quarantined, the others read), not a sign of one value over the whole file. Empty for a file of blanks."""
     with open(file, "rb") as stream:
         for line in iter(lambda: stream.readline(FIRST_LINE_BYTES), b""):
             first = line.removeprefix(codecs.BOM_UTF8).strip()
