@@ -21,8 +21,7 @@ from pielake.query import ast
 from pielake.query.analyzer import PairConstraint
 from pielake.query.join_order import join_order
 from pielake.spark.compile import Compiler
-from pielake.spark.query import SparkQuery, case_on
-from pielake.streams import NARROW_INTEGER_TYPES
+from pielake.spark.query import SparkQuery, case_on, in_64_bits
 
 FIRST_START, LAST_START, DECIDED = "__first_start", "__last_start", "__decided"  # join_pairs' running bounds
 BROADCAST_PAIR_ROWS = 4_000_000  # pair rows the joins may hold in broadcast hash tables at once (~0.3 GB)
@@ -194,8 +193,9 @@ class ReturnCompiler(Compiler):
         symbol = self.symbols[arg.qualifier.lower()] if arg.qualifier else ""
         found = next(a for a in self.q.aggregates if a.reads(c.name, symbol, arg.name))
         value = F.col(f"__{symbol.lower()}__{found.column}")
-        narrow = found.func in VALUE_AGGREGATES and self.q.attribute_type(symbol, found.named) in NARROW_INTEGER_TYPES
-        return value.cast("bigint") if narrow and self.in_arithmetic else value
+        if not (self.in_arithmetic and found.func in VALUE_AGGREGATES):
+            return value
+        return in_64_bits(value, self.q.attribute_type(symbol, found.named))
 
 
 def find_matches(pairs: DataFrame, situations: DataFrame, last_times: DataFrame, q: SparkQuery,

@@ -62,6 +62,12 @@ class Aggregate:
         return ("sum", "count") if self.func == "avg" else (self.func,)
 
 
+def in_64_bits(column: Column, kind: str) -> Column:
+    """A value of Spark type `kind` as arithmetic takes it: a narrower integer as a BIGINT, so that `+ - *` over it
+    compute in 64 bits, as the reference's do, and are not NULL past 32."""
+    return column.cast("bigint") if kind in NARROW_INTEGER_TYPES else column
+
+
 def scaled_at_most(diff: Column, seconds: Fraction, unit: Fraction) -> Column:
     """`diff` whole time units last at most `seconds`: at most the whole units `seconds` holds. Exact (no float
     rounding at the edge), and no product of `diff` that could overflow 64 bits."""
@@ -189,8 +195,7 @@ class SparkQuery:
     def column(self, ref: ast.Column) -> Column:
         """A predicate's column; a narrower integer as a BIGINT, so that arithmetic over it is 64-bit, as the
         reference's is (`pielake.spark.compile`), not wrapped at 32 bits."""
-        column = F.col(self.names[ref.name.lower()])
-        return column.cast("bigint") if self.types[ref.name.lower()] in NARROW_INTEGER_TYPES else column
+        return in_64_bits(F.col(self.names[ref.name.lower()]), self.types[ref.name.lower()])
 
     def stored_time(self) -> Column:
         """The events' time column as stored, in the stream's own type."""
