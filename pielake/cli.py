@@ -290,9 +290,9 @@ def _run(query_file: str, events: dict[str, Any], lake_dir: str, *, master: str 
 @main.command("run")
 @click.argument("query_file")
 @click.option("--events", "events_given", multiple=True,
-              help="CSV (with header), Parquet or JSON (JSON Lines, or an array of records) events (none for a "
-                   "query over another query's matches); over several streams, STREAM=FILE, once for each stream "
-                   "with new events.")
+              help="CSV (with header), Parquet or JSON (JSON Lines, or an array of records) events, CSV and JSON "
+                   "also as .gz or .bz2 (none for a query over another query's matches); over several streams, "
+                   "STREAM=FILE, once for each stream with new events.")
 @click.option("--landing", "landing_given", multiple=True,
               help="Instead of --events: the files that landed in this folder since the query's last run took "
                    "them (a folder and a pattern, /landing/cars/*.csv; over several streams, STREAM=GLOB), taken "

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from pielake.errors import PielakeError
-from pielake.lake.inputs import local_files
+from pielake.lake.inputs import local_files, refuse_unread, text_format
 from pielake.query.ast import TIME_UNIT_SECONDS
 from pielake.vocabulary import STREAMS_DIR
 
@@ -39,18 +39,31 @@ PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def format_of(path: str) -> str | None:
-    """The format a file's suffix names (`events.jsonl`: json), if it names one."""
-    suffix = Path(path).suffix.lower().lstrip(".")
-    return {"csv": "csv", "parquet": "parquet", "json": "json", "jsonl": "json", "ndjson": "json"}.get(suffix)
+    """The format a file's suffix names (`events.jsonl`, `events.jsonl.gz`: json), if it names one; Parquet
+    compresses within its files, never as a whole."""
+    text = text_format(path)
+    fmt = {"csv": "csv", "parquet": "parquet", "json": "json", "jsonl": "json", "ndjson": "json"}.get(
+        Path(text).suffix.lower().lstrip("."))
+    return None if fmt == "parquet" and text != path else fmt
+
+
+def _named_suffix(path: str) -> str:
+    """The suffix a file's name tells its format by, with its codec's (`.csv`, `.csv.gz`)."""
+    text = text_format(path)
+    return (Path(text).suffix + path[len(text):]).lower()
 
 
 def guess_format(path: str) -> str:
     """The format `path`'s suffix names, or, for a folder or a pattern, the one its files' suffixes all name (a
     landing folder, or a run's `_landed` folder, holds files named by their writers)."""
+    refuse_unread(path)
     fmt = format_of(path)
     if fmt is not None:
         return fmt
-    named = {Path(file).suffix.lower() or "no suffix": format_of(file) for file in local_files(path)}
+    files = local_files(path)
+    for file in files:
+        refuse_unread(file)
+    named = {_named_suffix(file) or "no suffix": format_of(file) for file in files}
     formats = set(named.values())
     if len(formats) == 1 and None not in formats:
         return formats.pop()

@@ -3,8 +3,10 @@
 Spark reads the files of one path as the first of them describes itself. A later CSV file's columns are taken by
 position under the first file's header, so a file that orders the same columns otherwise would have its values
 put under the wrong names, with no error when their types agree; a later Parquet file's column of another type
-than the first file's stops the read. A run reads each group of files that share a header line (CSV) or a schema
-(Parquet) on its own and joins the groups by column name (`pielake.pipeline.ingest.read_raw`).
+than the first file's stops the read; a JSON file of one value over many lines reads as no record unless read
+whole. A run reads each group of files that share a header line (CSV), a schema (Parquet) or a layout (JSON) on
+its own and joins the groups by column name (`pielake.pipeline.ingest.read_raw`). A CSV or JSON file compressed
+with gzip or bzip2 is looked into as Spark reads it, decompressed.
 
 A path is a file, a folder (its files) or a pattern (`/landing/cars/*.csv`), as Spark takes them. A name that
 starts with `.` or `_` is not read, as Spark does not read it. A URL (`s3a://…`, `hdfs://…`) is listed by Spark
@@ -13,49 +15,69 @@ alone: its files are read as one group.
 
 from __future__ import annotations
 
+import bz2
 import codecs
 import glob
+import gzip
 import json
 import os
 import re
-from collections.abc import Callable, Hashable
+import zlib
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Generic, TypeVar
 
+from pielake.errors import PielakeError
 from pielake.lake.landed import HIDDEN
 
 URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+# Spark's CSV and JSON readers decompress a file its last suffix names a codec of (in any case). pielake looks
+# into a local file before Spark reads it (its header, a record spanning lines, its layout), through Python's
+# own gzip and bzip2; a file of another codec, or an archive Spark would read as text, is refused with the fix.
+OPENERS: dict[str, Callable[[str, str], BinaryIO]] = {".gz": gzip.open, ".bz2": bz2.open}
+NOT_READ = (".zip", ".tar", ".tgz", ".7z", ".xz", ".zst", ".lz4", ".snappy", ".deflate", ".br")
+COMPRESSED_HINT = "land CSV and JSON files as they are, or compressed as .gz or .bz2"
 
 
-def header_groups(path: str) -> list[list[str]]:
+Shared = TypeVar("Shared", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class FileGroup(Generic[Shared]):
+    """Files one read of Spark's takes alike, and what they share: a header line, a schema or a layout, read from
+    the files once, so that their reader need not look into them again."""
+
+    files: tuple[str, ...]
+    shared: Shared
+
+
+def header_groups(path: str) -> list[FileGroup[bytes]]:
     """The CSV files `path` names, grouped by header line (`grouped`)."""
     return grouped(path, _header_line)
 
 
-def schema_groups(path: str) -> list[list[str]]:
+def schema_groups(path: str) -> list[FileGroup[frozenset[tuple[str, str]]]]:
     """The Parquet files `path` names, grouped by schema, their columns' names and types in any order (`grouped`)."""
     return grouped(path, _parquet_schema)
 
 
-def grouped(path: str, describe: Callable[[str], Hashable]) -> list[list[str]]:
+def json_groups(path: str) -> list[FileGroup[str]]:
+    """The JSON files `path` names, grouped by layout (`JSON_LINES` or `JSON_DOCUMENT`, `grouped`)."""
+    return grouped(path, _json_layout)
+
+
+def grouped(path: str, describe: Callable[[str], Shared]) -> list[FileGroup[Shared]]:
     """The local files `path` names, in name order, grouped by what `describe` says of each, in the order each
-    description is first seen; a file it cannot describe (an empty one) is left out, for Spark to read or refuse.
-    Empty for a URL or a path naming nothing."""
-    groups: dict[Hashable, list[str]] = {}
+    description is first seen; a file it finds nothing in (an empty one, or one of blank lines) is left out, as
+    Spark reads no row of it. Empty for a URL or a path naming nothing."""
+    groups: dict[Shared, list[str]] = {}
     for file in local_files(path):
         description = describe(file)
         if description:
             groups.setdefault(description, []).append(file)
-    return list(groups.values())
-
-
-def json_groups(path: str) -> list[list[str]]:
-    """The JSON files `path` names, grouped by layout: JSON Lines, or one JSON value over many lines (`grouped`)."""
-    return grouped(path, _json_layout)
-
-
-def json_documents(paths: list[str]) -> bool:
-    """Whether the local JSON files of `paths` are each one JSON value over many lines, as `json.dump(rows,
-    indent=2)` and many exports write an array of records: a reader of lines reads no record of such a file."""
-    return any(_json_layout(file) == JSON_DOCUMENT for path in paths for file in local_files(path))
+    return [FileGroup(tuple(files), shared) for shared, files in groups.items()]
 
 
 JSON_LINES, JSON_DOCUMENT = "lines", "document"
@@ -64,9 +86,11 @@ FIRST_LINE_BYTES = 1 << 20  # a first line longer than this is a JSON value of i
 
 def _json_layout(file: str) -> str:
     """`JSON_DOCUMENT` where the file's first line that is not blank is `[` or `{` alone or an array it does not
-    close, else `JSON_LINES`: a record cut short on the first line of JSON Lines is that line's own fault (it is
-    quarantined, the others read), not a sign of one value over the whole file. Empty for a file of blanks."""
-    with open(file, "rb") as stream:
+    close, as `json.dump(rows, indent=2)` and many exports write an array of records (a reader of lines reads no
+    record of such a file), else `JSON_LINES`: a record cut short on the first line of JSON Lines is that line's
+    own fault (it is quarantined, the others read), not a sign of one value over the whole file. Empty for a file
+    of blanks."""
+    with opened(file, to_end=True) as stream:
         for line in iter(lambda: stream.readline(FIRST_LINE_BYTES), b""):
             first = line.removeprefix(codecs.BOM_UTF8).strip()
             if first:
@@ -107,7 +131,7 @@ def spans_lines(path: str) -> bool:
     quote, line_break = ord('"'), ord("\n")
     for file in local_files(path):
         inside = False  # within quotes where the chunk before ended
-        with open(file, "rb") as stream:
+        with opened(file) as stream:
             while chunk := stream.read(1 << 22):
                 if not inside and b'"' not in chunk:
                     continue
@@ -120,28 +144,69 @@ def spans_lines(path: str) -> bool:
 
 
 def _header_line(file: str) -> bytes:
-    """The file's first line as a CSV reader sees its column names: without a byte-order mark or line end."""
-    with open(file, "rb") as stream:
-        line = stream.readline()
-    return line.removeprefix(codecs.BOM_UTF8).rstrip(b"\r\n")
+    """The file's first line that is not blank, as Spark's CSV reader takes its column names: without a byte-order
+    mark or line end. Empty for a file of blank lines."""
+    with opened(file) as stream:
+        for line in stream:
+            header = line.removeprefix(codecs.BOM_UTF8).rstrip(b"\r\n")
+            if header:
+                return header
+    return b""
 
 
-def nanosecond_columns(paths: list[str]) -> frozenset[str]:
-    """The columns (in lower case) that a local Parquet file of `paths` holds as times in nanoseconds, Parquet's
+def text_format(path: str) -> str:
+    """`path` without the suffix of the codec it is compressed with (`events.csv.gz`: `events.csv`), whose own
+    suffix then names the format of its text."""
+    return path[:-len(Path(path).suffix)] if Path(path).suffix.lower() in OPENERS else path
+
+
+def refuse_unread(file: str) -> None:
+    """Refuse a file of a codec pielake cannot look into, or an archive, naming it and the fix."""
+    suffix = Path(file).suffix.lower()
+    if suffix in NOT_READ:
+        raise PielakeError(f"{file}: a {suffix} file is not read; {COMPRESSED_HINT}")
+
+
+@contextmanager
+def opened(file: str, *, to_end: bool = False) -> Iterator[BinaryIO]:
+    """The local file `file` as Spark's readers of text read it: decompressed where its suffix names gzip or
+    bzip2. A compressed file that does not decompress (cut short, or not of its codec) is refused, naming it, as
+    is a file of a codec pielake cannot look into; `to_end`: a compressed file is read to its end before it is
+    closed, though the caller reads only its start, so that one cut short is refused here, not in Spark's task."""
+    refuse_unread(file)
+    suffix = Path(file).suffix.lower()
+    try:
+        with OPENERS.get(suffix, open)(file, "rb") as stream:
+            yield stream
+            while to_end and suffix in OPENERS and stream.read(1 << 22):
+                pass
+    except (EOFError, OSError, zlib.error) as error:  # gzip's BadGzipFile and bzip2's bad data are OSErrors
+        if suffix not in OPENERS:
+            raise
+        raise PielakeError(f"{file} does not decompress as its suffix {suffix} says ({error}); land it again, "
+                           "whole") from error
+
+
+def nanosecond_columns(schema: frozenset[tuple[str, str]]) -> frozenset[str]:
+    """The columns (in lower case) a Parquet schema (`schema_groups`) holds as times in nanoseconds, Parquet's
     TIMESTAMP(NANOS), as pandas writes a time unless told otherwise."""
-    return frozenset(name for path in paths for file in local_files(path)
-                     for name, kind in _parquet_schema(file) if kind.startswith(NANOSECOND_TIME))
+    return frozenset(name for name, kind in schema if kind.startswith(NANOSECOND_TIME))
 
 
 NANOSECOND_TIME = "timestamp[ns"  # pyarrow's name of the type, with or without a zone: `timestamp[ns, tz=UTC]`
 
 
 def _parquet_schema(file: str) -> frozenset[tuple[str, str]]:
-    """The file's columns and their types, read from its footer alone; empty for a file that is not Parquet."""
+    """The file's columns and their types, read from its footer alone; empty for an empty file, which Spark reads
+    no row of. A file that is not Parquet (cut short as it was written or copied, or of another format) is refused,
+    naming it: Spark would stop the run at it, or, read with other groups, never see it."""
     import pyarrow.parquet as pq  # noqa: PLC0415 (0.3 s to import; the CLI reads paths before any Parquet)
 
+    if not os.path.getsize(file):
+        return frozenset()
     try:
         schema = pq.read_schema(file)
-    except (OSError, ValueError):  # pyarrow's ArrowInvalid is a ValueError
-        return frozenset()
+    except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
+        raise PielakeError(f"{file} is not a Parquet file ({error}); land it again, whole, or pass the --format "
+                           "it is in") from error
     return frozenset((field.name.lower(), str(field.type)) for field in schema)

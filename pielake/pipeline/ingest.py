@@ -47,8 +47,10 @@ from pielake.engine.session import settings_within
 from pielake.errors import PielakeError, QueryError
 from pielake.lake.delta import Lake, LakeError, check_run_id
 from pielake.lake.inputs import (
+    JSON_DOCUMENT,
+    FileGroup,
+    Shared,
     header_groups,
-    json_documents,
     json_groups,
     nanosecond_columns,
     schema_groups,
@@ -155,26 +157,26 @@ def _read_as(spark: SparkSession, path: str, fmt: str, typed: bool) -> DataFrame
     """The files of `path` in `fmt`, each group of one layout read as that layout must be (`pielake.lake.inputs`)."""
     try:
         if fmt == "json":
-            return _read_by_group(path, json_groups(path), lambda files: _read_json_files(spark, files, typed), typed)
+            return _read_by_group(path, json_groups(path), lambda group: _read_json_files(spark, group, typed), typed)
         if fmt == "csv":
-            return _read_by_group(path, header_groups(path), lambda files: _read_csv_files(spark, files, typed), typed)
-        return _read_by_group(path, schema_groups(path), lambda files: _read_parquet_files(spark, files), typed)
+            return _read_by_group(path, header_groups(path), lambda group: _read_csv_files(spark, group, typed), typed)
+        return _read_by_group(path, schema_groups(path), lambda group: _read_parquet_files(spark, group), typed)
     except AnalysisException as error:  # no such path, or a file Spark cannot read as `fmt`
         said = str(error).strip().splitlines()[0]
         hint = NANOSECONDS_HINT if "TIMESTAMP(NANOS" in said else ""
         raise LakeError(f"cannot read {path} as {fmt}: {said}{hint}") from None
 
 
-def _read_json_files(spark: SparkSession, files: list[str], typed: bool) -> DataFrame:
+def _read_json_files(spark: SparkSession, group: FileGroup[str | None], typed: bool) -> DataFrame:
     """JSON files of one layout: JSON Lines, a record a line, split among tasks by lines; or each file one JSON
     value over many lines (a pretty-printed array of records), read whole, one task a file (Spark's `multiLine`),
-    where a reader of lines would read no record (`json_documents`).
+    where a reader of lines would read no record (`JSON_DOCUMENT`). A URL's files are JSON Lines.
 
     Typed, ISO-8601 text is a time (as a CSV file's is), so a stream typed from a file that pandas or a JSON
     encoder wrote gets TIMESTAMPs; untyped, text stays text, which ingest casts to the stream's type."""
     return spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD) \
-        .option("inferTimestamp", str(typed).lower()).option("multiLine", str(json_documents(files)).lower()) \
-        .json(files)
+        .option("inferTimestamp", str(typed).lower()) \
+        .option("multiLine", str(group.shared == JSON_DOCUMENT).lower()).json(list(group.files))
 
 
 def _with_plain_names(raw: DataFrame, path: str) -> DataFrame:
@@ -199,7 +201,7 @@ NANOSECONDS_HINT = ("; its times are in nanoseconds (as pandas writes them unles
                     "(`df.to_parquet(path, coerce_timestamps='us', allow_truncated_timestamps=True)`)")
 
 
-def _read_parquet_files(spark: SparkSession, files: list[str]) -> DataFrame:
+def _read_parquet_files(spark: SparkSession, group: FileGroup[frozenset[tuple[str, str]] | None]) -> DataFrame:
     """Parquet files; a column of times in nanoseconds (Parquet's TIMESTAMP(NANOS), as pandas writes a time unless
     told otherwise) as the TIMESTAMP of its microsecond, Spark's precision.
 
@@ -209,12 +211,12 @@ def _read_parquet_files(spark: SparkSession, files: list[str]) -> DataFrame:
     that then share a time are duplicates, as any two are). Other files are read with it unset: their schema,
     which Spark reads from a footer as the read is built, fails on a time in nanoseconds rather than taking it for
     a number (a URL's files are not looked into), and the failure names the fix (`NANOSECONDS_HINT`)."""
-    nanos = nanosecond_columns(files)
+    nanos = nanosecond_columns(group.shared or frozenset())
     if not nanos:
         with settings_within(spark, {NANOS_AS_LONG: "false"}):
-            return spark.read.parquet(*files)
+            return spark.read.parquet(*group.files)
     spark.conf.set(NANOS_AS_LONG, "true")
-    raw = spark.read.parquet(*files)
+    raw = spark.read.parquet(*group.files)
     return raw.withColumns({c: _microsecond_time(F.col(c)) for c in raw.columns if c.lower() in nanos})
 
 
@@ -224,22 +226,24 @@ def _microsecond_time(nanoseconds: Column) -> Column:
     return F.timestamp_micros(F.floor(nanoseconds.cast("decimal(20,0)") / F.lit(1000)).cast("bigint"))
 
 
-def _read_by_group(path: str, groups: list[list[str]], read: Callable[[list[str]], DataFrame],
+def _read_by_group(path: str, groups: list[FileGroup[Shared]], read: Callable[[FileGroup[Shared | None]], DataFrame],
                    typed: bool) -> DataFrame:
-    """The files of `path`, which `pielake.lake.inputs` groups by header line (CSV) or schema (Parquet): in one
-    read where they are one group. A schema is inferred (`typed`) from the first group alone, as from a first
-    file. Otherwise each group is read on its own, its values as text, which ingest casts to the stream's types
-    (quarantining a value that does not cast, as in a CSV file), and the groups are joined by column name; groups
-    whose columns differ are refused, naming a file of each, as a file whose columns are not the stream's is."""
+    """The files of `path`, which `pielake.lake.inputs` groups by header line (CSV), schema (Parquet) or layout
+    (JSON): in one read where they are one group, or where they are a URL's, which Spark alone lists. A schema is
+    inferred (`typed`) from the first group alone, as from a first file. Otherwise each group is read on its own,
+    its values as text, which ingest casts to the stream's types (quarantining a value that does not cast, as in a
+    CSV file), and the groups are joined by column name; groups whose columns differ are refused, naming a file of
+    each, as a file whose columns are not the stream's is."""
     if len(groups) <= 1:
-        return read([path])
+        return read(FileGroup((path,), groups[0].shared if groups else None))
     if typed:
         return read(groups[0])
-    frames = [_in_text(read(files)) for files in groups]
+    frames = [_in_text(read(group)) for group in groups]
     columns = [sorted(c.lower() for c in file_columns(frame)) for frame in frames]
     if any(names != columns[0] for names in columns):
         raise LakeError(f"the files of {path} do not have the same columns: " + "; ".join(
-            f"{files[0]} has {', '.join(file_columns(frame))}" for files, frame in zip(groups, frames, strict=True))
+            f"{group.files[0]} has {', '.join(file_columns(frame))}"
+            for group, frame in zip(groups, frames, strict=True))
             + "; give every file of a stream the stream's columns (in any order)")
     # A group with a malformed line has `CORRUPT_RECORD`, the others not: theirs is NULL.
     return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
@@ -255,7 +259,7 @@ def _in_text(frame: DataFrame) -> DataFrame:
     return frame.select(*(F.col(c).cast("string").alias(c) for c in frame.columns))
 
 
-def _read_csv_files(spark: SparkSession, files: list[str], typed: bool) -> DataFrame:
+def _read_csv_files(spark: SparkSession, group: FileGroup[bytes | None], typed: bool) -> DataFrame:
     """CSV files of one header line, separated by commas, or by the one of `SEPARATORS` the header holds when
     read with commas it is one column: a stream's columns have plain names (`schema_column`), so a header that reads
     as one name holding a separator is a file of another separator, never a one-column stream.
@@ -267,6 +271,7 @@ def _read_csv_files(spark: SparkSession, files: list[str], typed: bool) -> DataF
     Read as text (not `typed`), every line is read against the header's columns: a line of more or fewer fields
     is kept whole in `CORRUPT_RECORD`, where Spark would otherwise drop its extra fields or read its missing ones
     as empty, and ingest quarantines it."""
+    files = list(group.files)
     whole_files = any(spans_lines(path) for path in files)
 
     def read(separator: str, schema: T.StructType | None = None) -> DataFrame:

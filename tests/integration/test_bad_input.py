@@ -6,6 +6,8 @@ reason of each quarantined row; a file the run cannot go on with exits non-zero 
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,10 +110,11 @@ def new_lake(root: Path, spark: SparkSession, schema: StreamSchema = SCHEMA) -> 
     return Lake(spark, root)
 
 
-def ingest_file(lake: Lake, content: bytes, run_id: str, mode: str = "batch", query: str = QUERY) -> IngestReport:
+def ingest_file(lake: Lake, content: bytes, run_id: str, mode: str = "batch", query: str = QUERY, *,
+                suffix: str = ".csv") -> IngestReport:
     """The run's ingest step and events gate, as `pielake run` calls them, then the events appended as the stage
     after the gate appends them (`admit_events`)."""
-    path = lake.root / f"{run_id}.csv"
+    path = lake.root / f"{run_id}{suffix}"
     path.write_bytes(content)
     run = Run(lake, load_query(query, "dirty"), run_id, RunRequest(mode=mode, events_path=str(path), fmt="csv",
                                                                    checks=False))
@@ -219,18 +222,23 @@ DIALECTS = {
     "bars": b"unit|ts|speed|label\nu1|1|5|x\nu1|2|fast|x\n",
     "quoted semicolons": b'"unit";"ts";"speed";"label"\n"u1";1;5;"x"\n"u1";2;"fast";"x"\n',
     "byte-order mark and CRLF": b"\xef\xbb\xbfunit,ts,speed,label\r\nu1,1,5,x\r\nu1,2,fast,x\r\n",
+    "semicolons, gzip-compressed": b"unit;ts;speed;label\nu1;1;5;x\nu1;2;fast;x\n",
 }
+COMPRESSED = {"semicolons, gzip-compressed"}  # written through gzip, as `.csv.gz`
 
 
 @pytest.mark.parametrize("name", DIALECTS)
 def test_a_csv_file_of_another_dialect_is_read_by_its_header(name: str, tmp_path: Path,
                                                             spark: SparkSession) -> None:
     """Spreadsheets write semicolons, tabs, a byte-order mark and CRLF: the file is read as its header line is
-    separated, into a declared stream, and into a stream whose schema it gives."""
+    separated, into a declared stream, and into a stream whose schema it gives. A compressed file is read so too,
+    its format told by the suffix before its codec's."""
     lake = new_lake(tmp_path / "declared", spark)
-    assert_accounted(ingest_file(lake, DIALECTS[name], "r1"), rows_in=2, events=1, quarantined=1, dropped=0)
+    write, suffix = (gzip.compress, ".csv.gz") if name in COMPRESSED else (bytes, ".csv")
+    assert_accounted(ingest_file(lake, write(DIALECTS[name]), "r1", suffix=suffix), rows_in=2, events=1,
+                     quarantined=1, dropped=0)
     assert reasons(lake, "r1") == ("cast_failed: speed=fast",)
-    result = run_without_schema(tmp_path, DIALECTS[name].replace(b"fast", b"7"))
+    result = run_without_schema(tmp_path, write(DIALECTS[name].replace(b"fast", b"7")), file=f"events{suffix}")
     assert result.exit_code == 0, result.output
     assert "2 rows in = 2 events + 0 quarantined" in result.output
     inferred = load_schema("Dirty", lake_streams(tmp_path / "lake"))
@@ -299,6 +307,13 @@ def test_parquet_files_read_together_may_differ_in_their_columns_types(tmp_path:
     rows = lake.read("events_dirty").orderBy("ts").select("unit", "ts", "speed", "label").collect()
     assert [tuple(r) for r in rows] == [("u1", 1, 5.0, "x"), ("u2", 3, 7.0, "z")]
     assert reasons(lake, lake.read("quarantine_dirty").first()["run_id"]) == ("cast_failed: speed=fast",)
+    # A file cut short as it was copied, beside files of two schemas, would be read by none of their reads.
+    whole = (landed / "a.parquet").read_bytes()
+    (landed / "d.parquet").write_bytes(whole[:len(whole) // 2])
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(landed / "*.parquet"),
+                                       "--lake", str(lake.root), "--no-checks", "--incremental"])
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, f"{landed / 'd.parquet'} is not a Parquet file")
 
 
 def test_a_parquet_file_of_times_in_nanoseconds_as_pandas_writes_it_is_read_to_the_microsecond(
@@ -386,13 +401,18 @@ def test_json_files_of_records_on_many_lines_are_read_whole_beside_json_lines(tm
     (landed / "b.json").write_text(json.dumps([{"unit": "u1", "ts": 2, "speed": 6.0, "label": "y"},
                                                {"unit": "u2", "ts": 3, "speed": 7.0, "label": "z"}], indent=2))
     (landed / "c.json").write_text('[\n  {"unit": "u3", "ts": 4,\n')
+    # Compressed as log shippers and exports land them: Spark decompresses them, pielake looks into them.
+    (landed / "d.json.gz").write_bytes(gzip.compress(json.dumps(
+        [{"unit": "u4", "ts": 5, "speed": 8.0, "label": "w"}], indent=2).encode()))
+    (landed / "e.jsonl.bz2").write_bytes(bz2.compress(b'{"unit": "u5", "ts": 6, "speed": 9.0, "label": "v"}\n'))
     (tmp_path / "q.tpq").write_text(QUERY)
     result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(landed), "--lake",
                                        str(lake.root), "--no-checks"])
     assert result.exit_code == 0, result.output
-    assert "4 rows in = 3 events + 1 quarantined" in result.output
+    assert "6 rows in = 5 events + 1 quarantined" in result.output
     rows = lake.read("events_dirty").orderBy("ts").select("unit", "ts", "speed", "label").collect()
-    assert [tuple(r) for r in rows] == [("u1", 1, 5.0, "x"), ("u1", 2, 6.0, "y"), ("u2", 3, 7.0, "z")]
+    assert [tuple(r) for r in rows] == [("u1", 1, 5.0, "x"), ("u1", 2, 6.0, "y"), ("u2", 3, 7.0, "z"),
+                                        ("u4", 5, 8.0, "w"), ("u5", 6, 9.0, "v")]
     [quarantined] = lake.read("quarantine_dirty").collect()
     assert (quarantined.reason, quarantined.raw) == (MALFORMED_REASON, '[\n  {"unit": "u3", "ts": 4,\n')
 

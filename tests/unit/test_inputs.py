@@ -3,7 +3,10 @@ schema."""
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,10 +15,11 @@ import pytest
 
 from pielake.errors import PielakeError
 from pielake.lake import inputs
+from pielake.lake.inputs import FileGroup
 from pielake.pipeline.job import RunRequest
 from pielake.query.analyzer import analyze
 from pielake.query.parser import parse
-from pielake.streams import events_files, guess_format
+from pielake.streams import events_files, format_of, guess_format
 
 SPANNING = {
     b'"unit","ts"\nu1,1\n': False,  # quotes in the header alone: read by lines
@@ -45,19 +49,31 @@ def test_files_are_grouped_by_header_line_without_its_byte_order_mark_or_line_en
     (tmp_path / "d.csv").write_bytes(b"")
     (tmp_path / ".e.csv.part").write_bytes(b"x,y\n")
     (tmp_path / "_f.csv").write_bytes(b"x,y\n")
-    named = [[str(tmp_path / "a.csv"), str(tmp_path / "c.csv")], [str(tmp_path / "b.csv")]]
+    (tmp_path / "g.csv.gz").write_bytes(gzip.compress(b"\n\nunit,ts\nu1,4\n"))  # Spark skips blank lines first
+    named = [FileGroup((str(tmp_path / "a.csv"), str(tmp_path / "c.csv"), str(tmp_path / "g.csv.gz")), b"unit,ts"),
+             FileGroup((str(tmp_path / "b.csv"),), b"ts,unit")]
     assert inputs.header_groups(str(tmp_path)) == named
-    assert inputs.header_groups(str(tmp_path / "*.csv")) == named
-    assert inputs.header_groups(str(tmp_path / "b.csv")) == [[str(tmp_path / "b.csv")]]
+    assert inputs.header_groups(str(tmp_path / "*.csv*")) == named
+    assert inputs.header_groups(str(tmp_path / "b.csv")) == [named[1]]
 
 
 def test_parquet_files_are_grouped_by_their_columns_and_types_in_any_order(tmp_path: Path) -> None:
     pq.write_table(pa.table({"unit": ["u1"], "ts": [1]}), tmp_path / "a.parquet")
     pq.write_table(pa.table({"ts": [2], "unit": ["u1"]}), tmp_path / "b.parquet")
     pq.write_table(pa.table({"unit": ["u1"], "ts": ["3"]}), tmp_path / "c.parquet")
-    (tmp_path / "d.parquet").write_bytes(b"not parquet")
-    assert inputs.schema_groups(str(tmp_path / "*.parquet")) == [
-        [str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")], [str(tmp_path / "c.parquet")]]
+    (tmp_path / "d.parquet").write_bytes(b"")  # Spark reads no row of an empty file
+    groups = inputs.schema_groups(str(tmp_path / "*.parquet"))
+    assert [group.files for group in groups] == [
+        (str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")), (str(tmp_path / "c.parquet"),)]
+    assert groups[1].shared == {("unit", "string"), ("ts", "string")}
+
+
+def test_a_file_that_is_not_parquet_is_refused_by_name_not_left_out(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"unit": ["u1"], "ts": [1]}), tmp_path / "a.parquet")
+    whole = (tmp_path / "a.parquet").read_bytes()
+    (tmp_path / "b.parquet").write_bytes(whole[:len(whole) // 2])  # cut short as it was copied
+    with pytest.raises(PielakeError, match=re.escape(f"{tmp_path / 'b.parquet'} is not a Parquet file")):
+        inputs.schema_groups(str(tmp_path))
 
 
 def test_the_columns_of_times_in_nanoseconds_are_named_from_the_footers_of_local_files(tmp_path: Path) -> None:
@@ -65,9 +81,8 @@ def test_the_columns_of_times_in_nanoseconds_are_named_from_the_footers_of_local
                    tmp_path / "a.parquet")
     pq.write_table(pa.table({"At": pa.array([1], pa.timestamp("ns", tz="UTC")), "ts": pa.array([1], pa.int64())}),
                    tmp_path / "b.parquet")
-    assert inputs.nanosecond_columns([str(tmp_path / "a.parquet")]) == {"ts"}
-    assert inputs.nanosecond_columns([str(tmp_path)]) == {"ts", "at"}
-    assert inputs.nanosecond_columns(["s3a://bucket/landing/"]) == frozenset()
+    assert [inputs.nanosecond_columns(group.shared) for group in inputs.schema_groups(str(tmp_path))] == [
+        {"ts"}, {"at"}]
 
 
 JSON_LAYOUTS = {
@@ -85,10 +100,42 @@ def test_a_json_file_is_one_value_over_many_lines_where_its_first_line_opens_one
                                                                                  tmp_path: Path) -> None:
     (tmp_path / "lines.json").write_bytes(b'{"a": 0}\n')
     (tmp_path / "b.json").write_bytes(content)
-    assert inputs.json_documents([str(tmp_path / "b.json")]) is JSON_LAYOUTS[content]
-    assert inputs.json_documents([str(tmp_path)]) is JSON_LAYOUTS[content]
-    assert len(inputs.json_groups(str(tmp_path))) == (2 if JSON_LAYOUTS[content] else 1)
-    assert inputs.json_documents(["s3a://bucket/landing/"]) is False
+    (tmp_path / "c.json.bz2").write_bytes(bz2.compress(content))
+    layout = inputs.JSON_DOCUMENT if JSON_LAYOUTS[content] else inputs.JSON_LINES
+    assert [group.shared for group in inputs.json_groups(str(tmp_path / "b.json"))] == [layout]
+    assert inputs.json_groups(str(tmp_path)) == sorted(
+        {FileGroup((str(tmp_path / "b.json"), str(tmp_path / "c.json.bz2")), layout),
+         FileGroup((str(tmp_path / "lines.json"),), inputs.JSON_LINES)} if JSON_LAYOUTS[content] else
+        {FileGroup((str(tmp_path / "b.json"), str(tmp_path / "c.json.bz2"), str(tmp_path / "lines.json")),
+                   inputs.JSON_LINES)}, key=lambda group: group.files)
+    assert inputs.json_groups("s3a://bucket/landing/") == []
+
+
+@pytest.mark.parametrize("compress", [gzip.compress, bz2.compress])
+def test_a_compressed_file_cut_short_is_refused_by_name_before_spark_reads_it(compress: Callable[[bytes], bytes],
+                                                                               tmp_path: Path) -> None:
+    whole = compress(b"".join(b'{"unit": "u1", "ts": %d}\n' % i for i in range(10_000)))
+    suffix = ".gz" if compress is gzip.compress else ".bz2"
+    cut = tmp_path / f"events.jsonl{suffix}"
+    cut.write_bytes(whole[:len(whole) // 2])
+    refused = re.escape(f"{cut} does not decompress as its suffix {suffix} says")
+    with pytest.raises(PielakeError, match=refused):  # its first line reads: JSON's layout reads on to its end
+        inputs.json_groups(str(cut))
+    csv = tmp_path / f"events.csv{suffix}"
+    csv.write_bytes(compress(b"unit,ts\n" + b"u1,1\n" * 100_000)[:-100])
+    with pytest.raises(PielakeError, match=re.escape(f"{csv} does not decompress")):
+        inputs.spans_lines(str(csv))
+
+
+@pytest.mark.parametrize("name", ["events.zip", "events.csv.lz4", "events.json.zst"])
+def test_an_archive_or_a_codec_not_looked_into_is_refused_with_the_fix(name: str, tmp_path: Path) -> None:
+    (tmp_path / name).write_bytes(b"PK\x03\x04")
+    fix = r"is not read; land CSV and JSON files as they are, or compressed as \.gz or \.bz2"
+    for path in (tmp_path / name, tmp_path):
+        with pytest.raises(PielakeError, match=fix):
+            guess_format(str(path))
+    with pytest.raises(PielakeError, match=fix):
+        inputs.header_groups(str(tmp_path))
 
 
 def test_a_url_or_a_path_naming_nothing_is_left_to_spark(tmp_path: Path) -> None:
@@ -107,6 +154,20 @@ def test_a_folder_or_pattern_is_in_the_format_its_files_names_tell(tmp_path: Pat
         guess_format(str(tmp_path))
     (tmp_path / "d.jsonl").rename(tmp_path / "d.txt")
     with pytest.raises(PielakeError, match=r"its files end in \.csv, \.txt\); pass --format"):
+        guess_format(str(tmp_path))
+
+
+@pytest.mark.parametrize(("name", "fmt"), [("a.csv.gz", "csv"), ("a.JSONL.GZ", "json"), ("a.json.bz2", "json"),
+                                           ("a.parquet", "parquet"), ("a.parquet.gz", None), ("a.gz", None)])
+def test_a_compressed_file_is_in_the_format_its_name_tells_before_its_codec(name: str, fmt: str | None) -> None:
+    assert format_of(name) == fmt
+
+
+def test_a_folder_of_compressed_files_of_two_formats_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a.csv.gz").write_bytes(gzip.compress(b"unit,ts\n"))
+    assert guess_format(str(tmp_path)) == "csv"
+    (tmp_path / "b.json.gz").write_bytes(gzip.compress(b"{}"))
+    with pytest.raises(PielakeError, match=r"its files end in \.csv\.gz, \.json\.gz\); land each format"):
         guess_format(str(tmp_path))
 
 
