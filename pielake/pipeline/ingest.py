@@ -648,6 +648,8 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
         raise PielakeError(f"stream {name} has no schema, and its file {path} cannot give it one: {unfit}; a "
                            "stream's columns hold one value each (a number, text, a boolean, a time): flatten or "
                            "drop that column in the file") from None
+    if not sample.columns:  # an empty file: Spark sees neither rows nor a header
+        raise _nothing_to_type(name, path)
     names = {n.lower() for n, _ in columns}
     for needed in [*keys, request.time_column]:
         if needed.lower() not in names:
@@ -660,11 +662,19 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
                             columns)
     try:
         check_time_columns(inferred, f"{path}, read as {fmt}")
-    except SchemaError as unfit:
-        raise SchemaError(f"{unfit}\n{_inferred_note(inferred)}") from None
+    except SchemaError as unfit:  # a file of a header alone types every column as text: say what it lacks
+        raise _nothing_to_type(name, path) if sample.isEmpty() else SchemaError(
+            f"{unfit}\n{_inferred_note(inferred)}") from None
     if not timestamps:
         _check_time_scale(inferred, sample, path)
     return inferred
+
+
+def _nothing_to_type(stream: str, path: str) -> SchemaError:
+    """The refusal of a file that holds no rows to type an unknown stream's columns from."""
+    return SchemaError(f"stream {stream} has no schema, and its file {path} holds no events to type its columns "
+                       f"from: run it first with a file of events, or declare the stream in "
+                       f"schemas/{stream}.yaml (docs/operations.md, \"Streams\")")
 
 
 FAR_FUTURE_SECONDS = 95_000_000_000  # about the year 5000, counted from 1970

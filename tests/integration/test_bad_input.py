@@ -521,6 +521,18 @@ def test_a_query_that_does_not_fit_the_types_inferred_from_its_file_says_so_and_
                        schemas_dir=tmp_path / "schemas") == (SCHEMA,)
 
 
+@pytest.mark.parametrize("content", [b"", HEADER], ids=["empty", "header alone"])
+def test_a_file_of_no_events_cannot_type_a_stream_and_says_so(content: bytes, tmp_path: Path,
+                                                              spark: SparkSession) -> None:
+    """With no rows, a header types every column as text: the refusal says what the file lacks, not that its time
+    column is text."""
+    result = run_without_schema(tmp_path, content)
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, f"its file {tmp_path / 'events.csv'} holds no events to type its columns "
+                                         "from: run it first with a file of events, or declare the stream in "
+                                         "schemas/Dirty.yaml")
+
+
 def test_a_file_of_another_format_than_the_run_reads_says_so(tmp_path: Path, spark: SparkSession) -> None:
     """A CSV file read as JSON is one column of lines that do not parse: the run names the format to pass."""
     result = run_without_schema(tmp_path, HEADER + b"u1,1,5,x\n", "--format", "json")
