@@ -486,6 +486,9 @@ class Parser:
         start = self.tok.span
         name = self.advance()
         self.advance()  # "("
+        if self.at_op("*"):  # SQL's count(*): a match has no rows of its own, each symbol has its events
+            raise self.error(f"{name.text}(*) names no symbol's events", suggestion=(
+                f"An aggregate reads one symbol's events: write {name.text}(B.<column>) for those of B."))
         args: tuple[ast.Expr, ...] = ()
         if not self.at_op(")"):
             args = self.comma_list(self.expr)
