@@ -7,9 +7,12 @@ a step rebuilds it from the request and reads what earlier steps staged.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from fractions import Fraction
 from functools import cached_property
 
 import pyspark.sql.functions as F
@@ -226,10 +229,27 @@ class StepContext:
             try:
                 bounds.append(self.job.declared_query(first).parse_time(text))
             except ValueError:
-                raise PielakeError(f"{option} '{text}' is not a time of stream {first.name}: give {kind}") from None
+                raise PielakeError(f"{option} '{text}' is not a time of stream {first.name}: give {kind}"
+                                   f"{_as_unix_time(text, first)}") from None
         if bounds[0] > bounds[1]:
             raise PielakeError(f"--from {since} is after --to {until}")
         return bounds[0], bounds[1]
+
+
+def _as_unix_time(text: str, stream: StreamSchema) -> str:
+    """For an ISO-8601 time given for a stream of numeric times: the number it is if they count from 1970 (Unix
+    time), as most do; they may count from elsewhere, so the number is offered, not taken. Empty otherwise."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return ""
+    if stream.time_unit == TIMESTAMP_UNIT:
+        return ""
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)  # a time without a zone is UTC (§1)
+    since = Fraction(round((moment - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(microseconds=1)), 10**6)
+    count = since / stream.unit_seconds
+    shown = f"{count.numerator}" if count.denominator == 1 else f"about {math.floor(count)}"
+    return f"; if its times count from 1970 (Unix time), {text} is {shown}"
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,8 @@ def test_a_backfill_of_late_events_equals_the_reference(tmp_path: Path, spark: S
     assert lake.read("quarantine_plant").filter(F.col("reason") == "late").count() == len(late)
     said = cli("backfill", str(tmp_path / "plant.tpq"), "--from", "2026-01-01", "--to", "24", "--lake", str(tmp_path),
                code=2)
-    assert "--from '2026-01-01' is not a time of stream Plant: give a whole number of its unit (s)" in said
+    assert ("--from '2026-01-01' is not a time of stream Plant: give a whole number of its unit (s); if its times "
+            "count from 1970 (Unix time), 2026-01-01 is 1767225600") in said
     cli("backfill", str(tmp_path / "plant.tpq"), "--from", "20", "--to", "24", "--lake", str(tmp_path))
     assert_published_equal_the_reference(lake, plan, EVENTS)
 
