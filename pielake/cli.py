@@ -464,12 +464,13 @@ def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since:
                  out: str, master: str | None, remote: str | None) -> None:
     """Draw one key's situations (a lane per symbol) and matches (brackets, detected_at marked) as a timeline."""
     from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
-    from pielake.plot import draw, timeline  # noqa: PLC0415
+    from pielake.plot import counted, draw, timeline  # noqa: PLC0415
 
     lake = Lake(session(master, remote, lake_dir), lake_dir)
     picture = timeline(lake, load_query_file(query_file), key or None, since, until)
     written = draw(picture, Path(out))
-    click.echo(f"wrote {written}: {len(picture.bars)} situations, {len(picture.brackets)} matches")
+    drawn = f"{counted(len(picture.bars), 'situation')}, {counted(len(picture.brackets), 'match')}"
+    click.echo(f"wrote {written}: {drawn}")
 
 
 @main.command("maintain")

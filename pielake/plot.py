@@ -138,8 +138,14 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
         _in_range(F.col("start"), F.col("end"), low, high)).collect()
     brackets = tuple(sorted((Bracket(r["start"], r["end"], r[V.DETECTED_AT], r[V.STATUS]) for r in rows),
                             key=lambda b: (b.start, b.detected_at)))
-    return Timeline(f"{name}: {_shown(plan, key)}  ({len(brackets)} matches)", lanes, bars, brackets,
+    return Timeline(f"{name}: {_shown(plan, key)}  ({counted(len(brackets), 'match')})", lanes, bars, brackets,
                     _time_unit(lake, plan))
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 match`, `2 matches`: a count with its noun (`-es` after a hissing end, else `-s`)."""
+    plural = f"{noun}es" if noun.endswith(("s", "sh", "ch", "x")) else f"{noun}s"
+    return f"{count} {noun if count == 1 else plural}"
 
 
 def _time_unit(lake: Lake, plan: QueryPlan) -> str:

@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.colors import to_rgb
 from matplotlib.image import imread
 
-from pielake.plot import MIN_WIDTH, SITUATION_COLOUR, Bar, Bracket, Timeline, bar_extent, draw, drawn, pyplot
+from pielake.plot import MIN_WIDTH, SITUATION_COLOUR, Bar, Bracket, Timeline, bar_extent, counted, draw, drawn, pyplot
 
 
 def test_a_short_bar_is_widened_to_the_minimum_and_an_open_one_runs_to_the_right_edge() -> None:
@@ -57,3 +57,8 @@ def test_numeric_times_read_as_the_stream_holds_them_in_its_unit_with_a_margin_o
     low, high = axes.get_xlim()
     assert low < first and high > last
     pyplot().close(figure)
+
+
+def test_a_title_counts_one_match_and_several_matches() -> None:
+    assert [counted(n, "match") for n in (0, 1, 2)] == ["0 matches", "1 match", "2 matches"]
+    assert counted(1, "situation") == "1 situation" and counted(3, "situation") == "3 situations"
