@@ -100,6 +100,15 @@ def _hint(error: str, tables: list[str]) -> str:
     return ""
 
 
+CONTROL = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
+def _cell(value: object) -> str:
+    """A value as a table's cell shows it: on one line, its line breaks and tabs written as `\\n`, `\\r`, `\\t`
+    (CSV and JSON keep them as they are)."""
+    return str(value).translate(CONTROL)
+
+
 def render(columns: list[str], rows: list[tuple], fmt: str) -> str:
     if fmt == "json":
         return "\n".join(json.dumps(dict(zip(columns, r, strict=True)), default=str) for r in rows) + "\n"
@@ -109,7 +118,7 @@ def render(columns: list[str], rows: list[tuple], fmt: str) -> str:
         writer.writerow(columns)
         writer.writerows(rows)
         return out.getvalue()
-    cells = [[str(c) for c in columns], *[["NULL" if v is None else str(v) for v in r] for r in rows]]
+    cells = [[_cell(c) for c in columns], *[["NULL" if v is None else _cell(v) for v in r] for r in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
     lines = [" | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
     lines.insert(1, "-+-".join("-" * w for w in widths))

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from pielake.cli import main
 from pielake.exitcodes import EXIT_USAGE
-from pielake.lake.sql import SqlError, check_read_only
+from pielake.lake.sql import SqlError, check_read_only, render
 
 
 @pytest.mark.parametrize(("given", "statement"), [
@@ -40,3 +40,12 @@ def test_a_statement_from_standard_input_is_checked_before_spark_starts(tmp_path
     result = CliRunner().invoke(main, ["sql", "--lake", str(tmp_path), "-"], input="-- cleanup\nDELETE FROM runs\n")
     assert result.exit_code == EXIT_USAGE and "pielake sql only reads" in result.output
     assert not (tmp_path / "_logs").exists()  # no Spark session was started for it
+
+
+def test_a_table_shows_each_row_on_one_line_and_csv_keeps_values_as_they_are() -> None:
+    """A key or a note may hold a line break or a tab (a CSV field in quotes): a table's row stays one line."""
+    rows = [("line\nbreak\tand tab", 1), ("plain", None)]
+    assert render(["dev", "n"], rows, "table").splitlines() == [
+        "dev                  | n   ", "---------------------+-----", "line\\nbreak\\tand tab | 1   ",
+        "plain                | NULL", "(2 rows)"]
+    assert render(["dev", "n"], rows, "csv") == 'dev,n\n"line\nbreak\tand tab",1\nplain,\n'
