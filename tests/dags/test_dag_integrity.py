@@ -88,7 +88,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (queries / "vessels.yaml").write_text("events:\n  VesselPositions: /landing/positions.csv\n"
                                           "  PortCalls: /landing/calls.csv\nrunner: spark-submit\n")
     (queries / "landed.tpq").write_text(QUERY)
-    (queries / "landed.yaml").write_text("landing: /landing/flags/*.json\nrunner: spark-submit\n")
+    (queries / "landed.yaml").write_text("landing: /landing/flags/*.json.gz\nrunner: spark-submit\n")
     (queries / "vessels_landed.tpq").write_text((ROOT / "examples" / "queries" / "moving_at_berth.tpq").read_text())
     (queries / "vessels_landed.yaml").write_text("landing:\n  VesselPositions: /landing/positions/*.csv\n"
                                                  "  PortCalls: /landing/calls/\nformat: csv\nrunner: spark-submit\n")
@@ -167,7 +167,7 @@ def test_a_query_registered_with_a_landing_folder_runs_when_files_land_and_reads
     ingest reads what it returns (`pielake.orchestration.landing`)."""
     landed, ledger = loaded["dags"]["pielake_landed"], Path(loaded["lake"]).resolve() / "_landed" / "landed"
     assert landed["first_run"] is None
-    assert "LandingTrigger" in landed["schedule"] and f"landing=/landing/flags/*.json, ledger={ledger}/Flags" in \
+    assert "LandingTrigger" in landed["schedule"] and f"landing=/landing/flags/*.json.gz, ledger={ledger}/Flags" in \
         landed["schedule"]
     assert landed["tasks"] == {"take_landed": ["ingest"], **EXPECTED_GRAPH}
     args = landed["args"]["ingest"]
