@@ -130,28 +130,61 @@ def key_values(draw: st.DrawFn, keys: tuple[str, ...]) -> list[Row]:
     return draw(st.lists(st.sampled_from(candidates), min_size=1, max_size=4, unique_by=lambda r: tuple(r.values())))
 
 
+PREDICATES = ["a", "b", "c", "a AND b", "a OR c", "NOT b", "x > 3", "c OR x IS NULL"]
+DURATIONS = ["", "", " AT LEAST 2 s", " AT MOST 3 s", " BETWEEN 1 s AND 4 s"]
+
+
+def relation_lists() -> st.SearchStrategy[list[str]]:
+    """One to four distinct relations, which a constraint allows any of."""
+    return st.lists(st.sampled_from(RELATION_NAMES), min_size=1, max_size=4, unique=True)
+
+
 @st.composite
 def scenario(draw: st.DrawFn, intervals: bool = False) -> Case:
     """A query over 2-3 symbols (self pairs, duration constraints and cyclic patterns included) over a stream of
     1-4 keys of a drawn key shape and time type: point events, or interval rows (`intervals`)."""
-    relations = st.lists(st.sampled_from(RELATION_NAMES), min_size=1, max_size=4, unique=True)
-    predicates = ["a", "b", "c", "a AND b", "a OR c", "NOT b", "x > 3", "c OR x IS NULL"]
-    first, second = draw(st.sampled_from(predicates)), draw(st.sampled_from(predicates))
-    durations = ["", "", " AT LEAST 2 s", " AT MOST 3 s", " BETWEEN 1 s AND 4 s"]
-    defines = [f"A AS {first}{draw(st.sampled_from(durations))}", f"B AS {second}"]
-    pattern = [f"A {';'.join(draw(relations))} B"]
+    first, second = draw(st.sampled_from(PREDICATES)), draw(st.sampled_from(PREDICATES))
+    defines = [f"A AS {first}{draw(st.sampled_from(DURATIONS))}", f"B AS {second}"]
+    pattern = [f"A {';'.join(draw(relation_lists()))} B"]
     if draw(st.booleans()):
-        defines.append(f"C AS {draw(st.sampled_from(predicates))}")
+        defines.append(f"C AS {draw(st.sampled_from(PREDICATES))}")
         other = draw(st.sampled_from(["A", "B"]))
-        pattern.append(f"{other} {';'.join(draw(relations))} C")
+        pattern.append(f"{other} {';'.join(draw(relation_lists()))} C")
         if draw(st.booleans()):  # close the cycle A-B-C: the last join is on two symbols already bound
-            pattern.append(f"{'B' if other == 'A' else 'A'} {';'.join(draw(relations))} C")
+            pattern.append(f"{'B' if other == 'A' else 'A'} {';'.join(draw(relation_lists()))} C")
+    return draw(_over_a_stream(defines, pattern, "sum(A.x) AS sa, count(B.x) AS nb, duration(A) AS da, "
+                               "avg(B.x) AS mb, min(A.x) AS la, first(B.x) AS fb, last(A.x) AS za", intervals))
+
+
+@st.composite
+def wide_scenario(draw: st.DrawFn, intervals: bool = False) -> Case:
+    """A query over 4-5 symbols, each with a duration constraint now and then: a random tree of constraints, and up
+    to two more that close cycles, so that the join order over many symbols (`pielake.query.join_order`) meets
+    stars, chains and joins on symbols already bound; over a stream as `scenario` draws it."""
+    symbols = "ABCDE"[:draw(st.integers(4, 5))]
+    defines = [f"{s} AS {draw(st.sampled_from(PREDICATES))}{draw(st.sampled_from(DURATIONS))}" for s in symbols]
+    edges: list[tuple[str, str]] = []
+    for i in range(1, len(symbols)):  # each symbol after the first tied to one before it, either way round
+        pair = (symbols[draw(st.integers(0, i - 1))], symbols[i])
+        edges.append(pair if draw(st.booleans()) else pair[::-1])
+    for _ in range(draw(st.integers(0, 2))):
+        left, right = draw(st.lists(st.sampled_from(symbols), min_size=2, max_size=2, unique=True))
+        if not {(left, right), (right, left)} & set(edges):
+            edges.append((left, right))
+    pattern = [f"{left} {';'.join(draw(relation_lists()))} {right}" for left, right in edges]
+    return draw(_over_a_stream(defines, pattern, "sum(A.x) AS sa, count(B.x) AS nb, duration(D) AS dd, "
+                               "first(C.x) AS fc, max(D.x) AS md", intervals))
+
+
+@st.composite
+def _over_a_stream(draw: st.DrawFn, defines: list[str], pattern: list[str], returns: str, intervals: bool) -> Case:
+    """The query of `defines`, `pattern` and `returns` under a drawn window and key shape, and its stream's events
+    for 1-4 keys, in a drawn time type: point events, or interval rows (`intervals`)."""
     window = draw(st.integers(2, 40))
     keys = draw(st.sampled_from(KEY_SHAPES))
     partition = f" PARTITION BY {', '.join(keys)}" if keys else ""
     query = (f"FROM S{partition} DEFINE {', '.join(defines)} PATTERN {' AND '.join(pattern)} "
-             f"WITHIN {window} s RETURN sum(A.x) AS sa, count(B.x) AS nb, duration(A) AS da, avg(B.x) AS mb, "
-             "min(A.x) AS la, first(B.x) AS fb, last(A.x) AS za")
+             f"WITHIN {window} s RETURN {returns}")
     per_key = key_spans if intervals else key_stream
     rows = [r for key in draw(key_values(keys)) for r in draw(per_key(key))]
     return Case(query, rows, keys, draw(st.booleans()), intervals)
@@ -162,17 +195,16 @@ def two_streams(draw: st.DrawFn) -> tuple[str, Case, Case]:
     """A query over two streams S and R of one key shape and time type, and each stream's events: A of S, B of R,
     and maybe C of either, related by random relations; point events or interval rows in each, and keys that may
     be missing from one of them. Each stream and key ends at a time of its own."""
-    relations = st.lists(st.sampled_from(RELATION_NAMES), min_size=1, max_size=4, unique=True)
     predicates = ["{0}.a", "{0}.b", "{0}.a AND {0}.c", "NOT {0}.b"]
     durations = ["", "", " AT LEAST 2 s", " AT MOST 3 s"]
     defines = [f"A AS {draw(st.sampled_from(predicates)).format('S')}{draw(st.sampled_from(durations))}",
                f"B AS {draw(st.sampled_from(predicates)).format('R')}"]
-    pattern = [f"A {';'.join(draw(relations))} B"]
+    pattern = [f"A {';'.join(draw(relation_lists()))} B"]
     returns = ["count(A.x) AS na", "max(B.x) AS mb", "duration(A) AS da", "sum(A.x) AS sa", "avg(B.x) AS ab"]
     if draw(st.booleans()):
         stream = draw(st.sampled_from("SR"))
         defines.append(f"C AS {draw(st.sampled_from(predicates)).format(stream)}")
-        pattern.append(f"{draw(st.sampled_from(['A', 'B']))} {';'.join(draw(relations))} C")
+        pattern.append(f"{draw(st.sampled_from(['A', 'B']))} {';'.join(draw(relation_lists()))} C")
         returns.append("first(C.x) AS fc")
     keys = draw(st.sampled_from(KEY_SHAPES))
     partition = f" PARTITION BY {', '.join(keys)}" if keys else ""

@@ -1,5 +1,6 @@
 """The Spark kernels equal the brute-force reference on random streams and random patterns (hypothesis): every
-key shape (none, one key column, two) and both kinds of event time (numbers, TIMESTAMPs)."""
+key shape (none, one key column, two), both kinds of event time (numbers, TIMESTAMPs), and patterns of two to five
+symbols."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from pyspark.sql import SparkSession
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import find_matches
 from tests.spark.kernels import LAYOUTS, SHUFFLED, Kernels, reference_rows, spark_rows
-from tests.strategies import Case, scenario
+from tests.strategies import Case, scenario, wide_scenario
 
-pytestmark = pytest.mark.heavy(seconds=130)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=150)  # about this long in CI: scheduled first
 
 
 @settings(max_examples=int(os.environ.get("PIELAKE_DIFF_EXAMPLES", "14")), deadline=None,
@@ -35,6 +36,19 @@ def test_spark_matches_equal_the_reference(spark: SparkSession, case: Case, part
 def test_spark_matches_over_interval_rows_equal_the_reference(spark: SparkSession, case: Case, partitions: int,
                                                              layout: str) -> None:
     event(f"keys: {len(case.keys)}, {'TIMESTAMP' if case.timed else 'numeric'} time")
+    plan = load_query(case.query)
+    kernels = Kernels(spark, plan, case.stored_rows(), partitions, case.stream, layout=layout)
+    expected = find_matches(case.kernel_rows(), plan, time_unit_seconds=case.unit, end_column=case.end_column)
+    assert spark_rows(kernels.matches(), plan) == reference_rows(expected, plan), (case.query, case.keys, case.timed)
+
+
+@settings(max_examples=int(os.environ.get("PIELAKE_DIFF_EXAMPLES", "8")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=st.booleans().flatmap(wide_scenario), partitions=st.integers(1, 6), layout=st.sampled_from(SHUFFLED))
+def test_spark_matches_of_four_or_five_symbols_equal_the_reference(spark: SparkSession, case: Case, partitions: int,
+                                                                  layout: str) -> None:
+    """Many symbols: trees of constraints and cycles in them, over point events or interval rows."""
+    event(f"{'interval rows' if case.intervals else 'point events'}")
     plan = load_query(case.query)
     kernels = Kernels(spark, plan, case.stored_rows(), partitions, case.stream, layout=layout)
     expected = find_matches(case.kernel_rows(), plan, time_unit_seconds=case.unit, end_column=case.end_column)
