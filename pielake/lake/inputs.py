@@ -37,8 +37,11 @@ URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # into a local file before Spark reads it (its header, a record spanning lines, its layout), through Python's
 # own gzip and bzip2; a file of another codec, or an archive Spark would read as text, is refused with the fix.
 OPENERS: dict[str, Callable[[str, str], BinaryIO]] = {".gz": gzip.open, ".bz2": bz2.open}
-NOT_READ = (".zip", ".tar", ".tgz", ".7z", ".xz", ".zst", ".lz4", ".snappy", ".deflate", ".br")
 COMPRESSED_HINT = "land CSV and JSON files as they are, or compressed as .gz or .bz2"
+SPREADSHEET_HINT = "save its sheet as CSV (a spreadsheet's own format is not read)"
+NOT_READ = {**dict.fromkeys((".zip", ".tar", ".tgz", ".7z", ".xz", ".zst", ".lz4", ".snappy", ".deflate", ".br"),
+                            COMPRESSED_HINT),
+            **dict.fromkeys((".xlsx", ".xls", ".xlsm", ".ods"), SPREADSHEET_HINT)}
 
 
 Shared = TypeVar("Shared", bound=Hashable)
@@ -161,10 +164,10 @@ def text_format(path: str) -> str:
 
 
 def refuse_unread(file: str) -> None:
-    """Refuse a file of a codec pielake cannot look into, or an archive, naming it and the fix."""
+    """Refuse a file of a codec pielake cannot look into, an archive or a spreadsheet, naming it and the fix."""
     suffix = Path(file).suffix.lower()
     if suffix in NOT_READ:
-        raise PielakeError(f"{file}: a {suffix} file is not read; {COMPRESSED_HINT}")
+        raise PielakeError(f"{file}: a {suffix} file is not read; {NOT_READ[suffix]}")
 
 
 @contextmanager

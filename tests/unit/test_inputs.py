@@ -127,10 +127,15 @@ def test_a_compressed_file_cut_short_is_refused_by_name_before_spark_reads_it(co
         inputs.spans_lines(str(csv))
 
 
-@pytest.mark.parametrize("name", ["events.zip", "events.csv.lz4", "events.json.zst"])
-def test_an_archive_or_a_codec_not_looked_into_is_refused_with_the_fix(name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("name", "fix"), [
+    ("events.zip", "land CSV and JSON files as they are, or compressed as .gz or .bz2"),
+    ("events.csv.lz4", "land CSV and JSON files as they are, or compressed as .gz or .bz2"),
+    ("events.json.zst", "land CSV and JSON files as they are, or compressed as .gz or .bz2"),
+    ("readings.xlsx", "save its sheet as CSV")])
+def test_an_archive_a_codec_not_looked_into_or_a_spreadsheet_is_refused_with_the_fix(name: str, fix: str,
+                                                                                    tmp_path: Path) -> None:
     (tmp_path / name).write_bytes(b"PK\x03\x04")
-    fix = r"is not read; land CSV and JSON files as they are, or compressed as \.gz or \.bz2"
+    fix = f"{re.escape(name)}: a \\.[a-z0-9]+ file is not read; {re.escape(fix)}"
     for path in (tmp_path / name, tmp_path):
         with pytest.raises(PielakeError, match=fix):
             guess_format(str(path))
