@@ -30,7 +30,7 @@ any that another query's run appended meanwhile (`publish_events`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import astuple, dataclass
 from functools import reduce
 from pathlib import Path
@@ -234,11 +234,14 @@ def _read_by_group(path: str, groups: list[FileGroup[Shared]], read: Callable[[F
     its values as text, which ingest casts to the stream's types (quarantining a value that does not cast, as in a
     CSV file), and the groups are joined by column name; groups whose columns differ are refused, naming a file of
     each, as a file whose columns are not the stream's is."""
+    def read_flat(group: FileGroup[Shared | None]) -> DataFrame:
+        return _flattened(read(group))
+
     if len(groups) <= 1:
-        return read(FileGroup((path,), groups[0].shared if groups else None))
+        return read_flat(FileGroup((path,), groups[0].shared if groups else None))
     if typed:
-        return read(groups[0])
-    frames = [_in_text(read(group)) for group in groups]
+        return read_flat(groups[0])
+    frames = [_in_text(read_flat(group)) for group in groups]
     columns = [sorted(c.lower() for c in file_columns(frame)) for frame in frames]
     if any(names != columns[0] for names in columns):
         raise LakeError(f"the files of {path} do not have the same columns: " + "; ".join(
@@ -247,6 +250,38 @@ def _read_by_group(path: str, groups: list[FileGroup[Shared]], read: Callable[[F
             + "; give every file of a stream the stream's columns (in any order)")
     # A group with a malformed line has `CORRUPT_RECORD`, the others not: theirs is NULL.
     return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+
+
+def _flattened(raw: DataFrame) -> DataFrame:
+    """Each field of a nested record a column of its own, named by its path (`position.lat`, which
+    `_with_plain_names` makes `position_lat`), and a list or a map its JSON text, as IoT hubs, AIS feeds and
+    message queues write an event: a stream's columns hold one value each, and no value is left behind."""
+    leaves = list(_leaves(raw.schema, ()))
+    if all(len(path) == 1 and not isinstance(kind, T.ArrayType | T.MapType) for path, kind in leaves):
+        return raw
+    return raw.select(*(_as_one_value(reduce(lambda column, name: column.getField(name), path[1:],
+                                             F.col(_quoted(path[0]))), kind).alias(".".join(path))
+                        for path, kind in leaves))
+
+
+def _leaves(schema: T.StructType, parents: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], T.DataType]]:
+    """The path and type of every field of `schema` that is not itself a record, in the schema's order."""
+    for field in schema.fields:
+        path = (*parents, field.name)
+        if isinstance(field.dataType, T.StructType) and field.dataType.fields:
+            yield from _leaves(field.dataType, path)
+        else:
+            yield path, field.dataType
+
+
+def _as_one_value(column: Column, kind: T.DataType) -> Column:
+    """A list or a map as its JSON text; any other value as it is."""
+    return F.to_json(column) if isinstance(kind, T.ArrayType | T.MapType) else column
+
+
+def _quoted(name: str) -> str:
+    """A column's name as Spark reads it whatever it holds (a dot, a space): in backquotes."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def file_columns(raw: DataFrame) -> list[str]:
@@ -646,8 +681,8 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
                         for c in file_columns(sample))  # malformed lines are quarantined, not a column
     except SchemaError as unfit:
         raise PielakeError(f"stream {name} has no schema, and its file {path} cannot give it one: {unfit}; a "
-                           "stream's columns hold one value each (a number, text, a boolean, a time): flatten or "
-                           "drop that column in the file") from None
+                           "stream's columns hold one value each (a number, text, a boolean, a time): write that "
+                           "column as text, or drop it from the file") from None
     if not sample.columns:  # an empty file: Spark sees neither rows nor a header
         raise _nothing_to_type(name, path)
     names = {n.lower() for n, _ in columns}

@@ -26,7 +26,7 @@ from pielake.pipeline.ingest import MALFORMED_REASON, IngestReport, admit_events
 from pielake.pipeline.job import RunRequest, StepContext
 from pielake.pipeline.runner import Run, run_query
 from pielake.query.analyzer import load_query
-from pielake.streams import StreamSchema, lake_streams, load_schema, save_schema
+from pielake.streams import StreamSchema, lake_streams, load_schema, parse_ddl, save_schema
 
 pytestmark = pytest.mark.heavy(seconds=210)  # about this long in CI: scheduled first
 
@@ -571,13 +571,46 @@ def test_a_file_whose_columns_no_stream_can_hold_is_refused_before_its_schema_is
         tmp_path: Path, spark: SparkSession) -> None:
     """A schema inferred from such a file would be kept in the lake and refused by every later run that loads it:
     the first run refuses the file instead, in one line, and keeps nothing."""
-    content = b'{"unit": "u1", "ts": 1, "speed": 5, "label": "x", "tags": {"a": 1}}\n'
-    result = run_without_schema(tmp_path, content, file="events.json")
+    (tmp_path / "q.tpq").write_text(QUERY)
+    pq.write_table(pa.table({"unit": ["u1"], "ts": [1], "speed": [5.0], "label": ["x"],
+                             "blob": pa.array([b"\x00\x01"], pa.binary())}), tmp_path / "events.parquet")
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "events.parquet"),
+                                       "--lake", str(tmp_path / "lake")])
     assert result.exit_code == 2, result.output
-    assert_one_error_line(result.output, f"stream Dirty has no schema, and its file {tmp_path / 'events.json'} "
-                                         "cannot give it one: column 'tags': type struct<a:bigint> is not a flat "
-                                         "primitive type")
+    assert_one_error_line(result.output, f"stream Dirty has no schema, and its file {tmp_path / 'events.parquet'} "
+                                         "cannot give it one: column 'blob': type binary is not a flat primitive "
+                                         "type")
     assert load_schema("Dirty", lake_streams(tmp_path / "lake")) is None
+
+
+def test_nested_records_are_read_as_a_column_a_field_and_lists_as_their_json(tmp_path: Path,
+                                                                           spark: SparkSession) -> None:
+    """An event as a message queue or an IoT hub writes it, `{"meta": {"unit": …, "ts": …}, "reading": {…},
+    "tags": […]}`: each field of a record is a column named by its path (`meta_unit`), a list its JSON text, into a
+    stream typed from the file and into one declared with those names; a field whose path names a column the record
+    has already is refused, naming both."""
+    (tmp_path / "q.tpq").write_text("FROM Feed F PARTITION BY F.meta_unit DEFINE Fast AS F.reading_speed > 10, "
+                                    "Tagged AS F.tags = '[\"x\"]' PATTERN Fast overlaps Tagged WITHIN 1 h "
+                                    "RETURN max(Fast.reading_speed) AS top")
+    tags = [[], [], ["x"], ["x"], ["x", "y"]]
+    lines = [{"meta": {"unit": "u1", "ts": t}, "reading": {"speed": speed}, "tags": tag}
+             for t, speed, tag in zip([1, 2, 3, 4, 5], [5, 12, 12, 3, 3], tags, strict=True)]
+    (tmp_path / "feed.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    for lake, declared in (("inferred", ""), ("declared", "meta_unit STRING, meta_ts BIGINT, reading_speed DOUBLE, "
+                                                           "tags STRING")):
+        if declared:
+            new_lake(tmp_path / lake, spark, StreamSchema("Feed", ("meta_unit",), "meta_ts", "s", parse_ddl(declared)))
+        result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "feed.jsonl"),
+                                           "--lake", str(tmp_path / lake), "--time-column", "meta_ts"])
+        assert result.exit_code == 0, result.output
+        assert "5 rows in = 5 events + 0 quarantined" in result.output and "complete: 1" in result.output
+        events = Lake(spark, tmp_path / lake).read("events_feed").orderBy("meta_ts")
+        assert [r.tags for r in events.collect()] == ["[]", "[]", '["x"]', '["x"]', '["x","y"]']
+    (tmp_path / "twice.jsonl").write_text('{"unit": "u1", "ts": 1, "speed": {"km_h": 5}, "speed_km_h": 5, '
+                                          '"label": "x"}\n')
+    result = run_without_schema(tmp_path, (tmp_path / "twice.jsonl").read_bytes(), file="twice.jsonl")
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, "the columns 'speed.km_h' and 'speed_km_h' of")
 
 
 def test_a_header_as_a_public_data_set_writes_it_is_read_under_plain_names(tmp_path: Path,
