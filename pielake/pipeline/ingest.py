@@ -45,7 +45,7 @@ from pielake import vocabulary as V
 from pielake.engine.checkpoints import hold, release
 from pielake.engine.session import settings_within
 from pielake.errors import PielakeError, QueryError
-from pielake.lake.delta import Lake, LakeError, check_run_id
+from pielake.lake.delta import Lake, LakeError, check_run_id, quoted_identifier
 from pielake.lake.inputs import (
     JSON_DOCUMENT,
     FileGroup,
@@ -233,7 +233,8 @@ def _read_by_group(path: str, groups: list[FileGroup[Shared]], read: Callable[[F
     inferred (`typed`) from the first group alone, as from a first file. Otherwise each group is read on its own,
     its values as text, which ingest casts to the stream's types (quarantining a value that does not cast, as in a
     CSV file), and the groups are joined by column name; groups whose columns differ are refused, naming a file of
-    each, as a file whose columns are not the stream's is."""
+    each, as a file whose columns are not the stream's is. Every read's nested records are flattened first
+    (`_flattened`)."""
     def read_flat(group: FileGroup[Shared | None]) -> DataFrame:
         return _flattened(read(group))
 
@@ -260,7 +261,7 @@ def _flattened(raw: DataFrame) -> DataFrame:
     if all(len(path) == 1 and not isinstance(kind, T.ArrayType | T.MapType) for path, kind in leaves):
         return raw
     return raw.select(*(_as_one_value(reduce(lambda column, name: column.getField(name), path[1:],
-                                             F.col(_quoted(path[0]))), kind).alias(".".join(path))
+                                             F.col(quoted_identifier(path[0]))), kind).alias(".".join(path))
                         for path, kind in leaves))
 
 
@@ -277,11 +278,6 @@ def _leaves(schema: T.StructType, parents: tuple[str, ...]) -> Iterator[tuple[tu
 def _as_one_value(column: Column, kind: T.DataType) -> Column:
     """A list or a map as its JSON text; any other value as it is."""
     return F.to_json(column) if isinstance(kind, T.ArrayType | T.MapType) else column
-
-
-def _quoted(name: str) -> str:
-    """A column's name as Spark reads it whatever it holds (a dot, a space): in backquotes."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def file_columns(raw: DataFrame) -> list[str]:
