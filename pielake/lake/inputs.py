@@ -35,7 +35,7 @@ from pielake.lake.landed import HIDDEN
 URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # Spark's CSV and JSON readers decompress a file its last suffix names a codec of (in any case). pielake looks
 # into a local file before Spark reads it (its header, a record spanning lines, its layout), through Python's
-# own gzip and bzip2; a file of another codec, or an archive Spark would read as text, is refused with the fix.
+# own gzip and bzip2; a file of another codec, an archive or a spreadsheet is refused with its fix (`NOT_READ`).
 OPENERS: dict[str, Callable[[str, str], BinaryIO]] = {".gz": gzip.open, ".bz2": bz2.open}
 COMPRESSED_HINT = "land CSV and JSON files as they are, or compressed as .gz or .bz2"
 SPREADSHEET_HINT = "save its sheet as CSV (a spreadsheet's own format is not read)"
