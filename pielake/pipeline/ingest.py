@@ -694,11 +694,26 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
     try:
         check_time_columns(inferred, f"{path}, read as {fmt}")
     except SchemaError as unfit:  # a file of a header alone types every column as text: say what it lacks
-        raise _nothing_to_type(name, path) if sample.isEmpty() else SchemaError(
-            f"{unfit}\n{_inferred_note(inferred)}") from None
+        if sample.isEmpty():
+            raise _nothing_to_type(name, path) from None
+        raise SchemaError(f"{unfit}{_times_as_text(inferred, sample)}\n{_inferred_note(inferred)}") from None
     if not timestamps:
         _check_time_scale(inferred, sample, path)
     return inferred
+
+
+def _times_as_text(stream: StreamSchema, sample: DataFrame) -> str:
+    """For a time column typed as text: one of its values, and the forms of a time a file's column is typed from.
+    Text that is not an ISO-8601 time (`01/02/2026 13:45`, as spreadsheets write one) does not cast to a TIMESTAMP
+    either, so declaring the column one would quarantine every such row."""
+    column = stream.time_column
+    if stream.type_of(column) != "STRING":
+        return ""
+    found = sample.select(column).where(F.col(column).isNotNull()).first()
+    shown = f" such as '{found[0]}'" if found else ""
+    return (f"; it holds text{shown}: a column of times reads as TIMESTAMPs where every value is an ISO-8601 time "
+            "(2026-01-02T13:45:00Z, or with its zone), as whole numbers where every value is one (of the unit "
+            "--time-unit names)")
 
 
 def _nothing_to_type(stream: str, path: str) -> SchemaError:

@@ -567,6 +567,18 @@ def test_a_file_whose_times_have_a_fraction_is_refused_before_its_schema_is_kept
     assert load_schema("Dirty", lake_streams(tmp_path / "lake")) is None
 
 
+def test_a_file_whose_times_are_text_shows_one_and_the_forms_a_time_is_typed_from(tmp_path: Path,
+                                                                                  spark: SparkSession) -> None:
+    """A spreadsheet's `01/02/2026 13:45` is text, and no declared TIMESTAMP would read it either: the refusal shows
+    a value, and the forms a file's times are typed from."""
+    result = run_without_schema(tmp_path, HEADER + b"u1,01/02/2026 13:45,5,x\nu1,01/02/2026 13:46,5,x\n")
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert ("time column 'ts' is STRING; a time is a whole number of the stream's unit (s), or a TIMESTAMP; it holds "
+            "text such as '01/02/2026 13:45': a column of times reads as TIMESTAMPs where every value is an ISO-8601 "
+            "time (2026-01-02T13:45:00Z, or with its zone)") in result.output
+    assert load_schema("Dirty", lake_streams(tmp_path / "lake")) is None
+
+
 def test_a_file_whose_columns_no_stream_can_hold_is_refused_before_its_schema_is_kept(
         tmp_path: Path, spark: SparkSession) -> None:
     """A schema inferred from such a file would be kept in the lake and refused by every later run that loads it:
