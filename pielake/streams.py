@@ -92,6 +92,9 @@ class StreamSchema:
     # Of a matches stream, the columns that tell apart and order its rows sharing a start and an end: each
     # symbol's start, in definition order (docs/semantics.md §1).
     order_columns: tuple[str, ...] = ()
+    # How a file writes the stream's times where it writes them as text that is not ISO-8601 (a Spark datetime
+    # pattern, `dd/MM/yyyy HH:mm:ss`); None: ISO-8601 text, or times the file holds as numbers or TIMESTAMPs.
+    time_format: str | None = None
 
     @property
     def of_matches(self) -> bool:
@@ -196,7 +199,7 @@ def from_mapping(doc: dict, origin: str) -> StreamSchema:
         name, keys, time, ddl = doc["stream"], doc.get("keys", []), doc["time"], doc["columns"]
         unit = str(time.get("unit", "s")).lower()
         column, end = (time["start"], time["end"]) if "start" in time else (time["column"], None)
-        lag, order = time.get("horizon_lag"), tuple(doc.get("order", ()))
+        lag, order, written = time.get("horizon_lag"), tuple(doc.get("order", ())), time.get("format")
     except (KeyError, TypeError) as missing:
         raise SchemaError(f"{origin}: missing {missing}; a schema has stream, keys, columns and time.column "
                           "(or time.start and time.end, for interval rows)") from None
@@ -210,7 +213,10 @@ def from_mapping(doc: dict, origin: str) -> StreamSchema:
     check_time_unit(unit, origin)
     if lag is not None and (end is None or not isinstance(lag, int) or lag < 0):
         raise SchemaError(f"{origin}: time.horizon_lag is a whole number >= 0, of an interval stream")
-    schema = StreamSchema(name, tuple(keys), column, unit, columns, end, lag, order)
+    if written is not None and (unit != TIMESTAMP_UNIT or not isinstance(written, str) or not written.strip()):
+        raise SchemaError(f"{origin}: time.format is how a file writes the times of a stream of unit timestamp, as a "
+                          "Spark datetime pattern (format: dd/MM/yyyy HH:mm:ss)")
+    schema = StreamSchema(name, tuple(keys), column, unit, columns, end, lag, order, written)
     check_time_columns(schema, origin)
     return schema
 
@@ -219,9 +225,10 @@ def to_mapping(schema: StreamSchema) -> dict:
     time = {"column": schema.time_column} if schema.end_column is None else \
         {"start": schema.time_column, "end": schema.end_column}
     lag = {} if schema.horizon_lag is None else {"horizon_lag": schema.horizon_lag}
+    written = {} if schema.time_format is None else {"format": schema.time_format}
     order = {"order": list(schema.order_columns)} if schema.order_columns else {}
-    return {"stream": schema.name, "keys": list(schema.keys), "time": {**time, "unit": schema.time_unit, **lag},
-            **order, "columns": schema.ddl}
+    return {"stream": schema.name, "keys": list(schema.keys),
+            "time": {**time, "unit": schema.time_unit, **written, **lag}, **order, "columns": schema.ddl}
 
 
 def schema_file(directory: Path, stream: str) -> Path:

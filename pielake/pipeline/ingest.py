@@ -349,14 +349,23 @@ def _cast(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> DataFrame:
     _check_columns(raw, stream, kept)
     present = {c.lower(): c for c in file_columns(raw)}
     typed = []
+    text = {f.name for f in raw.schema.fields if isinstance(f.dataType, T.StringType)}
     for name, kind in stream.columns:
         source = F.col(present[name.lower()])
-        target = "TIMESTAMP" if name in stream.time_columns and stream.time_unit == TIMESTAMP_UNIT else kind
-        typed.append(source.try_cast(target).alias(name))
+        if name in stream.time_columns and stream.time_unit == TIMESTAMP_UNIT:
+            typed.append(_as_time(source, stream.time_format if present[name.lower()] in text else None).alias(name))
+        else:
+            typed.append(source.try_cast(kind).alias(name))
     line = F.col(CORRUPT_RECORD) if CORRUPT_RECORD in raw.columns else F.lit(None).cast("string")
     as_read = F.to_json(F.struct(*(F.col(c) for c in present.values())), {"ignoreNullFields": "false"})
     return raw.select(*typed, F.coalesce(line, as_read).alias(V.RAW), line.alias(MALFORMED),
                       *(F.col(present[n.lower()]).cast("string").alias(f"__raw_{n}") for n in stream.column_names))
+
+
+def _as_time(value: Column, written: str | None) -> Column:
+    """A time as a TIMESTAMP: text as the stream's schema says its files write it (`time.format`, a Spark datetime
+    pattern), else ISO-8601 text or a value of another type as Spark casts it; NULL where it does not read."""
+    return value.try_cast("TIMESTAMP") if written is None else F.try_to_timestamp(value, F.lit(written))
 
 
 def _reason(stream: StreamSchema) -> Column:
@@ -713,7 +722,8 @@ def _times_as_text(stream: StreamSchema, sample: DataFrame) -> str:
     shown = f" such as '{found[0]}'" if found else ""
     return (f"; it holds text{shown}: a column of times reads as TIMESTAMPs where every value is an ISO-8601 time "
             "(2026-01-02T13:45:00Z, or with its zone), as whole numbers where every value is one (of the unit "
-            "--time-unit names)")
+            "--time-unit names); for times written otherwise, declare the stream with their pattern (time: "
+            "{column: ts, unit: timestamp, format: dd/MM/yyyy HH:mm})")
 
 
 def _nothing_to_type(stream: str, path: str) -> SchemaError:

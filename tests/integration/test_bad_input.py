@@ -10,6 +10,7 @@ import bz2
 import gzip
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -570,13 +571,26 @@ def test_a_file_whose_times_have_a_fraction_is_refused_before_its_schema_is_kept
 def test_a_file_whose_times_are_text_shows_one_and_the_forms_a_time_is_typed_from(tmp_path: Path,
                                                                                   spark: SparkSession) -> None:
     """A spreadsheet's `01/02/2026 13:45` is text, and no declared TIMESTAMP would read it either: the refusal shows
-    a value, and the forms a file's times are typed from."""
-    result = run_without_schema(tmp_path, HEADER + b"u1,01/02/2026 13:45,5,x\nu1,01/02/2026 13:46,5,x\n")
+    a value, and the forms a file's times are typed from. Declared with the pattern its files write a time in, the
+    stream reads them, and a time written otherwise is quarantined."""
+    content = HEADER + b"u1,01/02/2026 13:45,5,x\nu1,01/02/2026 13:46,5,x\nu1,2026-02-01T13:47:00,5,x\n"
+    result = run_without_schema(tmp_path, content)
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     assert ("time column 'ts' is STRING; a time is a whole number of the stream's unit (s), or a TIMESTAMP; it holds "
             "text such as '01/02/2026 13:45': a column of times reads as TIMESTAMPs where every value is an ISO-8601 "
             "time (2026-01-02T13:45:00Z, or with its zone)") in result.output
+    assert "declare the stream with their pattern (time: {column: ts, unit: timestamp, format: dd/MM/yyyy HH:mm})" \
+        in result.output
     assert load_schema("Dirty", lake_streams(tmp_path / "lake")) is None
+    timed = ((name, "TIMESTAMP" if name == "ts" else kind) for name, kind in SCHEMA.columns)
+    lake = new_lake(tmp_path / "lake", spark, StreamSchema("Dirty", ("unit",), "ts", "timestamp", tuple(timed),
+                                                           time_format="dd/MM/yyyy HH:mm"))
+    result = run_without_schema(tmp_path, content, "--no-checks")
+    assert result.exit_code == 0, result.output
+    assert "3 rows in = 2 events + 1 quarantined" in result.output
+    assert [r.ts for r in lake.read("events_dirty").orderBy("ts").collect()] == [
+        datetime(2026, 2, 1, 13, 45), datetime(2026, 2, 1, 13, 46)]
+    assert reasons(lake, lake.read("quarantine_dirty").first()["run_id"]) == ("cast_failed: ts=2026-02-01T13:47:00",)
 
 
 def test_a_file_whose_columns_no_stream_can_hold_is_refused_before_its_schema_is_kept(

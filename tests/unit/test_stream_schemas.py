@@ -12,7 +12,7 @@ import pytest
 
 from pielake.orchestration.airflow import register
 from pielake.pipeline.job import RunRequest
-from pielake.streams import SchemaError, from_mapping, parse_ddl, schema_column
+from pielake.streams import SchemaError, from_mapping, parse_ddl, schema_column, to_mapping
 
 pytestmark = pytest.mark.unit
 
@@ -75,3 +75,18 @@ def test_a_time_column_of_a_type_no_time_has_is_refused_with_the_fix(unit: str, 
               "columns": f"id INT, ts {'TIMESTAMP' if unit == 'timestamp' else 'BIGINT'}, te {kind}"}
     with pytest.raises(SchemaError, match=re.escape(f"Ticks.yaml: stream Ticks's time column 'te' is {kind}; {fix}")):
         from_mapping(schema, "Ticks.yaml")
+
+
+def test_a_time_format_is_a_pattern_of_a_stream_of_unit_timestamp_and_is_kept_with_its_schema() -> None:
+    """`dd/MM/yyyy HH:mm:ss`, as a spreadsheet or a public data set writes its times, is how the stream's files
+    write them; a stream of numeric times has none."""
+    schema = {"stream": "Ships", "keys": ["MMSI"], "columns": "MMSI BIGINT, Timestamp TIMESTAMP",
+              "time": {"column": "Timestamp", "unit": "timestamp", "format": "dd/MM/yyyy HH:mm:ss"}}
+    declared = from_mapping(schema, "Ships.yaml")
+    assert declared.time_format == "dd/MM/yyyy HH:mm:ss"
+    assert from_mapping(to_mapping(declared), "kept") == declared
+    for unit, written in (("s", "dd/MM/yyyy"), ("timestamp", ""), ("timestamp", 5)):
+        numeric = {**schema, "columns": "MMSI BIGINT, Timestamp BIGINT"} if unit == "s" else schema
+        with pytest.raises(SchemaError, match=r"Ships.yaml: time.format is how a file writes the times of a stream "
+                                              r"of unit timestamp, as a Spark datetime pattern"):
+            from_mapping({**numeric, "time": {"column": "Timestamp", "unit": unit, "format": written}}, "Ships.yaml")
