@@ -350,6 +350,8 @@ def _cast(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> DataFrame:
     present = {c.lower(): c for c in file_columns(raw)}
     typed = []
     text = {f.name for f in raw.schema.fields if isinstance(f.dataType, T.StringType)}
+    if stream.time_format is not None:
+        _check_time_format(raw.sparkSession, stream)
     for name, kind in stream.columns:
         source = F.col(present[name.lower()])
         if name in stream.time_columns and stream.time_unit == TIMESTAMP_UNIT:
@@ -366,6 +368,18 @@ def _as_time(value: Column, written: str | None) -> Column:
     """A time as a TIMESTAMP: text as the stream's schema says its files write it (`time.format`, a Spark datetime
     pattern), else ISO-8601 text or a value of another type as Spark casts it; NULL where it does not read."""
     return value.try_cast("TIMESTAMP") if written is None else F.try_to_timestamp(value, F.lit(written))
+
+
+def _check_time_format(spark: SparkSession, stream: StreamSchema) -> None:
+    """Spark tells a pattern it does not take only as it parses a time with it, mid-run: one time parsed here (a
+    small job) refuses it before, naming the stream's schema and the letter Spark says is wrong."""
+    try:
+        spark.range(1).select(F.try_to_timestamp(F.lit("2000-01-01"), F.lit(stream.time_format))).collect()
+    except Exception as error:  # Spark's INVALID_DATETIME_PATTERN and its kin, in whichever class PySpark gives
+        said = str(error).strip().splitlines()[0]
+        raise SchemaError(f"stream {stream.name}'s time.format '{stream.time_format}' is not a pattern Spark reads "
+                          f"times with: {said}; see Spark's datetime patterns (dd/MM/yyyy HH:mm:ss, "
+                          "yyyy-MM-dd HH:mm:ss.SSS)") from None
 
 
 def _reason(stream: StreamSchema) -> Column:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -591,6 +591,12 @@ def test_a_file_whose_times_are_text_shows_one_and_the_forms_a_time_is_typed_fro
     assert [r.ts for r in lake.read("events_dirty").orderBy("ts").collect()] == [
         datetime(2026, 2, 1, 13, 45), datetime(2026, 2, 1, 13, 46)]
     assert reasons(lake, lake.read("quarantine_dirty").first()["run_id"]) == ("cast_failed: ts=2026-02-01T13:47:00",)
+    save_schema(replace(load_schema("Dirty", lake_streams(lake.root)), time_format="dd/MM/yyyy HH:mm.qqq"),
+                lake_streams(lake.root))
+    result = run_without_schema(tmp_path, content, "--no-checks", "--incremental")
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, "stream Dirty's time.format 'dd/MM/yyyy HH:mm.qqq' is not a pattern Spark "
+                                         "reads times with: [INVALID_DATETIME_PATTERN")
 
 
 def test_a_file_whose_columns_no_stream_can_hold_is_refused_before_its_schema_is_kept(
