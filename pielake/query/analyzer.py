@@ -11,11 +11,11 @@ from __future__ import annotations
 import difflib
 import re
 import sys
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, get_args
 
 from pielake import vocabulary as V
 from pielake.errors import ErrorDetail, PielakeError, QuerySemanticError, source_excerpt
@@ -549,7 +549,8 @@ class _Analyzer:
         taken |= {f"{s.lower()}_{end}" for s in self.symbols for end in SITUATION_ENDPOINTS}
         out: list[OutputColumn] = []
         for item in self.query.returns:
-            self.check_return_expr(item.expr, keys)
+            expr = self.bare_keys(item.expr, keys)
+            self.check_return_expr(expr, keys)
             if item.alias is not None:
                 name = item.alias.text
                 if name.lower() in taken:
@@ -557,14 +558,27 @@ class _Analyzer:
                                "Pick a name that is not a key, a <symbol>_ts/_te or a match column.")
             else:
                 name = output_name(item.expr)
-                if self.is_match_column(item.expr, keys):
+                if self.is_match_column(expr, keys):
                     continue
                 if name.lower() in taken:
                     self.error(f"RETURN {expr_text(item.expr)} is named '{name}', which is already taken",
                                item.expr.span, f"Name it yourself: {expr_text(item.expr)} AS <name>.")
             taken.add(name.lower())
-            out.append(OutputColumn(name, item.expr))
+            out.append(OutputColumn(name, expr))
         return tuple(out)
+
+    def bare_keys(self, expr: ast.Expr, keys: tuple[str, ...]) -> ast.Expr:
+        """`expr` with a key column qualified by a stream of FROM (`CS.car_id`) written bare: as in PARTITION BY,
+        such a qualifier names no stream in particular, and a match has one value of each key."""
+        named = {k.lower() for k in keys}
+
+        def bare(node: ast.Expr) -> ast.Expr:
+            if isinstance(node, ast.Column) and node.qualifier and node.name.lower() in named \
+                    and node.qualifier.lower() in self.qualifiers and node.qualifier.lower() not in self.symbols:
+                return replace(node, qualifier=None)
+            return node
+
+        return rebuilt(expr, bare)
 
     # ------------------------------------------------------------ types
 
@@ -630,25 +644,35 @@ class _Analyzer:
             return
         if column.qualifier is None and column.name.lower() in {k.lower() for k in keys}:
             return
+        if column.qualifier and column.qualifier.lower() in self.qualifiers:
+            self.error(f"'{column.qualifier}.{column.name}' is a column of the stream's events, not of a match",
+                       column.span, f"RETURN reads situations: name a symbol and an aggregate, as in "
+                       f"first({next(iter(self.symbols.values()), 'S')}.{column.name}).")
+            return
         self.error(f"'{column.name}' is neither a key column nor a situation's value", column.span,
                    "RETURN reads situations: use S.ts, S.te, duration(S) or an aggregate such as first(S.col).")
 
 
+EXPRESSIONS = get_args(ast.Expr)
+
+
 def children(expr: ast.Expr) -> tuple[ast.Expr, ...]:
-    """The direct sub-expressions of a node; the one place that knows each node's shape."""
-    match expr:
-        case ast.Unary(operand=operand) | ast.IsNull(operand=operand):
-            return (operand,)
-        case ast.Binary(left=left, right=right):
-            return left, right
-        case ast.Between(operand=operand, low=low, high=high):
-            return operand, low, high
-        case ast.InList(operand=operand, items=items):
-            return (operand, *items)
-        case ast.Call(args=args):
-            return args
-        case _:
-            return ()
+    """The direct sub-expressions of a node, in the order its fields are written (an operand, then what it is
+    compared with; a call's arguments): a node's shape is its dataclass's fields, read here and in `rebuilt`."""
+    out: list[ast.Expr] = []
+    for value in (getattr(expr, f.name) for f in fields(expr)):
+        out.extend(v for v in (value if isinstance(value, tuple) else (value,)) if isinstance(v, EXPRESSIONS))
+    return tuple(out)
+
+
+def rebuilt(expr: ast.Expr, change: Callable[[ast.Expr], ast.Expr]) -> ast.Expr:
+    """`expr` with `change` applied to each of its nodes, the sub-expressions first."""
+    def each(value: object) -> object:
+        if isinstance(value, tuple):
+            return tuple(each(v) for v in value)
+        return rebuilt(value, change) if isinstance(value, EXPRESSIONS) else value
+
+    return change(replace(expr, **{f.name: each(getattr(expr, f.name)) for f in fields(expr) if f.name != "span"}))
 
 
 def output_name(expr: ast.Expr) -> str:
