@@ -4,7 +4,7 @@ one maintenance DAG for the lake.
 A *registered query* is a `<name>.tpq` file in the registry folder (`PIELAKE_QUERIES`), optionally with a
 `<name>.yaml` beside it:
 
-    schedule: "*/10 * * * *"         # cron or preset; default @hourly
+    schedule: "*/10 * * * *"         # cron or preset; null: runs only when triggered; default @hourly
     events: /landing/cars/{{ data_interval_end | ts_nodash }}.csv   # Jinja, rendered per run
     format: csv                      # default: by suffix
     time_column: ts                  # for streams without a schema in schemas/
@@ -50,7 +50,7 @@ from typing import Any
 import yaml
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG, Asset, AssetAny, AssetWatcher, BaseOperator, CronTriggerTimetable, Param, TaskGroup
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowTimetableInvalid
 
 from pielake import vocabulary as V
 from pielake.engine.settings import keep_days, landing_poll, lock_wait, short_lived, submit_settings
@@ -68,6 +68,7 @@ JOBS_DIR = PROJECT / "jobs"
 DEFAULT_SCHEDULE = "@hourly"
 SETTINGS = ("schedule", "events", "landing", "format", "time_column", "time_unit", "runner", "step_timeout")
 RUNNERS = ("engine", "spark-submit")
+UNCLOCKED = ("@once", "@continuous")  # Airflow's schedule presets that are no cron expression
 ENGINE_CONNECTION = os.environ.get("PIELAKE_ENGINE_CONN", "pielake_engine")
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)  # aware: Airflow reads a naive date in its configured zone
 
@@ -78,7 +79,7 @@ class Registration:
 
     path: Path
     plan: QueryPlan
-    schedule: str = DEFAULT_SCHEDULE
+    schedule: str | None = DEFAULT_SCHEDULE  # None: runs only when triggered
     events: tuple[str, ...] = ()  # as `--events` values: a path, or STREAM=PATH for each of several streams
     landing: tuple[str, ...] = ()  # as `events`, each a folder (and a pattern of names) files land in
     format: str = ""
@@ -100,6 +101,7 @@ class Registration:
         if not 0 < minutes < float("inf"):
             raise PielakeError(f"{sidecar}: step_timeout '{self.step_timeout}' is not a number of minutes above 0 "
                                "(e.g. step_timeout: 30)")
+        check_schedule(self.schedule, f"{sidecar}: schedule")
         check_time_unit(self.time_unit, f"{sidecar}: time_unit")
         for landing in self.landings.values():
             if not (self.format or format_of(landing.pattern)):
@@ -135,7 +137,7 @@ def register(path: Path) -> Registration:
     plan = load_query_file(path)
     bind_declared(plan, Path(_lake()))
     sidecar = path.with_suffix(".yaml")
-    settings = (yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}) if sidecar.is_file() else {}
+    settings = _settings(sidecar)
     unknown = set(settings) - set(SETTINGS)
     if unknown:
         raise PielakeError(f"{sidecar}: unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(SETTINGS)}")
@@ -149,8 +151,39 @@ def register(path: Path) -> Registration:
         raise PielakeError(f"{sidecar}: query {plan.name} runs when files land in its landing folder and reads "
                            f"them; drop {' and '.join(clock)}")
     events, landing = settings.pop("events", ""), settings.pop("landing", "")
-    return Registration(path, plan, events=_events_setting(events), landing=_events_setting(landing),
-                        **{k: str(v) for k, v in settings.items()})
+    given = {k: v if v is None else str(v) for k, v in settings.items() if v is not None or k == "schedule"}
+    return Registration(path, plan, events=_events_setting(events), landing=_events_setting(landing), **given)
+
+
+def check_schedule(schedule: str | None, where: str) -> None:
+    """A schedule Airflow takes: a cron expression, one of Airflow's presets (`@hourly`), or none. Airflow checks
+    it only as it stores the DAG, where a bad one fails the whole DAG file: every query's DAGs would be gone."""
+    if schedule is None or schedule in UNCLOCKED:
+        return
+    try:
+        CronTriggerTimetable(schedule, timezone="UTC").validate()
+    except AirflowTimetableInvalid as error:
+        raise PielakeError(f"{where} '{schedule}' is not a cron expression ({error}); write five fields, as "
+                           '"*/10 * * * *", a preset such as @hourly, or null to run only when triggered') from None
+
+
+def _settings(sidecar: Path) -> dict[str, Any]:
+    """A registration's settings: the mapping its `<name>.yaml` holds (none without one). A file that is not YAML,
+    or holds no mapping, is refused here, naming where: raised from the DAG file, it would hide every query's DAGs."""
+    if not sidecar.is_file():
+        return {}
+    try:
+        settings = yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}
+    except yaml.MarkedYAMLError as error:  # where it starts to go wrong: an unclosed quote, not the file's end
+        mark = error.context_mark or error.problem_mark
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = ", ".join(part for part in (error.context, error.problem) if part)
+        raise PielakeError(f"{sidecar}{where}: not YAML ({problem}); write one setting a line, "
+                           f"as schedule: \"*/10 * * * *\"") from None
+    if not isinstance(settings, dict):
+        raise PielakeError(f"{sidecar}: holds a {type(settings).__name__}, not settings; write one setting a line, "
+                           f"as schedule: \"*/10 * * * *\" (known: {', '.join(SETTINGS)})")
+    return settings
 
 
 def _events_setting(events: object) -> tuple[str, ...]:
@@ -301,7 +334,7 @@ def _dag_doc(registration: Registration, purpose: str) -> str:
 def scheduled_dag(registration: Registration, registry: Registry = STAGES) -> DAG:
     """Micro-batches on the query's schedule; runs never overlap (max_active_runs=1) and run in order."""
     name, source = registration.plan.name, registration.plan.upstream_source
-    schedule: str | list[Asset] = registration.schedule
+    schedule: str | list[Asset] | None = registration.schedule
     purpose = "Micro-batch detection: each run reads the events that landed since the last one."
     if source is not None:  # a level of a hierarchy: after each publish of the query below it
         schedule = [table_asset(source.upstream, V.MATCHES)]

@@ -62,6 +62,15 @@ print(json.dumps({{"seconds": time.perf_counter() - started, "loaded_at": time.t
                                        "tasks": {{t.task_id: sorted(t.downstream_task_ids) for t in d.tasks}}}}
                            for d in bag.dags.values()}}}}))
 """
+# Settings a registration may get wrong, each with what its broken DAG says: Airflow itself would refuse the first
+# two only as it stores the DAG, failing the whole DAG file.
+SETTINGS_TYPED_WRONG = {
+    "unquoted": ('schedule: "*/5 * * * *\nevents: /landing/flags.json\n',
+                 "unquoted.yaml, line 1, column 11: not YAML (while scanning a quoted scalar, found unexpected end "
+                 "of stream)"),
+    "in_words": ("schedule: every 5 minutes\n", "in_words.yaml: schedule 'every 5 minutes' is not a cron expression"),
+    "listed": ("- schedule\n- events\n", "listed.yaml: holds a list, not settings"),
+}
 EXPECTED_GRAPH = {"ingest": ["check_events"], "check_events": ["situations"], "situations": ["check_situations"],
                   "check_situations": ["pairs_c1"], "pairs_c1": ["check_pairs"], "check_pairs": ["matches"],
                   "matches": ["check_matches"], "check_matches": ["publish"], "publish": []}
@@ -95,6 +104,11 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (queries / "clocked.tpq").write_text(QUERY)
     (queries / "clocked.yaml").write_text('landing: /landing/flags/*.json\nschedule: "@hourly"\n')
     (queries / "broken.tpq").write_text(BROKEN)
+    for name, (settings, _) in SETTINGS_TYPED_WRONG.items():
+        (queries / f"{name}.tpq").write_text(QUERY)
+        (queries / f"{name}.yaml").write_text(settings)
+    (queries / "by_hand.tpq").write_text(QUERY)
+    (queries / "by_hand.yaml").write_text("schedule: null\nevents: /landing/flags.json\nformat:\n")
     (queries / "misspelt.tpq").write_text(MISSPELT)
     (queries / "flag_spans.tpq").write_text(SPANS)
     (queries / "orphan.tpq").write_text("FROM matches_nowhere M DEFINE X AS M.a_ts > 0, Y AS M.a_ts < 0 "
@@ -194,7 +208,8 @@ def test_a_query_that_does_not_parse_is_a_dag_that_names_its_file_line_and_colum
                                    "pielake_vessels", "pielake_vessels_backfill", "pielake_landed",
                                    "pielake_landed_backfill", "pielake_vessels_landed",
                                    "pielake_vessels_landed_backfill", "pielake_clocked", "pielake_misspelt",
-                                   "pielake_maintenance"}
+                                   "pielake_by_hand", "pielake_by_hand_backfill", "pielake_maintenance",
+                                   *(f"pielake_{name}" for name in SETTINGS_TYPED_WRONG)}
     assert broken["tags"] == ["broken", "pielake"] and broken["schedule"] == "None"
     assert broken["tasks"] == {"parse_query": []}
     assert "broken.tpq: unknown relation 'overlap'. Line 1, Col 40. Did you mean 'overlaps'?" in broken["doc"]
@@ -209,10 +224,24 @@ def test_a_query_that_does_not_fit_its_stream_s_declared_schema_is_a_broken_dag_
     assert "speed" in misspelt["doc"]
 
 
+def test_settings_that_are_not_yaml_or_not_a_schedule_are_a_broken_dag_saying_where(loaded: dict) -> None:
+    """A registration's settings are read before Airflow sees them: one mistyped hides no other query's DAGs."""
+    for name, (_, said) in SETTINGS_TYPED_WRONG.items():
+        dag = loaded["dags"][f"pielake_{name}"]
+        assert dag["tags"] == ["broken", "pielake"] and dag["tasks"] == {"parse_query": []}
+        assert said in dag["doc"], dag["doc"]
+
+
+def test_a_query_of_no_schedule_runs_only_when_triggered(loaded: dict) -> None:
+    """`schedule: null`, Airflow's own word for a DAG no clock starts; an empty setting is the default."""
+    by_hand = loaded["dags"]["pielake_by_hand"]
+    assert by_hand["schedule"] == "None" and by_hand["first_run"] is None and by_hand["tasks"] == EXPECTED_GRAPH
+
+
 def test_the_lake_has_a_daily_maintenance_dag_with_a_task_per_valid_query(loaded: dict) -> None:
     maintenance = loaded["dags"]["pielake_maintenance"]
     assert maintenance["tasks"] == {"maintain_flag_pairs": [], "maintain_flag_spans": [], "maintain_landed": [],
-                                    "maintain_vessels": [], "maintain_vessels_landed": []}
+                                    "maintain_vessels": [], "maintain_vessels_landed": [], "maintain_by_hand": []}
     assert maintenance["schedule"] == "0 0 * * *" and maintenance["tags"] == ["maintenance", "pielake"]
     assert "OPTIMIZE" in maintenance["doc"] and "VACUUM" in maintenance["doc"]
 
