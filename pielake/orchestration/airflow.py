@@ -91,30 +91,31 @@ class Registration:
     step_timeout: str = os.environ.get("PIELAKE_STEP_TIMEOUT", "60")
 
     def __post_init__(self) -> None:
-        sidecar = self.path.with_suffix(".yaml")
+        """Every setting checked here, where a wrong one is this query's broken DAG (`register` says in which
+        file): found while Airflow builds or stores the DAGs, it would fail the whole DAG file."""
         if self.runner not in RUNNERS:
-            raise PielakeError(f"{sidecar}: runner '{self.runner}' is not one of {', '.join(RUNNERS)}")
+            raise PielakeError(f"runner '{self.runner}' is not one of {', '.join(RUNNERS)}")
         try:
             minutes = float(self.step_timeout)
         except ValueError:
             minutes = 0.0
         if not 0 < minutes < float("inf"):
-            raise PielakeError(f"{sidecar}: step_timeout '{self.step_timeout}' is not a number of minutes above 0 "
+            raise PielakeError(f"step_timeout '{self.step_timeout}' is not a number of minutes above 0 "
                                "(e.g. step_timeout: 30)")
-        check_schedule(self.schedule, f"{sidecar}: schedule")
-        check_time_unit(self.time_unit, f"{sidecar}: time_unit")
+        check_schedule(self.schedule, "schedule")
+        check_time_unit(self.time_unit, "time_unit")
+        if self.format and self.format not in FORMATS:
+            raise PielakeError(f"format '{self.format}' is not one of {', '.join(FORMATS)}")
+        events_files(self.plan, self.events)
         for landing in self.landings.values():
             if not (self.format or format_of(landing.pattern)):
-                raise PielakeError(f"{sidecar}: the files of landing '{landing}' have no suffix that names their "
-                                   f"format; add format: ({', '.join(FORMATS)})")
+                raise PielakeError(f"the files of landing '{landing}' have no suffix that names their format; add "
+                                   f"format: ({', '.join(FORMATS)})")
 
     @cached_property
     def landings(self) -> dict[str, Landing]:
         """Each stream's landing folder, by stream, when the query runs as events land."""
-        try:
-            return {stream: Landing.parse(glob) for stream, glob in files_by_stream(self.plan, self.landing).items()}
-        except PielakeError as error:
-            raise PielakeError(f"{self.path.with_suffix('.yaml')}: {error}") from None
+        return {stream: Landing.parse(glob) for stream, glob in files_by_stream(self.plan, self.landing).items()}
 
     @property
     def execution_timeout(self) -> timedelta:
@@ -152,7 +153,11 @@ def register(path: Path) -> Registration:
                            f"them; drop {' and '.join(clock)}")
     events, landing = settings.pop("events", ""), settings.pop("landing", "")
     given = {k: v if v is None else str(v) for k, v in settings.items() if v is not None or k == "schedule"}
-    return Registration(path, plan, events=_events_setting(events), landing=_events_setting(landing), **given)
+    try:
+        return Registration(path, plan, events=_events_setting(plan, "events", events),
+                            landing=_events_setting(plan, "landing", landing), **given)
+    except PielakeError as error:
+        raise PielakeError(f"{sidecar}: {error}") from None
 
 
 def check_schedule(schedule: str | None, where: str) -> None:
@@ -186,11 +191,14 @@ def _settings(sidecar: Path) -> dict[str, Any]:
     return settings
 
 
-def _events_setting(events: object) -> tuple[str, ...]:
-    """A registration's `events` (or `landing`): one path (a query over one stream), or a path per stream
-    (`{Stream: path}`) given as `--events` would give them (`events_files`)."""
+def _events_setting(plan: QueryPlan, setting: str, events: object) -> tuple[str, ...]:
+    """A registration's `events` (or `landing`) as `--events` gives them (`events_files`): one path, or a path per
+    stream (`{Stream: path}`; over one stream, the path of that stream)."""
     if isinstance(events, dict):
-        return tuple(f"{stream}={path}" for stream, path in events.items())
+        return as_given(plan, {plan.source_named(str(stream)).stream: str(path) for stream, path in events.items()})
+    if isinstance(events, list):
+        raise PielakeError(f"{setting} is a list: give one path (a folder, or a pattern of names for several files: "
+                           f"/landing/cars/*.csv){', or a path per stream' if len(plan.sources) > 1 else ''}")
     return (str(events),) if events else ()
 
 

@@ -57,19 +57,32 @@ print(json.dumps({{"seconds": time.perf_counter() - started, "loaded_at": time.t
                                        "driver_options": {{t.task_id: t.conf["spark.driver.defaultJavaOptions"]
                                                           for t in d.tasks if isinstance(getattr(t, "conf", None),
                                                                                          dict)}},
+                                       "requests": {{t.task_id: t.op_kwargs["request"] for t in d.tasks
+                                                    if "request" in (getattr(t, "op_kwargs", None) or {{}})}},
                                        "args": {{t.task_id: list(t.application_args) for t in d.tasks
                                                 if getattr(t, "application_args", None)}},
                                        "tasks": {{t.task_id: sorted(t.downstream_task_ids) for t in d.tasks}}}}
                            for d in bag.dags.values()}}}}))
 """
-# Settings a registration may get wrong, each with what its broken DAG says: Airflow itself would refuse the first
-# two only as it stores the DAG, failing the whole DAG file.
+VESSELS = (ROOT / "examples" / "queries" / "moving_at_berth.tpq").read_text()
+# Settings a registration may get wrong, with what its broken DAG says: Airflow would find all but the list and the
+# format only as it builds or stores the DAGs, failing the whole DAG file.
 SETTINGS_TYPED_WRONG = {
-    "unquoted": ('schedule: "*/5 * * * *\nevents: /landing/flags.json\n',
+    "unquoted": (QUERY, 'schedule: "*/5 * * * *\nevents: /landing/flags.json\n',
                  "unquoted.yaml, line 1, column 11: not YAML (while scanning a quoted scalar, found unexpected end "
                  "of stream)"),
-    "in_words": ("schedule: every 5 minutes\n", "in_words.yaml: schedule 'every 5 minutes' is not a cron expression"),
-    "listed": ("- schedule\n- events\n", "listed.yaml: holds a list, not settings"),
+    "in_words": (QUERY, "schedule: every 5 minutes\n",
+                 "in_words.yaml: schedule 'every 5 minutes' is not a cron expression"),
+    "listed": (QUERY, "- schedule\n- events\n", "listed.yaml: holds a list, not settings"),
+    "files_listed": (QUERY, "events:\n  - /landing/a.json\n  - /landing/b.json\n",
+                     "files_listed.yaml: events is a list: give one path (a folder, or a pattern of names"),
+    "spreadsheet": (QUERY, "events: /landing/flags.xlsx\nformat: excel\n",
+                    "spreadsheet.yaml: format 'excel' is not one of csv, parquet, json"),
+    "misnamed": (VESSELS, "events:\n  Positions: /landing/positions.csv\n  PortCalls: /landing/calls.csv\n",
+                 "misnamed.yaml: events given for Positions, which query misnamed does not read; it reads "
+                 "VesselPositions, PortCalls"),
+    "unnamed": (VESSELS, "events: /landing/positions.csv\n",
+                "unnamed.yaml: query unnamed reads 2 streams: name each file's stream"),
 }
 EXPECTED_GRAPH = {"ingest": ["check_events"], "check_events": ["situations"], "situations": ["check_situations"],
                   "check_situations": ["pairs_c1"], "pairs_c1": ["check_pairs"], "check_pairs": ["matches"],
@@ -93,22 +106,22 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (queries / "flag_pairs.tpq").write_text(QUERY)
     (queries / "flag_pairs.yaml").write_text('schedule: "*/5 * * * *"\nevents: /landing/flags.json\n'
                                              'step_timeout: 15\nrunner: spark-submit\n')
-    (queries / "vessels.tpq").write_text((ROOT / "examples" / "queries" / "moving_at_berth.tpq").read_text())
+    (queries / "vessels.tpq").write_text(VESSELS)
     (queries / "vessels.yaml").write_text("events:\n  VesselPositions: /landing/positions.csv\n"
                                           "  PortCalls: /landing/calls.csv\nrunner: spark-submit\n")
     (queries / "landed.tpq").write_text(QUERY)
     (queries / "landed.yaml").write_text("landing: /landing/flags/*.json.gz\nrunner: spark-submit\n")
-    (queries / "vessels_landed.tpq").write_text((ROOT / "examples" / "queries" / "moving_at_berth.tpq").read_text())
+    (queries / "vessels_landed.tpq").write_text(VESSELS)
     (queries / "vessels_landed.yaml").write_text("landing:\n  VesselPositions: /landing/positions/*.csv\n"
                                                  "  PortCalls: /landing/calls/\nformat: csv\nrunner: spark-submit\n")
     (queries / "clocked.tpq").write_text(QUERY)
     (queries / "clocked.yaml").write_text('landing: /landing/flags/*.json\nschedule: "@hourly"\n')
     (queries / "broken.tpq").write_text(BROKEN)
-    for name, (settings, _) in SETTINGS_TYPED_WRONG.items():
-        (queries / f"{name}.tpq").write_text(QUERY)
+    for name, (query, settings, _) in SETTINGS_TYPED_WRONG.items():
+        (queries / f"{name}.tpq").write_text(query)
         (queries / f"{name}.yaml").write_text(settings)
     (queries / "by_hand.tpq").write_text(QUERY)
-    (queries / "by_hand.yaml").write_text("schedule: null\nevents: /landing/flags.json\nformat:\n")
+    (queries / "by_hand.yaml").write_text("schedule: null\nevents:\n  Flags: /landing/flags.json\nformat:\n")
     (queries / "misspelt.tpq").write_text(MISSPELT)
     (queries / "flag_spans.tpq").write_text(SPANS)
     (queries / "orphan.tpq").write_text("FROM matches_nowhere M DEFINE X AS M.a_ts > 0, Y AS M.a_ts < 0 "
@@ -226,16 +239,19 @@ def test_a_query_that_does_not_fit_its_stream_s_declared_schema_is_a_broken_dag_
 
 def test_settings_that_are_not_yaml_or_not_a_schedule_are_a_broken_dag_saying_where(loaded: dict) -> None:
     """A registration's settings are read before Airflow sees them: one mistyped hides no other query's DAGs."""
-    for name, (_, said) in SETTINGS_TYPED_WRONG.items():
+    for name, (_, _, said) in SETTINGS_TYPED_WRONG.items():
         dag = loaded["dags"][f"pielake_{name}"]
         assert dag["tags"] == ["broken", "pielake"] and dag["tasks"] == {"parse_query": []}
         assert said in dag["doc"], dag["doc"]
 
 
 def test_a_query_of_no_schedule_runs_only_when_triggered(loaded: dict) -> None:
-    """`schedule: null`, Airflow's own word for a DAG no clock starts; an empty setting is the default."""
+    """`schedule: null`, Airflow's own word for a DAG no clock starts; an empty setting is the default; the events
+    of a query over one stream may be named by their stream, as over several."""
     by_hand = loaded["dags"]["pielake_by_hand"]
     assert by_hand["schedule"] == "None" and by_hand["first_run"] is None and by_hand["tasks"] == EXPECTED_GRAPH
+    assert by_hand["requests"]["ingest"]["events_path"] == "/landing/flags.json"
+    assert by_hand["requests"]["ingest"]["fmt"] is None
 
 
 def test_the_lake_has_a_daily_maintenance_dag_with_a_task_per_valid_query(loaded: dict) -> None:
