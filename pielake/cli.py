@@ -366,7 +366,8 @@ def backfill_command(query_file: str, *, since: str, until: str, events_given: t
 @main.command("sql")
 @click.argument("statement")
 @click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
+              help="A table shows the first 10,000 rows (and says if there are more); csv and json give every row.")
 @spark_options
 @user_errors
 def sql_command(statement: str, *, lake_dir: str, fmt: str, master: str | None, remote: str | None) -> None:
@@ -376,7 +377,8 @@ def sql_command(statement: str, *, lake_dir: str, fmt: str, master: str | None, 
     from pielake.lake.sql import check_read_only, query_lake  # noqa: PLC0415
 
     text = check_read_only(sys.stdin.read() if statement == "-" else statement)  # before Spark starts
-    click.echo(query_lake(Lake(session(master, remote, lake_dir), lake_dir), text, fmt), nl=False)
+    for piece in query_lake(Lake(session(master, remote, lake_dir), lake_dir), text, fmt):
+        click.echo(piece, nl=False)
 
 
 @main.group("engine")
@@ -697,7 +699,7 @@ def demo_command(*, lake_dir: str, master: str | None, remote: str | None) -> No
     sql = ("SELECT car_id, a_ts, b_ts, c_ts, detected_at, status, round(avg_speed, 1) AS avg_speed "
            "FROM matches_aggressive_driving ORDER BY car_id, detected_at LIMIT 10")
     click.echo(f"\npielake sql --lake {lake_dir} \"{sql}\"")
-    click.echo(query_lake(lake, sql, "table"), nl=False)
+    click.echo("".join(query_lake(lake, sql, "table")), nl=False)
     picture = timeline(lake, load_query_file(query))
     written = draw(picture, root / V.PLOTS_DIR / "aggressive_driving.png")
     click.echo(f"\npielake plot drew {picture.title} to {written}")

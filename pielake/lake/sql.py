@@ -13,6 +13,9 @@ import csv
 import io
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from itertools import islice
 
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
@@ -20,7 +23,8 @@ from pielake.lake.delta import Lake
 READ_ONLY = re.compile(r"^\s*(SELECT|WITH|SHOW|DESCRIBE|DESC|EXPLAIN)\b", re.IGNORECASE)
 DELTA_DESCRIBE = re.compile(r"^DESC(?:RIBE)?\s+(HISTORY|DETAIL)\s+`?([A-Za-z_][A-Za-z0-9_]*)`?(?:\s+LIMIT\s+(\d+))?$",
                             re.IGNORECASE)
-MAX_ROWS = 10_000
+MAX_ROWS = 10_000  # a table's rows: what a person reads at a terminal
+PIECE_ROWS = 10_000  # CSV and JSON rows written at a time
 
 
 class SqlError(PielakeError):
@@ -63,18 +67,46 @@ def _outside_quotes(statement: str) -> tuple[str, int]:
     return text, len(inside)
 
 
-def query_lake(lake: Lake, statement: str, fmt: str = "table") -> str:
-    """Run a read-only statement over the lake's tables and format the result."""
+def query_lake(lake: Lake, statement: str, fmt: str = "table") -> Iterator[str]:
+    """Run a read-only statement over the lake's tables; its result, formatted, in pieces. A table (for a person
+    at a terminal) shows the first `MAX_ROWS` rows and says when there are more; CSV and JSON (for a file or
+    another program) give every row, streamed from Spark a partition at a time, so no row is left out unsaid."""
     text = check_read_only(statement)
     tables = lake.register_views()
-    try:
+    with _rejected(tables):
         frame = lake.spark.sql(_on_delta(lake, text, tables) or text)
         columns = frame.columns
-        rows = [tuple(r) for r in frame.limit(MAX_ROWS).collect()]
-    except Exception as error:  # Spark's AnalysisException and parse errors: show their first line
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if fmt == "table":
+            rows = [tuple(r) for r in frame.limit(MAX_ROWS + 1).collect()]
+            yield render(columns, rows[:MAX_ROWS], fmt, more=len(rows) > MAX_ROWS)
+            return
+        every = frame.toLocalIterator()
+        piece = [tuple(r) for r in islice(every, PIECE_ROWS)]
+        yield render(columns, piece, fmt)  # the header goes with the first piece, even of no rows
+        while len(piece) == PIECE_ROWS:
+            piece = [tuple(r) for r in islice(every, PIECE_ROWS)]
+            yield render(columns, piece, fmt, header=False)
+
+
+@contextmanager
+def _rejected(tables: list[str]) -> Iterator[None]:
+    """Spark's AnalysisException, parse and runtime errors of the statement as a SqlError: their first line, and
+    what to do where the statement alone does not explain it."""
+    try:
+        yield
+    except Exception as error:
+        said = _said(error)
+        first = said.splitlines()[0] if said else type(error).__name__
         raise SqlError(f"Spark rejected the query: {first}{_hint(first, tables)}") from None
-    return render(columns, rows, fmt)
+
+
+def _said(error: Exception) -> str:
+    """What Spark says of an error: its own text, or, of a JVM error PySpark passes on as it came (rows streamed
+    to a classic session: `toLocalIterator`), the root cause's, as py4j's names only the call that failed."""
+    cause = getattr(error, "java_exception", None)
+    while cause is not None and cause.getCause() is not None:
+        cause = cause.getCause()
+    return str(error if cause is None else cause.toString()).strip()
 
 
 def _on_delta(lake: Lake, text: str, tables: list[str]) -> str | None:
@@ -109,17 +141,22 @@ def _cell(value: object) -> str:
     return str(value).translate(CONTROL)
 
 
-def render(columns: list[str], rows: list[tuple], fmt: str) -> str:
+def render(columns: list[str], rows: list[tuple], fmt: str, *, header: bool = True, more: bool = False) -> str:
+    """Rows as `fmt` writes them: a table (its header, and a last line counting them, saying if there were `more`
+    than it shows), CSV (its header line if `header`), or JSON lines."""
     if fmt == "json":
-        return "\n".join(json.dumps(dict(zip(columns, r, strict=True)), default=str) for r in rows) + "\n"
+        return "".join(json.dumps(dict(zip(columns, r, strict=True)), default=str) + "\n" for r in rows)
     if fmt == "csv":
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
+        if header:
+            writer.writerow(columns)
         writer.writerows(rows)
         return out.getvalue()
     cells = [[_cell(c) for c in columns], *[["NULL" if v is None else _cell(v) for v in r] for r in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
     lines = [" | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
     lines.insert(1, "-+-".join("-" * w for w in widths))
-    return "\n".join(lines) + f"\n({len(rows)} rows)\n"
+    counted = (f"(the first {len(rows):,} rows; there are more: narrow the query, or --format csv or json for "
+               "every row)") if more else f"({len(rows)} rows)"
+    return "\n".join(lines) + f"\n{counted}\n"

@@ -65,6 +65,6 @@ def test_a_run_publishes_every_kind_in_one_commit_and_each_reads_as_its_own_tabl
     assert {"constraint_id", "a_ts", "b_te", "decided_at"} <= set(lake.read("pairs_boiler").columns)
     assert "run_id" not in situations.columns
 
-    listed = query_lake(lake, "SELECT status, count(*) AS n FROM matches_boiler GROUP BY status", "json")
+    listed = "".join(query_lake(lake, "SELECT status, count(*) AS n FROM matches_boiler GROUP BY status", "json"))
     counted = {r["status"]: r["n"] for r in map(json.loads, listed.splitlines())}
     assert counted == Counter(m.status for m in find_matches(EVENTS, plan))
