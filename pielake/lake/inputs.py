@@ -8,8 +8,8 @@ whole. A run reads each group of files that share a header line (CSV), a schema 
 its own and joins the groups by column name (`pielake.pipeline.ingest.read_raw`). A CSV or JSON file compressed
 with gzip or bzip2 is looked into as Spark reads it, decompressed.
 
-A path is a file, a folder (its files) or a pattern (`/landing/cars/*.csv`), as Spark takes them. A name that
-starts with `.` or `_` is not read, as Spark does not read it. A URL (`s3a://…`, `hdfs://…`) is listed by Spark
+A path is a file, a folder (its files, and its subfolders') or a pattern (`/landing/cars/*.csv`), as Spark takes
+them. A name that starts with `.` or `_` is not read, as Spark does not read it. A URL (`s3a://…`, `hdfs://…`) is listed by Spark
 alone: its files are read as one group.
 """
 
@@ -54,6 +54,7 @@ class FileGroup(Generic[Shared]):
 
     files: tuple[str, ...]
     shared: Shared
+    base: str | None = None  # the folder they were found in: its `name=value` subfolders are partition columns
 
 
 def header_groups(path: str) -> list[FileGroup[bytes]]:
@@ -80,7 +81,8 @@ def grouped(path: str, describe: Callable[[str], Shared]) -> list[FileGroup[Shar
         description = describe(file)
         if description:
             groups.setdefault(description, []).append(file)
-    return [FileGroup(tuple(files), shared) for shared, files in groups.items()]
+    base = path if os.path.isdir(path) else None
+    return [FileGroup(tuple(files), shared, base) for shared, files in groups.items()]
 
 
 JSON_LINES, JSON_DOCUMENT = "lines", "document"
@@ -118,11 +120,18 @@ def names_no_file(path: str) -> bool:
 
 
 def local_files(path: str) -> list[str]:
-    """The files Spark reads for `path` where it is local, in name order; none for a URL."""
+    """The files Spark reads for `path` where it is local, in name order; none for a URL. Of a folder, those in
+    its subfolders too, as Spark lists a folder it reads: a data set written by Spark, Hive or pandas keeps its files
+    in a folder per partition (`day=2026-01-01/`), whose value is a column of its rows (`FileGroup.base`)."""
     if URL.match(path):
         return []
-    named = [os.path.join(path, name) for name in os.listdir(path)] if os.path.isdir(path) else glob.glob(path)
-    return sorted(f for f in named if os.path.isfile(f) and not os.path.basename(f).startswith(HIDDEN))
+    if not os.path.isdir(path):
+        return sorted(f for f in glob.glob(path) if os.path.isfile(f) and not os.path.basename(f).startswith(HIDDEN))
+    found = []
+    for folder, subfolders, names in os.walk(path):
+        subfolders[:] = [name for name in subfolders if not name.startswith(HIDDEN)]
+        found.extend(os.path.join(folder, name) for name in names if not name.startswith(HIDDEN))
+    return sorted(found)
 
 
 def spans_lines(path: str) -> bool:

@@ -38,7 +38,7 @@ from pathlib import Path
 import pyspark.sql.functions as F
 from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession, Window
 from pyspark.sql import types as T
 
 from pielake import vocabulary as V
@@ -174,9 +174,15 @@ def _read_json_files(spark: SparkSession, group: FileGroup[str | None], typed: b
 
     Typed, ISO-8601 text is a time (as a CSV file's is), so a stream typed from a file that pandas or a JSON
     encoder wrote gets TIMESTAMPs; untyped, text stays text, which ingest casts to the stream's type."""
-    return spark.read.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD) \
+    return _reader(spark, group).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD) \
         .option("inferTimestamp", str(typed).lower()) \
         .option("multiLine", str(group.shared == JSON_DOCUMENT).lower()).json(list(group.files))
+
+
+def _reader(spark: SparkSession, group: FileGroup[Shared | None]) -> DataFrameReader:
+    """Spark's reader of a group's files. Under a folder they are read with it as their base, so that the value
+    of a `name=value` subfolder is a column of the rows in it, as when Spark reads the folder whole."""
+    return spark.read.option("basePath", group.base) if group.base else spark.read
 
 
 def _with_plain_names(raw: DataFrame, path: str) -> DataFrame:
@@ -214,9 +220,9 @@ def _read_parquet_files(spark: SparkSession, group: FileGroup[frozenset[tuple[st
     nanos = nanosecond_columns(group.shared or frozenset())
     if not nanos:
         with settings_within(spark, {NANOS_AS_LONG: "false"}):
-            return spark.read.parquet(*group.files)
+            return _reader(spark, group).parquet(*group.files)
     spark.conf.set(NANOS_AS_LONG, "true")
-    raw = spark.read.parquet(*group.files)
+    raw = _reader(spark, group).parquet(*group.files)
     return raw.withColumns({c: _microsecond_time(F.col(c)) for c in raw.columns if c.lower() in nanos})
 
 
@@ -238,8 +244,10 @@ def _read_by_group(path: str, groups: list[FileGroup[Shared]], read: Callable[[F
     def read_flat(group: FileGroup[Shared | None]) -> DataFrame:
         return _flattened(read(group))
 
-    if len(groups) <= 1:
-        return read_flat(FileGroup((path,), groups[0].shared if groups else None))
+    if not groups:  # a URL's files, which Spark lists
+        return read_flat(FileGroup((path,), None))
+    if len(groups) == 1:  # file by file: given a folder, Spark leaves out a subfolder that is no `name=value`
+        return read_flat(groups[0])
     if typed:
         return read_flat(groups[0])
     frames = [_in_text(read_flat(group)) for group in groups]
@@ -306,7 +314,7 @@ def _read_csv_files(spark: SparkSession, group: FileGroup[bytes | None], typed: 
     whole_files = any(spans_lines(path) for path in files)
 
     def read(separator: str, schema: T.StructType | None = None) -> DataFrame:
-        reader = spark.read.option("header", "true").option("inferSchema", str(typed).lower()) \
+        reader = _reader(spark, group).option("header", "true").option("inferSchema", str(typed).lower()) \
             .option("mode", "PERMISSIVE").option("sep", separator).option("columnNameOfCorruptRecord", CORRUPT_RECORD) \
             .option("escape", '"').option("multiLine", str(whole_files).lower())
         return (reader if schema is None else reader.schema(schema)).csv(files)

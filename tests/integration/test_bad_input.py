@@ -289,6 +289,31 @@ def test_csv_files_read_together_are_each_read_by_their_own_header(tmp_path: Pat
     assert lake.read("events_dirty").count() == 3
 
 
+def test_a_data_set_of_a_folder_per_partition_is_read_whole_each_folder_s_value_a_column(tmp_path: Path,
+                                                                                        spark: SparkSession) -> None:
+    """As Spark, Hive and pyarrow write a table: `label=x/<part>.parquet`, the label a column of the rows in that
+    folder, and the files under `_` or `.` names (markers, checksums) not read. A folder of files in subfolders
+    that are no partitions is read whole too, where Spark given the folder would leave those subfolders out."""
+    lake = new_lake(tmp_path / "lake", spark)
+    table = tmp_path / "table"
+    pq.write_to_dataset(pa.table({"unit": ["u1", "u1", "u2"], "ts": [1, 2, 3], "speed": [5.0, 6.0, 7.0],
+                                  "label": ["x", "y", "x"]}), table, partition_cols=["label"])
+    (table / "_SUCCESS").write_bytes(b"")
+    (tmp_path / "q.tpq").write_text(QUERY)
+    command = ["run", str(tmp_path / "q.tpq"), "--events", str(table), "--lake", str(lake.root), "--no-checks"]
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 0, result.output
+    rows = lake.read("events_dirty").orderBy("ts").select("unit", "ts", "speed", "label").collect()
+    assert [tuple(r) for r in rows] == [("u1", 1, 5.0, "x"), ("u1", 2, 6.0, "y"), ("u2", 3, 7.0, "x")]
+    folder = tmp_path / "by_month"
+    (folder / "2026-01").mkdir(parents=True)
+    (folder / "2026-01" / "a.csv").write_bytes(HEADER + b"u1,4,8,x\n")
+    (folder / "b.csv").write_bytes(HEADER + b"u1,5,9,y\n")
+    result = CliRunner().invoke(main, [*command[:3], str(folder), *command[4:], "--incremental"])
+    assert result.exit_code == 0, result.output
+    assert "2 rows in = 2 events" in result.output and lake.read("events_dirty").count() == 5
+
+
 def test_parquet_files_read_together_may_differ_in_their_columns_types(tmp_path: Path, spark: SparkSession) -> None:
     """A value of another type in one file (text where the others hold numbers, a 32-bit time) is cast as a CSV
     file's values are: quarantined with its reason where it does not cast, instead of stopping the read."""

@@ -7,6 +7,7 @@ import bz2
 import gzip
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -52,7 +53,7 @@ def test_files_are_grouped_by_header_line_without_its_byte_order_mark_or_line_en
     (tmp_path / "g.csv.gz").write_bytes(gzip.compress(b"\n\nunit,ts\nu1,4\n"))  # Spark skips blank lines first
     named = [FileGroup((str(tmp_path / "a.csv"), str(tmp_path / "c.csv"), str(tmp_path / "g.csv.gz")), b"unit,ts"),
              FileGroup((str(tmp_path / "b.csv"),), b"ts,unit")]
-    assert inputs.header_groups(str(tmp_path)) == named
+    assert inputs.header_groups(str(tmp_path)) == [replace(group, base=str(tmp_path)) for group in named]
     assert inputs.header_groups(str(tmp_path / "*.csv*")) == named
     assert inputs.header_groups(str(tmp_path / "b.csv")) == [named[1]]
 
@@ -103,11 +104,12 @@ def test_a_json_file_is_one_value_over_many_lines_where_its_first_line_opens_one
     (tmp_path / "c.json.bz2").write_bytes(bz2.compress(content))
     layout = inputs.JSON_DOCUMENT if JSON_LAYOUTS[content] else inputs.JSON_LINES
     assert [group.shared for group in inputs.json_groups(str(tmp_path / "b.json"))] == [layout]
+    base = str(tmp_path)
     assert inputs.json_groups(str(tmp_path)) == sorted(
-        {FileGroup((str(tmp_path / "b.json"), str(tmp_path / "c.json.bz2")), layout),
-         FileGroup((str(tmp_path / "lines.json"),), inputs.JSON_LINES)} if JSON_LAYOUTS[content] else
+        {FileGroup((str(tmp_path / "b.json"), str(tmp_path / "c.json.bz2")), layout, base),
+         FileGroup((str(tmp_path / "lines.json"),), inputs.JSON_LINES, base)} if JSON_LAYOUTS[content] else
         {FileGroup((str(tmp_path / "b.json"), str(tmp_path / "c.json.bz2"), str(tmp_path / "lines.json")),
-                   inputs.JSON_LINES)}, key=lambda group: group.files)
+                   inputs.JSON_LINES, base)}, key=lambda group: group.files)
     assert inputs.json_groups("s3a://bucket/landing/") == []
 
 
@@ -146,6 +148,18 @@ def test_an_archive_a_codec_not_looked_into_or_a_spreadsheet_is_refused_with_the
 def test_a_url_or_a_path_naming_nothing_is_left_to_spark(tmp_path: Path) -> None:
     assert inputs.header_groups("s3a://bucket/landing/*.csv") == []
     assert inputs.header_groups(str(tmp_path / "none" / "*.csv")) == []
+
+
+def test_a_folder_s_files_are_those_of_its_subfolders_too_but_hidden_ones(tmp_path: Path) -> None:
+    """As Spark lists a folder it reads; a partition's folder is one of them (`day=2026-01-01/`), and so is a
+    writer's unfinished work (`_temporary/`), which is not read."""
+    for name in ("day=2026-01-01/a.parquet", "day=2026-01-02/b.parquet", "c.parquet", "2025/d.parquet",
+                 "_temporary/0/e.parquet", ".staging/f.parquet", "day=2026-01-02/.b.parquet.crc", "_SUCCESS"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"")
+    assert inputs.local_files(str(tmp_path)) == [str(tmp_path / name) for name in (
+        "2025/d.parquet", "c.parquet", "day=2026-01-01/a.parquet", "day=2026-01-02/b.parquet")]
+    assert inputs.local_files(str(tmp_path / "*.parquet")) == [str(tmp_path / "c.parquet")]
 
 
 def test_a_folder_or_pattern_is_in_the_format_its_files_names_tell(tmp_path: Path) -> None:
