@@ -74,11 +74,14 @@ def _bound(lake: Lake, text: str | None, like: DataFrame, column: str, option: s
 
 
 def _for_key(frame: DataFrame, plan: QueryPlan, key: tuple[str, ...]) -> DataFrame:
+    """The rows of `frame` of the key given as text (`--key`), each value read as its column's type: a value that
+    is not one (text for a numeric key) names no key, as any other unknown key does."""
     if len(key) != len(plan.keys):
         names = ", ".join(plan.keys) or "none"
         raise PielakeError(f"query {plan.name} is partitioned by {names}: give one --key per column, in that order")
-    return frame.filter(reduce(lambda a, b: a & b, (F.col(k) == v for k, v in zip(plan.keys, key, strict=True)),
-                               F.lit(True)))
+    kinds = {field.name.lower(): field.dataType for field in frame.schema.fields}
+    return frame.filter(reduce(lambda a, b: a & b, (F.col(k) == F.lit(v).try_cast(kinds[k.lower()])
+                                                    for k, v in zip(plan.keys, key, strict=True)), F.lit(True)))
 
 
 def _in_range(start: Column, end: Column, since: Column | None, until: Column | None) -> Column:
