@@ -9,8 +9,8 @@ its own and joins the groups by column name (`pielake.pipeline.ingest.read_raw`)
 with gzip or bzip2 is looked into as Spark reads it, decompressed.
 
 A path is a file, a folder (its files, and its subfolders') or a pattern (`/landing/cars/*.csv`), as Spark takes
-them. A name that starts with `.` or `_` is not read, as Spark does not read it. A URL (`s3a://…`, `hdfs://…`) is listed by Spark
-alone: its files are read as one group.
+them. A name that starts with `.` or `_` is not read, as Spark does not read it. A URL (`s3a://…`, `hdfs://…`) is
+listed by Spark alone: its files are read as one group.
 """
 
 from __future__ import annotations
