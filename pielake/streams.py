@@ -92,8 +92,8 @@ class StreamSchema:
     # Of a matches stream, the columns that tell apart and order its rows sharing a start and an end: each
     # symbol's start, in definition order (docs/semantics.md §1).
     order_columns: tuple[str, ...] = ()
-    # How a file writes the stream's times where it writes them as text that is not ISO-8601 (a Spark datetime
-    # pattern, `dd/MM/yyyy HH:mm:ss`); None: ISO-8601 text, or times the file holds as numbers or TIMESTAMPs.
+    # How a file writes the stream's times where it writes them as text that is not ISO-8601: a Spark datetime
+    # pattern (`dd/MM/yyyy HH:mm:ss`), or `UNIX_TIME`; None: ISO-8601 text, or times the file holds as TIMESTAMPs.
     time_format: str | None = None
 
     @property
@@ -164,6 +164,11 @@ def schema_column(name: str, kind: str) -> tuple[str, str]:
     return name, spelled
 
 
+# The time format of a file that writes times as Unix time: seconds since 1970-01-01 UTC, a fraction of a second
+# allowed (Python's `time.time()`, many loggers and exporters); read to the microsecond.
+UNIX_TIME = "unix"
+
+
 def check_time_unit(unit: str, origin: str) -> str:
     """`unit` in lower case, as a schema holds it, if a stream's time may be in it; else a SchemaError naming
     where it was given (`origin`)."""
@@ -172,6 +177,11 @@ def check_time_unit(unit: str, origin: str) -> str:
         raise SchemaError(f"{origin}: unknown time unit '{unit}'; use s, ms, us, min, h or d (or a long form: "
                           "seconds, minutes, ...) for a numeric time, timestamp for a TIMESTAMP column")
     return spelled
+
+
+def fractional(kind: str) -> bool:
+    """A column type of numbers with a fraction."""
+    return kind.upper() in ("DOUBLE", "FLOAT", "REAL") or kind.upper().startswith("DECIMAL")
 
 
 def check_time_columns(stream: StreamSchema, origin: str) -> None:
@@ -184,9 +194,11 @@ def check_time_columns(stream: StreamSchema, origin: str) -> None:
             fix = "a time of unit timestamp is a TIMESTAMP column"
         elif kind == "TIMESTAMP" and not timestamps:
             fix = f"its unit is {stream.time_unit}: give the stream unit timestamp (`unit: timestamp` in its schema)"
-        elif kind in ("DOUBLE", "FLOAT", "REAL") or kind.startswith("DECIMAL"):
-            fix = (f"a time is a whole number of the stream's unit ({stream.time_unit}): give its times as whole "
-                   "numbers of a finer unit (ms for seconds with a fraction), or as TIMESTAMPs")
+        elif fractional(kind):
+            fix = (f"a time is a whole number of the stream's unit ({stream.time_unit}); for seconds since 1970 with "
+                   f"a fraction, declare it a TIMESTAMP of unit timestamp written as {UNIX_TIME} (time: {{column: "
+                   f"{column}, unit: timestamp, format: {UNIX_TIME}}}), or give whole numbers of a finer unit than "
+                   f"{stream.time_unit}")
         elif kind not in INTEGER_TYPES and not timestamps:
             fix = f"a time is a whole number of the stream's unit ({stream.time_unit}), or a TIMESTAMP"
         else:
@@ -215,7 +227,8 @@ def from_mapping(doc: dict, origin: str) -> StreamSchema:
         raise SchemaError(f"{origin}: time.horizon_lag is a whole number >= 0, of an interval stream")
     if written is not None and (unit != TIMESTAMP_UNIT or not isinstance(written, str) or not written.strip()):
         raise SchemaError(f"{origin}: time.format is how a file writes the times of a stream of unit timestamp, as a "
-                          "Spark datetime pattern (format: dd/MM/yyyy HH:mm:ss)")
+                          f"Spark datetime pattern (format: dd/MM/yyyy HH:mm:ss), or {UNIX_TIME} for seconds since "
+                          "1970 with a fraction")
     schema = StreamSchema(name, tuple(keys), column, unit, columns, end, lag, order, written)
     check_time_columns(schema, origin)
     return schema

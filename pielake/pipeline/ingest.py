@@ -69,10 +69,12 @@ from pielake.streams import (
     PLAIN_NAME,
     SCHEMAS_DIR,
     TIMESTAMP_UNIT,
+    UNIX_TIME,
     SchemaError,
     StreamSchema,
     check_time_columns,
     declared_schema,
+    fractional,
     lake_streams,
     load_schema,
     plain_name,
@@ -88,6 +90,7 @@ ADMITTED = "__admitted"
 PAYLOADS, COPY = "__payloads", "__copy"  # how many payloads a row's natural key has in the file; which copy it is
 DROPPED = "__dropped"  # an exact duplicate: neither staged nor quarantined, counted
 FLOATING = ("DOUBLE", "FLOAT", "REAL")
+UNIX_DIGITS = "DECIMAL(24,6)"  # a Unix time to the microsecond, up to the year 30 million: exact, not a DOUBLE's
 ROWS_PER_EVENTS_FILE = 1_000_000
 MIN_ROWS_PER_CORE = 100_000  # fewer events a core than this are one file, as a micro-batch's are
 SEPARATORS = (";", "\t", "|")  # a CSV's separators besides the comma, read from its header line
@@ -358,12 +361,15 @@ def _cast(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> DataFrame:
     present = {c.lower(): c for c in file_columns(raw)}
     typed = []
     text = {f.name for f in raw.schema.fields if isinstance(f.dataType, T.StringType)}
-    if stream.time_format is not None:
+    # The columns a time format reads: text, and of Unix time numbers too (a file's TIMESTAMPs are times already).
+    numbers = {f.name for f in raw.schema.fields if isinstance(f.dataType, T.NumericType)}
+    written = text | numbers if stream.time_format == UNIX_TIME else text
+    if stream.time_format not in (None, UNIX_TIME):
         _check_time_format(raw.sparkSession, stream)
     for name, kind in stream.columns:
         source = F.col(present[name.lower()])
         if name in stream.time_columns and stream.time_unit == TIMESTAMP_UNIT:
-            typed.append(_as_time(source, stream.time_format if present[name.lower()] in text else None).alias(name))
+            typed.append(_as_time(source, stream.time_format if present[name.lower()] in written else None).alias(name))
         else:
             typed.append(source.try_cast(kind).alias(name))
     line = F.col(CORRUPT_RECORD) if CORRUPT_RECORD in raw.columns else F.lit(None).cast("string")
@@ -373,8 +379,11 @@ def _cast(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> DataFrame:
 
 
 def _as_time(value: Column, written: str | None) -> Column:
-    """A time as a TIMESTAMP: text as the stream's schema says its files write it (`time.format`, a Spark datetime
-    pattern), else ISO-8601 text or a value of another type as Spark casts it; NULL where it does not read."""
+    """A time as a TIMESTAMP: as the stream's schema says its files write it (`time.format`: Unix time, a number
+    of seconds read exactly to the microsecond, or text of a Spark datetime pattern), else ISO-8601 text or a
+    value of another type as Spark casts it; NULL where it does not read."""
+    if written == UNIX_TIME:
+        return F.timestamp_micros(F.round(value.try_cast(UNIX_DIGITS) * F.lit(1_000_000)).try_cast("BIGINT"))
     return value.try_cast("TIMESTAMP") if written is None else F.try_to_timestamp(value, F.lit(written))
 
 
@@ -719,9 +728,13 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
                                f"'{needed}' (it has {', '.join(sample.columns) or 'none'}); "
                                f"{_unfound_hint(name, needed, fmt, sample.columns, request.time_column)}")
     # A time column the file holds as TIMESTAMPs is of unit timestamp: `--time-unit` is a numeric time's.
-    timestamps = {n.lower(): t.upper() for n, t in columns}.get(request.time_column.lower()) == "TIMESTAMP"
+    time_kind = {n.lower(): t.upper() for n, t in columns}.get(request.time_column.lower(), "")
+    timestamps, written = time_kind == "TIMESTAMP", None
+    if fractional(time_kind) and TIME_UNIT_SECONDS.get(request.time_unit.lower()) == 1:
+        columns, written = _unix_times(StreamSchema(name, keys, request.time_column, "s", columns), sample, path)
+        timestamps = True
     inferred = StreamSchema(name, keys, request.time_column, TIMESTAMP_UNIT if timestamps else request.time_unit,
-                            columns)
+                            columns, time_format=written)
     try:
         check_time_columns(inferred, f"{path}, read as {fmt}")
     except SchemaError as unfit:  # a file of a header alone types every column as text: say what it lacks
@@ -731,6 +744,16 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
     if not timestamps:
         _check_time_scale(inferred, sample, path)
     return inferred
+
+
+def _unix_times(stream: StreamSchema, sample: DataFrame, path: str) -> tuple[tuple[tuple[str, str], ...], str]:
+    """A stream's columns and time format where its file's times are seconds with a fraction (Unix time, as
+    Python's `time.time()` and many loggers write it): TIMESTAMPs read to the microsecond, as a whole number of
+    seconds cannot hold them. Milliseconds with a fraction, which as seconds lie past the year 5000, are refused
+    as whole milliseconds read as seconds are (`_check_time_scale`)."""
+    _check_time_scale(stream, sample, path)
+    time = stream.time_column.lower()
+    return tuple((n, "TIMESTAMP" if n.lower() == time else t) for n, t in stream.columns), UNIX_TIME
 
 
 def _times_as_text(stream: StreamSchema, sample: DataFrame) -> str:

@@ -582,13 +582,44 @@ def test_a_line_that_does_not_read_as_a_row_is_quarantined_whole_and_types_no_co
     assert (row["reason"], row["raw"]) == (MALFORMED_REASON, "not json at all")
 
 
-def test_a_file_whose_times_have_a_fraction_is_refused_before_its_schema_is_kept(tmp_path: Path,
-                                                                                 spark: SparkSession) -> None:
-    """Read as they are, a time's fraction would be cut off."""
-    result = run_without_schema(tmp_path, HEADER + b"u1,1.5,5,x\nu1,2,5,x\n")
+@pytest.mark.parametrize(("file", "content"), [
+    ("events.csv", HEADER + b"u1,1767225600.1,5,x\nu1,1767225601.000001,5,x\nu1,1767225602,5,x\n"),
+    ("events.jsonl", b'{"unit": "u1", "ts": 1767225600.1, "speed": 5, "label": "x"}\n'
+                     b'{"unit": "u1", "ts": 1767225601.000001, "speed": 5, "label": "x"}\n'
+                     b'{"unit": "u1", "ts": 1767225602, "speed": 5, "label": "x"}\n'),
+], ids=["csv", "json"])
+def test_a_file_of_seconds_with_a_fraction_types_its_times_as_unix_time_to_the_microsecond(
+        file: str, content: bytes, tmp_path: Path, spark: SparkSession) -> None:
+    """As Python's `time.time()` and many loggers write a time: no whole number of seconds holds it, so the stream
+    is one of TIMESTAMPs its files write as Unix time (`format: unix`), each read exactly to its microsecond (a
+    DOUBLE's own cast would give .099999 for .1). Its next files are read so too; one that is not a number is
+    quarantined."""
+    result = run_without_schema(tmp_path, content, "--no-checks", file=file)
+    assert result.exit_code == 0, result.output
+    kept = load_schema("Dirty", lake_streams(tmp_path / "lake"))
+    assert (kept.time_unit, kept.time_format, kept.type_of("ts")) == ("timestamp", "unix", "TIMESTAMP")
+    (tmp_path / "next.csv").write_bytes(HEADER + b"u1,1767225603.5,5,x\nu1,soon,5,x\n")
+    more = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "next.csv"),
+                                     "--lake", str(tmp_path / "lake"), "--incremental", "--no-checks"])
+    assert "2 rows in = 1 events + 1 quarantined" in more.output, more.output
+    lake = Lake(spark, tmp_path / "lake")
+    times = [r.ts for r in lake.read("events_dirty").orderBy("ts").collect()]
+    assert times == [datetime(2026, 1, 1, 0, 0, 0, 100000), datetime(2026, 1, 1, 0, 0, 1, 1),
+                     datetime(2026, 1, 1, 0, 0, 2), datetime(2026, 1, 1, 0, 0, 3, 500000)]
+    assert reasons(lake, lake.read("quarantine_dirty").first()["run_id"]) == ("cast_failed: ts=soon",)
+
+
+def test_milliseconds_with_a_fraction_are_refused_naming_the_unit_they_are_in(tmp_path: Path,
+                                                                            spark: SparkSession) -> None:
+    """Seconds with a fraction are Unix time; read so, milliseconds would lie past the year 5000. Given in
+    milliseconds, a fraction still has no whole number of the unit to be, and the refusal names the fixes."""
+    content = HEADER + b"u1,1767225600123.5,5,x\n"
+    result = run_without_schema(tmp_path, content)
+    assert result.exit_code == 2 and "past the year 5000: pass --time-unit ms" in result.output, result.output
+    result = run_without_schema(tmp_path, content, "--time-unit", "ms")
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
-    assert "time column 'ts' is DOUBLE; a time is a whole number of the stream's unit (s): give its times as whole " \
-           "numbers of a finer unit" in result.output
+    assert "time column 'ts' is DOUBLE; a time is a whole number of the stream's unit (ms); for seconds since 1970 " \
+           "with a fraction, declare it a TIMESTAMP of unit timestamp written as unix" in result.output
     assert "Declare its types in schemas/Dirty.yaml" in result.output
     assert load_schema("Dirty", lake_streams(tmp_path / "lake")) is None
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pielake.errors import PielakeError
 from pielake.orchestration.airflow import register
 from pielake.pipeline.job import RunRequest
 from pielake.streams import SchemaError, from_mapping, parse_ddl, schema_column, to_mapping
@@ -57,13 +58,14 @@ def test_a_stream_s_time_may_be_in_microseconds_and_an_unknown_unit_is_refused_w
     assert RunRequest(time_unit="MS").time_unit == "ms"
     (tmp_path / "q.tpq").write_text("FROM S DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s")
     (tmp_path / "q.yaml").write_text("time_unit: fortnight\n")
-    with pytest.raises(SchemaError, match=f"q.yaml: time_unit: {refused}"):
+    with pytest.raises(PielakeError, match=f"q.yaml: time_unit: {refused}"):
         register(tmp_path / "q.tpq")
 
 
 @pytest.mark.parametrize(("unit", "kind", "fix"), [
-    ("s", "DOUBLE", "a time is a whole number of the stream's unit (s): give its times as whole numbers of a finer "
-                    "unit (ms for seconds with a fraction), or as TIMESTAMPs"),
+    ("s", "DOUBLE", "a time is a whole number of the stream's unit (s); for seconds since 1970 with a fraction, "
+                    "declare it a TIMESTAMP of unit timestamp written as unix (time: {column: te, unit: timestamp, "
+                    "format: unix}), or give whole numbers of a finer unit than s"),
     ("s", "TIMESTAMP", "its unit is s: give the stream unit timestamp (`unit: timestamp` in its schema"),
     ("timestamp", "BIGINT", "a time of unit timestamp is a TIMESTAMP column"),
     ("ms", "STRING", "a time is a whole number of the stream's unit (ms), or a TIMESTAMP"),
