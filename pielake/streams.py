@@ -179,9 +179,12 @@ def check_time_unit(unit: str, origin: str) -> str:
     return spelled
 
 
+FLOATING = ("DOUBLE", "FLOAT", "REAL")
+
+
 def fractional(kind: str) -> bool:
     """A column type of numbers with a fraction."""
-    return kind.upper() in ("DOUBLE", "FLOAT", "REAL") or kind.upper().startswith("DECIMAL")
+    return kind.upper() in FLOATING or kind.upper().startswith("DECIMAL")
 
 
 def check_time_columns(stream: StreamSchema, origin: str) -> None:

@@ -65,6 +65,7 @@ from pielake.pipeline.upstream import mirrors, read_upstream, rebuild_hint
 from pielake.query.analyzer import QueryPlan, bind
 from pielake.query.ast import TIME_UNIT_SECONDS
 from pielake.streams import (
+    FLOATING,
     FORMATS,
     PLAIN_NAME,
     SCHEMAS_DIR,
@@ -89,8 +90,7 @@ NO_VERSION = -1  # the stream's table did not exist yet
 ADMITTED = "__admitted"
 PAYLOADS, COPY = "__payloads", "__copy"  # how many payloads a row's natural key has in the file; which copy it is
 DROPPED = "__dropped"  # an exact duplicate: neither staged nor quarantined, counted
-FLOATING = ("DOUBLE", "FLOAT", "REAL")
-UNIX_DIGITS = "DECIMAL(24,6)"  # a Unix time to the microsecond, up to the year 30 million: exact, not a DOUBLE's
+UNIX_DIGITS = "DECIMAL(24,6)"  # a Unix time to the microsecond, exactly (a DOUBLE cast to a time is not)
 ROWS_PER_EVENTS_FILE = 1_000_000
 MIN_ROWS_PER_CORE = 100_000  # fewer events a core than this are one file, as a micro-batch's are
 SEPARATORS = (";", "\t", "|")  # a CSV's separators besides the comma, read from its header line
@@ -249,9 +249,7 @@ def _read_by_group(path: str, groups: list[FileGroup[Shared]], read: Callable[[F
 
     if not groups:  # a URL's files, which Spark lists
         return read_flat(FileGroup((path,), None))
-    if len(groups) == 1:  # file by file: given a folder, Spark leaves out a subfolder that is no `name=value`
-        return read_flat(groups[0])
-    if typed:
+    if len(groups) == 1 or typed:  # file by file: given a folder, Spark leaves out a subfolder not `name=value`
         return read_flat(groups[0])
     frames = [_in_text(read_flat(group)) for group in groups]
     columns = [sorted(c.lower() for c in file_columns(frame)) for frame in frames]
