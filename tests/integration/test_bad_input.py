@@ -263,6 +263,21 @@ def test_a_quoted_field_holds_doubled_quotes_separators_and_line_breaks_as_writt
     assert [r["label"] for r in events] == labels
 
 
+def run_dirty(tmp_path: Path, lake: Lake, events: Path | str, *options: str, code: int = 0) -> str:
+    """`pielake run` of the Dirty query over `events` into `lake`, gates off, as a user runs it; it exits with
+    `code`. Its output."""
+    (tmp_path / "q.tpq").write_text(QUERY)
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(events), "--lake",
+                                       str(lake.root), "--no-checks", *options])
+    assert result.exit_code == code, result.output
+    return result.output
+
+
+def stored_events(lake: Lake) -> list[tuple]:
+    """The Dirty stream's events in the lake, in time order, as (unit, ts, speed, label)."""
+    return [tuple(r) for r in lake.read("events_dirty").orderBy("ts").select("unit", "ts", "speed", "label").collect()]
+
+
 def test_csv_files_read_together_are_each_read_by_their_own_header(tmp_path: Path, spark: SparkSession) -> None:
     """Files of one stream landed by different writers into one folder, whose format their names tell: the same
     columns in another order, another separator. Each value lands under its own column's name; files whose columns
@@ -274,18 +289,13 @@ def test_csv_files_read_together_are_each_read_by_their_own_header(tmp_path: Pat
     (landed / "b.csv").write_bytes(b"label,speed,ts,unit\ny,6,2,u1\n")
     (landed / "c.csv").write_bytes(b"ts;unit;label;speed\n3;u2;z;7\n")
     (landed / "_partial.csv").write_bytes(b"unit,ts\n")  # not complete yet: not read, as Spark does not read it
-    (tmp_path / "q.tpq").write_text(QUERY)
-    command = ["run", str(tmp_path / "q.tpq"), "--events", str(landed), "--lake", str(lake.root), "--no-checks"]
-    result = CliRunner().invoke(main, command)
-    assert result.exit_code == 0, result.output
-    rows = lake.read("events_dirty").orderBy("ts").select("unit", "ts", "speed", "label").collect()
-    assert [tuple(r) for r in rows] == [("u1", 1, 5.0, "x"), ("u1", 2, 6.0, "y"), ("u2", 3, 7.0, "z")]
+    run_dirty(tmp_path, lake, landed)
+    assert stored_events(lake) == [("u1", 1, 5.0, "x"), ("u1", 2, 6.0, "y"), ("u2", 3, 7.0, "z")]
     (landed / "d.csv").write_bytes(b"unit,ts,speed\nu1,4,8\n")
-    result = CliRunner().invoke(main, [*command, "--incremental"])
-    assert result.exit_code == 2, result.output
-    assert_one_error_line(result.output, f"do not have the same columns: {landed / 'a.csv'} has unit, ts, speed, "
-                                         f"label; {landed / 'b.csv'} has label, speed, ts, unit")
-    assert f"{landed / 'd.csv'} has unit, ts, speed;" in result.output
+    output = run_dirty(tmp_path, lake, landed, "--incremental", code=2)
+    assert_one_error_line(output, f"do not have the same columns: {landed / 'a.csv'} has unit, ts, speed, "
+                                  f"label; {landed / 'b.csv'} has label, speed, ts, unit")
+    assert f"{landed / 'd.csv'} has unit, ts, speed;" in output
     assert lake.read("events_dirty").count() == 3
 
 
@@ -299,19 +309,14 @@ def test_a_data_set_of_a_folder_per_partition_is_read_whole_each_folder_s_value_
     pq.write_to_dataset(pa.table({"unit": ["u1", "u1", "u2"], "ts": [1, 2, 3], "speed": [5.0, 6.0, 7.0],
                                   "label": ["x", "y", "x"]}), table, partition_cols=["label"])
     (table / "_SUCCESS").write_bytes(b"")
-    (tmp_path / "q.tpq").write_text(QUERY)
-    command = ["run", str(tmp_path / "q.tpq"), "--events", str(table), "--lake", str(lake.root), "--no-checks"]
-    result = CliRunner().invoke(main, command)
-    assert result.exit_code == 0, result.output
-    rows = lake.read("events_dirty").orderBy("ts").select("unit", "ts", "speed", "label").collect()
-    assert [tuple(r) for r in rows] == [("u1", 1, 5.0, "x"), ("u1", 2, 6.0, "y"), ("u2", 3, 7.0, "x")]
+    run_dirty(tmp_path, lake, table)
+    assert stored_events(lake) == [("u1", 1, 5.0, "x"), ("u1", 2, 6.0, "y"), ("u2", 3, 7.0, "x")]
     folder = tmp_path / "by_month"
     (folder / "2026-01").mkdir(parents=True)
     (folder / "2026-01" / "a.csv").write_bytes(HEADER + b"u1,4,8,x\n")
     (folder / "b.csv").write_bytes(HEADER + b"u1,5,9,y\n")
-    result = CliRunner().invoke(main, [*command[:3], str(folder), *command[4:], "--incremental"])
-    assert result.exit_code == 0, result.output
-    assert "2 rows in = 2 events" in result.output and lake.read("events_dirty").count() == 5
+    assert "2 rows in = 2 events" in run_dirty(tmp_path, lake, folder, "--incremental")
+    assert lake.read("events_dirty").count() == 5
 
 
 def test_parquet_files_read_together_may_differ_in_their_columns_types(tmp_path: Path, spark: SparkSession) -> None:
@@ -325,21 +330,14 @@ def test_parquet_files_read_together_may_differ_in_their_columns_types(tmp_path:
              "c": {"label": ["z"], "speed": [7.0], "unit": ["u2"], "ts": pa.array([3], pa.int32())}}
     for name, columns in files.items():
         pq.write_table(pa.table(columns), landed / f"{name}.parquet")
-    (tmp_path / "q.tpq").write_text(QUERY)
-    result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(landed / "*.parquet"),
-                                       "--lake", str(lake.root), "--no-checks"])
-    assert result.exit_code == 0, result.output
-    assert "3 rows in = 2 events + 1 quarantined" in result.output
-    rows = lake.read("events_dirty").orderBy("ts").select("unit", "ts", "speed", "label").collect()
-    assert [tuple(r) for r in rows] == [("u1", 1, 5.0, "x"), ("u2", 3, 7.0, "z")]
+    assert "3 rows in = 2 events + 1 quarantined" in run_dirty(tmp_path, lake, landed / "*.parquet")
+    assert stored_events(lake) == [("u1", 1, 5.0, "x"), ("u2", 3, 7.0, "z")]
     assert reasons(lake, lake.read("quarantine_dirty").first()["run_id"]) == ("cast_failed: speed=fast",)
     # A file cut short as it was copied, beside files of two schemas, would be read by none of their reads.
     whole = (landed / "a.parquet").read_bytes()
     (landed / "d.parquet").write_bytes(whole[:len(whole) // 2])
-    result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(landed / "*.parquet"),
-                                       "--lake", str(lake.root), "--no-checks", "--incremental"])
-    assert result.exit_code == 2, result.output
-    assert_one_error_line(result.output, f"{landed / 'd.parquet'} is not a Parquet file")
+    output = run_dirty(tmp_path, lake, landed / "*.parquet", "--incremental", code=2)
+    assert_one_error_line(output, f"{landed / 'd.parquet'} is not a Parquet file")
 
 
 def test_a_parquet_file_of_times_in_nanoseconds_as_pandas_writes_it_is_read_to_the_microsecond(
