@@ -8,8 +8,8 @@ whole. A run reads each group of files that share a header line (CSV), a schema 
 its own and joins the groups by column name (`pielake.pipeline.ingest.read_raw`). A CSV or JSON file compressed
 with gzip or bzip2 is looked into as Spark reads it, decompressed.
 
-A path is a file, a folder (its files, and its subfolders') or a pattern (`/landing/cars/*.csv`), as Spark takes
-them. A name that starts with `.` or `_` is not read, as Spark does not read it. A URL (`s3a://…`, `hdfs://…`) is
+A path is a file, a folder (its files, and its partition folders') or a pattern (`/landing/cars/*.csv`), as Spark
+takes them. A name that starts with `.` or `_` is not read, as Spark does not read it. A URL (`s3a://…`, `hdfs://…`) is
 listed by Spark alone: its files are read as one group.
 """
 
@@ -119,17 +119,21 @@ def names_no_file(path: str) -> bool:
     return not URL.match(path) and not local_files(path)
 
 
+PARTITION_FOLDER = re.compile(r"^[^.=_][^=]*=[^=]*$")  # `day=2026-01-01`: a column's name, `=`, its value
+
+
 def local_files(path: str) -> list[str]:
     """The files Spark reads for `path` where it is local, in name order; none for a URL. Of a folder, those in
-    its subfolders too, as Spark lists a folder it reads: a data set written by Spark, Hive or pandas keeps its files
-    in a folder per partition (`day=2026-01-01/`), whose value is a column of its rows (`FileGroup.base`)."""
+    its partition folders too, as Spark reads a folder: a table written by Spark, Hive or pyarrow keeps its files
+    in a folder per partition (`day=2026-01-01/`), whose value is a column of its rows (`FileGroup.base`). Another
+    subfolder (an `archive/` of files already read) is not the folder's data, and is not read."""
     if URL.match(path):
         return []
     if not os.path.isdir(path):
         return sorted(f for f in glob.glob(path) if os.path.isfile(f) and not os.path.basename(f).startswith(HIDDEN))
     found = []
     for folder, subfolders, names in os.walk(path):
-        subfolders[:] = [name for name in subfolders if not name.startswith(HIDDEN)]
+        subfolders[:] = [name for name in subfolders if PARTITION_FOLDER.match(name)]
         found.extend(os.path.join(folder, name) for name in names if not name.startswith(HIDDEN))
     return sorted(found)
 

@@ -249,7 +249,7 @@ def _read_by_group(path: str, groups: list[FileGroup[Shared]], read: Callable[[F
 
     if not groups:  # a URL's files, which Spark lists
         return read_flat(FileGroup((path,), None))
-    if len(groups) == 1 or typed:  # file by file: given a folder, Spark leaves out a subfolder not `name=value`
+    if len(groups) == 1 or typed:
         return read_flat(groups[0])
     frames = [_in_text(read_flat(group)) for group in groups]
     columns = [sorted(c.lower() for c in file_columns(frame)) for frame in frames]

@@ -302,8 +302,8 @@ def test_csv_files_read_together_are_each_read_by_their_own_header(tmp_path: Pat
 def test_a_data_set_of_a_folder_per_partition_is_read_whole_each_folder_s_value_a_column(tmp_path: Path,
                                                                                         spark: SparkSession) -> None:
     """As Spark, Hive and pyarrow write a table: `label=x/<part>.parquet`, the label a column of the rows in that
-    folder, and the files under `_` or `.` names (markers, checksums) not read. A folder of files in subfolders
-    that are no partitions is read whole too, where Spark given the folder would leave those subfolders out."""
+    folder, and the files under `_` or `.` names (markers, checksums) not read. A subfolder that is no partition
+    (an archive of files read before) is not the folder's data, as Spark does not read it either."""
     lake = new_lake(tmp_path / "lake", spark)
     table = tmp_path / "table"
     pq.write_to_dataset(pa.table({"unit": ["u1", "u1", "u2"], "ts": [1, 2, 3], "speed": [5.0, 6.0, 7.0],
@@ -311,12 +311,12 @@ def test_a_data_set_of_a_folder_per_partition_is_read_whole_each_folder_s_value_
     (table / "_SUCCESS").write_bytes(b"")
     run_dirty(tmp_path, lake, table)
     assert stored_events(lake) == [("u1", 1, 5.0, "x"), ("u1", 2, 6.0, "y"), ("u2", 3, 7.0, "x")]
-    folder = tmp_path / "by_month"
-    (folder / "2026-01").mkdir(parents=True)
-    (folder / "2026-01" / "a.csv").write_bytes(HEADER + b"u1,4,8,x\n")
+    folder = tmp_path / "landed"
+    (folder / "archive").mkdir(parents=True)
+    (folder / "archive" / "a.csv").write_bytes(HEADER + b"u1,1,5,x\n")
     (folder / "b.csv").write_bytes(HEADER + b"u1,5,9,y\n")
-    assert "2 rows in = 2 events" in run_dirty(tmp_path, lake, folder, "--incremental")
-    assert lake.read("events_dirty").count() == 5
+    assert "1 rows in = 1 events" in run_dirty(tmp_path, lake, folder, "--incremental")
+    assert lake.read("events_dirty").count() == 4
 
 
 def test_parquet_files_read_together_may_differ_in_their_columns_types(tmp_path: Path, spark: SparkSession) -> None:

@@ -150,15 +150,17 @@ def test_a_url_or_a_path_naming_nothing_is_left_to_spark(tmp_path: Path) -> None
     assert inputs.header_groups(str(tmp_path / "none" / "*.csv")) == []
 
 
-def test_a_folder_s_files_are_those_of_its_subfolders_too_but_hidden_ones(tmp_path: Path) -> None:
-    """As Spark lists a folder it reads; a partition's folder is one of them (`day=2026-01-01/`), and so is a
-    writer's unfinished work (`_temporary/`), which is not read."""
-    for name in ("day=2026-01-01/a.parquet", "day=2026-01-02/b.parquet", "c.parquet", "2025/d.parquet",
-                 "_temporary/0/e.parquet", ".staging/f.parquet", "day=2026-01-02/.b.parquet.crc", "_SUCCESS"):
+def test_a_folder_s_files_are_those_of_its_partition_folders_too(tmp_path: Path) -> None:
+    """As Spark reads a folder: a partition's folder (`day=2026-01-01/`, nested `year=2026/month=1/`) holds the
+    folder's data; a writer's unfinished work (`_temporary/`), checksums and markers, and a folder that is no
+    partition (an `archive/` of files read before) do not."""
+    for name in ("day=2026-01-01/a.parquet", "day=2026-01-02/b.parquet", "c.parquet", "archive/d.parquet",
+                 "year=2026/month=1/e.parquet", "_temporary/0/f.parquet", ".staging/g.parquet",
+                 "day=2026-01-02/.b.parquet.crc", "_SUCCESS", "_day=3/h.parquet"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes(b"")
     assert inputs.local_files(str(tmp_path)) == [str(tmp_path / name) for name in (
-        "2025/d.parquet", "c.parquet", "day=2026-01-01/a.parquet", "day=2026-01-02/b.parquet")]
+        "c.parquet", "day=2026-01-01/a.parquet", "day=2026-01-02/b.parquet", "year=2026/month=1/e.parquet")]
     assert inputs.local_files(str(tmp_path / "*.parquet")) == [str(tmp_path / "c.parquet")]
 
 
