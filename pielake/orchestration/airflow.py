@@ -178,13 +178,15 @@ def _settings(sidecar: Path) -> dict[str, Any]:
     if not sidecar.is_file():
         return {}
     try:
-        settings = yaml.safe_load(sidecar.read_text(encoding="utf-8")) or {}
+        settings = yaml.safe_load(sidecar.read_bytes()) or {}
     except yaml.MarkedYAMLError as error:  # where it starts to go wrong: an unclosed quote, not the file's end
         mark = error.context_mark or error.problem_mark
         where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = ", ".join(part for part in (error.context, error.problem) if part)
         raise PielakeError(f"{sidecar}{where}: not YAML ({problem}); write one setting a line, "
                            f"as schedule: \"*/10 * * * *\"") from None
+    except yaml.YAMLError as error:  # bytes that are no text of an encoding YAML reads (UTF-8, UTF-16)
+        raise PielakeError(f"{sidecar}: not YAML ({' '.join(str(error).split())}); save it as UTF-8") from None
     if not isinstance(settings, dict):
         raise PielakeError(f"{sidecar}: holds a {type(settings).__name__}, not settings; write one setting a line, "
                            f"as schedule: \"*/10 * * * *\" (known: {', '.join(SETTINGS)})")

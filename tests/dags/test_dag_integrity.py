@@ -68,20 +68,22 @@ VESSELS = (ROOT / "examples" / "queries" / "moving_at_berth.tpq").read_text()
 # Settings a registration may get wrong, with what its broken DAG says: Airflow would find all but the list and the
 # format only as it builds or stores the DAGs, failing the whole DAG file.
 SETTINGS_TYPED_WRONG = {
-    "unquoted": (QUERY, 'schedule: "*/5 * * * *\nevents: /landing/flags.json\n',
+    "unquoted": (QUERY, b'schedule: "*/5 * * * *\nevents: /landing/flags.json\n',
                  "unquoted.yaml, line 1, column 11: not YAML (while scanning a quoted scalar, found unexpected end "
                  "of stream)"),
-    "in_words": (QUERY, "schedule: every 5 minutes\n",
+    "in_words": (QUERY, b"schedule: every 5 minutes\n",
                  "in_words.yaml: schedule 'every 5 minutes' is not a cron expression"),
-    "listed": (QUERY, "- schedule\n- events\n", "listed.yaml: holds a list, not settings"),
-    "files_listed": (QUERY, "events:\n  - /landing/a.json\n  - /landing/b.json\n",
+    "listed": (QUERY, b"- schedule\n- events\n", "listed.yaml: holds a list, not settings"),
+    "files_listed": (QUERY, b"events:\n  - /landing/a.json\n  - /landing/b.json\n",
                      "files_listed.yaml: events is a list: give one path (a folder, or a pattern of names"),
-    "spreadsheet": (QUERY, "events: /landing/flags.xlsx\nformat: excel\n",
+    "spreadsheet": (QUERY, b"events: /landing/flags.xlsx\nformat: excel\n",
                     "spreadsheet.yaml: format 'excel' is not one of csv, parquet, json"),
-    "misnamed": (VESSELS, "events:\n  Positions: /landing/positions.csv\n  PortCalls: /landing/calls.csv\n",
+    "misnamed": (VESSELS, b"events:\n  Positions: /landing/positions.csv\n  PortCalls: /landing/calls.csv\n",
                  "misnamed.yaml: events given for Positions, which query misnamed does not read; it reads "
                  "VesselPositions, PortCalls"),
-    "unnamed": (VESSELS, "events: /landing/positions.csv\n",
+    "latin": (QUERY, b"events: /landing/caf\xe9.json\n",
+              "latin.yaml: not YAML (unacceptable character #x00e9: invalid continuation byte in"),
+    "unnamed": (VESSELS, b"events: /landing/positions.csv\n",
                 "unnamed.yaml: query unnamed reads 2 streams: name each file's stream"),
 }
 EXPECTED_GRAPH = {"ingest": ["check_events"], "check_events": ["situations"], "situations": ["check_situations"],
@@ -119,7 +121,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (queries / "broken.tpq").write_text(BROKEN)
     for name, (query, settings, _) in SETTINGS_TYPED_WRONG.items():
         (queries / f"{name}.tpq").write_text(query)
-        (queries / f"{name}.yaml").write_text(settings)
+        (queries / f"{name}.yaml").write_bytes(settings)
     (queries / "by_hand.tpq").write_text(QUERY)
     (queries / "by_hand.yaml").write_text("schedule: null\nevents:\n  Flags: /landing/flags.json\nformat:\n")
     (queries / "misspelt.tpq").write_text(MISSPELT)
