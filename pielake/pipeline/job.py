@@ -11,7 +11,6 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from functools import cached_property
 
@@ -27,7 +26,7 @@ from pielake.pipeline.run_folder import upstream_read
 from pielake.pipeline.scope import FULL, MODES, Scope
 from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark import columns as C
-from pielake.spark.query import SparkQuery
+from pielake.spark.query import SparkQuery, iso_micros
 from pielake.spark.timeline import Timeline
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema, check_time_unit, guess_format
 
@@ -240,14 +239,12 @@ def _as_unix_time(text: str, stream: StreamSchema) -> str:
     """For an ISO-8601 time given for a stream of numeric times: the number it is if they count from 1970 (Unix
     time), as most do; they may count from elsewhere, so the number is offered, not taken. Empty otherwise."""
     try:
-        moment = datetime.fromisoformat(text)
+        micros = iso_micros(text)
     except ValueError:
         return ""
     if stream.time_unit == TIMESTAMP_UNIT:
         return ""
-    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)  # a time without a zone is UTC (§1)
-    since = Fraction(round((moment - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(microseconds=1)), 10**6)
-    count = since / stream.unit_seconds
+    count = Fraction(micros, 10**6) / stream.unit_seconds
     shown = f"{count.numerator}" if count.denominator == 1 else f"about {math.floor(count)}"
     return f"; if its times count from 1970 (Unix time), {text} is {shown}"
 

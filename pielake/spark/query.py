@@ -38,6 +38,13 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # kernel time 0 of a TIMESTAMP stream
 MICROSECOND = timedelta(microseconds=1)
 
 
+def iso_micros(text: str) -> int:
+    """An ISO-8601 time as microseconds since 1970, a time without a zone in UTC (docs/semantics.md §1), as a
+    TIMESTAMP stream's kernel time is; ValueError for text that is no such time."""
+    moment = datetime.fromisoformat(text)
+    return ((moment if moment.tzinfo else moment.replace(tzinfo=UTC)) - EPOCH) // MICROSECOND
+
+
 @dataclass(frozen=True)
 class Aggregate:
     """One `func(S.attr)` of RETURN: `attr` is the column it reads, `column` names it in the situations table (after
@@ -252,11 +259,7 @@ class SparkQuery:
 
     def parse_time(self, text: str) -> int:
         """A time a user typed (a number, or an ISO-8601 timestamp for TIMESTAMP streams) as kernel time."""
-        if self.stream.time_unit != TIMESTAMP_UNIT:
-            return int(text)
-        moment = datetime.fromisoformat(text)
-        moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-        return (moment - EPOCH) // MICROSECOND
+        return int(text) if self.stream.time_unit != TIMESTAMP_UNIT else iso_micros(text)
 
     @cached_property
     def window_ceiling(self) -> int:
