@@ -20,6 +20,17 @@ class PielakeError(Exception):
     exit_code = EXIT_USAGE
 
 
+def spark_said(error: Exception) -> str:
+    """The first line of what Spark says of an error, for a message of pielake's own: its text, or, of a JVM error
+    PySpark passes on as it came (rows streamed to a classic session: `toLocalIterator`), its root cause's, as
+    py4j's names only the call that failed."""
+    cause = getattr(error, "java_exception", None)
+    while cause is not None and cause.getCause() is not None:
+        cause = cause.getCause()
+    said = str(error if cause is None else cause.toString()).strip()
+    return said.splitlines()[0] if said else type(error).__name__
+
+
 @dataclass(frozen=True)
 class ErrorDetail:
     """Where and what one query error is; `col` and `line` are 1-based."""

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import islice
 
-from pielake.errors import PielakeError
+from pielake.errors import PielakeError, spark_said
 from pielake.lake.delta import Lake
 
 READ_ONLY = re.compile(r"^\s*(SELECT|WITH|SHOW|DESCRIBE|DESC|EXPLAIN)\b", re.IGNORECASE)
@@ -95,18 +95,8 @@ def _rejected(tables: list[str]) -> Iterator[None]:
     try:
         yield
     except Exception as error:
-        said = _said(error)
-        first = said.splitlines()[0] if said else type(error).__name__
+        first = spark_said(error)
         raise SqlError(f"Spark rejected the query: {first}{_hint(first, tables)}") from None
-
-
-def _said(error: Exception) -> str:
-    """What Spark says of an error: its own text, or, of a JVM error PySpark passes on as it came (rows streamed
-    to a classic session: `toLocalIterator`), the root cause's, as py4j's names only the call that failed."""
-    cause = getattr(error, "java_exception", None)
-    while cause is not None and cause.getCause() is not None:
-        cause = cause.getCause()
-    return str(error if cause is None else cause.toString()).strip()
 
 
 def _on_delta(lake: Lake, text: str, tables: list[str]) -> str | None:

@@ -44,7 +44,7 @@ from pyspark.sql import types as T
 from pielake import vocabulary as V
 from pielake.engine.checkpoints import hold, release
 from pielake.engine.session import settings_within
-from pielake.errors import PielakeError, QueryError
+from pielake.errors import PielakeError, QueryError, spark_said
 from pielake.lake.delta import Lake, LakeError, check_run_id, quoted_identifier
 from pielake.lake.inputs import (
     JSON_DOCUMENT,
@@ -165,7 +165,7 @@ def _read_as(spark: SparkSession, path: str, fmt: str, typed: bool) -> DataFrame
             return _read_by_group(path, header_groups(path), lambda group: _read_csv_files(spark, group, typed), typed)
         return _read_by_group(path, schema_groups(path), lambda group: _read_parquet_files(spark, group), typed)
     except AnalysisException as error:  # no such path, or a file Spark cannot read as `fmt`
-        said = str(error).strip().splitlines()[0]
+        said = spark_said(error)
         hint = NANOSECONDS_HINT if "TIMESTAMP(NANOS" in said else ""
         raise LakeError(f"cannot read {path} as {fmt}: {said}{hint}") from None
 
@@ -391,7 +391,7 @@ def _check_time_format(spark: SparkSession, stream: StreamSchema) -> None:
     try:
         spark.range(1).select(F.try_to_timestamp(F.lit("2000-01-01"), F.lit(stream.time_format))).collect()
     except Exception as error:  # Spark's INVALID_DATETIME_PATTERN and its kin, in whichever class PySpark gives
-        said = str(error).strip().splitlines()[0]
+        said = spark_said(error)
         raise SchemaError(f"stream {stream.name}'s time.format '{stream.time_format}' is not a pattern Spark reads "
                           f"times with: {said}; see Spark's datetime patterns (dd/MM/yyyy HH:mm:ss, "
                           "yyyy-MM-dd HH:mm:ss.SSS)") from None
