@@ -362,8 +362,6 @@ def _cast(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> DataFrame:
     # The columns a time format reads: text, and of Unix time numbers too (a file's TIMESTAMPs are times already).
     numbers = {f.name for f in raw.schema.fields if isinstance(f.dataType, T.NumericType)}
     written = text | numbers if stream.time_format == UNIX_TIME else text
-    if stream.time_format not in (None, UNIX_TIME):
-        _check_time_format(raw.sparkSession, stream)
     for name, kind in stream.columns:
         source = F.col(present[name.lower()])
         if name in stream.time_columns and stream.time_unit == TIMESTAMP_UNIT:
@@ -444,6 +442,8 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
     table = events_table(stream)
     held = lake.exists(table)
     kept = schema_file(lake_streams(lake.root), stream.name) if held else None
+    if stream.time_format not in (None, UNIX_TIME):  # once for the run's files, before any row of them is read
+        _check_time_format(lake.spark, stream)
     casts = [_cast(raw, stream, kept) for raw in raws]
     checked = reduce(DataFrame.unionByName, casts).withColumn(V.REASON, _reason(stream))
     seen = lake.version(table) if held else NO_VERSION
