@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import BinaryIO, Generic, TypeVar
 
 from pielake.errors import PielakeError
-from pielake.lake.landed import HIDDEN
 
 URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+HIDDEN = (".", "_")  # names Spark does not read: a writer's file before it is complete, `_SUCCESS`, `_delta_log`
 # Spark's CSV and JSON readers decompress a file its last suffix names a codec of (in any case). pielake looks
 # into a local file before Spark reads it (its header, a record spanning lines, its layout), through Python's
 # own gzip and bzip2; a file of another codec, an archive or a spreadsheet is refused with its fix (`NOT_READ`).
@@ -123,18 +123,24 @@ PARTITION_FOLDER = re.compile(r"^[^.=_][^=]*=[^=]*$")  # `day=2026-01-01`: a col
 
 
 def local_files(path: str) -> list[str]:
-    """The files Spark reads for `path` where it is local, in name order; none for a URL. Of a folder, those in
-    its partition folders too, as Spark reads a folder: a table written by Spark, Hive or pyarrow keeps its files
-    in a folder per partition (`day=2026-01-01/`), whose value is a column of its rows (`FileGroup.base`). Another
-    subfolder (an `archive/` of files already read) is not the folder's data, and is not read."""
+    """The files Spark reads for `path` where it is local, in name order; none for a URL. Of a folder, those of
+    `folder_files`."""
     if URL.match(path):
         return []
     if not os.path.isdir(path):
         return sorted(f for f in glob.glob(path) if os.path.isfile(f) and not os.path.basename(f).startswith(HIDDEN))
+    return folder_files(path)
+
+
+def folder_files(folder: str) -> list[str]:
+    """A folder's files as Spark reads a folder, in name order: its own and those in its partition folders: a
+    table written by Spark, Hive or pyarrow keeps its files in a folder per partition (`day=2026-01-01/`), whose
+    value is a column of its rows (`FileGroup.base`). Another subfolder (an `archive/` of files already read) is
+    not the folder's data, and is not read."""
     found = []
-    for folder, subfolders, names in os.walk(path):
+    for parent, subfolders, names in os.walk(folder):
         subfolders[:] = [name for name in subfolders if PARTITION_FOLDER.match(name)]
-        found.extend(os.path.join(folder, name) for name in names if not name.startswith(HIDDEN))
+        found.extend(os.path.join(parent, name) for name in names if not name.startswith(HIDDEN))
     return sorted(found)
 
 

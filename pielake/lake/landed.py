@@ -9,6 +9,11 @@ A run takes every file that landed since the last run by linking it into a folde
   the folder its first attempt filled (with what landed since);
 - a link holds its file's data until maintenance releases it (`release`), keeping its name.
 
+A file in a partition folder of the landing folder (`day=2026-01-01/part-0.parquet`, as Spark, Hive and pyarrow
+write a table, and many log shippers a stream) is taken too, keeping its path within the folder: a file is known
+by that path, and its partition's value is a column of its rows, as when a folder is read
+(`pielake.lake.inputs.folder_files`).
+
 A file is taken as it is. A writer lands it under a name starting with `.` or `_`, which is never taken, and
 renames it once it is complete, as Spark's own writers and most log shippers do.
 """
@@ -26,8 +31,8 @@ from pathlib import Path
 
 from pielake import vocabulary as V
 from pielake.errors import PielakeError
+from pielake.lake.inputs import folder_files
 
-HIDDEN = (".", "_")  # names a writer lands a file under before it is complete; never taken
 WILDCARDS = re.compile(r"[*?\[]")
 
 
@@ -54,14 +59,16 @@ class Landing:
     def __str__(self) -> str:
         return str(self.folder / self.pattern)
 
-    def files(self) -> list[Path]:
-        """The complete files in the folder whose names match, in name order."""
-        try:
-            entries = list(os.scandir(self.folder))
-        except FileNotFoundError:  # not created yet: nothing has landed
-            return []
-        return sorted(Path(e.path) for e in entries
-                      if e.is_file() and not e.name.startswith(HIDDEN) and fnmatchcase(e.name, self.pattern))
+    def files(self) -> dict[str, Path]:
+        """The complete files in the folder and its partition folders whose names match, by their path in the
+        folder (`day=2026-01-01/part-0.parquet`), in that order. A name starting with `.` or `_` is a file a
+        writer has not completed, and is never taken."""
+        return {name: path for name, path in held(self.folder).items() if fnmatchcase(path.name, self.pattern)}
+
+
+def held(folder: Path) -> dict[str, Path]:
+    """The files a folder holds as Spark reads it (`folder_files`), by their path in it; none if it is missing."""
+    return {os.path.relpath(file, folder): Path(file) for file in folder_files(str(folder))}
 
 
 def ledger_of(lake_root: Path, query: str) -> Path:
@@ -70,14 +77,14 @@ def ledger_of(lake_root: Path, query: str) -> Path:
 
 
 def taken(ledger: Path) -> set[str]:
-    """The names of the files a query has taken from one stream's landing: those in its runs' folders."""
-    return {path.name for path in ledger.glob("*/*") if not path.name.startswith(HIDDEN)}
+    """The files a query has taken from one stream's landing, by their path in it: those in its runs' folders."""
+    return {name for run in _runs(ledger) for name in held(run)}
 
 
-def untaken(landing: Landing, ledger: Path) -> list[Path]:
-    """The landed files a query has not taken yet."""
+def untaken(landing: Landing, ledger: Path) -> dict[str, Path]:
+    """The landed files a query has not taken yet, by their path in the landing folder."""
     done = taken(ledger)
-    return [path for path in landing.files() if path.name not in done]
+    return {name: path for name, path in landing.files().items() if name not in done}
 
 
 def run_folder(ledger: Path, run_id: str) -> Path:
@@ -86,24 +93,24 @@ def run_folder(ledger: Path, run_id: str) -> Path:
 
 
 def take(landing: Landing, ledger: Path, run_id: str, retaken: Collection[str] = ()) -> str | None:
-    """Take every untaken file into the run's folder, and the files of the runs `retaken` names, which ended
-    before their events were admitted (`pielake.pipeline.run_folder.unadmitted_runs`: a file of the wrong
-    format, a query that did not fit) and so would otherwise be read by no run: moved into this run's folder.
-    Returns the run's files as the run reads them (its folder and the landing's pattern, whose suffix names their
-    format), or None when the run has taken nothing. A file is hard-linked (no copy, and atomic), or copied under
-    a hidden name and renamed where the lake is on another file system."""
+    """Take every untaken file into the run's folder, at its path in the landing folder, and the files of the runs
+    `retaken` names, which ended before their events were admitted
+    (`pielake.pipeline.run_folder.unadmitted_runs`: a file of the wrong format, a query that did not fit) and so
+    would otherwise be read by no run: moved into this run's folder. Returns the run's folder, which the run reads
+    as a folder (the files' suffixes name their format), or None when the run has taken nothing. A file is
+    hard-linked (no copy, and atomic), or copied under a hidden name and renamed where the lake is on another
+    file system."""
     folder = run_folder(ledger, run_id)
     for earlier in {run_folder(ledger, run) for run in retaken} - {folder}:
-        for path in earlier.glob("*"):
-            folder.mkdir(parents=True, exist_ok=True)
-            path.replace(folder / path.name)
-        if earlier.is_dir():
-            earlier.rmdir()
-    for path in untaken(landing, ledger):
-        folder.mkdir(parents=True, exist_ok=True)
-        _link(path, folder / path.name)
-    held = folder.is_dir() and any(not p.name.startswith(HIDDEN) for p in folder.iterdir())
-    return str(folder / landing.pattern) if held else None
+        for name, path in held(earlier).items():
+            path.replace(_place(folder / name))
+        shutil.rmtree(earlier, ignore_errors=True)
+    new = untaken(landing, ledger)
+    for name, path in new.items():
+        _link(path, _place(folder / name))
+    if new:
+        os.utime(folder)  # a run's folder is as old as its last take (`release`), wherever in it a file went
+    return str(folder) if held(folder) else None
 
 
 def take_each(landings: dict[str, Landing], query_ledger: Path, run_id: str,
@@ -112,6 +119,17 @@ def take_each(landings: dict[str, Landing], query_ledger: Path, run_id: str,
     stream that took none left out."""
     taken = {stream: take(landing, query_ledger / stream, run_id, retaken) for stream, landing in landings.items()}
     return {stream: files for stream, files in taken.items() if files}
+
+
+def _runs(ledger: Path) -> list[Path]:
+    """A stream's ledger's run folders."""
+    return [entry for entry in ledger.iterdir() if entry.is_dir()] if ledger.is_dir() else []
+
+
+def _place(target: Path) -> Path:
+    """`target`, its folder made."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return target
 
 
 def _link(source: Path, target: Path) -> None:
@@ -134,8 +152,8 @@ def release(query_ledger: Path, *, keep_days: float) -> int:
     for folder in query_ledger.glob("*/*/"):
         if folder.stat().st_mtime >= cutoff:
             continue
-        for path in folder.iterdir():
-            if path.is_file() and not path.name.startswith(HIDDEN) and path.stat().st_size:
+        for path in held(folder).values():
+            if path.stat().st_size:
                 path.unlink()  # not a truncation: that would empty the landed file it is a link of
                 path.touch()
                 released += 1

@@ -133,3 +133,36 @@ def test_a_command_line_run_takes_what_landed_since_the_query_s_last_run_into_th
     assert [r.mode for r in runs] == ["incremental", "incremental"]
     assert sorted(p.name for p in (lake / "_landed" / "flag_pairs" / "Flags").glob("*/*")) == [
         "flags-1.json", "flags-2.json"]
+
+
+def test_files_landing_in_partition_folders_are_taken_by_their_path_each_folder_s_value_a_column(
+        tmp_path: Path, spark: SparkSession) -> None:
+    """A writer that partitions by key (`key=k/part-0.json`, as Spark, Hive and log shippers write) lands files of
+    the same name in several folders: each is taken once, by its path in the landing folder, and its folder's
+    value is its rows' key."""
+    inbox, lake = tmp_path / "landing", tmp_path / "lake"
+    (tmp_path / "flag_pairs.tpq").write_text(QUERY)
+
+    def run() -> str:
+        result = CliRunner().invoke(main, ["run", str(tmp_path / "flag_pairs.tpq"), "--landing", f"{inbox}/*.json",
+                                           "--lake", str(lake), "--no-checks"])
+        assert result.exit_code == 0, result.output + repr(result.exception)
+        return result.output
+
+    def without_key(events: list[dict]) -> str:
+        return json_lines([{name: value for name, value in event.items() if name != "key"} for event in events])
+
+    k, j = drawn(key="k", a="XXX...XX.XXX....", b=".XXXX..XXX......"), drawn(key="j", a="XX..", b="..XX")
+    land(inbox / "key=k", "part-0.json", without_key(k))
+    land(inbox / "key=j", "part-0.json", without_key(j))
+    land(inbox / "archive", "part-0.json", without_key(k))  # no partition: not the folder's data
+    assert f"rows in = {len(k) + len(j)} events" in run()
+    assert_tables_equal_the_reference(spark, lake, [*k, *j])
+    later = drawn(key="k", start=16, a="..XX..", b="XXXXX.")
+    land(inbox / "key=k", "part-1.json", without_key(later))
+    assert f"rows in = {len(later)} events" in run()
+    assert_tables_equal_the_reference(spark, lake, [*k, *j, *later])
+    assert "nothing to run" in run()
+    ledger = lake / "_landed" / "flag_pairs" / "Flags"
+    assert sorted(str(p.relative_to(p.parents[1])) for p in ledger.rglob("*.json")) == [
+        "key=j/part-0.json", "key=k/part-0.json", "key=k/part-1.json"]

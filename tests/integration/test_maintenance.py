@@ -83,7 +83,7 @@ def test_the_maintenance_dag_compacts_a_lake_after_micro_batches(airflow: dict[s
     assert sum(files_read(lake.read("events_flags").filter(F.col("ts").between(6, 11)))) < read_before
 
     landed = land(tmp_path / "landing", "flags-1.json", '{"key": "k", "ts": 1, "a": true, "b": false}\n')
-    taken = Path(take(Landing.parse(str(landed)), ledger_of(lake.root, "flag_pairs") / "Flags", "r1")).parent
+    taken = Path(take(Landing.parse(str(landed)), ledger_of(lake.root, "flag_pairs") / "Flags", "r1"))
     said: list[str] = []
     cared = {c.table: c for c in maintain(lake, plan, keep_days=0, say=said.append)}
     assert set(TABLES) <= set(cared) and "runs" in cared and "quarantine_flags" in cared

@@ -132,8 +132,8 @@ def test_landed_files_a_refused_run_took_are_taken_again_by_the_next_run(tmp_pat
     command = ["run", EXAMPLE, "--landing", f"{tmp_path}/landing/", "--lake", str(tmp_path / "lake")]
     refused = "cannot tell the format of"
     first = invoke([*command, "--run-id", "first"], EXIT_USAGE, refused)
-    assert "first/*' (its files end in .txt); pass --format" in first.output
-    invoke([*command, "--run-id", "second"], EXIT_USAGE, "second/*' (its files end in .txt)")
+    assert "first' (its files end in .txt); pass --format" in first.output
+    invoke([*command, "--run-id", "second"], EXIT_USAGE, "second' (its files end in .txt)")
     ledger = tmp_path / "lake" / "_landed" / "aggressive_driving" / "CarSensors"
     assert [p.relative_to(ledger).as_posix() for p in ledger.rglob("*")] == ["second", "second/a.txt"]
 

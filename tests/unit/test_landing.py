@@ -18,7 +18,7 @@ import pytest
 
 from pielake import vocabulary as V
 from pielake.errors import PielakeError
-from pielake.lake.landed import Landing, ledger_of, release, take
+from pielake.lake.landed import Landing, held, ledger_of, release, take
 from pielake.orchestration.landing import LandingTrigger, look
 from pielake.pipeline.registry import STAGES
 from pielake.pipeline.run_folder import RunEnd, StepRecord, record_end, record_step, unadmitted_runs
@@ -27,8 +27,9 @@ from tests.helpers import land
 SHM = Path("/dev/shm")
 
 
-def names(glob: str | None) -> list[str]:
-    return [] if glob is None else sorted(p.name for p in Path(glob).parent.iterdir())
+def names(folder: str | None) -> list[str]:
+    """The files a run took, by their path in its folder."""
+    return [] if folder is None else sorted(held(Path(folder)))
 
 
 def test_each_run_takes_the_files_landed_since_the_last_once_each_and_leaves_them_where_they_landed(
@@ -39,9 +40,9 @@ def test_each_run_takes_the_files_landed_since_the_last_once_each_and_leaves_the
     (inbox / ".c.json.part").write_text("half a file")  # still being written
     (inbox / "notes.txt").write_text("not a stream's file")
     taken = take(landing, ledger, "scheduled__2026-11-29T10:00:00+00:00")
-    assert taken == f"{ledger}/scheduled__2026-11-29T10_00_00_00_00/*.json"  # a path Hadoop takes
+    assert taken == f"{ledger}/scheduled__2026-11-29T10_00_00_00_00"  # a path Hadoop takes
     assert names(taken) == ["a.json", "b.json"]
-    assert [(Path(taken).parent / p.name).stat().st_ino for p in first] == [p.stat().st_ino for p in first]
+    assert [(Path(taken) / p.name).stat().st_ino for p in first] == [p.stat().st_ino for p in first]
 
     land(inbox, "d.json")  # lands while the run is retried: the retry takes it too, into the same folder
     assert names(take(landing, ledger, "scheduled__2026-11-29T10:00:00+00:00")) == ["a.json", "b.json", "d.json"]
@@ -71,6 +72,28 @@ def test_a_run_takes_again_what_runs_that_ended_before_admitting_their_events_to
     assert take(landing, ledger, "after", retaken) is None  # taken once
 
 
+def test_files_in_partition_folders_are_taken_once_each_by_their_path_in_the_landing_folder(tmp_path: Path) -> None:
+    """A writer that partitions (`day=…/part-0.json`) names files alike in every folder; a subfolder that is no
+    partition, and a writer's hidden work folder, are not the landing's files, as Spark does not read them."""
+    inbox, lake = tmp_path / "landing", tmp_path / "lake"
+    ledger, landing = ledger_of(lake, "q") / "Flags", Landing.parse(f"{inbox}/*.json")
+    for folder in ("day=2026-11-30", "day=2026-12-01", "archive", "_temporary/0"):
+        land(inbox / folder, "part-0.json")
+    land(inbox, "top.json")
+    first = take(landing, ledger, "refused")
+    assert names(first) == ["day=2026-11-30/part-0.json", "day=2026-12-01/part-0.json", "top.json"]
+    land(inbox / "day=2026-12-01", "part-1.json")
+    assert look(landing, ledger, set())[0] == {"day=2026-12-01/part-1.json"}
+
+    # A run that took them and ended before admitting its events hands them, paths and all, to the next run.
+    assert names(take(landing, ledger, "next", ["refused"])) == [
+        "day=2026-11-30/part-0.json", "day=2026-12-01/part-0.json", "day=2026-12-01/part-1.json", "top.json"]
+    assert sorted(p.name for p in ledger.iterdir()) == ["next"]
+    assert take(landing, ledger, "after") is None
+    os.utime(ledger / "next", (time.time() - 3 * 86_400,) * 2)
+    assert release(ledger.parent, keep_days=1) == 4
+
+
 def test_a_lake_on_another_file_system_gets_a_copy_of_each_landed_file(tmp_path: Path) -> None:
     if not SHM.is_dir() or SHM.stat().st_dev == tmp_path.stat().st_dev:
         pytest.skip("no second file system at /dev/shm")
@@ -78,7 +101,7 @@ def test_a_lake_on_another_file_system_gets_a_copy_of_each_landed_file(tmp_path:
     with tempfile.TemporaryDirectory(dir=SHM) as lake:
         taken = take(Landing.parse(f"{tmp_path}/landing/"), Path(lake) / "Flags", "r1")
         assert taken is not None and names(taken) == ["a.json"]  # no part of a copy left behind
-        copied = Path(taken).parent / "a.json"
+        copied = Path(taken) / "a.json"
         assert copied.read_text() == landed.read_text() and copied.stat().st_ino != landed.stat().st_ino
 
 
@@ -88,10 +111,10 @@ def test_maintenance_releases_the_data_of_files_taken_days_ago_and_keeps_their_n
     inbox, query = tmp_path / "landing", tmp_path / "lake" / "_landed" / "q"
     landing = Landing.parse(f"{inbox}/*.json")
     old = land(inbox, "old.json", '{"key": "k", "ts": 1}\n')
-    days_ago = Path(take(landing, query / "Flags", "r1")).parent
+    days_ago = Path(take(landing, query / "Flags", "r1"))
     os.utime(days_ago, (time.time() - 3 * 86_400,) * 2)
     land(inbox, "new.json", '{"key": "k", "ts": 2}\n')
-    today = Path(take(landing, query / "Flags", "r2")).parent
+    today = Path(take(landing, query / "Flags", "r2"))
 
     assert release(query, keep_days=1) == 1
     assert (days_ago / "old.json").read_text() == "" and old.read_text() == '{"key": "k", "ts": 1}\n'
