@@ -21,6 +21,7 @@ from pielake.errors import PielakeError
 from pielake.lake.inputs import local_files, refuse_unread, text_format
 from pielake.query.ast import TIME_UNIT_SECONDS
 from pielake.vocabulary import STREAMS_DIR
+from pielake.yaml_file import read_yaml
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -36,6 +37,7 @@ PRIMITIVE_TYPES = {"STRING", "BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TI
                    "BOOLEAN", "TIMESTAMP", "DATE"}
 _DDL_COLUMN = re.compile(r"^\s*(\S+)\s+([A-Za-z_]+(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?)\s*$")
 PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SCHEMA_EXAMPLE = "write one setting a line, as schemas/CarSensors.yaml does (stream, keys, time, columns)"
 
 
 def format_of(path: str) -> str | None:
@@ -209,7 +211,10 @@ def check_time_columns(stream: StreamSchema, origin: str) -> None:
         raise SchemaError(f"{origin}: stream {stream.name}'s time column '{column}' is {kind}; {fix}")
 
 
-def from_mapping(doc: dict, origin: str) -> StreamSchema:
+def from_mapping(doc: object, origin: str) -> StreamSchema:
+    if not isinstance(doc, dict):
+        raise SchemaError(f"{origin}: holds {'nothing' if doc is None else f'a {type(doc).__name__}'}, not a "
+                          f"schema; {SCHEMA_EXAMPLE}")
     try:
         name, keys, time, ddl = doc["stream"], doc.get("keys", []), doc["time"], doc["columns"]
         unit = str(time.get("unit", "s")).lower()
@@ -279,7 +284,7 @@ def load_schema(stream: str, directory: Path = SCHEMAS_DIR) -> StreamSchema | No
     """The schema of `stream` from `directory/<stream>.yaml` (case-insensitive), or None if there is none."""
     for path in sorted(directory.glob("*.yaml")):
         if path.stem.lower() == stream.lower():
-            return from_mapping(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))
+            return from_mapping(read_yaml(path, SCHEMA_EXAMPLE), str(path))
     return None
 
 

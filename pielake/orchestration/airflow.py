@@ -47,7 +47,6 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-import yaml
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG, Asset, AssetAny, AssetWatcher, BaseOperator, CronTriggerTimetable, Param, TaskGroup
 from airflow.sdk.exceptions import AirflowFailException, AirflowTimetableInvalid
@@ -62,6 +61,7 @@ from pielake.pipeline.registry import STAGES, Registry, Step
 from pielake.query.analyzer import QueryPlan, bind_declared, load_query_file
 from pielake.query.hierarchy import check_upstreams
 from pielake.streams import FORMATS, as_given, check_time_unit, events_files, files_by_stream, format_of
+from pielake.yaml_file import read_yaml
 
 PROJECT = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT / "jobs"
@@ -177,16 +177,7 @@ def _settings(sidecar: Path) -> dict[str, Any]:
     or holds no mapping, is refused here, naming where: raised from the DAG file, it would hide every query's DAGs."""
     if not sidecar.is_file():
         return {}
-    try:
-        settings = yaml.safe_load(sidecar.read_bytes()) or {}
-    except yaml.MarkedYAMLError as error:  # where it starts to go wrong: an unclosed quote, not the file's end
-        mark = error.context_mark or error.problem_mark
-        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = ", ".join(part for part in (error.context, error.problem) if part)
-        raise PielakeError(f"{sidecar}{where}: not YAML ({problem}); write one setting a line, "
-                           f"as schedule: \"*/10 * * * *\"") from None
-    except yaml.YAMLError as error:  # bytes that are no text of an encoding YAML reads (UTF-8, UTF-16)
-        raise PielakeError(f"{sidecar}: not YAML ({' '.join(str(error).split())}); save it as UTF-8") from None
+    settings = read_yaml(sidecar, 'write one setting a line, as schedule: "*/10 * * * *"') or {}
     if not isinstance(settings, dict):
         raise PielakeError(f"{sidecar}: holds a {type(settings).__name__}, not settings; write one setting a line, "
                            f"as schedule: \"*/10 * * * *\" (known: {', '.join(SETTINGS)})")

@@ -85,6 +85,8 @@ SETTINGS_TYPED_WRONG = {
               "latin.yaml: not YAML (unacceptable character #x00e9: invalid continuation byte in"),
     "unnamed": (VESSELS, b"events: /landing/positions.csv\n",
                 "unnamed.yaml: query unnamed reads 2 streams: name each file's stream"),
+    "twice": (QUERY, b'schedule: "@hourly"\nevents: /landing/flags.json\nschedule: "*/5 * * * *"\n',
+              "twice.yaml, line 3, column 1: 'schedule' is set here and on line 1; keep one"),
 }
 EXPECTED_GRAPH = {"ingest": ["check_events"], "check_events": ["situations"], "situations": ["check_situations"],
                   "check_situations": ["pairs_c1"], "pairs_c1": ["check_pairs"], "check_pairs": ["matches"],

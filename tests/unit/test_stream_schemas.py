@@ -13,7 +13,7 @@ import pytest
 from pielake.errors import PielakeError
 from pielake.orchestration.airflow import register
 from pielake.pipeline.job import RunRequest
-from pielake.streams import SchemaError, from_mapping, parse_ddl, schema_column, to_mapping
+from pielake.streams import SchemaError, from_mapping, load_schema, parse_ddl, schema_column, to_mapping
 
 pytestmark = pytest.mark.unit
 
@@ -92,3 +92,19 @@ def test_a_time_format_is_a_pattern_of_a_stream_of_unit_timestamp_and_is_kept_wi
         with pytest.raises(SchemaError, match=r"Ships.yaml: time.format is how a file writes the times of a stream "
                                               r"of unit timestamp, as a Spark datetime pattern"):
             from_mapping({**numeric, "time": {"column": "Timestamp", "unit": unit, "format": written}}, "Ships.yaml")
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    (b"stream: Ticks\nkeys: [id]\ntime: {column: ts, unit: s}\ncolumns: id STRING, ts BIGINT\n"
+     b"time: {column: ts, unit: ms}\n", "Ticks.yaml, line 5, column 1: 'time' is set here and on line 3; keep one"),
+    (b"- stream\n- Ticks\n", "Ticks.yaml: holds a list, not a schema; write one setting a line"),
+    (b"", "Ticks.yaml: holds nothing, not a schema"),
+    (b"stream: 'Ticks\n", "Ticks.yaml, line 1, column 9: not YAML (while scanning a quoted scalar"),
+])
+def test_a_schema_file_that_says_a_setting_twice_or_holds_no_schema_is_refused_with_where(
+        text: bytes, said: str, tmp_path: Path) -> None:
+    """YAML keeps the last of two values of a key: a unit written twice, the second by mistake, would change
+    every window silently."""
+    (tmp_path / "Ticks.yaml").write_bytes(text)
+    with pytest.raises(PielakeError, match=re.escape(said)):
+        load_schema("Ticks", tmp_path)
