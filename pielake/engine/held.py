@@ -21,7 +21,6 @@ run freed so early costs nothing but time: its next step resumes it as after a r
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,10 +30,11 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from pielake.environment import number
 from pielake.lake.staging import SessionStaging
 
 # Longer than any pause between two steps of a run that goes on: Airflow's retries wait 10 minutes at most.
-HELD_IDLE_SECONDS = float(os.environ.get("PIELAKE_HELD_IDLE", "3600"))
+HELD_IDLE_SECONDS = number("PIELAKE_HELD_IDLE", 3600, "seconds")
 
 
 @dataclass(frozen=True)

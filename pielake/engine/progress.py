@@ -7,7 +7,6 @@ read well in a terminal and in an Airflow task's log (spark-submit's stderr ends
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -15,7 +14,9 @@ from types import TracebackType
 
 from pyspark.sql import SparkSession
 
-EVERY_SECONDS = float(os.environ.get("PIELAKE_PROGRESS_EVERY", "10"))
+from pielake.environment import number
+
+EVERY_SECONDS = number("PIELAKE_PROGRESS_EVERY", 10, "seconds")
 
 
 class StageProgress:

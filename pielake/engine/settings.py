@@ -10,6 +10,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from pielake.engine.class_archive import archive_options
+from pielake.environment import number
 
 DEFAULT_MASTER = "local[*]"
 # The heap of a run's Spark (in local mode all of it): enough for the chain benchmarks at 10^7 events and 18
@@ -61,7 +62,7 @@ def keep_days() -> float:
     day, and on a lake in a folder (local disk, HDFS) Delta lists the whole log at every commit and snapshot
     update, so every micro-batch pays for every commit kept: a week's worth made one 2.8 times as slow
     (docs/performance.md)."""
-    return float(os.environ.get("PIELAKE_KEEP_DAYS", "1"))
+    return number("PIELAKE_KEEP_DAYS", 1, "days")
 
 
 def log_retention(days: float) -> str:
@@ -73,21 +74,21 @@ def log_retention(days: float) -> str:
 def lock_wait() -> float:
     """Seconds a scheduled step waits for another run of its query (a backfill, maintenance) to finish before it
     fails for its retries: `PIELAKE_LOCK_WAIT`, else half an hour."""
-    return float(os.environ.get("PIELAKE_LOCK_WAIT", "1800"))
+    return number("PIELAKE_LOCK_WAIT", 1800, "seconds")
 
 
 def landing_poll() -> float:
     """Seconds between two looks at a landing folder for new files (`pielake.orchestration.landing`):
     `PIELAKE_LANDING_POLL`, else 1: a landed file waits half of it on average before its run is queued. A look
     lists the folder, and the query's taken files only when a name it has not seen taken lands: milliseconds."""
-    return float(os.environ.get("PIELAKE_LANDING_POLL", "1"))
+    return number("PIELAKE_LANDING_POLL", 1, "seconds")
 
 
 def docs_runs() -> int:
     """Runs per query whose gate results the lake's Data Docs keep: `PIELAKE_DOCS_RUNS`, else 200. Each run
     rebuilds the Data Docs index from every stored result, so a query run every minute would otherwise make its
     runs slower every day (docs/performance.md)."""
-    return int(os.environ.get("PIELAKE_DOCS_RUNS", "200"))
+    return int(number("PIELAKE_DOCS_RUNS", 200, "runs", whole=True))
 
 
 def driver_gate_rows() -> int:
@@ -95,7 +96,7 @@ def driver_gate_rows() -> int:
     100,000 (0: every gate on Spark). GX's Spark engine computes a suite's metrics in about three Spark jobs an
     expectation, tens of milliseconds each whatever the rows, where a micro-batch's staged output is a few
     thousand rows that pandas checks in milliseconds once collected (docs/performance.md)."""
-    return int(os.environ.get("PIELAKE_DRIVER_GATE_ROWS", "100000"))
+    return int(number("PIELAKE_DRIVER_GATE_ROWS", 100_000, "rows", whole=True))
 
 
 def driver_heap() -> str:

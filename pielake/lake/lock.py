@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pielake import vocabulary as V
+from pielake.environment import number
 from pielake.errors import PielakeError
 from pielake.exitcodes import EXIT_BUSY
 
-STALE_AFTER_SECONDS = float(os.environ.get("PIELAKE_LOCK_STALE_AFTER", "3600"))
+STALE_AFTER_SECONDS = number("PIELAKE_LOCK_STALE_AFTER", 3600, "seconds")
 WAIT_POLL_SECONDS = 2.0  # how often a run waiting for the lock looks again
 
 

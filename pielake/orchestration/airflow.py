@@ -53,6 +53,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowTimetableInvalid
 
 from pielake import vocabulary as V
 from pielake.engine.settings import keep_days, landing_poll, lock_wait, short_lived, submit_settings
+from pielake.environment import number
 from pielake.errors import PielakeError
 from pielake.lake.landed import Landing, ledger_of
 from pielake.orchestration.landing import LandingTrigger
@@ -70,6 +71,7 @@ SETTINGS = ("schedule", "events", "landing", "format", "time_column", "time_unit
 RUNNERS = ("engine", "spark-submit")
 UNCLOCKED = ("@once", "@continuous")  # Airflow's schedule presets that are no cron expression
 ENGINE_CONNECTION = os.environ.get("PIELAKE_ENGINE_CONN", "pielake_engine")
+MAINTENANCE_DAG = "pielake_maintenance"
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)  # aware: Airflow reads a naive date in its configured zone
 
 
@@ -161,15 +163,21 @@ def register(path: Path) -> Registration:
 
 
 def check_schedule(schedule: str | None, where: str) -> None:
-    """A schedule Airflow takes: a cron expression, one of Airflow's presets (`@hourly`), or none. Airflow checks
-    it only as it stores the DAG, where a bad one fails the whole DAG file: every query's DAGs would be gone."""
-    if schedule is None or schedule in UNCLOCKED:
-        return
+    """A schedule Airflow takes: a cron expression, one of Airflow's presets (`@hourly`), or none."""
+    if schedule is not None and schedule not in UNCLOCKED:
+        cron_timetable(schedule, where, also=", or null to run only when triggered")
+
+
+def cron_timetable(schedule: str, where: str, *, also: str = "", **options: Any) -> CronTriggerTimetable:
+    """The timetable of a cron expression or preset that `where` gives. Airflow checks one only as it stores the
+    DAG, where a bad one fails the whole DAG file: every query's DAGs would be gone."""
+    timetable = CronTriggerTimetable(schedule, timezone="UTC", **options)
     try:
-        CronTriggerTimetable(schedule, timezone="UTC").validate()
+        timetable.validate()
     except AirflowTimetableInvalid as error:
         raise PielakeError(f"{where} '{schedule}' is not a cron expression ({error}); write five fields, as "
-                           '"*/10 * * * *", a preset such as @hourly, or null to run only when triggered') from None
+                           f'"*/10 * * * *", a preset such as @hourly{also}') from None
+    return timetable
 
 
 def _settings(sidecar: Path) -> dict[str, Any]:
@@ -309,7 +317,7 @@ def _wire(dag: DAG, registration: Registration, request: dict[str, Any], registr
 
 # A killed or failed step is retried: every step is idempotent and holds the run's lock by run id.
 DEFAULT_ARGS = {"owner": "pielake", "retries": 2,
-                "retry_delay": timedelta(seconds=float(os.environ.get("PIELAKE_RETRY_DELAY", "30"))),
+                "retry_delay": timedelta(seconds=number("PIELAKE_RETRY_DELAY", 30, "seconds")),
                 "retry_exponential_backoff": True, "max_retry_delay": timedelta(minutes=10)}
 
 
@@ -412,11 +420,17 @@ def broken_dag(broken: Broken) -> DAG:
     """What an Airflow user sees of a query that does not parse: a DAG of its name, never scheduled, tagged
     `broken`, whose documentation shows the error with its line, column and caret, and whose only task fails
     with it."""
-    message = f"{broken.path}: {broken.error}"
-    dag = DAG(f"pielake_{broken.path.stem}", schedule=None, start_date=START_DATE, catchup=False,
+    return refusing_dag(f"pielake_{broken.path.stem}", f"The query file `{broken.path.name}` cannot be scheduled.",
+                        f"{broken.path}: {broken.error}", "parse_query")
+
+
+def refusing_dag(dag_id: str, title: str, message: str, task_id: str) -> DAG:
+    """A DAG that is never scheduled, tagged `broken`, whose documentation says `title` and `message` and whose
+    only task fails with `message`: a user sees the error where the DAG would be, and every other DAG loads."""
+    dag = DAG(dag_id, schedule=None, start_date=START_DATE, catchup=False,
               tags=["pielake", "broken"], default_args={"owner": "pielake", "retries": 0},
-              doc_md=f"**The query file `{broken.path.name}` cannot be scheduled.**\n\n```\n{message}\n```")
-    PythonOperator(task_id="parse_query", dag=dag, python_callable=_refuse, op_args=[message],
+              doc_md=f"**{title}**\n\n```\n{message}\n```")
+    PythonOperator(task_id=task_id, dag=dag, python_callable=_refuse, op_args=[message],
                    doc_md=f"```\n{message}\n```")
     return dag
 
@@ -431,9 +445,9 @@ def maintenance_dag(registered: list[Registration]) -> DAG:
     the lake first, holding every query's lock for minutes while the queries' first runs wait behind it."""
     # A cron schedule given as text runs its latest past time at once when that is within a tenth of the period
     # (2.4 h of a day): a buffer of none waits for the next time whatever the hour.
-    schedule = CronTriggerTimetable(os.environ.get("PIELAKE_MAINTENANCE_SCHEDULE", "@daily"), timezone="UTC",
-                                    run_immediately=timedelta(0))
-    dag = DAG("pielake_maintenance", schedule=schedule,
+    schedule = cron_timetable(os.environ.get("PIELAKE_MAINTENANCE_SCHEDULE", "@daily"),
+                              "PIELAKE_MAINTENANCE_SCHEDULE", run_immediately=timedelta(0))
+    dag = DAG(MAINTENANCE_DAG, schedule=schedule,
               catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS,
               tags=["pielake", "maintenance"],
               doc_md=f"Table care for the lake `{_lake()}`: each registered query's tables compacted back into time "
@@ -468,5 +482,9 @@ def build_dags(folder: Path, registry: Registry = STAGES) -> dict[str, DAG]:
         else:
             made = [scheduled_dag(each, registry), backfill_dag(each, registry)]
         dags |= {dag.dag_id: dag for dag in made}
-    maintenance = maintenance_dag([r for r in found if isinstance(r, Registration)])
+    try:
+        maintenance = maintenance_dag([r for r in found if isinstance(r, Registration)])
+    except PielakeError as error:  # the deployment's setting: no query's DAG depends on it
+        maintenance = refusing_dag(MAINTENANCE_DAG, "The lake's table maintenance cannot be scheduled.", str(error),
+                                   "maintain")
     return dags | {maintenance.dag_id: maintenance}

@@ -93,10 +93,11 @@ EXPECTED_GRAPH = {"ingest": ["check_events"], "check_events": ["situations"], "s
                   "matches": ["check_matches"], "check_matches": ["publish"], "publish": []}
 
 
-def load_dags(home: Path, queries: Path, dags: Path = ROOT / "dags", script: str = LOAD) -> dict:
-    """What a fresh Airflow process finds in `dags` with `queries` registered (the last line it prints)."""
+def load_dags(home: Path, queries: Path, dags: Path = ROOT / "dags", script: str = LOAD, **settings: str) -> dict:
+    """What a fresh Airflow process finds in `dags` with `queries` registered (the last line it prints), with the
+    deployment's `settings` in its environment."""
     env = process_env(AIRFLOW_HOME=str(home), AIRFLOW__CORE__LOAD_EXAMPLES="False", PIELAKE_QUERIES=str(queries),
-                      PIELAKE_LAKE=str(home / "lake"))
+                      PIELAKE_LAKE=str(home / "lake"), **settings)
     done = subprocess.run([sys.executable, "-c", script.format(dags=str(dags))], env=env, text=True,
                           capture_output=True, check=True, timeout=300, cwd=ROOT)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -264,6 +265,21 @@ def test_the_lake_has_a_daily_maintenance_dag_with_a_task_per_valid_query(loaded
                                     "maintain_vessels": [], "maintain_vessels_landed": [], "maintain_by_hand": []}
     assert maintenance["schedule"] == "0 0 * * *" and maintenance["tags"] == ["maintenance", "pielake"]
     assert "OPTIMIZE" in maintenance["doc"] and "VACUUM" in maintenance["doc"]
+
+
+def test_a_maintenance_schedule_airflow_cannot_read_is_a_broken_maintenance_dag_beside_the_queries(
+        tmp_path: Path) -> None:
+    """A deployment's setting, read as the DAG file loads: Airflow would refuse the whole file as it stores the
+    DAGs, saying neither the variable nor the fix."""
+    queries = tmp_path / "queries"
+    queries.mkdir()
+    (queries / "flag_pairs.tpq").write_text(QUERY)
+    loaded = load_dags(tmp_path, queries, PIELAKE_MAINTENANCE_SCHEDULE="every night")
+    assert loaded["errors"] == {}
+    assert {"pielake_flag_pairs", "pielake_flag_pairs_backfill"} <= set(loaded["dags"])
+    maintenance = loaded["dags"]["pielake_maintenance"]
+    assert maintenance["tags"] == ["broken", "pielake"] and maintenance["schedule"] == "None"
+    assert "PIELAKE_MAINTENANCE_SCHEDULE 'every night' is not a cron expression" in maintenance["doc"]
 
 
 def test_a_scheduler_just_started_runs_the_queries_at_once_and_leaves_maintenance_for_its_next_time(
