@@ -18,7 +18,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 from pielake.engine.client import EngineAddress, EngineError, RunOrder, run_on_engine
 from pielake.exitcodes import EXIT_FINDINGS, EXIT_OVER, EXIT_USAGE
-from pielake.lake.landed import Landing, ledger_of, take_each
+from pielake.lake.landed import Landing, held, ledger_of, take_each
 from pielake.orchestration.cleared import skip_if_cleared_alone
 from pielake.pipeline.registry import STAGES
 from pielake.pipeline.run_folder import unadmitted_runs
@@ -79,8 +79,8 @@ def take_landed(*, landings: dict[str, str], lake: str, query: str, run_id: str,
                       run_id, retaken)
     for stream, glob in landings.items():
         files = taken.get(stream)
-        print(f"{stream}: " + (f"took {len(list(Path(files).parent.iterdir()))} file(s) into {Path(files).parent}"
-                               if files else f"no new file in {glob}"), flush=True)
+        print(f"{stream}: " + (f"took {len(held(Path(files)))} file(s) into {files}" if files
+                               else f"no new file in {glob}"), flush=True)
     if not taken:
         raise AirflowSkipException("no file has landed since the last run")
     return {stream: taken.get(stream, "") for stream in landings}
