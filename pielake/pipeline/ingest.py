@@ -29,6 +29,7 @@ any that another query's run appended meanwhile (`publish_events`).
 
 from __future__ import annotations
 
+import csv
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import astuple, dataclass
@@ -323,9 +324,24 @@ def _read_csv_files(spark: SparkSession, group: FileGroup[bytes | None], typed: 
     header = raw.columns[0] if len(raw.columns) == 1 else ""
     separator = next((s for s in SEPARATORS if s in header), ",")
     raw = raw if separator == "," else read(separator)
+    _check_header(group, separator)
     if typed or not raw.columns:  # an empty file has no header to read lines against
         return raw
     return read(separator, T.StructType([T.StructField(c, T.StringType()) for c in [*raw.columns, CORRUPT_RECORD]]))
+
+
+def _check_header(group: FileGroup[bytes | None], separator: str) -> None:
+    """A header that names a column twice is refused, naming it: Spark would read the two as other names (`temp`
+    twice as `temp2` and `temp3`, by position), which neither the query nor the stream's schema knows."""
+    if not group.shared:  # a URL's files are not looked into
+        return
+    names = next(csv.reader([group.shared.decode("utf-8", "replace")], delimiter=separator))
+    first: dict[str, int] = {}
+    for position, name in enumerate(names, 1):
+        earlier = first.setdefault(name.strip().lower(), position)
+        if name.strip() and earlier != position:
+            raise LakeError(f"the header of {group.files[0]} names the column '{name.strip()}' twice (its fields "
+                            f"{earlier} and {position}); rename one of them")
 
 
 def _check_columns(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> None:

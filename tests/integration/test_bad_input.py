@@ -447,8 +447,11 @@ def assert_one_error_line(output: str, text: str) -> None:
     assert last.startswith("error: ") and text in last and "Traceback" not in output, output
 
 
-@pytest.mark.parametrize(("header", "named"), [(b"unit,ts,speed\n", "no column(s) label"),
-                                               (b"unit,ts,speed,label,colour\n", "column(s) colour that")])
+@pytest.mark.parametrize(("header", "named"), [
+    (b"unit,ts,speed\n", "no column(s) label"),
+    (b"unit,ts,speed,label,colour\n", "column(s) colour that"),
+    (b"unit;ts;speed;label;Speed\n", "names the column 'Speed' twice (its fields 3 and 5); rename one"),
+])
 def test_columns_not_in_the_stream_stop_the_run_with_one_line(header: bytes, named: str, tmp_path: Path,
                                                              spark: SparkSession) -> None:
     lake = new_lake(tmp_path, spark)
