@@ -741,8 +741,11 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
             raise PielakeError(f"stream {name} has no schema, and its file {path}, read as {fmt}, has no column "
                                f"'{needed}' (it has {', '.join(sample.columns) or 'none'}); "
                                f"{_unfound_hint(name, needed, fmt, sample.columns, request.time_column)}")
-    # A time column the file holds as TIMESTAMPs is of unit timestamp: `--time-unit` is a numeric time's.
+    # A time column the file holds as TIMESTAMPs (or dates) is of unit timestamp: `--time-unit` is a numeric time's.
     time_kind = {n.lower(): t.upper() for n, t in columns}.get(request.time_column.lower(), "")
+    if time_kind == "DATE":  # daily data: a day's event is at its midnight, UTC, as a time its date casts to
+        columns = tuple((n, "TIMESTAMP" if n.lower() == request.time_column.lower() else t) for n, t in columns)
+        time_kind = "TIMESTAMP"
     timestamps, written = time_kind == "TIMESTAMP", None
     if fractional(time_kind) and TIME_UNIT_SECONDS.get(request.time_unit.lower()) == 1:
         columns, written = _unix_times(StreamSchema(name, keys, request.time_column, "s", columns), sample, path)

@@ -392,6 +392,33 @@ def test_a_stream_typed_from_a_file_of_iso_times_is_a_stream_of_timestamps(name:
     assert times == [1_767_225_600_000_000, 1_767_225_601_000_000]
 
 
+@pytest.mark.parametrize("name", ["days.csv", "days.parquet"])
+def test_a_stream_typed_from_a_file_of_dates_is_a_stream_of_timestamps_each_at_its_day_s_midnight(
+        name: str, tmp_path: Path, spark: SparkSession) -> None:
+    """Daily data (a date a row, as weather and sales exports write it): Spark types the column as DATE, which no
+    event time is; each event is at its day's midnight, UTC, in CSV and Parquet alike, and a later file's dates are
+    read so too."""
+    lake = Lake(spark, tmp_path / "lake")
+    days = tmp_path / name
+    if name.endswith(".csv"):
+        days.write_bytes(b"unit,ts,speed,label\nu1,2026-01-01,11.0,x\nu1,2026-01-02,12.0,y\n")
+    else:
+        pq.write_table(pa.table({"unit": ["u1", "u1"], "ts": pa.array([datetime(2026, 1, 1).date(),
+                                                                      datetime(2026, 1, 2).date()], pa.date32()),
+                                 "speed": [11.0, 12.0], "label": ["x", "y"]}), days)
+    (tmp_path / "q.tpq").write_text(QUERY.replace("Dirty", "Daily"))
+    later = tmp_path / "later.csv"
+    later.write_bytes(b"unit,ts,speed,label\nu1,2026-01-03,13.0,z\n")
+    for events, mode in ((days, ()), (later, ("--incremental",))):
+        result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(events), *mode,
+                                           "--lake", str(lake.root), "--no-checks"])
+        assert result.exit_code == 0, result.output
+    stream = load_schema("Daily", lake_streams(lake.root))
+    assert (stream.time_unit, stream.type_of("ts")) == ("timestamp", "TIMESTAMP")
+    times = sorted(r.ts for r in lake.read("events_daily").select(F.unix_micros("ts").alias("ts")).collect())
+    assert times == [1_767_225_600_000_000 + day * 86_400_000_000 for day in range(3)]
+
+
 def test_times_in_milliseconds_read_as_seconds_are_refused_with_the_unit_they_are_in(tmp_path: Path,
                                                                                    spark: SparkSession) -> None:
     """pandas' `to_json` writes a time as milliseconds since 1970. Typed from such a file in seconds, the times lie
