@@ -190,7 +190,7 @@ class _Analyzer:
 
     def run(self) -> QueryPlan:
         self.check_sources()
-        keys = tuple(self.key_column(c) for c in self.query.partition_by)
+        keys = self.key_columns()
         self.covers_stream_keys(keys)
         symbols = self.symbol_defs()
         if not self.errors:  # a stream seems unread where a predicate's column did not resolve
@@ -238,6 +238,18 @@ class _Analyzer:
 
     def label(self, index: int) -> str:
         return self.sources[index].label
+
+    def key_columns(self) -> tuple[str, ...]:
+        """The PARTITION BY columns, each once: a key named twice is an error at the second (a result table would
+        hold two columns of one name)."""
+        keys: list[str] = []
+        for column in self.query.partition_by:
+            name = self.key_column(column)
+            if name.lower() in (k.lower() for k in keys):
+                self.error(f"PARTITION BY names the key '{column.name}' twice", column.span, "Name each key once.")
+            else:
+                keys.append(name)
+        return tuple(keys)
 
     def key_column(self, column: ast.Column) -> str:
         """A PARTITION BY column: a column of every stream, whose name no column of the result tables has (each
