@@ -16,10 +16,15 @@ plans stay small.
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
 from functools import reduce
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
 
@@ -45,7 +50,7 @@ from pielake.spark import columns as C
 from pielake.spark.matches import MATCHES_SETTINGS, find_matches
 from pielake.spark.pairs import detect_pairs
 from pielake.spark.query import SparkQuery
-from pielake.spark.runs import Reading
+from pielake.spark.runs import Reading, stitched_per_key
 from pielake.streams import lake_streams, save_schema
 
 BYTES_PER_PARTITION = 32 * 1024 * 1024
@@ -57,10 +62,17 @@ ADMISSION = "events admitted in"  # the part of the situations stage that loads 
 ROWS_PER_FILE = 10_000
 
 
+# Read in place, a batch run's kernel emits a few rows of every key at every file's edges for the stitch
+# (`pielake.spark.runs.stitched_per_key`); with many keys of few events each they rival the events in number, and
+# stitching a row costs far more than shuffling an event. Past this many stitched rows per event, reading the
+# events by key is the faster (docs/performance.md, "How it runs on Spark").
+STITCHED_PER_EVENT = 0.05
+
+
 @dataclass(frozen=True)
 class KernelReading:
     """How the runs kernel reads a run's events: in place, a task per file chunk (tried first), or shuffled into
-    `partitions` time ranges. `files`: read in place, the Parquet files the tasks may read themselves."""
+    `partitions` time ranges or by key. `files`: read in place, the Parquet files the tasks may read themselves."""
 
     partitions: int
     reading: Reading
@@ -73,7 +85,8 @@ def kernel_reading(lake: Lake, versions: dict[str, int], q: SparkQuery) -> Kerne
     are (`SparkQuery.readable_in_place`: one point stream's) and its table has a file for every core and not many
     more files than time ranges (a table of many small micro-batch files would cost a task each), by the kernel's
     tasks themselves where the files are plain Parquet and the query's predicates compute in Arrow
-    (`SparkQuery.arrow_input`)."""
+    (`SparkQuery.arrow_input`); by key instead where those files hold many keys of few events each
+    (`_short_keys`)."""
     stats = [lake.file_stats(table, version) for table, version in versions.items()]
     files, size = sum(f for f, _ in stats), sum(b for _, b in stats)
     cores = lake.spark.sparkContext.defaultParallelism
@@ -82,8 +95,35 @@ def kernel_reading(lake: Lake, versions: dict[str, int], q: SparkQuery) -> Kerne
     if not in_place:
         return KernelReading(partitions, Reading.RANGES)
     [(table, version)] = versions.items()  # readable in place: one point stream's table
-    return KernelReading(partitions, Reading.IN_PLACE,
-                         lake.plain_files(table, version) if q.arrow_input is not None else ())
+    plain = lake.plain_files(table, version)
+    if plain and _short_keys(max(plain, key=os.path.getsize), q):
+        return KernelReading(partitions, Reading.BY_KEY)
+    return KernelReading(partitions, Reading.IN_PLACE, plain if q.arrow_input is not None else ())
+
+
+def _short_keys(file: str, q: SparkQuery) -> bool:
+    """Whether the events are many keys of few events each, judged on the largest events file (each holds every
+    key of its range of time, `publish_events`; a backfill's few late events are a small file of their own): read
+    in place, the stitch would read more than `STITCHED_PER_EVENT` of the kernel's rows per event, and the events
+    are read by key instead, each key whole in a task and nothing stitched, as a micro-batch's slice is."""
+    if not q.spec.keys:
+        return False
+    sample = pq.ParquetFile(file)
+    named = {name.lower(): name for name in sample.schema_arrow.names}  # as Spark, case does not tell columns apart
+    keys = sample.read(columns=[named[key.lower()] for key in q.spec.keys])
+    return distinct_rows(keys) * stitched_per_key(q.spec) > STITCHED_PER_EVENT * keys.num_rows
+
+
+def distinct_rows(table: pa.Table) -> int:
+    """How many distinct rows `table` holds (of no NULL), by pyarrow's compute functions and numpy: pyarrow's
+    grouping engine takes a second to start in a new process. Each column's codes are folded into the codes so far
+    and numbered anew, so that they stay below the number of rows."""
+    codes = np.zeros(table.num_rows, dtype=np.int64)
+    for column in table.columns:
+        encoded = pc.dictionary_encode(column.combine_chunks())
+        folded = codes * len(encoded.dictionary) + encoded.indices.to_numpy(zero_copy_only=False)
+        codes = np.unique(folded, return_inverse=True)[1]
+    return int(codes.max()) + 1 if len(codes) else 0
 
 
 def derive_situations(ctx: StepContext) -> StageResult:

@@ -12,8 +12,9 @@ file chunk: the events table is written in time ranges, each file sorted on (key
 its file chunks are such stretches already. Whether they are is checked, not assumed: each task also reports its
 keys' first and last times, and if any two tasks' stretches of one key overlap (late events appended by a
 backfill, a table written otherwise) the fragments are dropped and the events range-partitioned after all. A
-slice of few events a key (a micro-batch's) is instead shuffled by key, every key whole in one task: its runs are
-final as the kernel emits them, and nothing is stitched (`_whole_keys`).
+slice of few events a key (a micro-batch's, or a batch run's over many short keys, whose edge fragments in place
+would rival the events in number: `stitched_per_key`) is instead shuffled by key, every key whole in one task: its
+runs are final as the kernel emits them, and nothing is stitched (`_whole_keys`).
 
 Read in place, the files are read by the kernel's tasks themselves where they can be (`EventFiles`: plain Parquet
 files, and predicates that `pielake.spark.arrow_predicates` computes in Arrow): Spark then hands the kernel no
@@ -436,6 +437,12 @@ class EncodedRuns:
     runs: DataFrame
     reading: Reading
     key_bounds: DataFrame | None = None  # read in place: each task's first and last time of each key (START, END)
+
+
+def stitched_per_key(spec: RunSpec) -> int:
+    """The kernel's rows that an in-place read stitches for each key an events file holds: the key's first and last
+    run there of every series, and its bounds."""
+    return 2 * (spec.symbols + len(spec.pairs)) + 1
 
 
 def encode_runs(events: DataFrame, spec: RunSpec, partitions: int, *, reading: Reading = Reading.RANGES,

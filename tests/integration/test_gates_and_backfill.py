@@ -291,28 +291,46 @@ def assert_published_equal_the_reference(lake: Lake, plan: QueryPlan, events: li
     assert latest == {key: max(e["ts"] for e in events if e["m"] == key) for key in {e["m"] for e in events}}
 
 
-def test_a_batch_run_reads_the_events_files_in_place_until_a_backfill_appends_history(lake: Lake,
-                                                                                     tmp_path: Path) -> None:
-    """Two micro-batches leave two events files, each a stretch of time per key: a batch run's tasks read them as
-    they lie, with pyarrow (Spark, for a predicate the Arrow backend declines). A backfill appends late events
-    inside the first file's stretch: the next batch run finds the overlap and range-partitions the events
-    instead. Both equal the reference."""
-    plan = load_query(QUERY, "mid")
-    late = [e for e in EVENTS if e["m"] == "m1" and 8 <= e["ts"] <= 10]
-    on_time = [e for e in EVENTS if e not in late]
-    for index, part in enumerate((on_time[:len(on_time) // 2], on_time[len(on_time) // 2:] + late)):
+def micro_batches(lake: Lake, plan: QueryPlan, tmp_path: Path, *parts: list[dict]) -> None:
+    """Each part a micro-batch of its own: an events file each."""
+    for index, part in enumerate(parts):
         run_query(lake, plan, f"mb{index}", RunRequest(mode="incremental", checks=False,
                                                        events_path=write(tmp_path / f"{index}.json", part)))
 
-    def batch(run_id: str) -> object:
-        stages = run_query(lake, plan, run_id, RunRequest(checks=False)).stages
-        return next(s for s in stages if s.stage == "situations").details["events read"]
 
-    assert batch("whole") == "in place, by pyarrow"
+def events_read(lake: Lake, plan: QueryPlan, run_id: str) -> object:
+    """How a batch run's situations stage read the events (`pielake.spark.runs.Reading`)."""
+    stages = run_query(lake, plan, run_id, RunRequest(checks=False)).stages
+    return next(s for s in stages if s.stage == "situations").details["events read"]
+
+
+def test_a_batch_run_reads_the_events_files_in_place_until_a_backfill_appends_history(lake: Lake,
+                                                                                     tmp_path: Path) -> None:
+    """Two micro-batches leave two events files, each a long stretch of time per key: a batch run's tasks read
+    them as they lie, with pyarrow (Spark, for a predicate the Arrow backend declines). A backfill appends late
+    events inside the first file's stretch: the next batch run finds the overlap and range-partitions the events
+    instead. Both equal the reference."""
+    plan = load_query(QUERY, "mid")
+    history = [{"m": m, "ts": t, "v": float(VALUES[t % len(VALUES)] + (m == "m2"))}
+               for m in ("m1", "m2") for t in range(1, 401)]
+    late = [e for e in history if e["m"] == "m1" and 8 <= e["ts"] <= 10]
+    on_time = [e for e in history if e not in late]
+    micro_batches(lake, plan, tmp_path, on_time[:len(on_time) // 2], on_time[len(on_time) // 2:] + late)
+    assert events_read(lake, plan, "whole") == "in place, by pyarrow"
     declined = SparkQuery(load_query(QUERY.replace("v > 5", "v % 7 > 5"), "mid"), STREAM, dict(STREAM.columns))
     chosen = kernel_reading(lake, {"events_line": lake.version("events_line")}, declined)
     assert chosen.reading.in_place and chosen.files == ()
     assert_published_equal_the_reference(lake, plan, on_time)
     run_query(lake, plan, "repair", RunRequest(mode="backfill", since="8", until="10", checks=False))
-    assert batch("whole2") == "range-partitioned"
-    assert_published_equal_the_reference(lake, plan, EVENTS)
+    assert events_read(lake, plan, "whole2") == "range-partitioned"
+    assert_published_equal_the_reference(lake, plan, history)
+
+
+def test_a_batch_run_over_many_keys_of_few_events_each_reads_them_by_key(lake: Lake, tmp_path: Path) -> None:
+    """Read in place, every key of every file is at an edge, and the stitch would read more rows than there are
+    events (`pielake.pipeline.stages.STITCHED_PER_EVENT`): the events are read by key, each key whole in a task."""
+    plan = load_query(QUERY, "mid")
+    fleet = [{"m": f"m{k}", "ts": t, "v": float(VALUES[(t + k) % len(VALUES)])} for k in range(30) for t in range(8)]
+    micro_batches(lake, plan, tmp_path, [e for e in fleet if e["ts"] < 4], [e for e in fleet if e["ts"] >= 4])
+    assert events_read(lake, plan, "whole") == "partitioned by key"
+    assert_published_equal_the_reference(lake, plan, fleet)
