@@ -2,7 +2,7 @@
 
 YAML itself lets a mapping name a key twice and keeps the last value, so a setting written twice, the second
 time by mistake, silently replaces the first. A hand-written file is refused instead, naming the line and column
-of the second and of the first; so is one that is not YAML, or not text, each with the fix `example` shows.
+of the second and the line of the first; so is one that is not YAML, or not text, each with its fix.
 """
 
 from __future__ import annotations

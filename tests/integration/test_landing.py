@@ -108,16 +108,20 @@ def test_files_landing_in_a_query_s_folder_queue_its_runs_which_take_them_once_a
     assert len(landed_events(env, 3, seconds=2)) == 2  # the watcher fired once a file
 
 
+def run_landed(query: Path, landing: str, lake: Path) -> str:
+    """`pielake run --landing` of `query`, gates off, as a micro-batch of what landed; it succeeds. Its output."""
+    result = CliRunner().invoke(main, ["run", str(query), "--landing", landing, "--lake", str(lake), "--no-checks"])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    return result.output
+
+
 def test_a_command_line_run_takes_what_landed_since_the_query_s_last_run_into_the_same_ledger(
         tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
     inbox, lake = tmp_path / "landing", tmp_path / "lake"
     (tmp_path / "flag_pairs.tpq").write_text(QUERY)
 
     def run() -> str:
-        result = CliRunner().invoke(main, ["run", str(tmp_path / "flag_pairs.tpq"), "--landing", "landing/*.json",
-                                           "--lake", str(lake), "--no-checks"])  # a micro-batch, from where it runs
-        assert result.exit_code == 0, result.output + repr(result.exception)
-        return result.output
+        return run_landed(tmp_path / "flag_pairs.tpq", "landing/*.json", lake)  # from where it runs
 
     monkeypatch.chdir(tmp_path)
     first = drawn(key="k", a="XXX...XX.XXX....", b=".XXXX..XXX......")
@@ -144,10 +148,7 @@ def test_files_landing_in_partition_folders_are_taken_by_their_path_each_folder_
     (tmp_path / "flag_pairs.tpq").write_text(QUERY)
 
     def run() -> str:
-        result = CliRunner().invoke(main, ["run", str(tmp_path / "flag_pairs.tpq"), "--landing", f"{inbox}/*.json",
-                                           "--lake", str(lake), "--no-checks"])
-        assert result.exit_code == 0, result.output + repr(result.exception)
-        return result.output
+        return run_landed(tmp_path / "flag_pairs.tpq", f"{inbox}/*.json", lake)
 
     def without_key(events: list[dict]) -> str:
         return json_lines([{name: value for name, value in event.items() if name != "key"} for event in events])
