@@ -20,6 +20,7 @@ import yaml
 from pielake.errors import PielakeError
 from pielake.lake.inputs import local_files, refuse_unread, text_format
 from pielake.query.ast import TIME_UNIT_SECONDS
+from pielake.query.tokens import ascii_spelling
 from pielake.vocabulary import STREAMS_DIR
 from pielake.yaml_file import read_yaml
 
@@ -144,10 +145,11 @@ def parse_ddl(ddl: str) -> tuple[tuple[str, str], ...]:
 
 
 def plain_name(text: str) -> str:
-    """`text` as a plain identifier: every run of other characters than letters and digits one `_`, none at either
-    end, and `_` before a name that would not start with a letter (`speed km/h` -> `speed_km_h`, `# Timestamp` ->
-    `Timestamp`, `1st` -> `_1st`)."""
-    name = re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")
+    """`text` as a plain identifier: accented letters spelled in ASCII (`ascii_spelling`), every run of other
+    characters than ASCII letters and digits one `_`, none at either end, and `_` before a name that would not
+    start with a letter (`speed km/h` -> `speed_km_h`, `# Timestamp` -> `Timestamp`, `température` ->
+    `temperature`, `1st` -> `_1st`)."""
+    name = re.sub(r"[^A-Za-z0-9]+", "_", ascii_spelling(text)).strip("_")
     return name if name[:1].isalpha() else f"_{name}"
 
 

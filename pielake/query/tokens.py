@@ -53,6 +53,19 @@ _IDENT_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_"
 _IDENT_PART = _IDENT_START | frozenset("0123456789")
 _DIGITS = frozenset("0123456789")
 _UNIT_PART = _IDENT_PART | frozenset("/^")
+# Latin letters that Unicode does not decompose into an ASCII letter and a mark, spelled as their languages spell
+# them in ASCII.
+_LATIN_SPELLINGS = str.maketrans({"ß": "ss", "ẞ": "SS", "æ": "ae", "Æ": "AE", "œ": "oe", "Œ": "OE", "ø": "o",
+                                  "Ø": "O", "ł": "l", "Ł": "L", "đ": "d", "Đ": "D", "ð": "d", "Ð": "D", "þ": "th",
+                                  "Þ": "TH", "\u0131": "i"})  # U+0131, dotless i
+
+
+def ascii_spelling(text: str) -> str:
+    """`text` with its accented Latin letters spelled in ASCII (`température` -> `temperature`, `Straße` ->
+    `Strasse`): the name an identifier of the language, which is ASCII only, gives a column a file names so.
+    Other characters are left as they are."""
+    decomposed = unicodedata.normalize("NFKD", text.translate(_LATIN_SPELLINGS))
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
 
 class _Scanner:
@@ -187,7 +200,24 @@ class _Scanner:
         ch = self.peek()
         name = unicodedata.name(ch, "unnamed character")
         raise self.error(f"unexpected character {ch!r} (U+{ord(ch):04X} {name})", self.pos,
-                         suggestion="Queries use ASCII letters, digits and operators outside string literals.")
+                         suggestion=self.ascii_hint(ch))
+
+    def ascii_hint(self, ch: str) -> str:
+        """The fix for a character no token starts with. A letter inside a word is most often an accented column
+        name, which a file's header gives and the lake spells in ASCII, so the hint spells that word."""
+        plain = "Queries use ASCII letters, digits and operators outside string literals."
+        if not ch.isalpha():
+            return plain
+        start, end = self.pos, self.pos
+        while start > 0 and (self.src[start - 1].isalnum() or self.src[start - 1] == "_"):
+            start -= 1
+        while end < len(self.src) and (self.src[end].isalnum() or self.src[end] == "_"):
+            end += 1
+        word = self.src[start:end]
+        spelled = ascii_spelling(word)
+        if not all(c in _IDENT_PART for c in spelled):
+            return plain
+        return f"{plain} Did you mean '{spelled}'? A file's column '{word}' is read under that name."
 
 
 def tokenize(source: str) -> list[Token]:

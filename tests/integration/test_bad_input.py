@@ -731,18 +731,21 @@ def test_nested_records_are_read_as_a_column_a_field_and_lists_as_their_json(tmp
 
 def test_a_header_as_a_public_data_set_writes_it_is_read_under_plain_names(tmp_path: Path,
                                                                           spark: SparkSession) -> None:
-    """`# Timestamp`, `Type of mobile`, `SOG (knots)`: a query reads them as `Timestamp`, `Type_of_mobile` and
-    `SOG_knots`, and the stream keeps those names; two headers that become one name are refused, naming both."""
+    """`# Timestamp`, `Type of mobile`, `SOG (knots)`, `Température (°C)`: a query reads them as `Timestamp`,
+    `Type_of_mobile`, `SOG_knots` and `Temperature_C`, and the stream keeps those names; two headers that become
+    one name are refused, naming both."""
     (tmp_path / "q.tpq").write_text("FROM Ships S PARTITION BY S.MMSI DEFINE Fast AS S.SOG_knots > 10, "
-                                    "A AS S.Type_of_mobile = 'Class A' PATTERN Fast during A WITHIN 1 h")
-    (tmp_path / "ais.csv").write_bytes(b"# Timestamp,Type of mobile,MMSI,SOG (knots)\n1,Class A,7,1\n"
-                                       b"2,Class A,7,12\n3,Class A,7,3\n4,Class B,7,3\n")
+                                    "A AS S.Type_of_mobile = 'Class A' AND S.Temperature_C < 30 "
+                                    "PATTERN Fast during A WITHIN 1 h")
+    (tmp_path / "ais.csv").write_text("# Timestamp,Type of mobile,MMSI,SOG (knots),Température (°C)\n"
+                                      "1,Class A,7,1,20\n2,Class A,7,12,21\n3,Class A,7,3,21\n4,Class B,7,3,22\n",
+                                      encoding="utf-8")
     result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "ais.csv"),
                                        "--lake", str(tmp_path / "lake"), "--time-column", "Timestamp"])
     assert result.exit_code == 0, result.output
     assert "complete: 1" in result.output
     assert [n for n, _ in load_schema("Ships", lake_streams(tmp_path / "lake")).columns] == [
-        "Timestamp", "Type_of_mobile", "MMSI", "SOG_knots"]
+        "Timestamp", "Type_of_mobile", "MMSI", "SOG_knots", "Temperature_C"]
     (tmp_path / "twice.csv").write_bytes(b"unit,ts,speed km/h,Speed_km_h,label\nu1,1,5,5,x\n")
     result = run_without_schema(tmp_path, (tmp_path / "twice.csv").read_bytes(), file="twice.csv")
     assert result.exit_code == 2, result.output

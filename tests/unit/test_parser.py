@@ -16,7 +16,7 @@ from pielake.query.analyzer import analyze, load_query
 from pielake.query.parser import parse
 from pielake.query.printer import query_text
 from pielake.semantics.relations import RELATIONS
-from pielake.streams import StreamSchema
+from pielake.streams import StreamSchema, plain_name
 from tests.conftest import FIXTURES
 
 VALID = sorted((FIXTURES / "queries" / "valid").glob("*.tpq"))
@@ -88,6 +88,22 @@ def test_error_carries_the_offending_text_and_a_suggestion() -> None:
     assert detail["highlight"] == "overlap"
     assert detail["suggestion"] == "Did you mean 'overlaps'?"
     assert detail["context"] == "  PATTERN A overlap B WITHIN 5 s\n            ^^^^^^^"
+
+
+def test_an_accented_column_name_is_refused_with_the_ascii_name_a_file_s_header_gives_it() -> None:
+    """Identifiers are ASCII, and a header's `température` is read as `temperature` (`plain_name`): the error
+    names the spelling that works; a look-alike keyword is told its ASCII form the same way."""
+    with pytest.raises(QueryError) as caught:
+        load_query("FROM Readings R DEFINE Hot AS R.température > 30, C AS R.t < 5 PATTERN Hot meets C WITHIN 1 h")
+    assert (caught.value.first.line, caught.value.first.col) == (1, 37)
+    assert caught.value.first.suggestion.endswith(
+        "Did you mean 'temperature'? A file's column 'température' is read under that name.")
+    assert plain_name("température") == "temperature"
+    assert [plain_name(h) for h in ("Température (°C)", "Straße", "Øre", "温度")] == [
+        "Temperature_C", "Strasse", "Ore", "_"]
+    with pytest.raises(QueryError) as caught:
+        load_query("FROM S DEFINE A AS 温度 > 1 PATTERN A WITHIN 5 s")
+    assert caught.value.first.suggestion == "Queries use ASCII letters, digits and operators outside string literals."
 
 
 def test_a_column_called_like_a_keyword_is_read_qualified_and_the_error_says_so() -> None:
