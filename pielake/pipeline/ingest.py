@@ -100,6 +100,8 @@ SEPARATORS = (";", "\t", "|")  # a CSV's separators besides the comma, read from
 CORRUPT_RECORD = "_corrupt_record"
 MALFORMED = "__malformed"  # a row's line, where it is malformed
 MALFORMED_REASON = "malformed: the line does not read as one row of the file's columns"
+# How exporters write a missing value in a text file: R's `NA`, `N/A`, SQL exports' `NULL` and `\N`.
+MISSING_TOKENS = ("NA", "N/A", "NULL", "null", "\\N")
 REPLACEMENT_CHARACTER = "\ufffd"  # what Spark's UTF-8 decoder puts in place of bytes it cannot decode
 
 
@@ -378,16 +380,27 @@ def _cast(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> DataFrame:
     # The columns a time format reads: text, and of Unix time numbers too (a file's TIMESTAMPs are times already).
     numbers = {f.name for f in raw.schema.fields if isinstance(f.dataType, T.NumericType)}
     written = text | numbers if stream.time_format == UNIX_TIME else text
+    fields = {name: _field(F.col(present[name.lower()]), present[name.lower()] in text, kind)
+              for name, kind in stream.columns}
     for name, kind in stream.columns:
-        source = F.col(present[name.lower()])
         if name in stream.time_columns and stream.time_unit == TIMESTAMP_UNIT:
-            typed.append(_as_time(source, stream.time_format if present[name.lower()] in written else None).alias(name))
+            typed.append(_as_time(fields[name], stream.time_format if present[name.lower()] in written else None)
+                         .alias(name))
         else:
-            typed.append(source.try_cast(kind).alias(name))
+            typed.append(fields[name].try_cast(kind).alias(name))
     line = F.col(CORRUPT_RECORD) if CORRUPT_RECORD in raw.columns else F.lit(None).cast("string")
     as_read = F.to_json(F.struct(*(F.col(c) for c in present.values())), {"ignoreNullFields": "false"})
     return raw.select(*typed, F.coalesce(line, as_read).alias(V.RAW), line.alias(MALFORMED),
-                      *(F.col(present[n.lower()]).cast("string").alias(f"__raw_{n}") for n in stream.column_names))
+                      *(fields[n].cast("string").alias(f"__raw_{n}") for n in stream.column_names))
+
+
+def _field(source: Column, is_text: bool, kind: str) -> Column:
+    """A file's field as the stream's column reads it: a text field that holds a missing-value token (`NA`,
+    `NULL`, ...) is NULL in a column of another type than text (docs/semantics.md §1), as an empty one is, and
+    not a value that fails to cast."""
+    if not is_text or kind == "STRING":
+        return source
+    return F.when(~F.trim(source).isin(*MISSING_TOKENS), source)
 
 
 def _as_time(value: Column, written: str | None) -> Column:
@@ -735,6 +748,7 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
                            "column as text, or drop it from the file") from None
     if not sample.columns:  # an empty file: Spark sees neither rows nor a header
         raise _nothing_to_type(name, path)
+    columns = _typed_past_missing(sample, columns, keys)
     names = {n.lower() for n, _ in columns}
     for needed in [*keys, request.time_column]:
         if needed.lower() not in names:
@@ -761,6 +775,42 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
     if not timestamps:
         _check_time_scale(inferred, sample, path)
     return inferred
+
+
+# What a text column of an inferred stream may hold instead, tried in this order (as Spark's inference tries
+# them), with the test a present value passes: a number casts, a boolean is written `true` or `false`.
+_PAST_MISSING: tuple[tuple[str, Callable[[Column], Column]], ...] = (
+    ("INT", lambda v: v.try_cast("INT").isNotNull()),
+    ("BIGINT", lambda v: v.try_cast("BIGINT").isNotNull()),
+    ("DOUBLE", lambda v: v.try_cast("DOUBLE").isNotNull()),
+    ("BOOLEAN", lambda v: F.lower(v).isin("true", "false")),
+)
+
+
+def _typed_past_missing(sample: DataFrame, columns: tuple[tuple[str, str], ...],
+                        keys: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """The columns, each text column whose present values are all of one type and that writes its missing
+    values as tokens (`NA`, `NULL`, ...) typed as its values: Spark types such a column as text, which the
+    tokens then read as NULL in (docs/semantics.md §1). A key stays text. One Spark job, only where there are
+    text columns to look at."""
+    keyed = {k.lower() for k in keys}
+    texts = [n for n, kind in columns if kind == "STRING" and n.lower() not in keyed]
+    if not texts:
+        return columns
+    looks = []
+    for i, name in enumerate(texts):
+        value = F.trim(F.col(name))
+        missing = value.isin(*MISSING_TOKENS)
+        present = value.isNotNull() & ~missing
+        looks.append(F.bool_or(missing).alias(f"missing{i}"))
+        looks.append(F.bool_or(present).alias(f"present{i}"))
+        looks.extend(F.bool_and(~present | holds(value)).alias(f"{kind}{i}") for kind, holds in _PAST_MISSING)
+    seen = sample.agg(*looks).first()
+    typed = {}
+    for i, name in enumerate(texts):
+        if seen[f"missing{i}"] and seen[f"present{i}"]:
+            typed[name] = next((kind for kind, _ in _PAST_MISSING if seen[f"{kind}{i}"]), "STRING")
+    return tuple((n, typed.get(n, kind)) for n, kind in columns)
 
 
 def _unix_times(stream: StreamSchema, sample: DataFrame, path: str) -> tuple[tuple[tuple[str, str], ...], str]:

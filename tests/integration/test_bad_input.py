@@ -62,6 +62,9 @@ CASES = {
     "null key": Case(b",1,5,x\nu1,2,5,x\n", 1, ("null_key: unit",)),
     "null time": Case(b"u1,,5,x\nu1,2,5,x\n", 1, ("null_time",)),
     "unparsable time": Case(b"u1,soon,5,x\nu1,2,5,x\n", 1, ("cast_failed: ts=soon",)),
+    "missing values as exporters write them": Case(b"u1,1,NA,x\nu1,2,NULL,NA\nu1,3,\\N,x\nu1,4, N/A ,null\n"
+                                                   b"u1,5,5,x\n", 5),
+    "a missing time as R writes it": Case(b"u1,NA,5,x\nu1,2,5,x\n", 1, ("null_time",)),
     "value that does not cast": Case(b"u1,1,fast,x\nu1,2,5,x\n", 1, ("cast_failed: speed=fast",)),
     "conflicting duplicates": Case(b"u1,1,5,x\nu1,1,6,x\nu1,2,5,x\n", 1,
                                    ("conflicting_duplicate", "conflicting_duplicate")),
@@ -573,6 +576,25 @@ def test_a_query_that_does_not_fit_the_types_inferred_from_its_file_says_so_and_
     plan = load_query(QUERY, "q")
     assert streams_for(lake, plan, RunRequest(events_path=str(tmp_path / "events.csv")),
                        schemas_dir=tmp_path / "schemas") == (SCHEMA,)
+
+
+def test_missing_values_as_r_and_sql_exports_write_them_are_null_in_the_types_of_the_values_present(
+        tmp_path: Path, spark: SparkSession) -> None:
+    """R's `write.csv` writes a missing number as `NA` (and quotes text), a SQL export as `NULL`: the stream is
+    typed from the values present, each token is NULL, over which `Fast` does not hold, so `Fast` ends at it; in
+    the text column `label`, `NA` is text. Were the rows quarantined instead, `Fast` would hold from 1 to 5 and
+    the match would start at 1."""
+    result = run_without_schema(tmp_path, b'"unit","ts","speed","label"\n"u1",1,12.5,"y"\n"u1",2,NA,"y"\n'
+                                          b'"u1",3,12.5,"y"\n"u1",4,12.5,"x"\n"u1",5,NULL,"x"\n"u1",6,3,"NA"\n')
+    assert result.exit_code == 0, result.output
+    assert "quarantined: 0" in result.output
+    lake = Lake(spark, tmp_path / "lake")
+    assert load_schema("Dirty", lake_streams(lake.root)).columns == (
+        ("unit", "STRING"), ("ts", "INT"), ("speed", "DOUBLE"), ("label", "STRING"))
+    assert [tuple(r) for r in lake.read("events_dirty").orderBy("ts").select("speed", "label").collect()] == [
+        (12.5, "y"), (None, "y"), (12.5, "y"), (12.5, "x"), (None, "x"), (3.0, "NA")]
+    matches = lake.read("matches_q").select("fast_ts", "fast_te", "tagged_ts", "tagged_te", "status").collect()
+    assert [tuple(r) for r in matches] == [(3, 5, 4, 6, "complete")]
 
 
 @pytest.mark.parametrize("content", [b"", HEADER], ids=["empty", "header alone"])
