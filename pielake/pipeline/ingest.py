@@ -326,18 +326,40 @@ def _read_csv_files(spark: SparkSession, group: FileGroup[bytes | None], typed: 
     header = raw.columns[0] if len(raw.columns) == 1 else ""
     separator = next((s for s in SEPARATORS if s in header), ",")
     raw = raw if separator == "," else read(separator)
-    _check_header(group, separator)
-    if typed or not raw.columns:  # an empty file has no header to read lines against
+    names = _header_fields(group, separator)
+    _check_header(names, group)
+    if not raw.columns:  # an empty file has no header to read lines against
         return raw
-    return read(separator, T.StructType([T.StructField(c, T.StringType()) for c in [*raw.columns, CORRUPT_RECORD]]))
+    if not typed:
+        raw = read(separator, T.StructType([T.StructField(c, T.StringType()) for c in [*raw.columns, CORRUPT_RECORD]]))
+    return _without_trailing_field(raw, names, separator)
 
 
-def _check_header(group: FileGroup[bytes | None], separator: str) -> None:
+def _header_fields(group: FileGroup[bytes | None], separator: str) -> list[str]:
+    """The fields of the group's header line as written; none for a URL's files, which are not looked into."""
+    if not group.shared:
+        return []
+    return next(csv.reader([group.shared.decode("utf-8", "replace")], delimiter=separator), [])
+
+
+def _without_trailing_field(raw: DataFrame, names: list[str], separator: str) -> DataFrame:
+    """The rows without the nameless last field of a file whose every line ends in a separator, as some exporters
+    write them (`a,b,`): Spark reads it as a column `_c<n>`, which no stream has. A line that holds a value there
+    holds more fields than its header names, and is kept whole in `CORRUPT_RECORD` (as its fields, joined by the
+    separator), for ingest to quarantine as malformed."""
+    if len(names) < 2 or names[-1].strip():
+        return raw
+    fields, nameless = raw.columns[:len(names) - 1], raw.columns[len(names) - 1]
+    if CORRUPT_RECORD in raw.columns:
+        line = F.concat_ws(separator, *(F.coalesce(F.col(c), F.lit("")) for c in [*fields, nameless]))
+        raw = raw.withColumn(CORRUPT_RECORD, F.coalesce(F.col(CORRUPT_RECORD),
+                                                        F.when(F.col(nameless).isNotNull(), line)))
+    return raw.drop(nameless)
+
+
+def _check_header(names: list[str], group: FileGroup[bytes | None]) -> None:
     """A header that names a column twice is refused, naming it: Spark would read the two as other names (`temp`
     twice as `temp2` and `temp3`, by position), which neither the query nor the stream's schema knows."""
-    if not group.shared:  # a URL's files are not looked into
-        return
-    names = next(csv.reader([group.shared.decode("utf-8", "replace")], delimiter=separator))
     first: dict[str, int] = {}
     for position, name in enumerate(names, 1):
         earlier = first.setdefault(name.strip().lower(), position)

@@ -79,6 +79,8 @@ CASES = {
     "non-UTF-8 byte": Case(b"u1,1,5,caf\xe9\nu1,2,5,x\n", 1, ("invalid_utf8: label=caf\ufffd",)),
     "a line of more fields than the header": Case(b"u1,1,5,x,7\nu1,2,5,x\n", 1, (MALFORMED_REASON,)),
     "a line of fewer fields than the header": Case(b"u1,1,5\nu1,2,5,x\n", 1, (MALFORMED_REASON,)),
+    "a separator ending every line, one holding a value after it": Case(
+        b"u1,1,5,x,\nu1,2,5,x,\nu1,3,5,x,7\n", 2, (MALFORMED_REASON,), header=b"unit,ts,speed,label,\n"),
 }
 
 
@@ -227,6 +229,7 @@ DIALECTS = {
     "quoted semicolons": b'"unit";"ts";"speed";"label"\n"u1";1;5;"x"\n"u1";2;"fast";"x"\n',
     "byte-order mark and CRLF": b"\xef\xbb\xbfunit,ts,speed,label\r\nu1,1,5,x\r\nu1,2,fast,x\r\n",
     "semicolons, gzip-compressed": b"unit;ts;speed;label\nu1;1;5;x\nu1;2;fast;x\n",
+    "a separator ending every line": b"unit,ts,speed,label,\nu1,1,5,x,\nu1,2,fast,x,\n",
 }
 COMPRESSED = {"semicolons, gzip-compressed"}  # written through gzip, as `.csv.gz`
 
@@ -234,8 +237,9 @@ COMPRESSED = {"semicolons, gzip-compressed"}  # written through gzip, as `.csv.g
 @pytest.mark.parametrize("name", DIALECTS)
 def test_a_csv_file_of_another_dialect_is_read_by_its_header(name: str, tmp_path: Path,
                                                             spark: SparkSession) -> None:
-    """Spreadsheets write semicolons, tabs, a byte-order mark and CRLF: the file is read as its header line is
-    separated, into a declared stream, and into a stream whose schema it gives. A compressed file is read so too,
+    """Spreadsheets write semicolons, tabs, a byte-order mark and CRLF, and some exporters a separator at the end
+    of every line: the file is read as its header line is separated, into a declared stream, and into a stream
+    whose schema it gives, of the columns its header names. A compressed file is read so too,
     its format told by the suffix before its codec's."""
     lake = new_lake(tmp_path / "declared", spark)
     write, suffix = (gzip.compress, ".csv.gz") if name in COMPRESSED else (bytes, ".csv")
