@@ -313,7 +313,7 @@ class _Analyzer:
                 self.error(f"stream {entry.name.text}'s times are {time_kind(schema)}, {first.name.text}'s "
                            f"{time_kind(first_schema)}", entry.name.span,
                            "The streams' times are compared with each other: give every stream of the query "
-                           "times of one kind (docs/semantics.md §1).")
+                           f"times of one kind (docs/semantics.md §1).{_unix_hint(schema, first_schema)}")
 
     def known_column(self, name: str, span: Span, entry: int) -> str:
         columns = self.columns[entry]
@@ -703,6 +703,18 @@ def walk(expr: ast.Expr) -> Iterator[ast.Expr]:
 def time_kind(schema: StreamSchema) -> str:
     """What a stream's times are, for comparing two streams': TIMESTAMP, or integers of a unit."""
     return "TIMESTAMP" if schema.time_unit == TIMESTAMP_UNIT else f"integers of unit '{schema.time_unit}'"
+
+
+def _unix_hint(one: StreamSchema, other: StreamSchema) -> str:
+    """Where one stream's times are TIMESTAMPs and the other's whole seconds, the seconds are most often Unix time
+    (as loggers write it), which a stream declares as times: the way to say so."""
+    units = {one.time_unit: one, other.time_unit: other}
+    seconds = units.get("s")
+    if TIMESTAMP_UNIT not in units or seconds is None:
+        return ""
+    column = seconds.time_column
+    return (f" If {seconds.name}'s times are seconds since 1970, declare them as times in schemas/{seconds.name}.yaml: "
+            f"time: {{column: {column}, unit: timestamp, format: unix}}, and {column} TIMESTAMP in its columns.")
 
 
 def time_family(schema: StreamSchema) -> str:

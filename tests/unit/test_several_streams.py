@@ -99,6 +99,14 @@ def test_the_streams_keys_and_times_compare() -> None:
     times = error_of(query, schema("S", "road STRING", "a BOOLEAN"),
                      schema("R", "road STRING", "b BOOLEAN", unit="ms"))
     assert times[:3] == ("stream R's times are integers of unit 'ms', S's integers of unit 's'", 1, 9)
+    assert "format: unix" not in (times[3] or "")
+    times = error_of(query, schema("S", "road STRING", "a BOOLEAN"),
+                     StreamSchema("R", (), "at", "timestamp", (("at", "TIMESTAMP"), ("road", "STRING"),
+                                                               ("b", "BOOLEAN"))))
+    assert times[:3] == ("stream R's times are TIMESTAMP, S's integers of unit 's'", 1, 9)
+    assert (times[3] or "").endswith("If S's times are seconds since 1970, declare them as times in "
+                                     "schemas/S.yaml: time: {column: ts, unit: timestamp, format: unix}, and ts "
+                                     "TIMESTAMP in its columns.")
 
 
 def test_a_column_is_typed_by_its_symbols_stream() -> None:
