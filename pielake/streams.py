@@ -98,6 +98,9 @@ class StreamSchema:
     # How a file writes the stream's times where it writes them as text that is not ISO-8601: a Spark datetime
     # pattern (`dd/MM/yyyy HH:mm:ss`), or `UNIX_TIME`; None: ISO-8601 text, or times the file holds as TIMESTAMPs.
     time_format: str | None = None
+    # The mark before a number's fraction where the stream's files write numbers as text: "." or `DECIMAL_COMMA`
+    # (`21,5`, as spreadsheets export in locales that write a decimal comma).
+    decimal_mark: str = "."
 
     @property
     def of_matches(self) -> bool:
@@ -168,6 +171,9 @@ def schema_column(name: str, kind: str) -> tuple[str, str]:
     return name, spelled
 
 
+DECIMAL_MARKS = (".", ",")
+DECIMAL_COMMA = ","
+
 # The time format of a file that writes times as Unix time: seconds since 1970-01-01 UTC, a fraction of a second
 # allowed (Python's `time.time()`, many loggers and exporters); read to the microsecond.
 UNIX_TIME = "unix"
@@ -222,6 +228,7 @@ def from_mapping(doc: object, origin: str) -> StreamSchema:
         unit = str(time.get("unit", "s")).lower()
         column, end = (time["start"], time["end"]) if "start" in time else (time["column"], None)
         lag, order, written = time.get("horizon_lag"), tuple(doc.get("order", ())), time.get("format")
+        mark = doc.get("decimal", ".")
     except (KeyError, TypeError) as missing:
         raise SchemaError(f"{origin}: missing {missing}; a schema has stream, keys, columns and time.column "
                           "(or time.start and time.end, for interval rows)") from None
@@ -239,7 +246,10 @@ def from_mapping(doc: object, origin: str) -> StreamSchema:
         raise SchemaError(f"{origin}: time.format is how a file writes the times of a stream of unit timestamp, as a "
                           f"Spark datetime pattern (format: dd/MM/yyyy HH:mm:ss), or {UNIX_TIME} for seconds since "
                           "1970 with a fraction")
-    schema = StreamSchema(name, tuple(keys), column, unit, columns, end, lag, order, written)
+    if mark not in DECIMAL_MARKS:
+        raise SchemaError(f"{origin}: decimal is the mark before a number's fraction in the stream's files, '.' or "
+                          f"',' (decimal: ',' for 21,5), not {mark!r}")
+    schema = StreamSchema(name, tuple(keys), column, unit, columns, end, lag, order, written, mark)
     check_time_columns(schema, origin)
     return schema
 
@@ -250,8 +260,9 @@ def to_mapping(schema: StreamSchema) -> dict:
     lag = {} if schema.horizon_lag is None else {"horizon_lag": schema.horizon_lag}
     written = {} if schema.time_format is None else {"format": schema.time_format}
     order = {"order": list(schema.order_columns)} if schema.order_columns else {}
+    mark = {} if schema.decimal_mark == "." else {"decimal": schema.decimal_mark}
     return {"stream": schema.name, "keys": list(schema.keys),
-            "time": {**time, "unit": schema.time_unit, **written, **lag}, **order, "columns": schema.ddl}
+            "time": {**time, "unit": schema.time_unit, **written, **lag}, **order, **mark, "columns": schema.ddl}
 
 
 def schema_file(directory: Path, stream: str) -> Path:

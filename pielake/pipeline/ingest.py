@@ -66,6 +66,7 @@ from pielake.pipeline.upstream import mirrors, read_upstream, rebuild_hint
 from pielake.query.analyzer import QueryPlan, bind
 from pielake.query.ast import TIME_UNIT_SECONDS
 from pielake.streams import (
+    DECIMAL_COMMA,
     FLOATING,
     FORMATS,
     PLAIN_NAME,
@@ -408,6 +409,8 @@ def _cast(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> DataFrame:
         if name in stream.time_columns and stream.time_unit == TIMESTAMP_UNIT:
             typed.append(_as_time(fields[name], stream.time_format if present[name.lower()] in written else None)
                          .alias(name))
+        elif present[name.lower()] in text and fractional(kind) and stream.decimal_mark == DECIMAL_COMMA:
+            typed.append(_with_decimal_comma(fields[name]).try_cast(kind).alias(name))
         else:
             typed.append(fields[name].try_cast(kind).alias(name))
     line = F.col(CORRUPT_RECORD) if CORRUPT_RECORD in raw.columns else F.lit(None).cast("string")
@@ -423,6 +426,13 @@ def _field(source: Column, is_text: bool, kind: str) -> Column:
     if not is_text or kind == "STRING":
         return source
     return F.when(~F.trim(source).isin(*MISSING_TOKENS), source)
+
+
+def _with_decimal_comma(text: Column) -> Column:
+    """A number as a stream whose files write a decimal comma writes it (`12,5`), with a point for the comma. One
+    that also holds a point is left as it is, to fail its cast: `1.234,5`, as the comma's locales write a
+    thousands point, is quarantined rather than misread."""
+    return F.when(text.contains("."), text).otherwise(F.translate(text, DECIMAL_COMMA, "."))
 
 
 def _as_time(value: Column, written: str | None) -> Column:
@@ -770,7 +780,7 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
                            "column as text, or drop it from the file") from None
     if not sample.columns:  # an empty file: Spark sees neither rows nor a header
         raise _nothing_to_type(name, path)
-    columns = _typed_past_missing(sample, columns, keys)
+    columns, decimal_mark = _typed_text_columns(sample, columns, keys)
     names = {n.lower() for n, _ in columns}
     for needed in [*keys, request.time_column]:
         if needed.lower() not in names:
@@ -787,7 +797,7 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
         columns, written = _unix_times(StreamSchema(name, keys, request.time_column, "s", columns), sample, path)
         timestamps = True
     inferred = StreamSchema(name, keys, request.time_column, TIMESTAMP_UNIT if timestamps else request.time_unit,
-                            columns, time_format=written)
+                            columns, time_format=written, decimal_mark=decimal_mark)
     try:
         check_time_columns(inferred, f"{path}, read as {fmt}")
     except SchemaError as unfit:  # a file of a header alone types every column as text: say what it lacks
@@ -807,32 +817,42 @@ _PAST_MISSING: tuple[tuple[str, Callable[[Column], Column]], ...] = (
     ("DOUBLE", lambda v: v.try_cast("DOUBLE").isNotNull()),
     ("BOOLEAN", lambda v: F.lower(v).isin("true", "false")),
 )
+_COMMA_NUMBER = r"^[+-]?[0-9]+(,[0-9]+)?$"
+# A comma before other than three digits is no thousands separator: a decimal comma beyond doubt.
+_NOT_THOUSANDS = r",([0-9]{1,2}|[0-9]{4,})$"
 
 
-def _typed_past_missing(sample: DataFrame, columns: tuple[tuple[str, str], ...],
-                        keys: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """The columns, each text column whose present values are all of one type and that writes its missing
-    values as tokens (`NA`, `NULL`, ...) typed as its values: Spark types such a column as text, which the
-    tokens then read as NULL in (docs/semantics.md §1). A key stays text. One Spark job, only where there are
-    text columns to look at."""
+def _typed_text_columns(sample: DataFrame, columns: tuple[tuple[str, str], ...],
+                        keys: tuple[str, ...]) -> tuple[tuple[tuple[str, str], ...], str]:
+    """The columns, and the stream's decimal mark, where Spark types as text a column of values of one type:
+    numbers and booleans that write missing values as tokens (`NA`, `NULL`, ...), which then read as NULL
+    (docs/semantics.md §1), and numbers written with a decimal comma (`21,5`), which make the stream's files
+    write a decimal comma. A key stays text. One Spark job, only where there are text columns to look at."""
     keyed = {k.lower() for k in keys}
     texts = [n for n, kind in columns if kind == "STRING" and n.lower() not in keyed]
     if not texts:
-        return columns
-    looks = []
+        return columns, "."
+    seen = sample.agg(*(look for i, name in enumerate(texts) for look in _text_looks(F.col(name), i))).first()
+    typed, mark = {}, "."
     for i, name in enumerate(texts):
-        value = F.trim(F.col(name))
-        missing = value.isin(*MISSING_TOKENS)
-        present = value.isNotNull() & ~missing
-        looks.append(F.bool_or(missing).alias(f"missing{i}"))
-        looks.append(F.bool_or(present).alias(f"present{i}"))
-        looks.extend(F.bool_and(~present | holds(value)).alias(f"{kind}{i}") for kind, holds in _PAST_MISSING)
-    seen = sample.agg(*looks).first()
-    typed = {}
-    for i, name in enumerate(texts):
-        if seen[f"missing{i}"] and seen[f"present{i}"]:
+        if not seen[f"present{i}"]:
+            continue
+        if seen[f"comma{i}"] and seen[f"decimal{i}"]:
+            typed[name], mark = "DOUBLE", DECIMAL_COMMA
+        elif seen[f"missing{i}"]:
             typed[name] = next((kind for kind, _ in _PAST_MISSING if seen[f"{kind}{i}"]), "STRING")
-    return tuple((n, typed.get(n, kind)) for n, kind in columns)
+    return tuple((n, typed.get(n, kind)) for n, kind in columns), mark
+
+
+def _text_looks(column: Column, i: int) -> list[Column]:
+    """What `_typed_text_columns` asks of the text column `i`'s values, each a boolean aggregate."""
+    value = F.trim(column)
+    missing = value.isin(*MISSING_TOKENS)
+    present = value.isNotNull() & ~missing
+    return [F.bool_or(missing).alias(f"missing{i}"), F.bool_or(present).alias(f"present{i}"),
+            F.bool_and(~present | value.rlike(_COMMA_NUMBER)).alias(f"comma{i}"),
+            F.bool_or(present & value.rlike(_NOT_THOUSANDS)).alias(f"decimal{i}"),
+            *(F.bool_and(~present | holds(value)).alias(f"{kind}{i}") for kind, holds in _PAST_MISSING)]
 
 
 def _unix_times(stream: StreamSchema, sample: DataFrame, path: str) -> tuple[tuple[tuple[str, str], ...], str]:

@@ -601,6 +601,27 @@ def test_missing_values_as_r_and_sql_exports_write_them_are_null_in_the_types_of
     assert [tuple(r) for r in matches] == [(3, 5, 4, 6, "complete")]
 
 
+def test_numbers_with_a_decimal_comma_as_spreadsheets_export_them_are_read_with_the_comma_as_the_point(
+        tmp_path: Path, spark: SparkSession) -> None:
+    """A spreadsheet of a locale that writes a decimal comma exports `12,5` between semicolons: typed from the
+    file, the stream's files write a decimal comma (its kept schema says so) and `speed` is a number. `1,234`
+    alone may be a thousands comma, so a column of such values stays text; a later file's `1.234,5` (a thousands
+    point) is quarantined, not misread."""
+    result = run_without_schema(tmp_path, b"unit;ts;speed;label;count\nu1;1;12,5;x;1,234\nu1;2;3;x;2,000\n"
+                                          b"u1;3;-0,25;y;1,500\n", "--no-checks")
+    assert result.exit_code == 0, result.output
+    lake = Lake(spark, tmp_path / "lake")
+    kept = load_schema("Dirty", lake_streams(lake.root))
+    assert kept.decimal_mark == "," and kept.columns == (
+        ("unit", "STRING"), ("ts", "INT"), ("speed", "DOUBLE"), ("label", "STRING"), ("count", "STRING"))
+    (tmp_path / "later.csv").write_bytes(b"unit;ts;speed;label;count\nu1;4;1.234,5;x;1\nu1;5;7,5;x;2\n")
+    output = run_dirty(tmp_path, lake, tmp_path / "later.csv", "--incremental")
+    assert "2 rows in = 1 events + 1 quarantined" in output
+    assert reasons(lake, lake.read("quarantine_dirty").first()["run_id"]) == ("cast_failed: speed=1.234,5",)
+    assert [tuple(r) for r in lake.read("events_dirty").orderBy("ts").select("speed", "count").collect()] == [
+        (12.5, "1,234"), (3.0, "2,000"), (-0.25, "1,500"), (7.5, "2")]
+
+
 @pytest.mark.parametrize("content", [b"", HEADER], ids=["empty", "header alone"])
 def test_a_file_of_no_events_cannot_type_a_stream_and_says_so(content: bytes, tmp_path: Path,
                                                               spark: SparkSession) -> None:

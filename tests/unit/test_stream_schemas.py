@@ -94,6 +94,22 @@ def test_a_time_format_is_a_pattern_of_a_stream_of_unit_timestamp_and_is_kept_wi
             from_mapping({**numeric, "time": {"column": "Timestamp", "unit": unit, "format": written}}, "Ships.yaml")
 
 
+def test_a_decimal_comma_is_kept_with_its_schema_and_another_mark_is_refused() -> None:
+    """`decimal: ','`: the stream's files write `21,5`, as spreadsheets export in many European locales; a
+    stream that says nothing writes a point, and its kept schema says nothing either."""
+    schema = {"stream": "Wetter", "keys": ["station"], "time": {"column": "ts", "unit": "s"}, "decimal": ",",
+              "columns": "station STRING, ts BIGINT, temp DOUBLE"}
+    declared = from_mapping(schema, "Wetter.yaml")
+    assert declared.decimal_mark == ","
+    assert to_mapping(declared)["decimal"] == ","
+    assert from_mapping(to_mapping(declared), "kept") == declared
+    plain = from_mapping({k: v for k, v in schema.items() if k != "decimal"}, "Wetter.yaml")
+    assert plain.decimal_mark == "." and "decimal" not in to_mapping(plain)
+    with pytest.raises(SchemaError, match=r"^Wetter.yaml: decimal is the mark before a number's fraction in the "
+                                          r"stream's files, '.' or ',' \(decimal: ',' for 21,5\), not ';'$"):
+        from_mapping({**schema, "decimal": ";"}, "Wetter.yaml")
+
+
 @pytest.mark.parametrize(("text", "said"), [
     (b"stream: Ticks\nkeys: [id]\ntime: {column: ts, unit: s}\ncolumns: id STRING, ts BIGINT\n"
      b"time: {column: ts, unit: ms}\n", "Ticks.yaml, line 5, column 1: 'time' is set here and on line 3; keep one"),
