@@ -38,6 +38,7 @@ PRIMITIVE_TYPES = {"STRING", "BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TI
                    "BOOLEAN", "TIMESTAMP", "DATE"}
 _DDL_COLUMN = re.compile(r"^\s*(\S+)\s+([A-Za-z_]+(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?)\s*$")
 PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+UTF_8 = "utf-8"
 SCHEMA_EXAMPLE = "write one setting a line, as schemas/CarSensors.yaml does (stream, keys, time, columns)"
 
 
@@ -101,6 +102,9 @@ class StreamSchema:
     # The mark before a number's fraction where the stream's files write numbers as text: "." or `DECIMAL_COMMA`
     # (`21,5`, as spreadsheets export in locales that write a decimal comma).
     decimal_mark: str = "."
+    # The character encoding of the stream's CSV files, as Python and Java name it (`windows-1252`, as Excel on
+    # Windows writes CSV in Western Europe); JSON is UTF-8 by its standard.
+    encoding: str = UTF_8
 
     @property
     def of_matches(self) -> bool:
@@ -228,7 +232,7 @@ def from_mapping(doc: object, origin: str) -> StreamSchema:
         unit = str(time.get("unit", "s")).lower()
         column, end = (time["start"], time["end"]) if "start" in time else (time["column"], None)
         lag, order, written = time.get("horizon_lag"), tuple(doc.get("order", ())), time.get("format")
-        mark = doc.get("decimal", ".")
+        mark, encoding = doc.get("decimal", "."), doc.get("encoding", UTF_8)
     except (KeyError, TypeError) as missing:
         raise SchemaError(f"{origin}: missing {missing}; a schema has stream, keys, columns and time.column "
                           "(or time.start and time.end, for interval rows)") from None
@@ -249,7 +253,8 @@ def from_mapping(doc: object, origin: str) -> StreamSchema:
     if mark not in DECIMAL_MARKS:
         raise SchemaError(f"{origin}: decimal is the mark before a number's fraction in the stream's files, '.' or "
                           f"',' (decimal: ',' for 21,5), not {mark!r}")
-    schema = StreamSchema(name, tuple(keys), column, unit, columns, end, lag, order, written, mark)
+    check_encoding(encoding, origin)
+    schema = StreamSchema(name, tuple(keys), column, unit, columns, end, lag, order, written, mark, encoding)
     check_time_columns(schema, origin)
     return schema
 
@@ -261,8 +266,24 @@ def to_mapping(schema: StreamSchema) -> dict:
     written = {} if schema.time_format is None else {"format": schema.time_format}
     order = {"order": list(schema.order_columns)} if schema.order_columns else {}
     mark = {} if schema.decimal_mark == "." else {"decimal": schema.decimal_mark}
+    encoding = {} if schema.encoding == UTF_8 else {"encoding": schema.encoding}
     return {"stream": schema.name, "keys": list(schema.keys),
-            "time": {**time, "unit": schema.time_unit, **written, **lag}, **order, **mark, "columns": schema.ddl}
+            "time": {**time, "unit": schema.time_unit, **written, **lag}, **order, **mark, **encoding,
+            "columns": schema.ddl}
+
+
+def check_encoding(encoding: object, origin: str) -> None:
+    """A stream's files may be in an encoding that writes ASCII as ASCII (UTF-8, and the one-byte encodings:
+    `windows-1252`, `iso-8859-15`, ...), whose line ends, separators and quotes a reader of bytes finds; else a
+    SchemaError naming it, where it was given (`origin`)."""
+    fix = "convert the files to UTF-8 (iconv -f <encoding> -t utf-8), or name one such as windows-1252"
+    try:
+        ascii_safe = "a,1\n".encode(str(encoding)) == b"a,1\n"
+    except LookupError:
+        raise SchemaError(f"{origin}: encoding {encoding!r} is not the name of an encoding; {fix}") from None
+    if not ascii_safe:
+        raise SchemaError(f"{origin}: encoding {encoding!r} does not write ASCII as ASCII (one byte a "
+                          f"character), as a CSV file must be for its lines to be split; {fix}")
 
 
 def schema_file(directory: Path, stream: str) -> Path:

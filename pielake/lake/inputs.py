@@ -176,6 +176,35 @@ def _header_line(file: str) -> bytes:
     return b""
 
 
+@dataclass(frozen=True)
+class Undecoded:
+    """Where a file's text first does not decode: its line (from 1), the bytes that do not, and the line as far
+    as it decodes, to show them in."""
+
+    file: str
+    line: int
+    undecoded: bytes
+    text: str
+
+
+def first_undecoded(path: str, encoding: str) -> Undecoded | None:
+    """Where the first local file `path` names whose text does not decode in `encoding` first does not; None where
+    every one does. Read in chunks through an incremental decoder, at the speed of reading the file."""
+    for file in local_files(path):
+        decoder, lines = codecs.getincrementaldecoder(encoding)(), 1
+        with opened(file) as stream:
+            while chunk := stream.read(1 << 22):
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError as error:
+                    data = bytes(error.object)
+                    start = data.rfind(b"\n", 0, error.start) + 1
+                    return Undecoded(file, lines + data.count(b"\n", 0, error.start),
+                                     data[error.start:error.end], data[start:error.start].decode(encoding)[-40:])
+                lines += chunk.count(b"\n")
+    return None
+
+
 def text_format(path: str) -> str:
     """`path` without the suffix of the codec it is compressed with (`events.csv.gz`: `events.csv`), whose own
     suffix then names the format of its text."""

@@ -29,6 +29,7 @@ any that another query's run appended meanwhile (`publish_events`).
 
 from __future__ import annotations
 
+import codecs
 import csv
 import math
 from collections.abc import Callable, Iterable, Iterator
@@ -51,6 +52,7 @@ from pielake.lake.inputs import (
     JSON_DOCUMENT,
     FileGroup,
     Shared,
+    first_undecoded,
     header_groups,
     json_groups,
     nanosecond_columns,
@@ -73,6 +75,7 @@ from pielake.streams import (
     SCHEMAS_DIR,
     TIMESTAMP_UNIT,
     UNIX_TIME,
+    UTF_8,
     SchemaError,
     StreamSchema,
     check_time_columns,
@@ -150,23 +153,25 @@ ROWS_IN, STAGED_EVENTS, QUARANTINED, DUPLICATES_DROPPED, HORIZON_MARKS = (
     "rows in", "staged events", "quarantined", "exact duplicates dropped", "horizon marks")
 
 
-def read_raw(spark: SparkSession, path: str, fmt: str, *, typed: bool = False) -> DataFrame:
+def read_raw(spark: SparkSession, path: str, fmt: str, *, typed: bool = False, encoding: str = UTF_8) -> DataFrame:
     """The file as it is, under plain column names (`_with_plain_names`); CSV columns stay strings so that every
     cast failure can be seen and reported, unless `typed` (Spark infers their types, which is how a stream without
     a schema gets one). A line that does not read as a row is kept whole in `CORRUPT_RECORD`, for ingest to
-    quarantine. A file that cannot be read is a LakeError naming it, whichever the purpose."""
+    quarantine. A file that cannot be read is a LakeError naming it, whichever the purpose. CSV files are read in
+    `encoding` (the stream's, `StreamSchema.encoding`)."""
     if fmt not in FORMATS:
         raise LakeError(f"unknown input format '{fmt}'; use one of {', '.join(FORMATS)}")
-    return _with_plain_names(_read_as(spark, path, fmt, typed), path)
+    return _with_plain_names(_read_as(spark, path, fmt, typed, encoding), path)
 
 
-def _read_as(spark: SparkSession, path: str, fmt: str, typed: bool) -> DataFrame:
+def _read_as(spark: SparkSession, path: str, fmt: str, typed: bool, encoding: str) -> DataFrame:
     """The files of `path` in `fmt`, each group of one layout read as that layout must be (`pielake.lake.inputs`)."""
     try:
         if fmt == "json":
             return _read_by_group(path, json_groups(path), lambda group: _read_json_files(spark, group, typed), typed)
         if fmt == "csv":
-            return _read_by_group(path, header_groups(path), lambda group: _read_csv_files(spark, group, typed), typed)
+            return _read_by_group(path, header_groups(path),
+                                  lambda group: _read_csv_files(spark, group, typed, encoding), typed)
         return _read_by_group(path, schema_groups(path), lambda group: _read_parquet_files(spark, group), typed)
     except AnalysisException as error:  # no such path, or a file Spark cannot read as `fmt`
         said = spark_said(error)
@@ -209,6 +214,7 @@ def _with_plain_names(raw: DataFrame, path: str) -> DataFrame:
 
 
 NANOS_AS_LONG = "spark.sql.legacy.parquet.nanosAsLong"
+JAVA_CHARSETS = "spark.sql.legacy.javaCharsets"
 NANOSECONDS_HINT = ("; its times are in nanoseconds (as pandas writes them unless told otherwise), which pielake reads "
                     "from local files only: copy the file to this machine, or write its times in microseconds "
                     "(`df.to_parquet(path, coerce_timestamps='us', allow_truncated_timestamps=True)`)")
@@ -303,7 +309,7 @@ def _in_text(frame: DataFrame) -> DataFrame:
     return frame.select(*(F.col(c).cast("string").alias(c) for c in frame.columns))
 
 
-def _read_csv_files(spark: SparkSession, group: FileGroup[bytes | None], typed: bool) -> DataFrame:
+def _read_csv_files(spark: SparkSession, group: FileGroup[bytes | None], typed: bool, encoding: str) -> DataFrame:
     """CSV files of one header line, separated by commas, or by the one of `SEPARATORS` the header holds when
     read with commas it is one column: a stream's columns have plain names (`schema_column`), so a header that reads
     as one name holding a separator is a file of another separator, never a one-column stream.
@@ -314,20 +320,26 @@ def _read_csv_files(spark: SparkSession, group: FileGroup[bytes | None], typed: 
 
     Read as text (not `typed`), every line is read against the header's columns: a line of more or fewer fields
     is kept whole in `CORRUPT_RECORD`, where Spark would otherwise drop its extra fields or read its missing ones
-    as empty, and ingest quarantines it."""
+    as empty, and ingest quarantines it.
+
+    Spark 4 reads CSV in a few encodings of its own choice (UTF-8, ISO-8859-1, ...) unless the session lets it use
+    Java's (`JAVA_CHARSETS`, which the read consults again when it runs, so it stays set for the session): a file
+    in another, as `windows-1252`, is read so."""
     files = list(group.files)
     whole_files = any(spans_lines(path) for path in files)
+    if codecs.lookup(encoding).name != codecs.lookup(UTF_8).name:
+        spark.conf.set(JAVA_CHARSETS, "true")
 
     def read(separator: str, schema: T.StructType | None = None) -> DataFrame:
         reader = _reader(spark, group).option("header", "true").option("inferSchema", str(typed).lower()) \
             .option("mode", "PERMISSIVE").option("sep", separator).option("columnNameOfCorruptRecord", CORRUPT_RECORD) \
-            .option("escape", '"').option("multiLine", str(whole_files).lower())
+            .option("escape", '"').option("multiLine", str(whole_files).lower()).option("encoding", encoding)
         return (reader if schema is None else reader.schema(schema)).csv(files)
     raw = read(",")
     header = raw.columns[0] if len(raw.columns) == 1 else ""
     separator = next((s for s in SEPARATORS if s in header), ",")
     raw = raw if separator == "," else read(separator)
-    names = _header_fields(group, separator)
+    names = _header_fields(group, separator, encoding)
     _check_header(names, group)
     if not raw.columns:  # an empty file has no header to read lines against
         return raw
@@ -336,11 +348,11 @@ def _read_csv_files(spark: SparkSession, group: FileGroup[bytes | None], typed: 
     return _without_trailing_field(raw, names, separator)
 
 
-def _header_fields(group: FileGroup[bytes | None], separator: str) -> list[str]:
+def _header_fields(group: FileGroup[bytes | None], separator: str, encoding: str) -> list[str]:
     """The fields of the group's header line as written; none for a URL's files, which are not looked into."""
     if not group.shared:
         return []
-    return next(csv.reader([group.shared.decode("utf-8", "replace")], delimiter=separator), [])
+    return next(csv.reader([group.shared.decode(encoding, "replace")], delimiter=separator), [])
 
 
 def _without_trailing_field(raw: DataFrame, names: list[str], separator: str) -> DataFrame:
@@ -770,6 +782,8 @@ def _matches_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamS
 def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, request: RunRequest) -> StreamSchema:
     """An unknown stream's schema, from its events file's columns and types."""
     fmt = request.format_of(path)
+    if fmt == "csv":
+        _check_utf_8(name, path)
     sample = read_raw(lake.spark, path, fmt, typed=True)  # ingest reads CSV as text, to see every cast failure
     try:
         columns = tuple(schema_column(c, _as_declared(sample.schema[c].dataType.simpleString()))
@@ -853,6 +867,22 @@ def _text_looks(column: Column, i: int) -> list[Column]:
             F.bool_and(~present | value.rlike(_COMMA_NUMBER)).alias(f"comma{i}"),
             F.bool_or(present & value.rlike(_NOT_THOUSANDS)).alias(f"decimal{i}"),
             *(F.bool_and(~present | holds(value)).alias(f"{kind}{i}") for kind, holds in _PAST_MISSING)]
+
+
+def _check_utf_8(stream: str, path: str) -> None:
+    """A stream typed from its file reads it as UTF-8: a file that is not is refused before its types are kept,
+    naming the line and the bytes, since a writer of another encoding (Excel on Windows writes windows-1252)
+    would have every line of an accented word quarantined, and the stream's kept schema could not be told
+    otherwise afterwards. A stream that declares its encoding, UTF-8 too, quarantines a line that does not decode
+    (docs/semantics.md §1)."""
+    found = first_undecoded(path, UTF_8)
+    if found is None:
+        return
+    raise SchemaError(f"stream {stream} has no schema, and its file {found.file} is not UTF-8: line {found.line} "
+                      f"holds the byte(s) {found.undecoded.hex(' ').upper()} after {found.text!r}; declare the "
+                      f"encoding its writer used in schemas/{stream}.yaml (encoding: windows-1252, as Excel on "
+                      "Windows writes CSV in Western Europe), or declare the stream without one to quarantine the "
+                      "lines that are not UTF-8")
 
 
 def _unix_times(stream: StreamSchema, sample: DataFrame, path: str) -> tuple[tuple[tuple[str, str], ...], str]:
@@ -956,7 +986,7 @@ def _ingest_stream(ctx: StepContext, stream: StreamSchema, details: dict[str, ob
         raws = [matches]
     else:
         path = request.events_of(job.plan, stream.name)
-        raws = [read_raw(job.lake.spark, path, request.format_of(path))] if path else []
+        raws = [read_raw(job.lake.spark, path, request.format_of(path), encoding=stream.encoding)] if path else []
     if ctx.backfill_range is not None:
         raws.append(replay_quarantined(job.lake, stream, job.declared_query(stream).kernel_time,
                                        *ctx.backfill_range))

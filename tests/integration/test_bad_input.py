@@ -622,6 +622,23 @@ def test_numbers_with_a_decimal_comma_as_spreadsheets_export_them_are_read_with_
         (12.5, "1,234"), (3.0, "2,000"), (-0.25, "1,500"), (7.5, "2")]
 
 
+def test_a_csv_file_in_the_encoding_its_stream_declares_is_read_in_it_and_one_typed_from_a_file_is_utf_8(
+        tmp_path: Path, spark: SparkSession) -> None:
+    """Excel on Windows writes CSV in windows-1252 (`ü` as the byte FC, `€` as 80, which ISO-8859-1 has not): a
+    stream that declares that encoding reads the file's text as written. A stream typed from such a file is refused
+    before any schema is kept, naming the line and the bytes, and the fix."""
+    lake = new_lake(tmp_path / "declared", spark, replace(SCHEMA, encoding="windows-1252"))
+    content = (HEADER.decode() + "u1,1,5,Zürich\nu1,2,5,5 €\n").encode("windows-1252")
+    assert_accounted(ingest_file(lake, content, "r1"), rows_in=2, events=2, quarantined=0, dropped=0)
+    assert [r["label"] for r in lake.read("events_dirty").orderBy("ts").collect()] == ["Zürich", "5 €"]
+    result = run_without_schema(tmp_path, content)
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, f"stream Dirty has no schema, and its file {tmp_path / 'events.csv'} is "
+                                         "not UTF-8: line 2 holds the byte(s) FC after 'u1,1,5,Z'; declare the "
+                                         "encoding its writer used in schemas/Dirty.yaml (encoding: windows-1252")
+    assert load_schema("Dirty", lake_streams(tmp_path / "lake")) is None
+
+
 @pytest.mark.parametrize("content", [b"", HEADER], ids=["empty", "header alone"])
 def test_a_file_of_no_events_cannot_type_a_stream_and_says_so(content: bytes, tmp_path: Path,
                                                               spark: SparkSession) -> None:

@@ -94,9 +94,10 @@ def test_a_time_format_is_a_pattern_of_a_stream_of_unit_timestamp_and_is_kept_wi
             from_mapping({**numeric, "time": {"column": "Timestamp", "unit": unit, "format": written}}, "Ships.yaml")
 
 
-def test_a_decimal_comma_is_kept_with_its_schema_and_another_mark_is_refused() -> None:
+def test_a_decimal_comma_and_an_encoding_are_kept_with_their_schema_and_what_cannot_be_read_is_refused() -> None:
     """`decimal: ','`: the stream's files write `21,5`, as spreadsheets export in many European locales; a
-    stream that says nothing writes a point, and its kept schema says nothing either."""
+    stream that says nothing writes a point, and its kept schema says nothing either. `encoding: windows-1252`,
+    as Excel writes CSV on Windows; one whose lines a reader of bytes cannot split (UTF-16) is refused."""
     schema = {"stream": "Wetter", "keys": ["station"], "time": {"column": "ts", "unit": "s"}, "decimal": ",",
               "columns": "station STRING, ts BIGINT, temp DOUBLE"}
     declared = from_mapping(schema, "Wetter.yaml")
@@ -105,6 +106,12 @@ def test_a_decimal_comma_is_kept_with_its_schema_and_another_mark_is_refused() -
     assert from_mapping(to_mapping(declared), "kept") == declared
     plain = from_mapping({k: v for k, v in schema.items() if k != "decimal"}, "Wetter.yaml")
     assert plain.decimal_mark == "." and "decimal" not in to_mapping(plain)
+    assert from_mapping({**schema, "encoding": "windows-1252"}, "Wetter.yaml").encoding == "windows-1252"
+    assert to_mapping(from_mapping({**schema, "encoding": "cp1252"}, "Wetter.yaml"))["encoding"] == "cp1252"
+    for encoding, said in (("utf-16", "does not write ASCII as ASCII"), ("klingon", "is not the name of an "
+                                                                                   "encoding")):
+        with pytest.raises(SchemaError, match=f"^Wetter.yaml: encoding '{encoding}' {said}"):
+            from_mapping({**schema, "encoding": encoding}, "Wetter.yaml")
     with pytest.raises(SchemaError, match=r"^Wetter.yaml: decimal is the mark before a number's fraction in the "
                                           r"stream's files, '.' or ',' \(decimal: ',' for 21,5\), not ';'$"):
         from_mapping({**schema, "decimal": ";"}, "Wetter.yaml")
