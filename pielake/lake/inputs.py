@@ -165,11 +165,21 @@ def spans_lines(path: str) -> bool:
     return False
 
 
+# Byte-order marks of encodings that write ASCII in more than one byte, by their names.
+WIDE_MARKS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
+              (codecs.BOM_UTF16_BE, "UTF-16"))
+
+
 def _header_line(file: str) -> bytes:
     """The file's first line that is not blank, as Spark's CSV reader takes its column names: without a byte-order
-    mark or line end. Empty for a file of blank lines."""
+    mark or line end. Empty for a file of blank lines. A file whose mark says it is UTF-16 or UTF-32 (Excel's
+    "Unicode Text") is refused: a reader of lines splits its text between the bytes of a character."""
     with opened(file) as stream:
-        for line in stream:
+        for line in stream:  # the lines up to the first not blank: a mark can only start the first
+            wide = next((name for mark, name in WIDE_MARKS if line.startswith(mark)), None)
+            if wide:
+                raise PielakeError(f"{file} is {wide} (its byte-order mark says so), which pielake does not read as "
+                                   f"CSV: convert it to UTF-8 (iconv -f {wide} -t UTF-8), or save it as CSV UTF-8")
             header = line.removeprefix(codecs.BOM_UTF8).rstrip(b"\r\n")
             if header:
                 return header

@@ -782,9 +782,9 @@ def _matches_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamS
 def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, request: RunRequest) -> StreamSchema:
     """An unknown stream's schema, from its events file's columns and types."""
     fmt = request.format_of(path)
+    sample = read_raw(lake.spark, path, fmt, typed=True)  # ingest reads CSV as text, to see every cast failure
     if fmt == "csv":
         _check_utf_8(name, path)
-    sample = read_raw(lake.spark, path, fmt, typed=True)  # ingest reads CSV as text, to see every cast failure
     try:
         columns = tuple(schema_column(c, _as_declared(sample.schema[c].dataType.simpleString()))
                         for c in file_columns(sample))  # malformed lines are quarantined, not a column

@@ -626,7 +626,8 @@ def test_a_csv_file_in_the_encoding_its_stream_declares_is_read_in_it_and_one_ty
         tmp_path: Path, spark: SparkSession) -> None:
     """Excel on Windows writes CSV in windows-1252 (`ü` as the byte FC, `€` as 80, which ISO-8859-1 has not): a
     stream that declares that encoding reads the file's text as written. A stream typed from such a file is refused
-    before any schema is kept, naming the line and the bytes, and the fix."""
+    before any schema is kept, naming the line and the bytes, and the fix; so is a file in UTF-16 (Excel's
+    "Unicode Text"), whose lines a reader of bytes cannot split."""
     lake = new_lake(tmp_path / "declared", spark, replace(SCHEMA, encoding="windows-1252"))
     content = (HEADER.decode() + "u1,1,5,Zürich\nu1,2,5,5 €\n").encode("windows-1252")
     assert_accounted(ingest_file(lake, content, "r1"), rows_in=2, events=2, quarantined=0, dropped=0)
@@ -637,6 +638,11 @@ def test_a_csv_file_in_the_encoding_its_stream_declares_is_read_in_it_and_one_ty
                                          "not UTF-8: line 2 holds the byte(s) FC after 'u1,1,5,Z'; declare the "
                                          "encoding its writer used in schemas/Dirty.yaml (encoding: windows-1252")
     assert load_schema("Dirty", lake_streams(tmp_path / "lake")) is None
+    result = run_without_schema(tmp_path, content.decode("windows-1252").encode("utf-16"), file="unicode.csv")
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, f"{tmp_path / 'unicode.csv'} is UTF-16 (its byte-order mark says so), "
+                                         "which pielake does not read as CSV: convert it to UTF-8 (iconv -f UTF-16 -t "
+                                         "UTF-8), or save it as CSV UTF-8")
 
 
 @pytest.mark.parametrize("content", [b"", HEADER], ids=["empty", "header alone"])
