@@ -126,6 +126,7 @@ class IngestReport:
     quarantined: int
     duplicates_dropped: int
     horizon_marks: int = 0  # a matches stream's (`pielake.pipeline.upstream`): staged, but no input rows
+    reasons: str = ""  # the quarantined rows by rule, as a person reads them (`_by_rule`)
 
     def rows(self) -> dict[str, int]:
         """As the ingest stage reports its rows."""
@@ -135,8 +136,9 @@ class IngestReport:
 
     @classmethod
     def sum(cls, reports: Iterable[IngestReport]) -> IngestReport:
-        """Where the rows of several streams' inputs went, together."""
-        return cls(*(sum(column) for column in zip(*(astuple(r) for r in reports), strict=True)))
+        """Where the rows of several streams' inputs went, together (each stream's reasons are its own)."""
+        counts = [astuple(r)[:len(COUNTED)] for r in reports]
+        return cls(*(sum(column) for column in zip(*counts, strict=True)))
 
     @classmethod
     def of(cls, rows: dict[str, int]) -> IngestReport:
@@ -149,7 +151,7 @@ class IngestReport:
                 f"{self.duplicates_dropped} exact duplicates dropped{marks}")
 
 
-ROWS_IN, STAGED_EVENTS, QUARANTINED, DUPLICATES_DROPPED, HORIZON_MARKS = (
+ROWS_IN, STAGED_EVENTS, QUARANTINED, DUPLICATES_DROPPED, HORIZON_MARKS = COUNTED = (
     "rows in", "staged events", "quarantined", "exact duplicates dropped", "horizon marks")
 
 
@@ -215,6 +217,8 @@ def _with_plain_names(raw: DataFrame, path: str) -> DataFrame:
 
 NANOS_AS_LONG = "spark.sql.legacy.parquet.nanosAsLong"
 JAVA_CHARSETS = "spark.sql.legacy.javaCharsets"
+SHOWN_REASONS = 3  # the rules of a run's quarantined rows its output names; the table holds every row's
+DRIVER_REASONS = 10_000  # quarantined rows whose reasons are counted on the driver (`_by_rule`)
 NANOSECONDS_HINT = ("; its times are in nanoseconds (as pandas writes them unless told otherwise), which pielake reads "
                     "from local files only: copy the file to this machine, or write its times in microseconds "
                     "(`df.to_parquet(path, coerce_timestamps='us', allow_truncated_timestamps=True)`)")
@@ -533,13 +537,13 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
         written = lake.staging.overwrite(staged.withColumn(V.RUN_ID, F.lit(run_id)), staged_as, commit_note=str(seen))
         bad = judged.filter(F.col(V.REASON).isNotNull()).select(
             V.REASON, V.RAW, F.lit(run_id).alias(V.RUN_ID), F.current_timestamp().alias("quarantined_at"))
-        quarantined = _quarantine(lake, bad, stream, run_id)
+        quarantined, reasons = _quarantine(lake, bad, stream, run_id)
     finally:
         release(judged)
         if marks is not None:
             release(marks)
     events = written - horizons
-    return IngestReport(rows_in, events, quarantined, rows_in - events - quarantined, horizons)
+    return IngestReport(rows_in, events, quarantined, rows_in - events - quarantined, horizons, reasons)
 
 
 def _judge(lake: Lake, stream: StreamSchema, checked: DataFrame, version: int,
@@ -572,19 +576,46 @@ def _judge(lake: Lake, stream: StreamSchema, checked: DataFrame, version: int,
     return rows.withColumns({V.REASON: reason, DROPPED: dropped})  # both judged on the rows as they came
 
 
-def _quarantine(lake: Lake, bad: DataFrame, stream: StreamSchema, run_id: str) -> int:
-    """Write the run's bad rows to the quarantine, replacing its own (a run run again writes them once). A run
-    with none leaves an existing quarantine as it is, a commit fewer, since the same input run again has none
-    either; the first run creates the table even so, for SQL to find it. Held first, the rows are computed
-    once."""
+def _quarantine(lake: Lake, bad: DataFrame, stream: StreamSchema, run_id: str) -> tuple[int, str]:
+    """Write the run's bad rows to the quarantine, replacing its own (a run run again writes them once), and say
+    them by rule (`_by_rule`). A run with none leaves an existing quarantine as it is, a commit fewer, since the
+    same input run again has none either; the first run creates the table even so, for SQL to find it. Held
+    first, the rows are computed once."""
     table = quarantine_table(stream)
     held, rows = hold(bad)
     try:
         if not rows and lake.exists(table):
-            return 0
-        return lake.overwrite(held, table, replace_where=f"run_id = '{check_run_id(run_id)}'")
+            return 0, ""
+        written = lake.overwrite(held, table, replace_where=f"run_id = '{check_run_id(run_id)}'")
+        return written, _by_rule(held, rows) if rows else ""
     finally:
         release(held)
+
+
+def _by_rule(bad: DataFrame, rows: int) -> str:
+    """The `rows` quarantined rows by the rule they broke, the commonest first, each with one value that broke it
+    (`2 cast_failed: temp (such as hot), 1 null_time`): what a person reads first after a run that quarantined
+    rows, before querying the table, which holds every row's reason and raw row. A few rows' reasons are
+    collected and counted here, in a job without a shuffle, as a micro-batch's late events are; more are
+    grouped by Spark, which returns each rule (a reason less its value) once."""
+    if rows <= DRIVER_REASONS:
+        reasons = [r[0] for r in bad.select(V.REASON).collect()]
+        found = [(rule, len(each), min(each)) for rule, each in _grouped(reasons).items()]
+    else:
+        rule = F.regexp_extract(F.col(V.REASON), r"^[^=]*", 0)
+        found = [tuple(r) for r in bad.groupBy(rule).agg(F.count(F.lit(1)), F.min(V.REASON)).collect()]
+    found.sort(key=lambda f: (-f[1], f[0]))
+    said = [f"{count} {rule}" + (f" (such as {one[len(rule) + 1:]})" if "=" in one else "")
+            for rule, count, one in found[:SHOWN_REASONS]]
+    return ", ".join(said) + (", and others" if len(found) > SHOWN_REASONS else "")
+
+
+def _grouped(reasons: list[str]) -> dict[str, list[str]]:
+    """Reasons by rule: a reason up to its value (`cast_failed: temp` of `cast_failed: temp=hot`)."""
+    by_rule: dict[str, list[str]] = {}
+    for reason in reasons:
+        by_rule.setdefault(reason.partition("=")[0], []).append(reason)
+    return by_rule
 
 
 def _with_ingested(lake: Lake, stream: StreamSchema, rows: DataFrame, *, version: int) -> DataFrame:
@@ -990,8 +1021,11 @@ def _ingest_stream(ctx: StepContext, stream: StreamSchema, details: dict[str, ob
     if ctx.backfill_range is not None:
         raws.append(replay_quarantined(job.lake, stream, job.declared_query(stream).kernel_time,
                                        *ctx.backfill_range))
-    return ingest_rows(job.lake, raws, stream, job.run_id, staged_as=job.staged_events(stream),
-                       admission=_admission(ctx, stream), marks=marks, replaces=mirrors(stream, ctx.mode))
+    report = ingest_rows(job.lake, raws, stream, job.run_id, staged_as=job.staged_events(stream),
+                         admission=_admission(ctx, stream), marks=marks, replaces=mirrors(stream, ctx.mode))
+    if report.reasons:
+        details["quarantine" if len(job.streams) == 1 else f"quarantine {stream.name}"] = report.reasons
+    return report
 
 
 def _admission(ctx: StepContext, stream: StreamSchema) -> Admission | None:

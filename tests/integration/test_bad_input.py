@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 from pielake.cli import main
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake, LakeError
+from pielake.pipeline import ingest as ingest_module
 from pielake.pipeline.ingest import MALFORMED_REASON, IngestReport, admit_events, streams_for
 from pielake.pipeline.job import RunRequest, StepContext
 from pielake.pipeline.runner import Run, run_query
@@ -283,6 +284,21 @@ def run_dirty(tmp_path: Path, lake: Lake, events: Path | str, *options: str, cod
 def stored_events(lake: Lake) -> list[tuple]:
     """The Dirty stream's events in the lake, in time order, as (unit, ts, speed, label)."""
     return [tuple(r) for r in lake.read("events_dirty").orderBy("ts").select("unit", "ts", "speed", "label").collect()]
+
+
+@pytest.mark.parametrize("on_driver", [True, False], ids=["counted on the driver", "grouped by Spark"])
+def test_a_run_says_its_quarantined_rows_by_rule_the_commonest_first_each_with_a_value_that_broke_it(
+        on_driver: bool, tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a person reads after a run that quarantined rows, before querying the quarantine: a few rows' reasons
+    are counted on the driver, more grouped by Spark, and either way the output is the same."""
+    if not on_driver:
+        monkeypatch.setattr(ingest_module, "DRIVER_REASONS", 0)
+    lake = new_lake(tmp_path / "lake", spark)
+    (tmp_path / "dirty.csv").write_bytes(HEADER + b"u1,1,slow,x\nu1,2,fast,x\nu1,x,5,x\n,4,5,x\nu1,5,5,x\n"
+                                                  b"u1,6,5,x,9\n")
+    output = run_dirty(tmp_path, lake, tmp_path / "dirty.csv")
+    assert ("(quarantine: 2 cast_failed: speed (such as fast), 1 cast_failed: ts (such as x), 1 malformed: the "
+            "line does not read as one row of the file's columns, and others)") in output
 
 
 def test_csv_files_read_together_are_each_read_by_their_own_header(tmp_path: Path, spark: SparkSession) -> None:
