@@ -32,8 +32,9 @@ from __future__ import annotations
 import codecs
 import csv
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
 
@@ -137,8 +138,10 @@ class IngestReport:
     @classmethod
     def sum(cls, reports: Iterable[IngestReport]) -> IngestReport:
         """Where the rows of several streams' inputs went, together (each stream's reasons are its own)."""
-        counts = [astuple(r)[:len(COUNTED)] for r in reports]
-        return cls(*(sum(column) for column in zip(*counts, strict=True)))
+        total: Counter[str] = Counter()
+        for report in reports:
+            total.update(report.rows())  # keeps a count of 0, which `Counter`'s `+` drops
+        return cls.of(total)
 
     @classmethod
     def of(cls, rows: dict[str, int]) -> IngestReport:
@@ -151,7 +154,7 @@ class IngestReport:
                 f"{self.duplicates_dropped} exact duplicates dropped{marks}")
 
 
-ROWS_IN, STAGED_EVENTS, QUARANTINED, DUPLICATES_DROPPED, HORIZON_MARKS = COUNTED = (
+ROWS_IN, STAGED_EVENTS, QUARANTINED, DUPLICATES_DROPPED, HORIZON_MARKS = (
     "rows in", "staged events", "quarantined", "exact duplicates dropped", "horizon marks")
 
 
@@ -441,7 +444,12 @@ def _field(source: Column, is_text: bool, kind: str) -> Column:
     not a value that fails to cast."""
     if not is_text or kind == "STRING":
         return source
-    return F.when(~F.trim(source).isin(*MISSING_TOKENS), source)
+    return F.when(~_missing_value(source), source)
+
+
+def _missing_value(text: Column) -> Column:
+    """Whether a text field holds one of the tokens exporters write a missing value as (`MISSING_TOKENS`)."""
+    return F.trim(text).isin(*MISSING_TOKENS)
 
 
 def _with_decimal_comma(text: Column) -> Column:
@@ -892,7 +900,7 @@ def _typed_text_columns(sample: DataFrame, columns: tuple[tuple[str, str], ...],
 def _text_looks(column: Column, i: int) -> list[Column]:
     """What `_typed_text_columns` asks of the text column `i`'s values, each a boolean aggregate."""
     value = F.trim(column)
-    missing = value.isin(*MISSING_TOKENS)
+    missing = _missing_value(column)
     present = value.isNotNull() & ~missing
     return [F.bool_or(missing).alias(f"missing{i}"), F.bool_or(present).alias(f"present{i}"),
             F.bool_and(~present | value.rlike(_COMMA_NUMBER)).alias(f"comma{i}"),
