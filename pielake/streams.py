@@ -105,6 +105,9 @@ class StreamSchema:
     # The character encoding of the stream's CSV files, as Python and Java name it (`windows-1252`, as Excel on
     # Windows writes CSV in Western Europe); JSON is UTF-8 by its standard.
     encoding: str = UTF_8
+    # The lines of each of the stream's CSV files that hold neither its column names nor rows, by number (1 is the
+    # first), as data loggers write a title before the header and units after it (`check_skip_lines`).
+    skip_lines: tuple[int, ...] = ()
 
     @property
     def of_matches(self) -> bool:
@@ -232,7 +235,7 @@ def from_mapping(doc: object, origin: str) -> StreamSchema:
         unit = str(time.get("unit", "s")).lower()
         column, end = (time["start"], time["end"]) if "start" in time else (time["column"], None)
         lag, order, written = time.get("horizon_lag"), tuple(doc.get("order", ())), time.get("format")
-        mark, encoding = doc.get("decimal", "."), doc.get("encoding", UTF_8)
+        mark, encoding, skip = doc.get("decimal", "."), doc.get("encoding", UTF_8), doc.get("skip_lines", ())
     except (KeyError, TypeError) as missing:
         raise SchemaError(f"{origin}: missing {missing}; a schema has stream, keys, columns and time.column "
                           "(or time.start and time.end, for interval rows)") from None
@@ -254,7 +257,8 @@ def from_mapping(doc: object, origin: str) -> StreamSchema:
         raise SchemaError(f"{origin}: decimal is the mark before a number's fraction in the stream's files, '.' or "
                           f"',' (decimal: ',' for 21,5), not {mark!r}")
     check_encoding(encoding, origin)
-    schema = StreamSchema(name, tuple(keys), column, unit, columns, end, lag, order, written, mark, encoding)
+    schema = StreamSchema(name, tuple(keys), column, unit, columns, end, lag, order, written, mark, encoding,
+                          check_skip_lines(skip, origin))
     check_time_columns(schema, origin)
     return schema
 
@@ -267,8 +271,9 @@ def to_mapping(schema: StreamSchema) -> dict:
     order = {"order": list(schema.order_columns)} if schema.order_columns else {}
     mark = {} if schema.decimal_mark == "." else {"decimal": schema.decimal_mark}
     encoding = {} if schema.encoding == UTF_8 else {"encoding": schema.encoding}
+    skip = {"skip_lines": list(schema.skip_lines)} if schema.skip_lines else {}
     return {"stream": schema.name, "keys": list(schema.keys),
-            "time": {**time, "unit": schema.time_unit, **written, **lag}, **order, **mark, **encoding,
+            "time": {**time, "unit": schema.time_unit, **written, **lag}, **order, **mark, **encoding, **skip,
             "columns": schema.ddl}
 
 
@@ -284,6 +289,29 @@ def check_encoding(encoding: object, origin: str) -> None:
     if not ascii_safe:
         raise SchemaError(f"{origin}: encoding {encoding!r} does not write ASCII as ASCII (one byte a "
                           f"character), as a CSV file must be for its lines to be split; {fix}")
+
+
+def check_skip_lines(given: object, origin: str) -> tuple[int, ...]:
+    """The lines a stream's CSV files skip, in order, from a schema's `skip_lines`: a number n (the first n lines,
+    as a title before the header) or a list of line numbers (`[1, 3, 4]`: a title, then the header, then two
+    lines of units, as Campbell Scientific's TOA5 files write them). The skipped lines and the header are the
+    file's first lines, so no line among its rows is ever skipped; any other list is a SchemaError naming where it
+    was given (`origin`)."""
+    def counts(n: object) -> bool:
+        return isinstance(n, int) and not isinstance(n, bool) and n > 0
+
+    lines = list(range(1, given + 1)) if counts(given) or given == 0 else given
+    example = "skip_lines: 1 for a title line before the header, [1, 3, 4] for a title and two lines after it"
+    if not isinstance(lines, list | tuple) or not all(counts(n) for n in lines):
+        raise SchemaError(f"{origin}: skip_lines is a number of lines or a list of line numbers, 1 the first "
+                          f"({example}), not {given!r}")
+    skipped = sorted(set(lines))
+    header = next((n for n in range(1, len(skipped) + 2) if n not in skipped), 1)
+    if skipped and set(skipped) | {header} != set(range(1, max(skipped[-1], header) + 1)):
+        raise SchemaError(f"{origin}: skip_lines {list(lines)} skips line {max(n for n in skipped if n > header)} "
+                          f"after rows begin: the skipped lines and the header (line {header}) are a file's first "
+                          f"lines ({example})")
+    return tuple(skipped)
 
 
 def schema_file(directory: Path, stream: str) -> Path:

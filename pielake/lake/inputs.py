@@ -57,9 +57,21 @@ class FileGroup(Generic[Shared]):
     base: str | None = None  # the folder they were found in: its `name=value` subfolders are partition columns
 
 
-def header_groups(path: str) -> list[FileGroup[bytes]]:
-    """The CSV files `path` names, grouped by header line (`grouped`)."""
-    return grouped(path, _header_line)
+@dataclass(frozen=True)
+class CsvHead:
+    """What a CSV file holds before its rows, as its reader must know it: its header line, and the lines its stream
+    skips (`StreamSchema.skip_lines`) that are not blank, each without its line end."""
+
+    header: bytes
+    skipped: tuple[bytes, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.header)
+
+
+def header_groups(path: str, skip_lines: tuple[int, ...] = ()) -> list[FileGroup[CsvHead]]:
+    """The CSV files `path` names, grouped by their head (`csv_head`, `grouped`)."""
+    return grouped(path, lambda file: csv_head(file, skip_lines))
 
 
 def schema_groups(path: str) -> list[FileGroup[frozenset[tuple[str, str]]]]:
@@ -170,20 +182,32 @@ WIDE_MARKS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), 
               (codecs.BOM_UTF16_BE, "UTF-16"))
 
 
-def _header_line(file: str) -> bytes:
-    """The file's first line that is not blank, as Spark's CSV reader takes its column names: without a byte-order
-    mark or line end. Empty for a file of blank lines. A file whose mark says it is UTF-16 or UTF-32 (Excel's
-    "Unicode Text") is refused: a reader of lines splits its text between the bytes of a character."""
+def csv_head(file: str, skip_lines: tuple[int, ...] = ()) -> CsvHead:
+    """The file's head: its header, the first line that is neither blank nor skipped, as Spark's CSV reader takes
+    its column names (without a byte-order mark or line end), and the lines `skip_lines` numbers (1 the first). An
+    empty header for a file of blank lines. A file whose mark says it is UTF-16 or UTF-32 (Excel's "Unicode Text")
+    is refused: a reader of lines splits its text between the bytes of a character."""
+    header, skipped, last = b"", [], max(skip_lines, default=0)
     with opened(file) as stream:
-        for line in stream:  # the lines up to the first not blank: a mark can only start the first
-            wide = next((name for mark, name in WIDE_MARKS if line.startswith(mark)), None)
-            if wide:
-                raise PielakeError(f"{file} is {wide} (its byte-order mark says so), which pielake does not read as "
-                                   f"CSV: convert it to UTF-8 (iconv -f {wide} -t UTF-8), or save it as CSV UTF-8")
-            header = line.removeprefix(codecs.BOM_UTF8).rstrip(b"\r\n")
-            if header:
-                return header
-    return b""
+        for number, line in enumerate(stream, 1):
+            if number == 1:
+                _refuse_wide(file, line)
+            text = line.removeprefix(codecs.BOM_UTF8).rstrip(b"\r\n") if number == 1 else line.rstrip(b"\r\n")
+            if number in skip_lines:
+                skipped.append(text)
+            elif not header:
+                header = text
+            if header and number >= last:
+                break
+    return CsvHead(header, tuple(text for text in skipped if text))
+
+
+def _refuse_wide(file: str, first_line: bytes) -> None:
+    """A file in an encoding that writes ASCII in more than one byte, as its byte-order mark says, is refused."""
+    wide = next((name for mark, name in WIDE_MARKS if first_line.startswith(mark)), None)
+    if wide:
+        raise PielakeError(f"{file} is {wide} (its byte-order mark says so), which pielake does not read as "
+                           f"CSV: convert it to UTF-8 (iconv -f {wide} -t UTF-8), or save it as CSV UTF-8")
 
 
 @dataclass(frozen=True)

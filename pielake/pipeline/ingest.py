@@ -32,6 +32,7 @@ from __future__ import annotations
 import codecs
 import csv
 import math
+import operator
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -51,11 +52,15 @@ from pielake.errors import PielakeError, QueryError, spark_said
 from pielake.lake.delta import Lake, LakeError, check_run_id, quoted_identifier
 from pielake.lake.inputs import (
     JSON_DOCUMENT,
+    URL,
+    CsvHead,
     FileGroup,
     Shared,
+    csv_head,
     first_undecoded,
     header_groups,
     json_groups,
+    local_files,
     nanosecond_columns,
     schema_groups,
     spans_lines,
@@ -158,24 +163,29 @@ ROWS_IN, STAGED_EVENTS, QUARANTINED, DUPLICATES_DROPPED, HORIZON_MARKS = (
     "rows in", "staged events", "quarantined", "exact duplicates dropped", "horizon marks")
 
 
-def read_raw(spark: SparkSession, path: str, fmt: str, *, typed: bool = False, encoding: str = UTF_8) -> DataFrame:
+def read_raw(spark: SparkSession, path: str, fmt: str, *, typed: bool = False, encoding: str = UTF_8,
+             skip_lines: tuple[int, ...] = ()) -> DataFrame:
     """The file as it is, under plain column names (`_with_plain_names`); CSV columns stay strings so that every
     cast failure can be seen and reported, unless `typed` (Spark infers their types, which is how a stream without
     a schema gets one). A line that does not read as a row is kept whole in `CORRUPT_RECORD`, for ingest to
     quarantine. A file that cannot be read is a LakeError naming it, whichever the purpose. CSV files are read in
-    `encoding` (the stream's, `StreamSchema.encoding`)."""
+    `encoding`, without the lines `skip_lines` numbers (the stream's, `StreamSchema.encoding` and `skip_lines`)."""
     if fmt not in FORMATS:
         raise LakeError(f"unknown input format '{fmt}'; use one of {', '.join(FORMATS)}")
-    return _with_plain_names(_read_as(spark, path, fmt, typed, encoding), path)
+    if fmt == "csv" and skip_lines and URL.match(path):
+        raise LakeError(f"cannot read {path}: its stream skips lines of its files (skip_lines), which pielake finds "
+                        "in local files only; copy the files to this machine, or land them without those lines")
+    return _with_plain_names(_read_as(spark, path, fmt, typed, encoding=encoding, skip_lines=skip_lines), path)
 
 
-def _read_as(spark: SparkSession, path: str, fmt: str, typed: bool, encoding: str) -> DataFrame:
+def _read_as(spark: SparkSession, path: str, fmt: str, typed: bool, *, encoding: str,
+             skip_lines: tuple[int, ...]) -> DataFrame:
     """The files of `path` in `fmt`, each group of one layout read as that layout must be (`pielake.lake.inputs`)."""
     try:
         if fmt == "json":
             return _read_by_group(path, json_groups(path), lambda group: _read_json_files(spark, group, typed), typed)
         if fmt == "csv":
-            return _read_by_group(path, header_groups(path),
+            return _read_by_group(path, header_groups(path, skip_lines),
                                   lambda group: _read_csv_files(spark, group, typed, encoding), typed)
         return _read_by_group(path, schema_groups(path), lambda group: _read_parquet_files(spark, group), typed)
     except AnalysisException as error:  # no such path, or a file Spark cannot read as `fmt`
@@ -316,10 +326,11 @@ def _in_text(frame: DataFrame) -> DataFrame:
     return frame.select(*(F.col(c).cast("string").alias(c) for c in frame.columns))
 
 
-def _read_csv_files(spark: SparkSession, group: FileGroup[bytes | None], typed: bool, encoding: str) -> DataFrame:
-    """CSV files of one header line, separated by commas, or by the one of `SEPARATORS` the header holds when
-    read with commas it is one column: a stream's columns have plain names (`schema_column`), so a header that reads
-    as one name holding a separator is a file of another separator, never a one-column stream.
+def _read_csv_files(spark: SparkSession, group: FileGroup[CsvHead | None], typed: bool, encoding: str) -> DataFrame:
+    """CSV files of one head (`CsvHead`: a header line, and any lines their stream skips), separated by commas, or by
+    the one of `SEPARATORS` the header holds when read with commas it is one column: a stream's columns have plain
+    names (`schema_column`), so a header that reads as one name holding a separator is a file of another
+    separator, never a one-column stream.
 
     Fields are quoted as RFC 4180 (and Excel, pandas, Python's csv) write them: a quote inside a quoted field is
     doubled, and a quoted field may hold a line break. Files where one does are read whole, one task a file (Spark's
@@ -327,39 +338,75 @@ def _read_csv_files(spark: SparkSession, group: FileGroup[bytes | None], typed: 
 
     Read as text (not `typed`), every line is read against the header's columns: a line of more or fewer fields
     is kept whole in `CORRUPT_RECORD`, where Spark would otherwise drop its extra fields or read its missing ones
-    as empty, and ingest quarantines it.
+    as empty, and ingest quarantines it. Files whose stream skips lines (a logger's title before the header, units
+    after it) are read against the header their head holds, without those lines (`_without_lines`); such a
+    stream is declared, so it is never typed from its files.
 
     Spark 4 reads CSV in a few encodings of its own choice (UTF-8, ISO-8859-1, ...) unless the session lets it use
     Java's (`JAVA_CHARSETS`, which the read consults again when it runs, so it stays set for the session): a file
     in another, as `windows-1252`, is read so."""
-    files = list(group.files)
+    files, head = list(group.files), group.shared
     whole_files = any(spans_lines(path) for path in files)
+    skipped = head.skipped if head else ()
     if codecs.lookup(encoding).name != codecs.lookup(UTF_8).name:
         spark.conf.set(JAVA_CHARSETS, "true")
 
-    def read(separator: str, schema: T.StructType | None = None) -> DataFrame:
-        reader = _reader(spark, group).option("header", "true").option("inferSchema", str(typed).lower()) \
-            .option("mode", "PERMISSIVE").option("sep", separator).option("columnNameOfCorruptRecord", CORRUPT_RECORD) \
-            .option("escape", '"').option("multiLine", str(whole_files).lower()).option("encoding", encoding)
-        return (reader if schema is None else reader.schema(schema)).csv(files)
+    def read(separator: str, columns: list[str] | None = None) -> DataFrame:
+        reader = _reader(spark, group).option("header", str(not skipped).lower()) \
+            .option("inferSchema", str(typed).lower()).option("mode", "PERMISSIVE").option("sep", separator) \
+            .option("columnNameOfCorruptRecord", CORRUPT_RECORD).option("escape", '"') \
+            .option("multiLine", str(whole_files).lower()).option("encoding", encoding)
+        if columns is not None:
+            reader = reader.schema(T.StructType([T.StructField(c, T.StringType()) for c in [*columns, CORRUPT_RECORD]]))
+        return reader.csv(files)
+
+    if head and skipped:
+        separator = _separator(_fields(head.header, ",", encoding))
+        names = _fields(head.header, separator, encoding)
+        _check_header(names, group)
+        raw = _without_lines(read(separator, [name or f"_c{i}" for i, name in enumerate(names)]),
+                             [head.header, *skipped], separator, encoding)
+        return _without_trailing_field(raw, names, separator)
     raw = read(",")
-    header = raw.columns[0] if len(raw.columns) == 1 else ""
-    separator = next((s for s in SEPARATORS if s in header), ",")
+    separator = _separator(raw.columns)
     raw = raw if separator == "," else read(separator)
-    names = _header_fields(group, separator, encoding)
+    names = _fields(head.header, separator, encoding) if head else []  # a URL's files are not looked into
     _check_header(names, group)
     if not raw.columns:  # an empty file has no header to read lines against
         return raw
     if not typed:
-        raw = read(separator, T.StructType([T.StructField(c, T.StringType()) for c in [*raw.columns, CORRUPT_RECORD]]))
+        raw = read(separator, raw.columns)
     return _without_trailing_field(raw, names, separator)
 
 
-def _header_fields(group: FileGroup[bytes | None], separator: str, encoding: str) -> list[str]:
-    """The fields of the group's header line as written; none for a URL's files, which are not looked into."""
-    if not group.shared:
-        return []
-    return next(csv.reader([group.shared.decode(encoding, "replace")], delimiter=separator), [])
+def _separator(names_read_with_commas: list[str]) -> str:
+    """The separator of a header that reads as these names with commas: a comma, unless it reads as one name
+    holding one of `SEPARATORS`."""
+    header = names_read_with_commas[0] if len(names_read_with_commas) == 1 else ""
+    return next((s for s in SEPARATORS if s in header), ",")
+
+
+def _fields(line: bytes, separator: str, encoding: str) -> list[str]:
+    """The fields of a line of a CSV file as written, quoted as the file's reader reads them."""
+    return next(csv.reader([line.decode(encoding, "replace")], delimiter=separator), [])
+
+
+def _without_lines(raw: DataFrame, lines: list[bytes], separator: str, encoding: str) -> DataFrame:
+    """The rows read from a file's lines less those read from `lines` (its header and the lines its stream skips).
+    Spark's reader of lines does not know a line's number, so the rows are told by what they hold: a line of as
+    many fields as the header is read as those fields (an empty one NULL, as Spark reads it), any other kept whole
+    in `CORRUPT_RECORD`. A line that repeats one of them (files joined end to end) is one of them too; such lines
+    hold no event (their times are names and units), so no row is lost that ingest would not quarantine."""
+    columns = file_columns(raw)
+
+    def read_from(line: bytes) -> Column:
+        values = _fields(line, separator, encoding)
+        if len(values) != len(columns):
+            return F.col(CORRUPT_RECORD).eqNullSafe(line.decode(encoding, "replace"))
+        same = (F.col(c).eqNullSafe(F.lit(value or None)) for c, value in zip(columns, values, strict=True))
+        return reduce(operator.and_, same, F.col(CORRUPT_RECORD).isNull())
+
+    return raw.where(~reduce(operator.or_, map(read_from, lines)))
 
 
 def _without_trailing_field(raw: DataFrame, names: list[str], separator: str) -> DataFrame:
@@ -377,7 +424,7 @@ def _without_trailing_field(raw: DataFrame, names: list[str], separator: str) ->
     return raw.drop(nameless)
 
 
-def _check_header(names: list[str], group: FileGroup[bytes | None]) -> None:
+def _check_header(names: list[str], group: FileGroup[CsvHead | None]) -> None:
     """A header that names a column twice is refused, naming it: Spark would read the two as other names (`temp`
     twice as `temp2` and `temp3`, by position), which neither the query nor the stream's schema knows."""
     first: dict[str, int] = {}
@@ -837,9 +884,9 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
     names = {n.lower() for n, _ in columns}
     for needed in [*keys, request.time_column]:
         if needed.lower() not in names:
+            hint = _unfound_hint(name, needed, path, fmt, sample.columns, time_column=request.time_column)
             raise PielakeError(f"stream {name} has no schema, and its file {path}, read as {fmt}, has no column "
-                               f"'{needed}' (it has {', '.join(sample.columns) or 'none'}); "
-                               f"{_unfound_hint(name, needed, fmt, sample.columns, request.time_column)}")
+                               f"'{needed}' (it has {', '.join(sample.columns) or 'none'}); {hint}")
     # A time column the file holds as TIMESTAMPs (or dates) is of unit timestamp: `--time-unit` is a numeric time's.
     time_kind = {n.lower(): t.upper() for n, t in columns}.get(request.time_column.lower(), "")
     if time_kind == "DATE":  # daily data: a day's event is at its midnight, UTC, as a time its date casts to
@@ -985,15 +1032,38 @@ def _as_declared(kind: str) -> str:
     return "timestamp" if kind == "timestamp_ntz" else kind
 
 
-def _unfound_hint(stream: str, needed: str, fmt: str, found: list[str], time_column: str) -> str:
+def _unfound_hint(stream: str, needed: str, path: str, fmt: str, found: list[str], *, time_column: str) -> str:
     """What to do about a column the query needs that a file without a schema lacks: a file of another format
-    reads as one column of unparsed lines (Spark's `_corrupt_record`), else the query or its time column names
-    the column otherwise than the file."""
+    reads as one column of unparsed lines (Spark's `_corrupt_record`); a CSV file whose first line is a title
+    (`_title_fields`) has its header below it; else the query or its time column names the column otherwise than
+    the file."""
     if found == [CORRUPT_RECORD]:
         return f"no line of it reads as {fmt}: pass --format if the file is not {fmt}"
+    title = _title_fields(path) if fmt == "csv" else None
+    if title is not None:
+        named = ", ".join(c if PLAIN_NAME.match(c) else plain_name(c) for c in title[1])
+        return (f"its first line has {title[0]} field(s) and its second {len(title[1])} ({named}), as data "
+                f"loggers write a title before the header: declare the stream in schemas/{stream}.yaml with "
+                "`skip_lines: 1` (or `skip_lines: [1, 3, 4]` where two lines of units follow the header, as in "
+                "Campbell Scientific's TOA5 files)")
     if needed == time_column:
         return f"pass --time-column to name the file's time column, or declare the stream in schemas/{stream}.yaml"
     return f"name the key in PARTITION BY as the file does, or declare the stream in schemas/{stream}.yaml"
+
+
+def _title_fields(path: str) -> tuple[int, list[str]] | None:
+    """How many fields the first line of the first local file of `path` holds and the fields of its second, where
+    they differ in number and the second holds several: a title line (a logger's name, its station) before the
+    header. None otherwise."""
+    files = local_files(path)
+    if not files:
+        return None
+    head = csv_head(files[0], (1,))
+    if not head.skipped:
+        return None
+    separator = _separator(_fields(head.header, ",", UTF_8))
+    first, second = (_fields(line, separator, UTF_8) for line in (head.skipped[0], head.header))
+    return (len(first), second) if len(second) > 1 and len(first) != len(second) else None
 
 
 def ingest(ctx: StepContext) -> StageResult:
@@ -1025,7 +1095,8 @@ def _ingest_stream(ctx: StepContext, stream: StreamSchema, details: dict[str, ob
         raws = [matches]
     else:
         path = request.events_of(job.plan, stream.name)
-        raws = [read_raw(job.lake.spark, path, request.format_of(path), encoding=stream.encoding)] if path else []
+        raws = [read_raw(job.lake.spark, path, request.format_of(path), encoding=stream.encoding,
+                         skip_lines=stream.skip_lines)] if path else []
     if ctx.backfill_range is not None:
         raws.append(replay_quarantined(job.lake, stream, job.declared_query(stream).kernel_time,
                                        *ctx.backfill_range))

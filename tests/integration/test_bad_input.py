@@ -661,6 +661,26 @@ def test_a_csv_file_in_the_encoding_its_stream_declares_is_read_in_it_and_one_ty
                                          "UTF-8), or save it as CSV UTF-8")
 
 
+def test_a_logger_s_title_and_units_around_the_header_are_skipped_as_its_stream_declares(
+        tmp_path: Path, spark: SparkSession) -> None:
+    """A data logger's file (Campbell Scientific's TOA5) writes a title line, the header, then a line of units and
+    one of processing, each in every file: a stream that declares `skip_lines: [1, 3, 4]` reads its rows alone, a
+    bad one quarantined as ever, also where two files were joined end to end. Typed from such a file, the stream is
+    refused with the header's names and the fix."""
+    title = b'"TOA5","CR1000_Mast","CR1000","1234","CR1000.Std.32","CPU:mast.CR1","4321","Table1"\r\n'
+    head = title + b'"unit","ts","speed","label"\r\n"","s","m/s",""\r\n"","Smp","Avg","Smp"\r\n'
+    content = head + b'"u1",1,12.5,"x"\r\n"u1",2,fast,"x"\r\n' + head + b'"u1",3,3,"y"\r\n'
+    lake = new_lake(tmp_path / "declared", spark, replace(SCHEMA, skip_lines=(1, 3, 4)))
+    assert_accounted(ingest_file(lake, content, "r1"), rows_in=3, events=2, quarantined=1, dropped=0)
+    assert reasons(lake, "r1") == ("cast_failed: speed=fast",)
+    assert stored_events(lake) == [("u1", 1, 12.5, "x"), ("u1", 3, 3.0, "y")]
+    result = run_without_schema(tmp_path, content)
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, "its first line has 8 field(s) and its second 4 (unit, ts, speed, label), "
+                                         "as data loggers write a title before the header: declare the stream in "
+                                         "schemas/Dirty.yaml with `skip_lines: 1`")
+
+
 @pytest.mark.parametrize("content", [b"", HEADER], ids=["empty", "header alone"])
 def test_a_file_of_no_events_cannot_type_a_stream_and_says_so(content: bytes, tmp_path: Path,
                                                               spark: SparkSession) -> None:

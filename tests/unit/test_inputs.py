@@ -16,7 +16,7 @@ import pytest
 
 from pielake.errors import PielakeError
 from pielake.lake import inputs
-from pielake.lake.inputs import FileGroup
+from pielake.lake.inputs import CsvHead, FileGroup
 from pielake.pipeline.job import RunRequest
 from pielake.query.analyzer import analyze
 from pielake.query.parser import parse
@@ -51,11 +51,29 @@ def test_files_are_grouped_by_header_line_without_its_byte_order_mark_or_line_en
     (tmp_path / ".e.csv.part").write_bytes(b"x,y\n")
     (tmp_path / "_f.csv").write_bytes(b"x,y\n")
     (tmp_path / "g.csv.gz").write_bytes(gzip.compress(b"\n\nunit,ts\nu1,4\n"))  # Spark skips blank lines first
-    named = [FileGroup((str(tmp_path / "a.csv"), str(tmp_path / "c.csv"), str(tmp_path / "g.csv.gz")), b"unit,ts"),
-             FileGroup((str(tmp_path / "b.csv"),), b"ts,unit")]
+    named = [FileGroup((str(tmp_path / "a.csv"), str(tmp_path / "c.csv"), str(tmp_path / "g.csv.gz")),
+                       CsvHead(b"unit,ts")),
+             FileGroup((str(tmp_path / "b.csv"),), CsvHead(b"ts,unit"))]
     assert inputs.header_groups(str(tmp_path)) == [replace(group, base=str(tmp_path)) for group in named]
     assert inputs.header_groups(str(tmp_path / "*.csv*")) == named
     assert inputs.header_groups(str(tmp_path / "b.csv")) == [named[1]]
+
+
+def test_a_stream_s_skipped_lines_are_read_around_the_header_and_group_files_with_it(tmp_path: Path) -> None:
+    title = b'"TOA5","CR1000","CR1000","1234","CR1000.Std.32","CPU:met.CR1","4321","Table15min"'
+    units, kinds, header = b'"TS","RN","Deg C","%"', b'"","","Avg","Smp"', b'"TIMESTAMP","RECORD","AirTC_Avg","RH"'
+    (tmp_path / "a.dat").write_bytes(b"\r\n".join([title, header, units, kinds, b'"2024-07-01 00:00:00",0,15.1,76']))
+    (tmp_path / "b.dat").write_bytes(b"\n".join([title.replace(b"1234", b"5678"), header, units, kinds]))
+    (tmp_path / "c.dat").write_bytes(b"\xef\xbb\xbf" + b"\n".join([title, header, b"", kinds, b"x"]))
+    a, b, c = (str(tmp_path / name) for name in ("a.dat", "b.dat", "c.dat"))
+    assert inputs.csv_head(a, (1, 3, 4)) == CsvHead(header, (title, units, kinds))
+    assert inputs.csv_head(c, (1, 3, 4)) == CsvHead(header, (title, kinds))  # a blank line holds no row to skip
+    assert inputs.csv_head(a, (1,)) == CsvHead(header, (title,))
+    assert inputs.csv_head(a) == CsvHead(title)
+    assert inputs.header_groups(str(tmp_path / "*.dat"), (1, 3, 4)) == [
+        FileGroup((a,), CsvHead(header, (title, units, kinds))),
+        FileGroup((b,), CsvHead(header, (title.replace(b"1234", b"5678"), units, kinds))),
+        FileGroup((c,), CsvHead(header, (title, kinds)))]
 
 
 def test_parquet_files_are_grouped_by_their_columns_and_types_in_any_order(tmp_path: Path) -> None:

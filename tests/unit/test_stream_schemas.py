@@ -117,6 +117,29 @@ def test_a_decimal_comma_and_an_encoding_are_kept_with_their_schema_and_what_can
         from_mapping({**schema, "decimal": ";"}, "Wetter.yaml")
 
 
+def test_the_lines_a_stream_skips_are_kept_with_its_schema_and_never_lie_among_its_rows() -> None:
+    """`skip_lines: 1` skips a logger's title before the header; `[1, 3, 4]` a title, then (the header on line 2)
+    a line of units and one of processing, as Campbell Scientific's TOA5 files write them. The skipped lines and
+    the header are a file's first lines: a list that skips a line after the rows begin would drop an event."""
+    schema = {"stream": "Station", "keys": [], "time": {"column": "TIMESTAMP", "unit": "timestamp"},
+              "columns": "TIMESTAMP TIMESTAMP, AirTC_Avg DOUBLE"}
+    assert from_mapping(schema, "Station.yaml").skip_lines == ()
+    assert "skip_lines" not in to_mapping(from_mapping(schema, "Station.yaml"))
+    for given, skipped in ((1, (1,)), (2, (1, 2)), ([4, 3, 1], (1, 3, 4)), ([2, 3], (2, 3)), (0, ())):
+        declared = from_mapping({**schema, "skip_lines": given}, "Station.yaml")
+        assert declared.skip_lines == skipped
+        assert from_mapping(to_mapping(declared), "kept") == declared
+    for given in ([3], [1, 3, 5], [1, 2, 5]):
+        with pytest.raises(SchemaError, match=rf"^Station.yaml: skip_lines {re.escape(str(given))} skips line "
+                                              r"\d after rows begin: the skipped lines and the header \(line \d\) "
+                                              r"are a file's first lines"):
+            from_mapping({**schema, "skip_lines": given}, "Station.yaml")
+    for given in (-1, True, "1", [0], [1.5], {"1": 2}):
+        with pytest.raises(SchemaError, match=r"^Station.yaml: skip_lines is a number of lines or a list of line "
+                                              r"numbers, 1 the first"):
+            from_mapping({**schema, "skip_lines": given}, "Station.yaml")
+
+
 @pytest.mark.parametrize(("text", "said"), [
     (b"stream: Ticks\nkeys: [id]\ntime: {column: ts, unit: s}\ncolumns: id STRING, ts BIGINT\n"
      b"time: {column: ts, unit: ms}\n", "Ticks.yaml, line 5, column 1: 'time' is set here and on line 3; keep one"),
