@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import zoneinfo
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -99,6 +100,10 @@ class StreamSchema:
     # How a file writes the stream's times where it writes them as text that is not ISO-8601: a Spark datetime
     # pattern (`dd/MM/yyyy HH:mm:ss`), or `UNIX_TIME`; None: ISO-8601 text, or times the file holds as TIMESTAMPs.
     time_format: str | None = None
+    # The zone whose wall clock the stream's files write times in where a time carries no zone or offset (a
+    # logger's local time): an IANA name (`Europe/Berlin`, its daylight saving time too) or an offset (`+02:00`);
+    # None: such a time is UTC.
+    time_zone: str | None = None
     # The mark before a number's fraction where the stream's files write numbers as text: "." or `DECIMAL_COMMA`
     # (`21,5`, as spreadsheets export in locales that write a decimal comma).
     decimal_mark: str = "."
@@ -235,6 +240,7 @@ def from_mapping(doc: object, origin: str) -> StreamSchema:
         unit = str(time.get("unit", "s")).lower()
         column, end = (time["start"], time["end"]) if "start" in time else (time["column"], None)
         lag, order, written = time.get("horizon_lag"), tuple(doc.get("order", ())), time.get("format")
+        zone = time.get("zone")
         mark, encoding, skip = doc.get("decimal", "."), doc.get("encoding", UTF_8), doc.get("skip_lines", ())
     except (KeyError, TypeError) as missing:
         raise SchemaError(f"{origin}: missing {missing}; a schema has stream, keys, columns and time.column "
@@ -253,11 +259,13 @@ def from_mapping(doc: object, origin: str) -> StreamSchema:
         raise SchemaError(f"{origin}: time.format is how a file writes the times of a stream of unit timestamp, as a "
                           f"Spark datetime pattern (format: dd/MM/yyyy HH:mm:ss), or {UNIX_TIME} for seconds since "
                           "1970 with a fraction")
+    if zone is not None:
+        check_time_zone(zone, written, unit, origin)
     if mark not in DECIMAL_MARKS:
         raise SchemaError(f"{origin}: decimal is the mark before a number's fraction in the stream's files, '.' or "
                           f"',' (decimal: ',' for 21,5), not {mark!r}")
     check_encoding(encoding, origin)
-    schema = StreamSchema(name, tuple(keys), column, unit, columns, end, lag, order, written, mark, encoding,
+    schema = StreamSchema(name, tuple(keys), column, unit, columns, end, lag, order, written, zone, mark, encoding,
                           check_skip_lines(skip, origin))
     check_time_columns(schema, origin)
     return schema
@@ -268,6 +276,7 @@ def to_mapping(schema: StreamSchema) -> dict:
         {"start": schema.time_column, "end": schema.end_column}
     lag = {} if schema.horizon_lag is None else {"horizon_lag": schema.horizon_lag}
     written = {} if schema.time_format is None else {"format": schema.time_format}
+    written |= {} if schema.time_zone is None else {"zone": schema.time_zone}
     order = {"order": list(schema.order_columns)} if schema.order_columns else {}
     mark = {} if schema.decimal_mark == "." else {"decimal": schema.decimal_mark}
     encoding = {} if schema.encoding == UTF_8 else {"encoding": schema.encoding}
@@ -275,6 +284,24 @@ def to_mapping(schema: StreamSchema) -> dict:
     return {"stream": schema.name, "keys": list(schema.keys),
             "time": {**time, "unit": schema.time_unit, **written, **lag}, **order, **mark, **encoding, **skip,
             "columns": schema.ddl}
+
+
+ZONE_OFFSET = re.compile(r"^(?:(?:UTC|GMT)?[+-]\d{1,2}(?::?\d{2})?|Z)$")  # `+02:00`, `-0530`, `UTC+2`, `Z`
+
+
+def check_time_zone(zone: object, written: str | None, unit: str, origin: str) -> None:
+    """A stream's `time.zone` names a zone, of a stream of unit timestamp whose times are not Unix time (a number
+    of seconds since 1970 is an instant); else a SchemaError naming where it was given (`origin`)."""
+    said = ("time.zone is the zone whose wall clock a stream of unit timestamp writes its times in where they carry "
+            "no offset (a logger's local time): an IANA name (zone: Europe/Berlin) or an offset (zone: '+02:00')")
+    if unit != TIMESTAMP_UNIT or written == UNIX_TIME:
+        raise SchemaError(f"{origin}: {said}; Unix time and whole numbers of a unit are instants, of no zone")
+    if isinstance(zone, str) and ZONE_OFFSET.match(zone):
+        return
+    try:
+        zoneinfo.ZoneInfo(str(zone))
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        raise SchemaError(f"{origin}: {said}; not {zone!r}") from None
 
 
 def check_encoding(encoding: object, origin: str) -> None:

@@ -33,6 +33,7 @@ import codecs
 import csv
 import math
 import operator
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -473,8 +474,9 @@ def _cast(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> DataFrame:
               for name, kind in stream.columns}
     for name, kind in stream.columns:
         if name in stream.time_columns and stream.time_unit == TIMESTAMP_UNIT:
-            typed.append(_as_time(fields[name], stream.time_format if present[name.lower()] in written else None)
-                         .alias(name))
+            source = present[name.lower()]
+            time = _as_time(fields[name], stream.time_format if source in written else None)
+            typed.append(_from_wall_clock(time, fields[name], raw.schema[source].dataType, stream).alias(name))
         elif present[name.lower()] in text and fractional(kind) and stream.decimal_mark == DECIMAL_COMMA:
             typed.append(_with_decimal_comma(fields[name]).try_cast(kind).alias(name))
         else:
@@ -515,16 +517,40 @@ def _as_time(value: Column, written: str | None) -> Column:
     return value.try_cast("TIMESTAMP") if written is None else F.try_to_timestamp(value, F.lit(written))
 
 
+# The end of ISO-8601 text that says its zone: a time of day, then `Z` or an offset (`+02:00`, `-0530`, `+02`).
+ISO_OFFSET = r"\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:Z|[+-]\d{2}(?::?\d{2})?)\s*$"
+ZONE_LETTERS = re.compile(r"[VzOXxZ]")  # the letters of a Spark datetime pattern that read a zone or an offset
+
+
+def _from_wall_clock(time: Column, value: Column, kind: T.DataType, stream: StreamSchema) -> Column:
+    """A time as the instant it is where the stream's files write it as the wall clock of the stream's zone
+    (`time.zone`): text that carries no zone (ISO-8601 without an offset, or a pattern without a zone's letters),
+    or a time without a zone (Parquet's `timestamp_ntz`), both read as UTC first. Text that says its zone, a file's
+    TIMESTAMP and Unix time are instants already."""
+    if stream.time_zone is None or isinstance(kind, T.TimestampType) or stream.time_format == UNIX_TIME:
+        return time
+    if isinstance(kind, T.StringType):
+        pattern = re.sub(r"'[^']*'", "", stream.time_format or "")  # a quoted letter is text, not a field
+        local = ~value.rlike(ISO_OFFSET) if stream.time_format is None else F.lit(not ZONE_LETTERS.search(pattern))
+        return F.when(local, F.to_utc_timestamp(time, stream.time_zone)).otherwise(time)
+    return F.to_utc_timestamp(time, stream.time_zone)
+
+
 def _check_time_format(spark: SparkSession, stream: StreamSchema) -> None:
-    """Spark tells a pattern it does not take only as it parses a time with it, mid-run: one time parsed here (a
-    small job) refuses it before, naming the stream's schema and the letter Spark says is wrong."""
+    """Spark tells a pattern or a zone it does not take only as it reads a time with it, mid-run: one time read
+    here (a small job) refuses it before, naming the stream's schema and what Spark says is wrong."""
+    pattern = stream.time_format if stream.time_format not in (None, UNIX_TIME) else None
+    time = F.lit("2000-01-01").cast("timestamp") if pattern is None else \
+        F.try_to_timestamp(F.lit("2000-01-01"), F.lit(pattern))
     try:
-        spark.range(1).select(F.try_to_timestamp(F.lit("2000-01-01"), F.lit(stream.time_format))).collect()
-    except Exception as error:  # Spark's INVALID_DATETIME_PATTERN and its kin, in whichever class PySpark gives
+        spark.range(1).select(F.to_utc_timestamp(time, stream.time_zone or "UTC")).collect()
+    except Exception as error:  # Spark's INVALID_DATETIME_PATTERN, INVALID_TIMEZONE and their kin
         said = spark_said(error)
-        raise SchemaError(f"stream {stream.name}'s time.format '{stream.time_format}' is not a pattern Spark reads "
-                          f"times with: {said}; see Spark's datetime patterns (dd/MM/yyyy HH:mm:ss, "
-                          "yyyy-MM-dd HH:mm:ss.SSS)") from None
+        named = " with its ".join(f"{key} '{value}'" for key, value in (("time.format", pattern),
+                                                                       ("time.zone", stream.time_zone)) if value)
+        raise SchemaError(f"stream {stream.name}'s {named} is not how Spark reads times: {said}; see Spark's "
+                          "datetime patterns (dd/MM/yyyy HH:mm:ss, yyyy-MM-dd HH:mm:ss.SSS) and zones "
+                          "(Europe/Berlin, +02:00)") from None
 
 
 def _reason(stream: StreamSchema) -> Column:
@@ -574,7 +600,7 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
     table = events_table(stream)
     held = lake.exists(table)
     kept = schema_file(lake_streams(lake.root), stream.name) if held else None
-    if stream.time_format not in (None, UNIX_TIME):  # once for the run's files, before any row of them is read
+    if stream.time_format not in (None, UNIX_TIME) or stream.time_zone:  # once, before a row of the files is read
         _check_time_format(lake.spark, stream)
     casts = [_cast(raw, stream, kept) for raw in raws]
     checked = reduce(DataFrame.unionByName, casts).withColumn(V.REASON, _reason(stream))

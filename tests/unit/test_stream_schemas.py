@@ -117,6 +117,28 @@ def test_a_decimal_comma_and_an_encoding_are_kept_with_their_schema_and_what_can
         from_mapping({**schema, "decimal": ";"}, "Wetter.yaml")
 
 
+def test_a_zone_of_times_written_without_one_is_kept_with_its_schema_and_names_a_zone() -> None:
+    """`time.zone` names the zone whose wall clock a stream's files write (a logger's local time), by IANA name or
+    offset; only a stream of unit timestamp that is not Unix time has such times."""
+    schema = {"stream": "Hobo", "keys": [], "time": {"column": "ts", "unit": "timestamp", "zone": "Europe/Berlin"},
+              "columns": "ts TIMESTAMP, temp DOUBLE"}
+    declared = from_mapping(schema, "Hobo.yaml")
+    assert declared.time_zone == "Europe/Berlin"
+    assert to_mapping(declared)["time"]["zone"] == "Europe/Berlin"
+    assert from_mapping(to_mapping(declared), "kept") == declared
+    for offset in ("+02:00", "-0530", "UTC+2", "Z"):
+        assert from_mapping({**schema, "time": {**schema["time"], "zone": offset}}, "Hobo.yaml").time_zone == offset
+    utc = from_mapping({**schema, "time": {"column": "ts", "unit": "timestamp"}}, "Hobo.yaml")
+    assert utc.time_zone is None and "zone" not in to_mapping(utc)["time"]
+    said = r"^Hobo.yaml: time.zone is the zone whose wall clock a stream of unit timestamp writes its times in"
+    for time in ({"zone": "Mars/Base"}, {"zone": 2}, {"zone": "Europe/Berlin", "format": "unix"}):
+        with pytest.raises(SchemaError, match=said):
+            from_mapping({**schema, "time": {**schema["time"], **time}}, "Hobo.yaml")
+    with pytest.raises(SchemaError, match=said):
+        from_mapping({**schema, "time": {"column": "ts", "unit": "s", "zone": "Europe/Berlin"},
+                      "columns": "ts BIGINT, temp DOUBLE"}, "Hobo.yaml")
+
+
 def test_the_lines_a_stream_skips_are_kept_with_its_schema_and_never_lie_among_its_rows() -> None:
     """`skip_lines: 1` skips a logger's title before the header; `[1, 3, 4]` a title, then (the header on line 2)
     a line of units and one of processing, as Campbell Scientific's TOA5 files write them. The skipped lines and
