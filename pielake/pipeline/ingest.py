@@ -536,7 +536,7 @@ def _from_wall_clock(time: Column, value: Column, kind: T.DataType, stream: Stre
     return F.to_utc_timestamp(time, stream.time_zone)
 
 
-def _check_time_format(spark: SparkSession, stream: StreamSchema) -> None:
+def _check_time_reading(spark: SparkSession, stream: StreamSchema) -> None:
     """Spark tells a pattern or a zone it does not take only as it reads a time with it, mid-run: one time read
     here (a small job) refuses it before, naming the stream's schema and what Spark says is wrong."""
     pattern = stream.time_format if stream.time_format not in (None, UNIX_TIME) else None
@@ -601,7 +601,7 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
     held = lake.exists(table)
     kept = schema_file(lake_streams(lake.root), stream.name) if held else None
     if stream.time_format not in (None, UNIX_TIME) or stream.time_zone:  # once, before a row of the files is read
-        _check_time_format(lake.spark, stream)
+        _check_time_reading(lake.spark, stream)
     casts = [_cast(raw, stream, kept) for raw in raws]
     checked = reduce(DataFrame.unionByName, casts).withColumn(V.REASON, _reason(stream))
     seen = lake.version(table) if held else NO_VERSION
