@@ -517,8 +517,9 @@ def _as_time(value: Column, written: str | None) -> Column:
     return value.try_cast("TIMESTAMP") if written is None else F.try_to_timestamp(value, F.lit(written))
 
 
-# The end of ISO-8601 text that says its zone: a time of day, then `Z` or an offset (`+02:00`, `-0530`, `+02`).
-ISO_OFFSET = r"\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:Z|[+-]\d{2}(?::?\d{2})?)\s*$"
+# The end of time text that says its zone, as Spark reads it: a time of day, then an offset (`+02:00`, `-0530`,
+# `+02`) or a zone's name (`Z`, `UTC`, `Europe/Paris`).
+SAYS_ZONE = r"\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:[+-]\d{2}(?::?\d{2})?|[A-Za-z][\w/+:-]*)\s*$"
 ZONE_LETTERS = re.compile(r"[VzOXxZ]")  # the letters of a Spark datetime pattern that read a zone or an offset
 
 
@@ -531,7 +532,7 @@ def _from_wall_clock(time: Column, value: Column, kind: T.DataType, stream: Stre
         return time
     if isinstance(kind, T.StringType):
         pattern = re.sub(r"'[^']*'", "", stream.time_format or "")  # a quoted letter is text, not a field
-        local = ~value.rlike(ISO_OFFSET) if stream.time_format is None else F.lit(not ZONE_LETTERS.search(pattern))
+        local = ~value.rlike(SAYS_ZONE) if stream.time_format is None else F.lit(not ZONE_LETTERS.search(pattern))
         return F.when(local, F.to_utc_timestamp(time, stream.time_zone)).otherwise(time)
     return F.to_utc_timestamp(time, stream.time_zone)
 

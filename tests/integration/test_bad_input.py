@@ -792,16 +792,18 @@ def test_a_file_whose_times_are_text_shows_one_and_the_forms_a_time_is_typed_fro
 def test_times_a_logger_writes_in_its_local_time_are_read_as_the_instants_of_the_stream_s_zone(
         tmp_path: Path, spark: SparkSession) -> None:
     """A stream whose files write Berlin's wall clock (`time.zone: Europe/Berlin`): a time without an offset is
-    that clock's, in summer and winter; one that says its zone (`Z`, `+02:00`) or a Parquet TIMESTAMP keeps its
-    instant, and a Parquet time without a zone is the clock's too. The hour that Berlin's clock repeats in October
-    reads as its first pass, so two readings in it of other values are conflicting duplicates, quarantined."""
+    that clock's, in summer and winter; one that says its zone (`Z`, `+02:00`, `Europe/Paris`) or a Parquet
+    TIMESTAMP keeps its instant, and a Parquet time without a zone is the clock's too. The hour that Berlin's clock
+    repeats in October reads as its first pass, so two readings in it of other values are conflicting duplicates,
+    quarantined."""
     timed = tuple((name, "TIMESTAMP" if name == "ts" else kind) for name, kind in SCHEMA.columns)
     lake = new_lake(tmp_path / "lake", spark, StreamSchema("Dirty", ("unit",), "ts", "timestamp", timed,
                                                            time_zone="Europe/Berlin"))
     content = HEADER + (b"u1,2026-07-01 12:00:00,5,x\nu1,2026-07-01T12:30:00Z,5,x\nu1,2026-07-01T13:00:00+02:00,5,x\n"
-                        b"u1,2026-01-15 12:00,5,x\nu1,2026-10-25 02:30:00,5,x\nu1,2026-10-25 02:30:00,6,x\n")
+                        b"u1,2026-07-01 13:30:00 Europe/Paris,5,x\nu1,2026-01-15 12:00,5,x\n"
+                        b"u1,2026-10-25 02:30:00,5,x\nu1,2026-10-25 02:30:00,6,x\n")
     (tmp_path / "local.csv").write_bytes(content)
-    assert "6 rows in = 4 events + 2 quarantined" in run_dirty(tmp_path, lake, tmp_path / "local.csv")
+    assert "7 rows in = 5 events + 2 quarantined" in run_dirty(tmp_path, lake, tmp_path / "local.csv")
     assert reasons(lake, lake.read("quarantine_dirty").first()["run_id"]) == (
         "conflicting_duplicate", "conflicting_duplicate")
     clock = pa.array([datetime(2026, 8, 1, 12)], pa.timestamp("us"))  # no zone: pandas' naive datetime
@@ -810,8 +812,8 @@ def test_times_a_logger_writes_in_its_local_time_are_read_as_the_instants_of_the
         pq.write_table(pa.table({"unit": ["u1"], "ts": times, "speed": [5.0], "label": ["x"]}), tmp_path / name)
         assert "1 rows in = 1 events" in run_dirty(tmp_path, lake, tmp_path / name, "--incremental")
     assert [r.ts for r in lake.read("events_dirty").orderBy("ts").collect()] == [
-        datetime(2026, 1, 15, 11), datetime(2026, 7, 1, 10), datetime(2026, 7, 1, 11), datetime(2026, 7, 1, 12, 30),
-        datetime(2026, 8, 1, 10), datetime(2026, 8, 1, 12, 30)]
+        datetime(2026, 1, 15, 11), datetime(2026, 7, 1, 10), datetime(2026, 7, 1, 11), datetime(2026, 7, 1, 11, 30),
+        datetime(2026, 7, 1, 12, 30), datetime(2026, 8, 1, 10), datetime(2026, 8, 1, 12, 30)]
 
 
 def test_a_file_whose_columns_no_stream_can_hold_is_refused_before_its_schema_is_kept(
