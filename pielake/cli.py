@@ -236,6 +236,10 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--time-unit", default="s", show_default=True,
                      help="Unit of a numeric event time of an unknown stream (s, ms, us, ...); a time its file "
                           "holds as TIMESTAMPs is of unit timestamp."),
+        click.option("--skip-lines", default="", metavar="N|LINES",
+                     help="Lines of an unknown stream's CSV files that hold neither rows nor the header: N (the "
+                          "first N: a logger's title) or their numbers (1,3,4: a title, then two lines of units "
+                          "after the header)."),
         click.option("--run-id", default=None, help="Name of this run (default: a timestamp and a random suffix)."),
         click.option("--checks/--no-checks", default=True, show_default=True,
                      help="Run the data-quality gates (expectations/) before publishing."),

@@ -319,15 +319,16 @@ def check_encoding(encoding: object, origin: str) -> None:
 
 
 def check_skip_lines(given: object, origin: str) -> tuple[int, ...]:
-    """The lines a stream's CSV files skip, in order, from a schema's `skip_lines`: a number n (the first n lines,
-    as a title before the header) or a list of line numbers (`[1, 3, 4]`: a title, then the header, then two
-    lines of units, as Campbell Scientific's TOA5 files write them). The skipped lines and the header are the
-    file's first lines, so no line among its rows is ever skipped; any other list is a SchemaError naming where it
-    was given (`origin`)."""
+    """The lines a stream's CSV files skip, in order, from a schema's `skip_lines` (or `--skip-lines`, as text: `2`,
+    `1,3,4`): a number n (the first n lines, as a title before the header) or a list of line numbers (`[1, 3, 4]`:
+    a title, then the header, then two lines of units, as Campbell Scientific's TOA5 files write them). The
+    skipped lines and the header are the file's first lines, so no line among its rows is ever skipped; any other
+    list is a SchemaError naming where it was given (`origin`)."""
     def counts(n: object) -> bool:
         return isinstance(n, int) and not isinstance(n, bool) and n > 0
 
-    lines = list(range(1, given + 1)) if counts(given) or given == 0 else given
+    written = _numbers(given) if isinstance(given, str) else given
+    lines = list(range(1, written + 1)) if counts(written) or written == 0 else written
     example = "skip_lines: 1 for a title line before the header, [1, 3, 4] for a title and two lines after it"
     if not isinstance(lines, list | tuple) or not all(counts(n) for n in lines):
         raise SchemaError(f"{origin}: skip_lines is a number of lines or a list of line numbers, 1 the first "
@@ -339,6 +340,12 @@ def check_skip_lines(given: object, origin: str) -> tuple[int, ...]:
                           f"after rows begin: the skipped lines and the header (line {header}) are a file's first "
                           f"lines ({example})")
     return tuple(skipped)
+
+
+def _numbers(text: str) -> object:
+    """Text as the numbers it lists (`1,3,4`), or the one it is (`2`); what is no number stays text. Empty: 0."""
+    parts = [int(part) if part.strip().isdigit() else part for part in text.split(",")] if text.strip() else [0]
+    return parts if len(parts) > 1 else parts[0]
 
 
 def schema_file(directory: Path, stream: str) -> Path:

@@ -895,7 +895,8 @@ def _matches_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamS
 def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, request: RunRequest) -> StreamSchema:
     """An unknown stream's schema, from its events file's columns and types."""
     fmt = request.format_of(path)
-    sample = read_raw(lake.spark, path, fmt, typed=True)  # ingest reads CSV as text, to see every cast failure
+    # Ingest reads CSV as text, to see every cast failure; lines skipped around a header leave all of it text.
+    sample = read_raw(lake.spark, path, fmt, typed=True, skip_lines=request.skip_lines)
     if fmt == "csv":
         _check_utf_8(name, path)
     try:
@@ -907,11 +908,12 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
                            "column as text, or drop it from the file") from None
     if not sample.columns:  # an empty file: Spark sees neither rows nor a header
         raise _nothing_to_type(name, path)
-    columns, decimal_mark = _typed_text_columns(sample, columns, keys)
+    columns, decimal_mark = _typed_text_columns(sample, columns, keys, untyped=bool(request.skip_lines))
     names = {n.lower() for n, _ in columns}
     for needed in [*keys, request.time_column]:
         if needed.lower() not in names:
-            hint = _unfound_hint(name, needed, path, fmt, sample.columns, time_column=request.time_column)
+            hint = _unfound_hint(name, needed, path, fmt, sample.columns, time_column=request.time_column,
+                                 skip_lines=request.skip_lines)
             raise PielakeError(f"stream {name} has no schema, and its file {path}, read as {fmt}, has no column "
                                f"'{needed}' (it has {', '.join(sample.columns) or 'none'}); {hint}")
     # A time column the file holds as TIMESTAMPs (or dates) is of unit timestamp: `--time-unit` is a numeric time's.
@@ -924,7 +926,7 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
         columns, written = _unix_times(StreamSchema(name, keys, request.time_column, "s", columns), sample, path)
         timestamps = True
     inferred = StreamSchema(name, keys, request.time_column, TIMESTAMP_UNIT if timestamps else request.time_unit,
-                            columns, time_format=written, decimal_mark=decimal_mark)
+                            columns, time_format=written, decimal_mark=decimal_mark, skip_lines=request.skip_lines)
     try:
         check_time_columns(inferred, f"{path}, read as {fmt}")
     except SchemaError as unfit:  # a file of a header alone types every column as text: say what it lacks
@@ -937,24 +939,28 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
 
 
 # What a text column of an inferred stream may hold instead, tried in this order (as Spark's inference tries
-# them), with the test a present value passes: a number casts, a boolean is written `true` or `false`.
+# them), with the test a present value passes: a number casts, a boolean is written `true` or `false`, a time
+# casts to a TIMESTAMP.
 _PAST_MISSING: tuple[tuple[str, Callable[[Column], Column]], ...] = (
     ("INT", lambda v: v.try_cast("INT").isNotNull()),
     ("BIGINT", lambda v: v.try_cast("BIGINT").isNotNull()),
     ("DOUBLE", lambda v: v.try_cast("DOUBLE").isNotNull()),
     ("BOOLEAN", lambda v: F.lower(v).isin("true", "false")),
+    ("TIMESTAMP", lambda v: v.try_cast("TIMESTAMP").isNotNull()),
 )
 _COMMA_NUMBER = r"^[+-]?[0-9]+(,[0-9]+)?$"
 # A comma before other than three digits is no thousands separator: a decimal comma beyond doubt.
 _NOT_THOUSANDS = r",([0-9]{1,2}|[0-9]{4,})$"
 
 
-def _typed_text_columns(sample: DataFrame, columns: tuple[tuple[str, str], ...],
-                        keys: tuple[str, ...]) -> tuple[tuple[tuple[str, str], ...], str]:
+def _typed_text_columns(sample: DataFrame, columns: tuple[tuple[str, str], ...], keys: tuple[str, ...], *,
+                        untyped: bool = False) -> tuple[tuple[tuple[str, str], ...], str]:
     """The columns, and the stream's decimal mark, where Spark types as text a column of values of one type:
-    numbers and booleans that write missing values as tokens (`NA`, `NULL`, ...), which then read as NULL
+    numbers, booleans and times that write missing values as tokens (`NA`, `NULL`, ...), which then read as NULL
     (docs/semantics.md §1), and numbers written with a decimal comma (`21,5`), which make the stream's files
-    write a decimal comma. A key stays text. One Spark job, only where there are text columns to look at."""
+    write a decimal comma. A sample Spark did not type (`untyped`: a file read past lines its stream skips) has
+    each column typed so, missing values or not. A key stays text. One Spark job, only where there are text
+    columns to look at."""
     keyed = {k.lower() for k in keys}
     texts = [n for n, kind in columns if kind == "STRING" and n.lower() not in keyed]
     if not texts:
@@ -966,7 +972,7 @@ def _typed_text_columns(sample: DataFrame, columns: tuple[tuple[str, str], ...],
             continue
         if seen[f"comma{i}"] and seen[f"decimal{i}"]:
             typed[name], mark = "DOUBLE", DECIMAL_COMMA
-        elif seen[f"missing{i}"]:
+        elif seen[f"missing{i}"] or untyped:
             typed[name] = next((kind for kind, _ in _PAST_MISSING if seen[f"{kind}{i}"]), "STRING")
     return tuple((n, typed.get(n, kind)) for n, kind in columns), mark
 
@@ -1059,20 +1065,21 @@ def _as_declared(kind: str) -> str:
     return "timestamp" if kind == "timestamp_ntz" else kind
 
 
-def _unfound_hint(stream: str, needed: str, path: str, fmt: str, found: list[str], *, time_column: str) -> str:
+def _unfound_hint(stream: str, needed: str, path: str, fmt: str, found: list[str], *, time_column: str,
+                  skip_lines: tuple[int, ...]) -> str:
     """What to do about a column the query needs that a file without a schema lacks: a file of another format
     reads as one column of unparsed lines (Spark's `_corrupt_record`); a CSV file whose first line is a title
-    (`_title_fields`) has its header below it; else the query or its time column names the column otherwise than
-    the file."""
+    (`_title_fields`) has its header below it, unless lines are skipped already; else the query or its time
+    column names the column otherwise than the file."""
     if found == [CORRUPT_RECORD]:
         return f"no line of it reads as {fmt}: pass --format if the file is not {fmt}"
-    title = _title_fields(path) if fmt == "csv" else None
+    title = _title_fields(path) if fmt == "csv" and not skip_lines else None
     if title is not None:
         named = ", ".join(c if PLAIN_NAME.match(c) else plain_name(c) for c in title[1])
         return (f"its first line has {title[0]} field(s) and its second {len(title[1])} ({named}), as data "
-                f"loggers write a title before the header: declare the stream in schemas/{stream}.yaml with "
-                "`skip_lines: 1` (or `skip_lines: [1, 3, 4]` where two lines of units follow the header, as in "
-                "Campbell Scientific's TOA5 files)")
+                "loggers write a title before the header: pass --skip-lines 1 (or --skip-lines 1,3,4 where two "
+                "lines of units follow the header, as in Campbell Scientific's TOA5 files), or declare the stream "
+                f"in schemas/{stream}.yaml with skip_lines")
     if needed == time_column:
         return f"pass --time-column to name the file's time column, or declare the stream in schemas/{stream}.yaml"
     return f"name the key in PARTITION BY as the file does, or declare the stream in schemas/{stream}.yaml"

@@ -28,7 +28,7 @@ from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark import columns as C
 from pielake.spark.query import SparkQuery, iso_micros
 from pielake.spark.timeline import Timeline
-from pielake.streams import TIMESTAMP_UNIT, StreamSchema, check_time_unit, guess_format
+from pielake.streams import TIMESTAMP_UNIT, StreamSchema, check_skip_lines, check_time_unit, guess_format
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,9 @@ class RunRequest:
     fmt: str | None = None
     time_column: str = "ts"
     time_unit: str = "s"
+    # The lines of an unknown stream's CSV files around their header (`StreamSchema.skip_lines`): a tuple, or as
+    # a command line writes them (`1,3,4`).
+    skip_lines: tuple[int, ...] | str = ()
     since: str | None = None  # a backfill's range, in the stream's own time
     until: str | None = None
     checks: bool = True
@@ -50,6 +53,7 @@ class RunRequest:
         if self.mode not in MODES:
             raise PielakeError(f"unknown mode '{self.mode}'; use one of {', '.join(MODES)}")
         object.__setattr__(self, "time_unit", check_time_unit(self.time_unit, "--time-unit"))
+        object.__setattr__(self, "skip_lines", check_skip_lines(self.skip_lines, "--skip-lines"))
         # a stream named with no file (an empty Airflow param) has no events file
         object.__setattr__(self, "stream_events", tuple((name, path) for name, path in self.stream_events if path))
 

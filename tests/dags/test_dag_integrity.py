@@ -115,7 +115,8 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     (queries / "vessels.yaml").write_text("events:\n  VesselPositions: /landing/positions.csv\n"
                                           "  PortCalls: /landing/calls.csv\nrunner: spark-submit\n")
     (queries / "landed.tpq").write_text(QUERY)
-    (queries / "landed.yaml").write_text("landing: /landing/flags/*.json.gz\nrunner: spark-submit\n")
+    (queries / "landed.yaml").write_text("landing: /landing/flags/*.json.gz\nrunner: spark-submit\n"
+                                         "skip_lines: [1, 3, 4]\n")
     (queries / "vessels_landed.tpq").write_text(VESSELS)
     (queries / "vessels_landed.yaml").write_text("landing:\n  VesselPositions: /landing/positions/*.csv\n"
                                                  "  PortCalls: /landing/calls/\nformat: csv\nrunner: spark-submit\n")
@@ -204,6 +205,8 @@ def test_a_query_registered_with_a_landing_folder_runs_when_files_land_and_reads
     assert landed["tasks"] == {"take_landed": ["ingest"], **EXPECTED_GRAPH}
     args = landed["args"]["ingest"]
     assert args[args.index("--events") + 1] == "{{ ti.xcom_pull(task_ids='take_landed')['Flags'] }}"
+    assert args[args.index("--skip-lines") + 1] == "1,3,4"  # a logger's lines around the header, as registered
+    assert "--skip-lines" not in loaded["dags"]["pielake_flag_pairs"]["args"]["ingest"]
     assert loaded["dags"]["pielake_landed_backfill"]["tasks"] == EXPECTED_GRAPH  # history: a file given by hand
 
     vessels = loaded["dags"]["pielake_vessels_landed"]  # either stream's files landing runs it

@@ -666,7 +666,8 @@ def test_a_logger_s_title_and_units_around_the_header_are_skipped_as_its_stream_
     """A data logger's file (Campbell Scientific's TOA5) writes a title line, the header, then a line of units and
     one of processing, each in every file: a stream that declares `skip_lines: [1, 3, 4]` reads its rows alone, a
     bad one quarantined as ever, also where two files were joined end to end. Typed from such a file, the stream is
-    refused with the header's names and the fix."""
+    refused with the header's names and the fix; given the lines (`--skip-lines 1,3,4`), it is typed from the rows
+    alone and keeps them."""
     title = b'"TOA5","CR1000_Mast","CR1000","1234","CR1000.Std.32","CPU:mast.CR1","4321","Table1"\r\n'
     head = title + b'"unit","ts","speed","label"\r\n"","s","m/s",""\r\n"","Smp","Avg","Smp"\r\n'
     content = head + b'"u1",1,12.5,"x"\r\n"u1",2,fast,"x"\r\n' + head + b'"u1",3,3,"y"\r\n'
@@ -677,8 +678,13 @@ def test_a_logger_s_title_and_units_around_the_header_are_skipped_as_its_stream_
     result = run_without_schema(tmp_path, content)
     assert result.exit_code == 2, result.output
     assert_one_error_line(result.output, "its first line has 8 field(s) and its second 4 (unit, ts, speed, label), "
-                                         "as data loggers write a title before the header: declare the stream in "
-                                         "schemas/Dirty.yaml with `skip_lines: 1`")
+                                         "as data loggers write a title before the header: pass --skip-lines 1")
+    typed = head + b'"u1",1,12.5,"x"\r\n"u1",2,3,"y"\r\n' + head + b'"u1",3,11,"y"\r\n'
+    result = run_without_schema(tmp_path, typed, "--skip-lines", "1,3,4", "--no-checks")
+    assert result.exit_code == 0 and "3 rows in = 3 events" in result.output, result.output
+    kept = load_schema("Dirty", lake_streams(tmp_path / "lake"))
+    assert kept.skip_lines == (1, 3, 4) and kept.columns == (
+        ("unit", "STRING"), ("ts", "INT"), ("speed", "DOUBLE"), ("label", "STRING"))
 
 
 @pytest.mark.parametrize("content", [b"", HEADER], ids=["empty", "header alone"])

@@ -56,6 +56,7 @@ def test_a_stream_s_time_may_be_in_microseconds_and_an_unknown_unit_is_refused_w
     with pytest.raises(SchemaError, match=f"--time-unit: {refused}"):
         RunRequest(time_unit="fortnight")
     assert RunRequest(time_unit="MS").time_unit == "ms"
+    assert RunRequest(skip_lines="1,3,4").skip_lines == RunRequest(skip_lines=[1, 3, 4]).skip_lines == (1, 3, 4)
     (tmp_path / "q.tpq").write_text("FROM S DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s")
     (tmp_path / "q.yaml").write_text("time_unit: fortnight\n")
     with pytest.raises(PielakeError, match=f"q.yaml: time_unit: {refused}"):
@@ -147,7 +148,8 @@ def test_the_lines_a_stream_skips_are_kept_with_its_schema_and_never_lie_among_i
               "columns": "TIMESTAMP TIMESTAMP, AirTC_Avg DOUBLE"}
     assert from_mapping(schema, "Station.yaml").skip_lines == ()
     assert "skip_lines" not in to_mapping(from_mapping(schema, "Station.yaml"))
-    for given, skipped in ((1, (1,)), (2, (1, 2)), ([4, 3, 1], (1, 3, 4)), ([2, 3], (2, 3)), (0, ())):
+    for given, skipped in ((1, (1,)), (2, (1, 2)), ([4, 3, 1], (1, 3, 4)), ([2, 3], (2, 3)), (0, ()),
+                           ("1,3,4", (1, 3, 4)), ("2", (1, 2)), ("", ())):  # text: as --skip-lines gives them
         declared = from_mapping({**schema, "skip_lines": given}, "Station.yaml")
         assert declared.skip_lines == skipped
         assert from_mapping(to_mapping(declared), "kept") == declared
@@ -156,7 +158,7 @@ def test_the_lines_a_stream_skips_are_kept_with_its_schema_and_never_lie_among_i
                                               r"\d after rows begin: the skipped lines and the header \(line \d\) "
                                               r"are a file's first lines"):
             from_mapping({**schema, "skip_lines": given}, "Station.yaml")
-    for given in (-1, True, "1", [0], [1.5], {"1": 2}):
+    for given in (-1, True, "x", "1,x", [0], [1.5], {"1": 2}):
         with pytest.raises(SchemaError, match=r"^Station.yaml: skip_lines is a number of lines or a list of line "
                                               r"numbers, 1 the first"):
             from_mapping({**schema, "skip_lines": given}, "Station.yaml")
