@@ -685,6 +685,13 @@ def test_a_logger_s_title_and_units_around_the_header_are_skipped_as_its_stream_
     kept = load_schema("Dirty", lake_streams(tmp_path / "lake"))
     assert kept.skip_lines == (1, 3, 4) and kept.columns == (
         ("unit", "STRING"), ("ts", "INT"), ("speed", "DOUBLE"), ("label", "STRING"))
+    (tmp_path / "stamped").mkdir()  # times and a missing value, typed from the rows as from a file of no title
+    stamped = head + b'"u1","2026-07-01 00:00:01",12.5,"x"\r\n"u1","2026-07-01 00:00:02",NA,"y"\r\n'
+    result = run_without_schema(tmp_path / "stamped", stamped, "--skip-lines", "1,3,4", "--no-checks")
+    assert result.exit_code == 0, result.output
+    kept = load_schema("Dirty", lake_streams(tmp_path / "stamped" / "lake"))
+    assert kept.time_unit == "timestamp" and kept.columns == (
+        ("unit", "STRING"), ("ts", "TIMESTAMP"), ("speed", "DOUBLE"), ("label", "STRING"))
 
 
 @pytest.mark.parametrize("content", [b"", HEADER], ids=["empty", "header alone"])
