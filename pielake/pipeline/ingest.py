@@ -213,12 +213,17 @@ def _reader(spark: SparkSession, group: FileGroup[Shared | None]) -> DataFrameRe
     return spark.read.option("basePath", group.base) if group.base else spark.read
 
 
+def _read_name(name: str) -> str:
+    """The name a file's column is read under: a plain name as it is, another as `plain_name` spells it."""
+    return name if PLAIN_NAME.match(name) else plain_name(name)
+
+
 def _with_plain_names(raw: DataFrame, path: str) -> DataFrame:
     """The file's columns under plain names, which a query reads and a Delta table holds: a header's `Type of
     mobile`, `# Timestamp` or `speed km/h`, as a spreadsheet or a public data set writes it, is `Type_of_mobile`,
     `Timestamp` or `speed_km_h` (`plain_name`); a plain name stays as it is. Two columns whose names become one
     are refused, naming both."""
-    named = {c: c if PLAIN_NAME.match(c) else plain_name(c) for c in raw.columns}
+    named = {c: _read_name(c) for c in raw.columns}
     seen: dict[str, str] = {}
     for original, plain in named.items():
         other = seen.setdefault(plain.lower(), original)
@@ -340,8 +345,9 @@ def _read_csv_files(spark: SparkSession, group: FileGroup[CsvHead | None], typed
     Read as text (not `typed`), every line is read against the header's columns: a line of more or fewer fields
     is kept whole in `CORRUPT_RECORD`, where Spark would otherwise drop its extra fields or read its missing ones
     as empty, and ingest quarantines it. Files whose stream skips lines (a logger's title before the header, units
-    after it) are read against the header their head holds, without those lines (`_without_lines`); such a
-    stream is declared, so it is never typed from its files.
+    after it) are read against the header their head holds, without those lines (`_without_lines`), and as text
+    even when `typed`: Spark would type their columns from the skipped lines too, so the inference types them from
+    the rows (`_typed_text_columns`).
 
     Spark 4 reads CSV in a few encodings of its own choice (UTF-8, ISO-8859-1, ...) unless the session lets it use
     Java's (`JAVA_CHARSETS`, which the read consults again when it runs, so it stays set for the session): a file
@@ -528,19 +534,24 @@ def _from_wall_clock(time: Column, value: Column, kind: T.DataType, stream: Stre
     (`time.zone`): text that carries no zone (ISO-8601 without an offset, or a pattern without a zone's letters),
     or a time without a zone (Parquet's `timestamp_ntz`), both read as UTC first. Text that says its zone, a file's
     TIMESTAMP and Unix time are instants already."""
-    if stream.time_zone is None or isinstance(kind, T.TimestampType) or stream.time_format == UNIX_TIME:
+    if stream.time_zone is None or isinstance(kind, T.TimestampType):  # a schema's zone is never of Unix time
         return time
-    if isinstance(kind, T.StringType):
-        pattern = re.sub(r"'[^']*'", "", stream.time_format or "")  # a quoted letter is text, not a field
-        local = ~value.rlike(SAYS_ZONE) if stream.time_format is None else F.lit(not ZONE_LETTERS.search(pattern))
-        return F.when(local, F.to_utc_timestamp(time, stream.time_zone)).otherwise(time)
-    return F.to_utc_timestamp(time, stream.time_zone)
+    instant = F.to_utc_timestamp(time, stream.time_zone)
+    if not isinstance(kind, T.StringType):
+        return instant
+    if stream.time_format is None:
+        return F.when(value.rlike(SAYS_ZONE), time).otherwise(instant)
+    pattern = re.sub(r"'[^']*'", "", stream.time_format)  # a quoted letter is text, not a field
+    return time if ZONE_LETTERS.search(pattern) else instant
 
 
 def _check_time_reading(spark: SparkSession, stream: StreamSchema) -> None:
     """Spark tells a pattern or a zone it does not take only as it reads a time with it, mid-run: one time read
-    here (a small job) refuses it before, naming the stream's schema and what Spark says is wrong."""
+    here (a small job) refuses it before, naming the stream's schema and what Spark says is wrong. A stream with
+    neither runs no job."""
     pattern = stream.time_format if stream.time_format not in (None, UNIX_TIME) else None
+    if pattern is None and stream.time_zone is None:
+        return
     time = F.lit("2000-01-01").cast("timestamp") if pattern is None else \
         F.try_to_timestamp(F.lit("2000-01-01"), F.lit(pattern))
     try:
@@ -601,8 +612,7 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
     table = events_table(stream)
     held = lake.exists(table)
     kept = schema_file(lake_streams(lake.root), stream.name) if held else None
-    if stream.time_format not in (None, UNIX_TIME) or stream.time_zone:  # once, before a row of the files is read
-        _check_time_reading(lake.spark, stream)
+    _check_time_reading(lake.spark, stream)  # once, before a row of the files is read
     casts = [_cast(raw, stream, kept) for raw in raws]
     checked = reduce(DataFrame.unionByName, casts).withColumn(V.REASON, _reason(stream))
     seen = lake.version(table) if held else NO_VERSION
@@ -1075,7 +1085,7 @@ def _unfound_hint(stream: str, needed: str, path: str, fmt: str, found: list[str
         return f"no line of it reads as {fmt}: pass --format if the file is not {fmt}"
     title = _title_fields(path) if fmt == "csv" and not skip_lines else None
     if title is not None:
-        named = ", ".join(c if PLAIN_NAME.match(c) else plain_name(c) for c in title[1])
+        named = ", ".join(map(_read_name, title[1]))
         return (f"its first line has {title[0]} field(s) and its second {len(title[1])} ({named}), as data "
                 "loggers write a title before the header: pass --skip-lines 1 (or --skip-lines 1,3,4 where two "
                 "lines of units follow the header, as in Campbell Scientific's TOA5 files), or declare the stream "
