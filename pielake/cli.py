@@ -240,6 +240,10 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Lines of an unknown stream's CSV files that hold neither rows nor the header: N (the "
                           "first N: a logger's title) or their numbers (1,3,4: a title, then two lines of units "
                           "after the header)."),
+        click.option("--time-zone", default=None, metavar="ZONE",
+                     help="Zone whose wall clock an unknown stream's files write times in where they carry no zone "
+                          "(a logger's local time): an IANA name (Europe/Berlin) or an offset (+02:00). Default: "
+                          "UTC."),
         click.option("--run-id", default=None, help="Name of this run (default: a timestamp and a random suffix)."),
         click.option("--checks/--no-checks", default=True, show_default=True,
                      help="Run the data-quality gates (expectations/) before publishing."),

@@ -289,6 +289,22 @@ def to_mapping(schema: StreamSchema) -> dict:
 ZONE_OFFSET = re.compile(r"^(?:(?:UTC|GMT)?[+-]\d{1,2}(?::?\d{2})?|Z)$")  # `+02:00`, `-0530`, `UTC+2`, `Z`
 
 
+ZONE_KINDS = "an IANA name (Europe/Berlin, its daylight saving time too) or an offset (+02:00)"
+
+
+def names_zone(zone: object) -> bool:
+    """Whether `zone` names a time zone: an offset, or an IANA name Python's zone database knows."""
+    if not isinstance(zone, str):
+        return False
+    if ZONE_OFFSET.match(zone):
+        return True
+    try:
+        zoneinfo.ZoneInfo(zone)
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        return False
+    return True
+
+
 def check_time_zone(zone: object, written: str | None, unit: str, origin: str) -> None:
     """A stream's `time.zone` names a zone, of a stream of unit timestamp whose times are not Unix time (a number
     of seconds since 1970 is an instant); else a SchemaError naming where it was given (`origin`)."""
@@ -296,12 +312,8 @@ def check_time_zone(zone: object, written: str | None, unit: str, origin: str) -
             "no offset (a logger's local time): an IANA name (zone: Europe/Berlin) or an offset (zone: '+02:00')")
     if unit != TIMESTAMP_UNIT or written == UNIX_TIME:
         raise SchemaError(f"{origin}: {said}; Unix time and whole numbers of a unit are instants, of no zone")
-    if isinstance(zone, str) and ZONE_OFFSET.match(zone):
-        return
-    try:
-        zoneinfo.ZoneInfo(str(zone))
-    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
-        raise SchemaError(f"{origin}: {said}; not {zone!r}") from None
+    if not names_zone(zone):
+        raise SchemaError(f"{origin}: {said}; not {zone!r}")
 
 
 def check_encoding(encoding: object, origin: str) -> None:
@@ -372,16 +384,24 @@ def lake_streams(lake_root: Path) -> Path:
 def declared_schema(stream: str, lake_root: Path | None, schemas_dir: Path = SCHEMAS_DIR) -> StreamSchema | None:
     """The stream's schema as the lake at `lake_root` keeps it, else as `schemas_dir` declares it, else None: what
     a run binds its query to before it reads a file."""
-    kept = load_schema(stream, lake_streams(lake_root)) if lake_root is not None else None
-    return kept or load_schema(stream, schemas_dir)
+    path = declared_file(stream, lake_root, schemas_dir)
+    return None if path is None else from_mapping(read_yaml(path, SCHEMA_EXAMPLE), str(path))
+
+
+def declared_file(stream: str, lake_root: Path | None, schemas_dir: Path = SCHEMAS_DIR) -> Path | None:
+    """The file `declared_schema` reads the stream's schema from, or None."""
+    kept = _schema_path(stream, lake_streams(lake_root)) if lake_root is not None else None
+    return kept or _schema_path(stream, schemas_dir)
 
 
 def load_schema(stream: str, directory: Path = SCHEMAS_DIR) -> StreamSchema | None:
     """The schema of `stream` from `directory/<stream>.yaml` (case-insensitive), or None if there is none."""
-    for path in sorted(directory.glob("*.yaml")):
-        if path.stem.lower() == stream.lower():
-            return from_mapping(read_yaml(path, SCHEMA_EXAMPLE), str(path))
-    return None
+    path = _schema_path(stream, directory)
+    return None if path is None else from_mapping(read_yaml(path, SCHEMA_EXAMPLE), str(path))
+
+
+def _schema_path(stream: str, directory: Path) -> Path | None:
+    return next((p for p in sorted(directory.glob("*.yaml")) if p.stem.lower() == stream.lower()), None)
 
 
 def events_files(plan: QueryPlan, given: Sequence[str]) -> dict[str, object]:

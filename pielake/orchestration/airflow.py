@@ -10,6 +10,7 @@ A *registered query* is a `<name>.tpq` file in the registry folder (`PIELAKE_QUE
     time_column: ts                  # for streams without a schema in schemas/
     time_unit: s
     skip_lines: [1, 3, 4]            # their CSV files' lines around the header (a logger's title, units)
+    time_zone: Europe/Berlin         # the zone of their times written as a wall clock; default UTC
     runner: engine                   # or spark-submit; default PIELAKE_RUNNER, else engine
 
 or, instead of a schedule and an events file, a folder its events land in (`pielake.orchestration.landing`):
@@ -64,20 +65,22 @@ from pielake.query.analyzer import QueryPlan, bind_declared, load_query_file
 from pielake.query.hierarchy import check_upstreams
 from pielake.streams import (
     FORMATS,
+    ZONE_KINDS,
     as_given,
     check_skip_lines,
     check_time_unit,
     events_files,
     files_by_stream,
     format_of,
+    names_zone,
 )
 from pielake.yaml_file import read_yaml
 
 PROJECT = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT / "jobs"
 DEFAULT_SCHEDULE = "@hourly"
-SETTINGS = ("schedule", "events", "landing", "format", "time_column", "time_unit", "skip_lines", "runner",
-            "step_timeout")
+SETTINGS = ("schedule", "events", "landing", "format", "time_column", "time_unit", "skip_lines", "time_zone",
+            "runner", "step_timeout")
 RUNNERS = ("engine", "spark-submit")
 UNCLOCKED = ("@once", "@continuous")  # Airflow's schedule presets that are no cron expression
 ENGINE_CONNECTION = os.environ.get("PIELAKE_ENGINE_CONN", "pielake_engine")
@@ -98,6 +101,7 @@ class Registration:
     time_column: str = "ts"
     time_unit: str = "s"
     skip_lines: str = ""  # as `--skip-lines` gives them: `1,3,4`
+    time_zone: str = ""  # an unknown stream's zone (`--time-zone`); none: UTC
     runner: str = os.environ.get("PIELAKE_RUNNER", "engine")  # where the steps run: RUNNERS
     # Minutes a step may run before Airflow stops its task, which is then retried: a step whose engine hangs,
     # or whose connection is lost without an error, would otherwise hold the run (and its query's lock) forever.
@@ -118,6 +122,8 @@ class Registration:
         check_schedule(self.schedule, "schedule")
         check_time_unit(self.time_unit, "time_unit")
         check_skip_lines(self.skip_lines, "skip_lines")
+        if self.time_zone and not names_zone(self.time_zone):
+            raise PielakeError(f"time_zone '{self.time_zone}' names no time zone: give {ZONE_KINDS}")
         if self.format and self.format not in FORMATS:
             raise PielakeError(f"format '{self.format}' is not one of {', '.join(FORMATS)}")
         events_files(self.plan, self.events)
@@ -295,8 +301,8 @@ def _spark_submit(**arguments: Any) -> BaseOperator:
 def _job_args(request: dict[str, Any]) -> list[str]:
     """The run's request as `jobs/step.py`'s options (`pielake.pipeline.jobs`)."""
     flags = {"mode": "--mode", "events_path": "--events", "fmt": "--format", "time_column": "--time-column",
-             "time_unit": "--time-unit", "skip_lines": "--skip-lines", "since": "--from", "until": "--to",
-             "lock_wait": "--lock-wait"}
+             "time_unit": "--time-unit", "skip_lines": "--skip-lines", "time_zone": "--time-zone", "since": "--from",
+             "until": "--to", "lock_wait": "--lock-wait"}
     streams = [part for stream, path in request.get("stream_events", []) for part in ("--events", f"{stream}={path}")]
     return [*(part for key, flag in flags.items() if request.get(key) is not None
               for part in (flag, str(request[key]))), *streams]
@@ -340,7 +346,8 @@ def _request(registration: Registration, mode: str, events: tuple[str, ...], **m
     """The run's request (`pielake.pipeline.job.RunRequest`'s fields), its values Airflow templates."""
     return {"mode": mode, **events_files(registration.plan, events), "fmt": registration.format or None,
             "time_column": registration.time_column, "time_unit": registration.time_unit, "lock_wait": lock_wait(),
-            **({"skip_lines": registration.skip_lines} if registration.skip_lines else {}), **more}
+            **({"skip_lines": registration.skip_lines} if registration.skip_lines else {}),
+            **({"time_zone": registration.time_zone} if registration.time_zone else {}), **more}
 
 
 def _dag_doc(registration: Registration, purpose: str) -> str:

@@ -86,6 +86,7 @@ from pielake.streams import (
     SchemaError,
     StreamSchema,
     check_time_columns,
+    declared_file,
     declared_schema,
     fractional,
     lake_streams,
@@ -846,8 +847,22 @@ def streams_for(lake: Lake, plan: QueryPlan, request: RunRequest,
             raise PielakeError(f"stream {source.stream} has not been ingested into {lake.root}, and the run reads "
                                "no file of it: give its events (--events), or declare the stream in "
                                f"schemas/{source.stream}.yaml")
+        if known is not None:
+            _check_zone_given(known, declared_file(source.stream, lake.root, schemas_dir), request)
         found.append(known or _infer_stream(lake, source.stream, plan.keys, path, request))
     return tuple(found)
+
+
+def _check_zone_given(known: StreamSchema, where: Path | None, request: RunRequest) -> None:
+    """A run's `--time-zone` types an unknown stream; a known one reads its times in its schema's zone. One given
+    that differs from it is refused, not ignored: the run's times would be read in a zone other than the one the
+    user named, and a zone changed under events already read would move every later event against them."""
+    if request.time_zone is None or request.time_zone == (known.time_zone or "UTC"):
+        return
+    clock = f"as the wall clock of {known.time_zone}" if known.time_zone else "as UTC where they carry no zone"
+    raise PielakeError(f"stream {known.name}'s schema ({where}) reads its times {clock}, not in --time-zone "
+                       f"'{request.time_zone}': leave --time-zone out, or, before the stream holds events, set "
+                       "time.zone in that schema")
 
 
 def bind_streams(lake: Lake, plan: QueryPlan, streams: tuple[StreamSchema, ...],
@@ -935,8 +950,14 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
     if fractional(time_kind) and TIME_UNIT_SECONDS.get(request.time_unit.lower()) == 1:
         columns, written = _unix_times(StreamSchema(name, keys, request.time_column, "s", columns), sample, path)
         timestamps = True
+    if request.time_zone is not None and (not timestamps or written == UNIX_TIME):
+        held = "Unix time (seconds since 1970)" if timestamps else f"whole numbers of unit {request.time_unit}"
+        raise PielakeError(f"stream {name} has no schema, and its file {path} holds its times "
+                           f"({request.time_column}) as {held}, instants of no zone: --time-zone '{request.time_zone}'"
+                           " is the zone of times written as a wall clock (2026-03-02 14:00:00); leave it out")
     inferred = StreamSchema(name, keys, request.time_column, TIMESTAMP_UNIT if timestamps else request.time_unit,
-                            columns, time_format=written, decimal_mark=decimal_mark, skip_lines=request.skip_lines)
+                            columns, time_format=written, time_zone=request.time_zone, decimal_mark=decimal_mark,
+                            skip_lines=request.skip_lines)
     try:
         check_time_columns(inferred, f"{path}, read as {fmt}")
     except SchemaError as unfit:  # a file of a header alone types every column as text: say what it lacks

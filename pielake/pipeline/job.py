@@ -28,7 +28,15 @@ from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark import columns as C
 from pielake.spark.query import SparkQuery, iso_micros
 from pielake.spark.timeline import Timeline
-from pielake.streams import TIMESTAMP_UNIT, StreamSchema, check_skip_lines, check_time_unit, guess_format
+from pielake.streams import (
+    TIMESTAMP_UNIT,
+    ZONE_KINDS,
+    StreamSchema,
+    check_skip_lines,
+    check_time_unit,
+    guess_format,
+    names_zone,
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,8 @@ class RunRequest:
     # The lines of an unknown stream's CSV files around their header (`StreamSchema.skip_lines`): a tuple, or as
     # a command line writes them (`1,3,4`).
     skip_lines: tuple[int, ...] | str = ()
+    # The zone whose wall clock an unknown stream's files write its times in (`StreamSchema.time_zone`).
+    time_zone: str | None = None
     since: str | None = None  # a backfill's range, in the stream's own time
     until: str | None = None
     checks: bool = True
@@ -54,6 +64,8 @@ class RunRequest:
             raise PielakeError(f"unknown mode '{self.mode}'; use one of {', '.join(MODES)}")
         object.__setattr__(self, "time_unit", check_time_unit(self.time_unit, "--time-unit"))
         object.__setattr__(self, "skip_lines", check_skip_lines(self.skip_lines, "--skip-lines"))
+        if self.time_zone is not None and not names_zone(self.time_zone):
+            raise PielakeError(f"--time-zone '{self.time_zone}' names no time zone: give {ZONE_KINDS}")
         # a stream named with no file (an empty Airflow param) has no events file
         object.__setattr__(self, "stream_events", tuple((name, path) for name, path in self.stream_events if path))
 

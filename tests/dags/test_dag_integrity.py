@@ -85,6 +85,8 @@ SETTINGS_TYPED_WRONG = {
               "latin.yaml: not YAML (unacceptable character #x00e9: invalid continuation byte in"),
     "unnamed": (VESSELS, b"events: /landing/positions.csv\n",
                 "unnamed.yaml: query unnamed reads 2 streams: name each file's stream"),
+    "unzoned": (QUERY, b"time_zone: Berlin\n", "unzoned.yaml: time_zone 'Berlin' names no time zone: give an IANA "
+                                                "name (Europe/Berlin"),
     "twice": (QUERY, b'schedule: "@hourly"\nevents: /landing/flags.json\nschedule: "*/5 * * * *"\n',
               "twice.yaml, line 3, column 1: 'schedule' is set here and on line 1; keep one"),
 }
@@ -116,7 +118,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
                                           "  PortCalls: /landing/calls.csv\nrunner: spark-submit\n")
     (queries / "landed.tpq").write_text(QUERY)
     (queries / "landed.yaml").write_text("landing: /landing/flags/*.json.gz\nrunner: spark-submit\n"
-                                         "skip_lines: [1, 3, 4]\n")
+                                         "skip_lines: [1, 3, 4]\ntime_zone: '+02:00'\n")
     (queries / "vessels_landed.tpq").write_text(VESSELS)
     (queries / "vessels_landed.yaml").write_text("landing:\n  VesselPositions: /landing/positions/*.csv\n"
                                                  "  PortCalls: /landing/calls/\nformat: csv\nrunner: spark-submit\n")
@@ -127,7 +129,8 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
         (queries / f"{name}.tpq").write_text(query)
         (queries / f"{name}.yaml").write_bytes(settings)
     (queries / "by_hand.tpq").write_text(QUERY)
-    (queries / "by_hand.yaml").write_text("schedule: null\nevents:\n  Flags: /landing/flags.json\nformat:\n")
+    (queries / "by_hand.yaml").write_text("schedule: null\nevents:\n  Flags: /landing/flags.json\nformat:\n"
+                                          "time_zone: Europe/Berlin\n")
     (queries / "misspelt.tpq").write_text(MISSPELT)
     (queries / "flag_spans.tpq").write_text(SPANS)
     (queries / "orphan.tpq").write_text("FROM matches_nowhere M DEFINE X AS M.a_ts > 0, Y AS M.a_ts < 0 "
@@ -206,7 +209,9 @@ def test_a_query_registered_with_a_landing_folder_runs_when_files_land_and_reads
     args = landed["args"]["ingest"]
     assert args[args.index("--events") + 1] == "{{ ti.xcom_pull(task_ids='take_landed')['Flags'] }}"
     assert args[args.index("--skip-lines") + 1] == "1,3,4"  # a logger's lines around the header, as registered
+    assert args[args.index("--time-zone") + 1] == "+02:00"
     assert "--skip-lines" not in loaded["dags"]["pielake_flag_pairs"]["args"]["ingest"]
+    assert "--time-zone" not in loaded["dags"]["pielake_flag_pairs"]["args"]["ingest"]
     assert loaded["dags"]["pielake_landed_backfill"]["tasks"] == EXPECTED_GRAPH  # history: a file given by hand
 
     vessels = loaded["dags"]["pielake_vessels_landed"]  # either stream's files landing runs it
@@ -255,11 +260,13 @@ def test_settings_that_are_not_yaml_or_not_a_schedule_are_a_broken_dag_saying_wh
 
 def test_a_query_of_no_schedule_runs_only_when_triggered(loaded: dict) -> None:
     """`schedule: null`, Airflow's own word for a DAG no clock starts; an empty setting is the default; the events
-    of a query over one stream may be named by their stream, as over several."""
+    of a query over one stream may be named by their stream, as over several; the zone of an unknown stream's
+    times goes with each step's request."""
     by_hand = loaded["dags"]["pielake_by_hand"]
     assert by_hand["schedule"] == "None" and by_hand["first_run"] is None and by_hand["tasks"] == EXPECTED_GRAPH
     assert by_hand["requests"]["ingest"]["events_path"] == "/landing/flags.json"
     assert by_hand["requests"]["ingest"]["fmt"] is None
+    assert by_hand["requests"]["ingest"]["time_zone"] == "Europe/Berlin"  # an unknown stream's, sent to the engine
 
 
 def test_the_lake_has_a_daily_maintenance_dag_with_a_task_per_valid_query(loaded: dict) -> None:

@@ -829,6 +829,35 @@ def test_times_a_logger_writes_in_its_local_time_are_read_as_the_instants_of_the
         datetime(2026, 7, 1, 12, 30), datetime(2026, 8, 1, 10), datetime(2026, 8, 1, 12, 30)]
 
 
+def test_a_stream_typed_from_its_file_reads_its_times_in_the_zone_a_run_names_and_keeps_it(
+        tmp_path: Path, spark: SparkSession) -> None:
+    """`--time-zone Europe/Berlin` types an unknown stream whose file writes Berlin's wall clock: its times are that
+    clock's instants, in summer and winter, its kept schema says the zone, and a later run naming it again (as a
+    registration names it in every run) reads by it. A run naming another zone is refused in one line naming the
+    schema it contradicts, as is a zone given to times written as numbers, which are instants of no zone."""
+    content = HEADER + b"u1,2026-07-01 12:00:00,5,x\nu1,2026-01-15 12:00:00,6,x\n"
+    result = run_without_schema(tmp_path, content, "--time-zone", "Europe/Berlin", "--no-checks")
+    assert result.exit_code == 0 and "2 rows in = 2 events" in result.output, result.output
+    kept = lake_streams(tmp_path / "lake") / "Dirty.yaml"
+    assert load_schema("Dirty", kept.parent).time_zone == "Europe/Berlin"
+    later = HEADER + b"u1,2026-07-02 12:00:00,7,x\n"
+    result = run_without_schema(tmp_path, later, "--time-zone", "Europe/Berlin", "--incremental", "--no-checks",
+                                file="later.csv")
+    assert result.exit_code == 0 and "1 rows in = 1 events" in result.output, result.output
+    assert [r.ts for r in Lake(spark, tmp_path / "lake").read("events_dirty").orderBy("ts").collect()] == [
+        datetime(2026, 1, 15, 11), datetime(2026, 7, 1, 10), datetime(2026, 7, 2, 10)]
+    result = run_without_schema(tmp_path, later, "--time-zone", "+02:00", "--incremental", file="later.csv")
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, f"stream Dirty's schema ({kept}) reads its times as the wall clock of "
+                                         "Europe/Berlin, not in --time-zone '+02:00'")
+    (tmp_path / "numbers").mkdir()
+    result = run_without_schema(tmp_path / "numbers", HEADER + b"u1,1,5,x\n", "--time-zone", "Europe/Berlin")
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, "holds its times (ts) as whole numbers of unit s, instants of no zone: "
+                                         "--time-zone 'Europe/Berlin' is the zone of times written as a wall clock")
+    assert load_schema("Dirty", lake_streams(tmp_path / "numbers" / "lake")) is None
+
+
 def test_a_file_whose_columns_no_stream_can_hold_is_refused_before_its_schema_is_kept(
         tmp_path: Path, spark: SparkSession) -> None:
     """A schema inferred from such a file would be kept in the lake and refused by every later run that loads it:

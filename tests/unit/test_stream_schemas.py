@@ -138,6 +138,10 @@ def test_a_zone_of_times_written_without_one_is_kept_with_its_schema_and_names_a
     with pytest.raises(SchemaError, match=said):
         from_mapping({**schema, "time": {"column": "ts", "unit": "s", "zone": "Europe/Berlin"},
                       "columns": "ts BIGINT, temp DOUBLE"}, "Hobo.yaml")
+    assert RunRequest(time_zone="Europe/Berlin").time_zone == "Europe/Berlin"  # an unknown stream's, by a run
+    for given in ("Mars/Base", "Berlin", ""):
+        with pytest.raises(PielakeError, match=f"^--time-zone '{given}' names no time zone: give an IANA name"):
+            RunRequest(time_zone=given)
 
 
 def test_the_lines_a_stream_skips_are_kept_with_its_schema_and_never_lie_among_its_rows() -> None:
