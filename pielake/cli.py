@@ -376,16 +376,21 @@ def backfill_command(query_file: str, *, since: str, until: str, events_given: t
 @click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
               help="A table shows the first 10,000 rows (and says if there are more); csv and json give every row.")
+@click.option("--as-of", "as_of", default=None, metavar="TIME",
+              help="Read every table as it was at TIME (ISO-8601, UTC unless it says its zone): each one's newest "
+                   "version committed by then; a table created after it is not there.")
 @spark_options
 @user_errors
-def sql_command(statement: str, *, lake_dir: str, fmt: str, master: str | None, remote: str | None) -> None:
+def sql_command(statement: str, *, lake_dir: str, fmt: str, as_of: str | None, master: str | None,
+                remote: str | None) -> None:
     """Answer a read-only SQL query over every table of the lake, by name ('-': read it from standard input, as
     a statement that starts with a comment must be given)."""
     from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
-    from pielake.lake.sql import check_read_only, query_lake  # noqa: PLC0415
+    from pielake.lake.sql import as_of_time, check_read_only, query_lake  # noqa: PLC0415
 
     text = check_read_only(sys.stdin.read() if statement == "-" else statement)  # before Spark starts
-    for piece in query_lake(Lake(session(master, remote, lake_dir), lake_dir), text, fmt):
+    moment = None if as_of is None else as_of_time(as_of)
+    for piece in query_lake(Lake(session(master, remote, lake_dir), lake_dir), text, fmt, moment, _say):
         click.echo(piece, nl=False)
 
 

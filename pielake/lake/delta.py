@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,8 +35,6 @@ from pielake.errors import PielakeError
 from pielake.lake import results
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from pielake.lake.staging import Staging
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,99}$")
@@ -450,10 +449,33 @@ class Lake:
         names = self.tables()
         return sorted({*names, *(kind for name in names for kind in results.kind_names(name))})
 
-    def register_views(self) -> list[str]:
-        """Make every table of the lake, and every kind of a results table, queryable by name in Spark SQL;
-        returns the names."""
-        names = self.readable()
-        for name in names:
-            self.read(name).createOrReplaceTempView(name)
-        return names
+    def register_views(self, as_of: datetime | None = None) -> dict[str, int | None]:
+        """Make every table of the lake, and every kind of a results table, queryable by name in Spark SQL, as it
+        is or as it was at `as_of` (`version_at`; a table created after it is left out, and so is a view of it
+        an earlier statement of the session registered); returns each name's version read (None: the newest)."""
+        versions = {name: None if as_of is None else self.version_at(name, as_of) for name in self.readable()}
+        read = {name: version for name, version in versions.items() if as_of is None or version is not None}
+        for name in versions:
+            if name in read:
+                self.read(name, read[name]).createOrReplaceTempView(name)
+            else:
+                self.spark.catalog.dropTempView(name)
+        return read
+
+    def version_at(self, table: str, moment: datetime) -> int | None:
+        """The table's newest version committed at or before `moment`, by its commit's time (the one `DESCRIBE
+        HISTORY` shows, at most a few milliseconds before the one Delta's `TIMESTAMP AS OF` goes by), or None if
+        the table had none yet. A moment before the oldest commit the log still keeps, where that is not the
+        table's first (Delta drops log entries older than `delta.logRetentionDuration`), is refused: which version
+        was then the newest is no longer known."""
+        floor, oldest = moment.timestamp() * 1000, None
+        for commit in self.history(table):
+            if commit.info.get("timestamp", 0) <= floor:
+                return commit.version
+            oldest = commit
+        if oldest is not None and oldest.version > 0:
+            kept = datetime.fromtimestamp(oldest.info.get("timestamp", 0) / 1000, UTC)
+            raise LakeError(f"table '{self.holder(table)}' keeps its history from version {oldest.version}, "
+                            f"committed at {kept:%Y-%m-%d %H:%M:%S} UTC: read a time after it (`pielake maintain "
+                            "--keep-days` is how long a lake keeps its tables' past)")
+        return None

@@ -13,8 +13,9 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from itertools import islice
 
 from pielake.errors import PielakeError, spark_said
@@ -67,13 +68,29 @@ def _outside_quotes(statement: str) -> tuple[str, int]:
     return text, len(inside)
 
 
-def query_lake(lake: Lake, statement: str, fmt: str = "table") -> Iterator[str]:
-    """Run a read-only statement over the lake's tables; its result, formatted, in pieces. A table (for a person
-    at a terminal) shows the first `MAX_ROWS` rows and says when there are more; CSV and JSON (for a file or
-    another program) give every row, streamed from Spark a partition at a time, so no row is left out unsaid."""
+def as_of_time(text: str) -> datetime:
+    """`--as-of`'s time: ISO-8601, UTC unless it says its zone; else a SqlError saying how to write it."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise SqlError(f"--as-of '{text}' is not a time: write it in ISO-8601 (2026-11-30T12:00:00Z, or "
+                       "2026-11-30 12:00, which is UTC), as DESCRIBE HISTORY <table> shows its versions' "
+                       "times") from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def query_lake(lake: Lake, statement: str, fmt: str = "table", as_of: datetime | None = None,
+               note: Callable[[str], None] | None = None) -> Iterator[str]:
+    """Run a read-only statement over the lake's tables, as they are or as they were at `as_of` (each table's
+    version then is said to `note`); its result, formatted, in pieces. A table (for a person at a terminal) shows
+    the first `MAX_ROWS` rows and says when there are more; CSV and JSON (for a file or another program) give
+    every row, streamed from Spark a partition at a time, so no row is left out unsaid."""
     text = check_read_only(statement)
-    tables = lake.register_views()
-    with _rejected(tables):
+    versions = lake.register_views(as_of)
+    tables = list(versions)
+    if as_of is not None and note is not None:
+        note(_as_of_note(lake, as_of, versions))
+    with _rejected(tables, then=as_of is not None):
         frame = lake.spark.sql(_on_delta(lake, text, tables) or text)
         columns = frame.columns
         if fmt == "table":
@@ -89,14 +106,25 @@ def query_lake(lake: Lake, statement: str, fmt: str = "table") -> Iterator[str]:
 
 
 @contextmanager
-def _rejected(tables: list[str]) -> Iterator[None]:
+def _rejected(tables: list[str], *, then: bool = False) -> Iterator[None]:
     """Spark's AnalysisException, parse and runtime errors of the statement as a SqlError: their first line, and
     what to do where the statement alone does not explain it."""
     try:
         yield
     except Exception as error:
         first = spark_said(error)
-        raise SqlError(f"Spark rejected the query: {first}{_hint(first, tables)}") from None
+        hint = _hint(first, tables, then=then)
+        ended = first if not hint or first.endswith((".", "?", "!")) else f"{first}."
+        raise SqlError(f"Spark rejected the query: {ended}{hint}") from None
+
+
+def _as_of_note(lake: Lake, as_of: datetime, versions: dict[str, int | None]) -> str:
+    """Which version of each table a statement read `as_of` reads: a kind's is its results table's."""
+    held = {lake.holder(name): version for name, version in versions.items()}
+    absent = sorted(set(lake.tables()) - set(held))
+    said = ", ".join(f"{table} version {version}" for table, version in sorted(held.items())) or "no table"
+    later = f"; created after it: {', '.join(absent)}" if absent else ""
+    return f"as of {as_of.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC: {said}{later}"
 
 
 def _on_delta(lake: Lake, text: str, tables: list[str]) -> str | None:
@@ -110,15 +138,21 @@ def _on_delta(lake: Lake, text: str, tables: list[str]) -> str | None:
     return f"DESCRIBE {command.upper()} delta.`{folder}`" + (f" LIMIT {int(limit)}" if limit else "")
 
 
-def _hint(error: str, tables: list[str]) -> str:
+def _hint(error: str, tables: list[str], *, then: bool = False) -> str:
     """What to do after an error of Spark's that the statement alone does not explain: a table the lake does not
-    have (the likeliest slip is the name: its tables), or an older version of one, which the views `pielake sql`
-    reads by do not give."""
+    have (the likeliest slip is the name: its tables), a past version whose files are gone (`then`: read
+    `--as-of`), or an older version of one, which the views `pielake sql` reads by do not give."""
     if "TABLE_OR_VIEW_NOT_FOUND" in error:
-        return f" The lake's tables: {', '.join(sorted(tables))}." if tables else " The lake has no tables yet."
+        if not tables:
+            return " The lake had no tables then." if then else " The lake has no tables yet."
+        return f" The lake's tables{' then' if then else ''}: {', '.join(sorted(tables))}."
+    if then and ("FileNotFound" in error or "FILE_NOT_FOUND" in error):
+        return (" The table's version then has files maintenance has removed since (VACUUM; `pielake maintain "
+                "--keep-days` is how long a lake keeps its tables' past): read a later time.")
     if "TIME_TRAVEL" in error:
-        return (" pielake sql reads each table by a view of its newest version: DESCRIBE HISTORY <table> lists its "
-                "versions, and a SQL client of the engine's JDBC endpoint reads an older one (VERSION AS OF n).")
+        return (" pielake sql reads each table by a view: --as-of TIME reads every table as it was at TIME "
+                "(DESCRIBE HISTORY <table> lists its versions and their times), and a SQL client of the engine's "
+                "JDBC endpoint reads one version of a table (VERSION AS OF n).")
     return ""
 
 

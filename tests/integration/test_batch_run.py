@@ -145,15 +145,59 @@ def test_sql_of_a_table_the_lake_does_not_have_lists_the_tables_it_has(lake: Pat
 def test_sql_shows_a_table_s_delta_history_and_detail_by_the_name_it_is_read_by(lake: Path) -> None:
     """Delta answers them for a table, not a view: a kind's are its results table's, whose commits note the query
     that published them (docs/operations.md). An older version is the engine's JDBC endpoint's to read, and the
-    refusal says so."""
+    refusal says so, as it says how to read the whole lake as it was."""
     [published] = sql(lake, "describe history matches_hot_busy limit 1")
     assert published["operation"] == "WRITE" and '"query"' in published["userMetadata"]
     assert sql(lake, "DESCRIBE HISTORY `events_testsensors`")[-1]["operation"] == "CREATE TABLE"
     [detail] = sql(lake, "DESC DETAIL runs")
     assert detail["format"] == "delta" and detail["location"].endswith("/runs")
     result = run(["sql", "--lake", str(lake), "SELECT count(*) FROM events_testsensors VERSION AS OF 0"], code=2)
-    assert "DESCRIBE HISTORY <table> lists its versions, and a SQL client of the engine's JDBC endpoint reads an " \
-           "older one (VERSION AS OF n)" in result.output
+    assert "--as-of TIME reads every table as it was at TIME (DESCRIBE HISTORY <table> lists its versions and " \
+           "their times), and a SQL client of the engine's JDBC endpoint reads one version of a table (VERSION AS " \
+           "OF n)" in result.output
+
+
+def test_sql_reads_the_lake_as_it_was_at_a_time_each_table_at_its_version_then(tmp_path: Path) -> None:
+    """`--as-of` reads every table at its newest version committed by then, and says which; the matches are those
+    the run before it published, the reference's over the events until then. A time before the first commit finds
+    no table; a version whose files maintenance has removed since is refused, saying so."""
+    root = tmp_path / "lake"
+    save_schema(SCHEMA, root / "_streams")
+    (tmp_path / "hot_busy.tpq").write_text(QUERY)
+    first = GOOD[:9]
+
+    def batch(name: str, rows: list[tuple], *mode: str) -> None:
+        with (tmp_path / f"{name}.csv").open("w", newline="") as out:
+            csv.writer(out).writerows([("unit", "ts", "temp", "load"), *rows])
+        run(["run", str(tmp_path / "hot_busy.tpq"), "--events", str(tmp_path / f"{name}.csv"), "--lake", str(root),
+             "--run-id", name, *mode])
+
+    batch("first", first)
+    moment = dt.datetime.now(dt.UTC)
+    batch("second", GOOD[9:], "--incremental")
+
+    def as_of(when: str, statement: str, code: int = 0) -> object:
+        return run(["sql", "--lake", str(root), "--format", "csv", "--as-of", when, statement], code)
+
+    then = moment.isoformat()
+    read = as_of(then, "SELECT run_id, (SELECT count(*) FROM events_testsensors) AS events FROM runs")
+    assert list(csv.DictReader(io.StringIO(read.stdout))) == [{"run_id": "first", "events": str(len(first))}]
+    assert re.fullmatch(r"as of .* UTC: events_testsensors version \d+, quarantine_testsensors version \d+, "
+                        r"results_hot_busy version \d+, runs version \d+", read.stderr.strip())
+    plan = load_query(QUERY, "hot_busy")
+    events = [{"unit": u, "ts": t, "temp": float(temp), "load": float(load)} for u, t, temp, load in first]
+    matches = as_of(then, "SELECT unit, hot_ts, busy_ts, status FROM matches_hot_busy").stdout
+    assert sorted(tuple(r.values()) for r in csv.DictReader(io.StringIO(matches))) == sorted(
+        (m.key[0], str(m.situation("Hot").ts), str(m.situation("Busy").ts), m.status)
+        for m in find_matches(events, plan))
+    assert [r["run_id"] for r in sql(root, "SELECT run_id FROM runs ORDER BY run_id")] == ["first", "second"]
+    before = as_of("2020-01-01", "SELECT * FROM runs", code=2)
+    assert "created after it: events_testsensors, quarantine_testsensors, results_hot_busy, runs" in before.stderr
+    assert before.stderr.strip().endswith("The lake had no tables then.")
+    run(["maintain", str(tmp_path / "hot_busy.tpq"), "--lake", str(root), "--keep-days", "0"])
+    gone = as_of(then, "SELECT * FROM matches_hot_busy", code=2)
+    assert gone.stderr.strip().endswith("files maintenance has removed since (VACUUM; `pielake maintain --keep-days` "
+                                        "is how long a lake keeps its tables' past): read a later time.")
 
 
 def test_sql_refuses_to_write(lake: Path) -> None:

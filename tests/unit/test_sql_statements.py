@@ -3,6 +3,8 @@ before Spark starts otherwise."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,8 @@ from click.testing import CliRunner
 
 from pielake.cli import main
 from pielake.exitcodes import EXIT_USAGE
-from pielake.lake.sql import SqlError, check_read_only, render
+from pielake.lake.delta import Lake, LakeError
+from pielake.lake.sql import SqlError, as_of_time, check_read_only, render
 
 
 @pytest.mark.parametrize(("given", "statement"), [
@@ -49,3 +52,42 @@ def test_a_table_shows_each_row_on_one_line_and_csv_keeps_values_as_they_are() -
         "dev                  | n   ", "---------------------+-----", "line\\nbreak\\tand tab | 1   ",
         "plain                | NULL", "(2 rows)"]
     assert render(["dev", "n"], rows, "csv") == 'dev,n\n"line\nbreak\tand tab",1\nplain,\n'
+
+
+def test_a_time_to_read_the_lake_as_of_is_iso_8601_and_utc_unless_it_says_its_zone(tmp_path: Path) -> None:
+    """Refused before Spark starts, with how to write it."""
+    assert as_of_time("2026-11-30 12:00") == datetime(2026, 11, 30, 12, tzinfo=UTC)
+    assert as_of_time("2026-11-30T14:00:00+02:00") == datetime(2026, 11, 30, 12, tzinfo=UTC)
+    assert as_of_time(" 2026-11-30T12:00:00.250Z") == datetime(2026, 11, 30, 12, 0, 0, 250_000, tzinfo=UTC)
+    result = CliRunner().invoke(main, ["sql", "--lake", str(tmp_path), "--as-of", "yesterday", "SELECT 1"])
+    assert result.exit_code == EXIT_USAGE and "Traceback" not in result.output
+    assert result.output.strip() == ("error: --as-of 'yesterday' is not a time: write it in ISO-8601 "
+                                     "(2026-11-30T12:00:00Z, or 2026-11-30 12:00, which is UTC), as DESCRIBE HISTORY "
+                                     "<table> shows its versions' times")
+
+
+def commit(log: Path, version: int, at: datetime) -> None:
+    log.mkdir(parents=True, exist_ok=True)
+    info = {"commitInfo": {"timestamp": int(at.timestamp() * 1000), "operation": "WRITE"}}
+    (log / f"{version:020d}.json").write_text(json.dumps(info) + "\n")
+
+
+def test_the_version_as_of_a_time_is_the_newest_committed_by_then_and_a_time_the_log_forgot_is_refused(
+        tmp_path: Path) -> None:
+    """A table's version at a time is known from its log: before its first commit it did not exist; before the
+    oldest commit its log still keeps, when that is not its first, which version was the newest is unknown."""
+    lake = Lake(None, tmp_path)  # a version's time is read from the log's files, with no Spark job
+    noon = datetime(2026, 11, 30, 12, tzinfo=UTC)
+    for version in range(3):
+        commit(tmp_path / "runs" / "_delta_log", version, noon + timedelta(hours=version))
+    assert lake.version_at("runs", noon - timedelta(seconds=1)) is None
+    assert lake.version_at("runs", noon) == 0
+    assert lake.version_at("runs", noon + timedelta(minutes=90)) == 1
+    assert lake.version_at("runs", noon + timedelta(days=9)) == 2
+    for version in (7, 8):  # versions 0-6 of the log expired
+        commit(tmp_path / "results_q" / "_delta_log", version, noon + timedelta(hours=version))
+    assert lake.version_at("matches_q", noon + timedelta(hours=7)) == 7  # a kind's versions are its table's
+    with pytest.raises(LakeError, match=r"^table 'results_q' keeps its history from version 7, committed at "
+                                        r"2026-11-30 19:00:00 UTC: read a time after it \(`pielake maintain "
+                                        r"--keep-days`"):
+        lake.version_at("matches_q", noon)
