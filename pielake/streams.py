@@ -341,16 +341,19 @@ def check_skip_lines(given: object, origin: str) -> tuple[int, ...]:
 
     written = _numbers(given) if isinstance(given, str) else given
     lines = list(range(1, written + 1)) if counts(written) or written == 0 else written
-    example = "skip_lines: 1 for a title line before the header, [1, 3, 4] for a title and two lines after it"
+    named = origin.endswith(("--skip-lines", "skip_lines"))  # the origin is the setting: not named again
+    example = ("--skip-lines 1 for a title line before the header, --skip-lines 1,3,4 for a title and two lines "
+               "after it") if origin.startswith("--") else ("skip_lines: 1 for a title line before the header, "
+                                                            "[1, 3, 4] for a title and two lines after it")
     if not isinstance(lines, list | tuple) or not all(counts(n) for n in lines):
-        raise SchemaError(f"{origin}: skip_lines is a number of lines or a list of line numbers, 1 the first "
-                          f"({example}), not {given!r}")
+        raise SchemaError(f"{origin}: {'' if named else 'skip_lines is '}a number of lines or a list of line "
+                          f"numbers, 1 the first ({example}), not {given!r}")
     skipped = sorted(set(lines))
     header = next((n for n in range(1, len(skipped) + 2) if n not in skipped), 1)
     if skipped and set(skipped) | {header} != set(range(1, max(skipped[-1], header) + 1)):
-        raise SchemaError(f"{origin}: skip_lines {list(lines)} skips line {max(n for n in skipped if n > header)} "
-                          f"after rows begin: the skipped lines and the header (line {header}) are a file's first "
-                          f"lines ({example})")
+        listed = ("" if named else "skip_lines ") + (given if isinstance(given, str) else str(list(lines)))
+        raise SchemaError(f"{origin}: {listed} skips line {max(n for n in skipped if n > header)} after rows begin: "
+                          f"the skipped lines and the header (line {header}) are a file's first lines ({example})")
     return tuple(skipped)
 
 

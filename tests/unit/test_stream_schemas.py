@@ -57,6 +57,12 @@ def test_a_stream_s_time_may_be_in_microseconds_and_an_unknown_unit_is_refused_w
         RunRequest(time_unit="fortnight")
     assert RunRequest(time_unit="MS").time_unit == "ms"
     assert RunRequest(skip_lines="1,3,4").skip_lines == RunRequest(skip_lines=[1, 3, 4]).skip_lines == (1, 3, 4)
+    with pytest.raises(SchemaError, match=r"^--skip-lines: a number of lines or a list of line numbers, 1 the first "
+                                          r"\(--skip-lines 1 for a title line before the header, --skip-lines 1,3,4 "
+                                          r"for a title and two lines after it\), not 'x'$"):
+        RunRequest(skip_lines="x")  # in the spelling of the command line it was given on
+    with pytest.raises(SchemaError, match=r"^--skip-lines: 1,5 skips line 5 after rows begin"):
+        RunRequest(skip_lines="1,5")
     (tmp_path / "q.tpq").write_text("FROM S DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s")
     (tmp_path / "q.yaml").write_text("time_unit: fortnight\n")
     with pytest.raises(PielakeError, match=f"q.yaml: time_unit: {refused}"):
