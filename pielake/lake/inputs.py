@@ -19,6 +19,7 @@ import bz2
 import codecs
 import glob
 import gzip
+import io
 import json
 import os
 import re
@@ -189,10 +190,10 @@ def csv_head(file: str, skip_lines: tuple[int, ...] = ()) -> CsvHead:
     is refused: a reader of lines splits its text between the bytes of a character."""
     header, skipped, last = b"", [], max(skip_lines, default=0)
     with opened(file) as stream:
-        for number, line in enumerate(stream, 1):
+        for number, line in enumerate(_lines(stream), 1):
             if number == 1:
                 _refuse_wide(file, line)
-            text = line.removeprefix(codecs.BOM_UTF8).rstrip(b"\r\n") if number == 1 else line.rstrip(b"\r\n")
+            text = line.removeprefix(codecs.BOM_UTF8) if number == 1 else line
             if number in skip_lines:
                 skipped.append(text)
             elif not header:
@@ -200,6 +201,14 @@ def csv_head(file: str, skip_lines: tuple[int, ...] = ()) -> CsvHead:
             if header and number >= last:
                 break
     return CsvHead(header, tuple(text for text in skipped if text))
+
+
+def _lines(stream: BinaryIO) -> Iterator[bytes]:
+    """The stream's lines, each without its end, as Spark's readers of text split them: at `\n`, `\r\n`, or `\r`
+    alone, as classic Mac OS and some exports end lines. Read as Latin-1, one character a byte, so each line's
+    bytes come back as they were, in any encoding that writes ASCII as ASCII."""
+    for line in io.TextIOWrapper(stream, encoding="latin-1", newline=None):
+        yield line.removesuffix("\n").encode("latin-1")
 
 
 def _refuse_wide(file: str, first_line: bytes) -> None:

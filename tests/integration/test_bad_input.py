@@ -229,6 +229,7 @@ DIALECTS = {
     "bars": b"unit|ts|speed|label\nu1|1|5|x\nu1|2|fast|x\n",
     "quoted semicolons": b'"unit";"ts";"speed";"label"\n"u1";1;5;"x"\n"u1";2;"fast";"x"\n',
     "byte-order mark and CRLF": b"\xef\xbb\xbfunit,ts,speed,label\r\nu1,1,5,x\r\nu1,2,fast,x\r\n",
+    "CR alone (classic Mac OS)": b"unit;ts;speed;label\ru1;1;5;x\ru1;2;fast;x\r",
     "semicolons, gzip-compressed": b"unit;ts;speed;label\nu1;1;5;x\nu1;2;fast;x\n",
     "a separator ending every line": b"unit,ts,speed,label,\nu1,1,5,x,\nu1,2,fast,x,\n",
 }
@@ -238,10 +239,10 @@ COMPRESSED = {"semicolons, gzip-compressed"}  # written through gzip, as `.csv.g
 @pytest.mark.parametrize("name", DIALECTS)
 def test_a_csv_file_of_another_dialect_is_read_by_its_header(name: str, tmp_path: Path,
                                                             spark: SparkSession) -> None:
-    """Spreadsheets write semicolons, tabs, a byte-order mark and CRLF, and some exporters a separator at the end
-    of every line: the file is read as its header line is separated, into a declared stream, and into a stream
-    whose schema it gives, of the columns its header names. A compressed file is read so too,
-    its format told by the suffix before its codec's."""
+    """Spreadsheets write semicolons, tabs, a byte-order mark and CRLF (Excel's "CSV (Macintosh)" CR alone), and
+    some exporters a separator at the end of every line: the file is read as its header line is separated, into a
+    declared stream, and into a stream whose schema it gives, of the columns its header names. A compressed file is
+    read so too, its format told by the suffix before its codec's."""
     lake = new_lake(tmp_path / "declared", spark)
     write, suffix = (gzip.compress, ".csv.gz") if name in COMPRESSED else (bytes, ".csv")
     assert_accounted(ingest_file(lake, write(DIALECTS[name]), "r1", suffix=suffix), rows_in=2, events=1,
