@@ -299,7 +299,10 @@ def _parquet_schema(file: str) -> frozenset[tuple[str, str]]:
     if not os.path.getsize(file):
         return frozenset()
     try:
-        schema = pq.read_schema(file)
+        # A time of INT96 (as Hive, Impala and older Spark write one) is read by Spark as a time; pyarrow would
+        # call it nanoseconds unless told its unit, and `nanosecond_columns` would read it as a number.
+        with pq.ParquetFile(file, coerce_int96_timestamp_unit="us") as parquet:
+            schema = parquet.schema_arrow
     except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
         raise PielakeError(f"{file} is not a Parquet file ({error}); land it again, whole, or pass the --format "
                            "it is in") from error

@@ -394,6 +394,23 @@ def test_a_parquet_file_of_times_in_nanoseconds_as_pandas_writes_it_is_read_to_t
     assert_one_error_line(result.output, "its times are in nanoseconds (as pandas writes them")
 
 
+def test_a_parquet_file_of_int96_times_as_hive_impala_and_older_spark_write_them_is_read_as_its_times(
+        tmp_path: Path, spark: SparkSession) -> None:
+    """INT96 is the time Hive, Impala and Spark before 3 wrote to Parquet, and many lakes still hold: Spark reads it
+    as a time, to the microsecond. It is no time in nanoseconds, which a look at the footer would call it."""
+    lake = Lake(spark, tmp_path / "lake")
+    times = [datetime(2023, 11, 14, 22, 13, 20, 123456), datetime(2023, 11, 14, 22, 13, 21)]
+    table = pa.table({"unit": ["u1", "u1"], "ts": pa.array(times, pa.timestamp("us", tz="UTC")),
+                      "speed": [11.0, 12.0], "label": ["x", "y"]})
+    pq.write_table(table, tmp_path / "events.parquet", use_deprecated_int96_timestamps=True)
+    (tmp_path / "q.tpq").write_text(QUERY.replace("Dirty", "Legacy"))
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "events.parquet"),
+                                       "--lake", str(lake.root), "--no-checks"])
+    assert result.exit_code == 0, result.output
+    assert "2 rows in = 2 events + 0 quarantined" in result.output, result.output
+    assert sorted(r.ts for r in lake.read("events_legacy").collect()) == times
+
+
 @pytest.mark.parametrize(("name", "content"), [
     ("events.json", b'{"unit":"u1","ts":"2026-01-01T00:00:00.000","speed":11.0,"label":"x"}\n'
                     b'{"unit":"u1","ts":"2026-01-01T00:00:01.000","speed":12.0,"label":"y"}\n'),
