@@ -933,7 +933,8 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
                            "column as text, or drop it from the file") from None
     if not sample.columns:  # an empty file: Spark sees neither rows nor a header
         raise _nothing_to_type(name, path)
-    columns, decimal_mark = _typed_text_columns(sample, columns, keys, untyped=bool(request.skip_lines))
+    columns, decimal_mark = _typed_text_columns(sample, columns, keys, untyped=bool(request.skip_lines),
+                                                time=request.time_column)
     names = {n.lower() for n, _ in columns}
     for needed in [*keys, request.time_column]:
         if needed.lower() not in names:
@@ -985,13 +986,14 @@ _NOT_THOUSANDS = r",([0-9]{1,2}|[0-9]{4,})$"
 
 
 def _typed_text_columns(sample: DataFrame, columns: tuple[tuple[str, str], ...], keys: tuple[str, ...], *,
-                        untyped: bool = False) -> tuple[tuple[tuple[str, str], ...], str]:
+                        untyped: bool = False, time: str = "") -> tuple[tuple[tuple[str, str], ...], str]:
     """The columns, and the stream's decimal mark, where Spark types as text a column of values of one type:
     numbers, booleans and times that write missing values as tokens (`NA`, `NULL`, ...), which then read as NULL
     (docs/semantics.md §1), and numbers written with a decimal comma (`21,5`), which make the stream's files
     write a decimal comma. A sample Spark did not type (`untyped`: a file read past lines its stream skips) has
-    each column typed so, missing values or not. A key stays text. One Spark job, only where there are text
-    columns to look at."""
+    each column typed so, missing values or not, and so has the `time` column of any file: a Parquet or JSON
+    file may hold its times as text (`2026-01-02T13:45:00Z`), whose type is its writer's, not Spark's guess. A key
+    stays text. One Spark job, only where there are text columns to look at."""
     keyed = {k.lower() for k in keys}
     texts = [n for n, kind in columns if kind == "STRING" and n.lower() not in keyed]
     if not texts:
@@ -1003,7 +1005,7 @@ def _typed_text_columns(sample: DataFrame, columns: tuple[tuple[str, str], ...],
             continue
         if seen[f"comma{i}"] and seen[f"decimal{i}"]:
             typed[name], mark = "DOUBLE", DECIMAL_COMMA
-        elif seen[f"missing{i}"] or untyped:
+        elif seen[f"missing{i}"] or untyped or name.lower() == time.lower():
             typed[name] = next((kind for kind, _ in _PAST_MISSING if seen[f"{kind}{i}"]), "STRING")
     return tuple((n, typed.get(n, kind)) for n, kind in columns), mark
 

@@ -112,6 +112,13 @@ SPANS_CASES = {
 }
 
 
+def parquet_bytes(columns: dict[str, list]) -> bytes:
+    """A Parquet file of `columns`, as pyarrow writes it, in bytes."""
+    out = pa.BufferOutputStream()
+    pq.write_table(pa.table(columns), out)
+    return out.getvalue().to_pybytes()
+
+
 def new_lake(root: Path, spark: SparkSession, schema: StreamSchema = SCHEMA) -> Lake:
     save_schema(schema, root / "_streams")
     return Lake(spark, root)
@@ -415,11 +422,14 @@ def test_a_parquet_file_of_int96_times_as_hive_impala_and_older_spark_write_them
     ("events.json", b'{"unit":"u1","ts":"2026-01-01T00:00:00.000","speed":11.0,"label":"x"}\n'
                     b'{"unit":"u1","ts":"2026-01-01T00:00:01.000","speed":12.0,"label":"y"}\n'),
     ("events.csv", b"unit,ts,speed,label\nu1,2026-01-01 01:00:00+01:00,11.0,x\nu1,2026-01-01 01:00:01+01:00,12.0,y\n"),
-], ids=["JSON as pandas writes it", "CSV with zone offsets"])
+    ("events.parquet", parquet_bytes({"unit": ["u1", "u1"], "ts": ["2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z"],
+                                      "speed": [11.0, 12.0], "label": ["x", "y"]})),
+], ids=["JSON as pandas writes it", "CSV with zone offsets", "Parquet of times as text"])
 def test_a_stream_typed_from_a_file_of_iso_times_is_a_stream_of_timestamps(name: str, content: bytes, tmp_path: Path,
                                                                           spark: SparkSession) -> None:
     """ISO-8601 text in the time column of a file with no schema is a TIMESTAMP, of unit timestamp, without
-    --time-unit: in JSON (which Spark reads as text unless told) as in CSV."""
+    --time-unit: in JSON (which Spark reads as text unless told) as in CSV, and in Parquet whose writer kept the
+    times as text."""
     lake = Lake(spark, tmp_path / "lake")
     (tmp_path / name).write_bytes(content)
     (tmp_path / "q.tpq").write_text(QUERY.replace("Dirty", "Iso"))
