@@ -305,6 +305,12 @@ def names_zone(zone: object) -> bool:
     return True
 
 
+def check_zone_named(zone: str, setting: str) -> None:
+    """A run's zone (`--time-zone`, a registration's `time_zone`) names one; else a SchemaError naming the setting."""
+    if not names_zone(zone):
+        raise SchemaError(f"{setting} '{zone}' names no time zone: give {ZONE_KINDS}")
+
+
 def check_time_zone(zone: object, written: str | None, unit: str, origin: str) -> None:
     """A stream's `time.zone` names a zone, of a stream of unit timestamp whose times are not Unix time (a number
     of seconds since 1970 is an instant); else a SchemaError naming where it was given (`origin`)."""

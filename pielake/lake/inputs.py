@@ -207,8 +207,12 @@ def _lines(stream: BinaryIO) -> Iterator[bytes]:
     """The stream's lines, each without its end, as Spark's readers of text split them: at `\n`, `\r\n`, or `\r`
     alone, as classic Mac OS and some exports end lines. Read as Latin-1, one character a byte, so each line's
     bytes come back as they were, in any encoding that writes ASCII as ASCII."""
-    for line in io.TextIOWrapper(stream, encoding="latin-1", newline=None):
-        yield line.removesuffix("\n").encode("latin-1")
+    text = io.TextIOWrapper(stream, encoding="latin-1", newline=None)
+    try:
+        for line in text:
+            yield line.removesuffix("\n").encode("latin-1")
+    finally:
+        text.detach()  # the stream stays open: its opener closes it
 
 
 def _refuse_wide(file: str, first_line: bytes) -> None:

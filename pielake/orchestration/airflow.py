@@ -65,14 +65,13 @@ from pielake.query.analyzer import QueryPlan, bind_declared, load_query_file
 from pielake.query.hierarchy import check_upstreams
 from pielake.streams import (
     FORMATS,
-    ZONE_KINDS,
     as_given,
     check_skip_lines,
     check_time_unit,
+    check_zone_named,
     events_files,
     files_by_stream,
     format_of,
-    names_zone,
 )
 from pielake.yaml_file import read_yaml
 
@@ -122,8 +121,8 @@ class Registration:
         check_schedule(self.schedule, "schedule")
         check_time_unit(self.time_unit, "time_unit")
         check_skip_lines(self.skip_lines, "skip_lines")
-        if self.time_zone and not names_zone(self.time_zone):
-            raise PielakeError(f"time_zone '{self.time_zone}' names no time zone: give {ZONE_KINDS}")
+        if self.time_zone:
+            check_zone_named(self.time_zone, "time_zone")
         if self.format and self.format not in FORMATS:
             raise PielakeError(f"format '{self.format}' is not one of {', '.join(FORMATS)}")
         events_files(self.plan, self.events)

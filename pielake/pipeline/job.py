@@ -30,12 +30,11 @@ from pielake.spark.query import SparkQuery, iso_micros
 from pielake.spark.timeline import Timeline
 from pielake.streams import (
     TIMESTAMP_UNIT,
-    ZONE_KINDS,
     StreamSchema,
     check_skip_lines,
     check_time_unit,
+    check_zone_named,
     guess_format,
-    names_zone,
 )
 
 
@@ -64,8 +63,8 @@ class RunRequest:
             raise PielakeError(f"unknown mode '{self.mode}'; use one of {', '.join(MODES)}")
         object.__setattr__(self, "time_unit", check_time_unit(self.time_unit, "--time-unit"))
         object.__setattr__(self, "skip_lines", check_skip_lines(self.skip_lines, "--skip-lines"))
-        if self.time_zone is not None and not names_zone(self.time_zone):
-            raise PielakeError(f"--time-zone '{self.time_zone}' names no time zone: give {ZONE_KINDS}")
+        if self.time_zone is not None:
+            check_zone_named(self.time_zone, "--time-zone")
         # a stream named with no file (an empty Airflow param) has no events file
         object.__setattr__(self, "stream_events", tuple((name, path) for name, path in self.stream_events if path))
 
