@@ -44,10 +44,10 @@ SCHEMA_EXAMPLE = "write one setting a line, as schemas/CarSensors.yaml does (str
 
 
 def format_of(path: str) -> str | None:
-    """The format a file's suffix names (`events.jsonl`, `events.jsonl.gz`: json), if it names one; Parquet
-    compresses within its files, never as a whole."""
+    """The format a file's suffix names (`events.jsonl`, `events.jsonl.gz`: json; `events.tsv`: csv, whose header
+    tells its separator), if it names one; Parquet compresses within its files, never as a whole."""
     text = text_format(path)
-    fmt = {"csv": "csv", "parquet": "parquet", "json": "json", "jsonl": "json", "ndjson": "json"}.get(
+    fmt = {"csv": "csv", "tsv": "csv", "parquet": "parquet", "json": "json", "jsonl": "json", "ndjson": "json"}.get(
         Path(text).suffix.lower().lstrip("."))
     return None if fmt == "parquet" and text != path else fmt
 

@@ -241,6 +241,7 @@ DIALECTS = {
     "a separator ending every line": b"unit,ts,speed,label,\nu1,1,5,x,\nu1,2,fast,x,\n",
 }
 COMPRESSED = {"semicolons, gzip-compressed"}  # written through gzip, as `.csv.gz`
+TAB_SEPARATED = {"tabs"}  # named `.tsv`, as tab-separated exports are
 
 
 @pytest.mark.parametrize("name", DIALECTS)
@@ -249,9 +250,10 @@ def test_a_csv_file_of_another_dialect_is_read_by_its_header(name: str, tmp_path
     """Spreadsheets write semicolons, tabs, a byte-order mark and CRLF (Excel's "CSV (Macintosh)" CR alone), and
     some exporters a separator at the end of every line: the file is read as its header line is separated, into a
     declared stream, and into a stream whose schema it gives, of the columns its header names. A compressed file is
-    read so too, its format told by the suffix before its codec's."""
+    read so too, its format told by the suffix before its codec's, and a `.tsv` file as the CSV it is."""
     lake = new_lake(tmp_path / "declared", spark)
-    write, suffix = (gzip.compress, ".csv.gz") if name in COMPRESSED else (bytes, ".csv")
+    write, suffix = (gzip.compress, ".csv.gz") if name in COMPRESSED else (bytes, ".tsv" if name in TAB_SEPARATED
+                                                                             else ".csv")
     assert_accounted(ingest_file(lake, write(DIALECTS[name]), "r1", suffix=suffix), rows_in=2, events=1,
                      quarantined=1, dropped=0)
     assert reasons(lake, "r1") == ("cast_failed: speed=fast",)
