@@ -393,8 +393,7 @@ def lake_streams(lake_root: Path) -> Path:
 def declared_schema(stream: str, lake_root: Path | None, schemas_dir: Path = SCHEMAS_DIR) -> StreamSchema | None:
     """The stream's schema as the lake at `lake_root` keeps it, else as `schemas_dir` declares it, else None: what
     a run binds its query to before it reads a file."""
-    path = declared_file(stream, lake_root, schemas_dir)
-    return None if path is None else from_mapping(read_yaml(path, SCHEMA_EXAMPLE), str(path))
+    return _schema_at(declared_file(stream, lake_root, schemas_dir))
 
 
 def declared_file(stream: str, lake_root: Path | None, schemas_dir: Path = SCHEMAS_DIR) -> Path | None:
@@ -405,7 +404,10 @@ def declared_file(stream: str, lake_root: Path | None, schemas_dir: Path = SCHEM
 
 def load_schema(stream: str, directory: Path = SCHEMAS_DIR) -> StreamSchema | None:
     """The schema of `stream` from `directory/<stream>.yaml` (case-insensitive), or None if there is none."""
-    path = _schema_path(stream, directory)
+    return _schema_at(_schema_path(stream, directory))
+
+
+def _schema_at(path: Path | None) -> StreamSchema | None:
     return None if path is None else from_mapping(read_yaml(path, SCHEMA_EXAMPLE), str(path))
 
 

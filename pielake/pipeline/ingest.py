@@ -848,17 +848,19 @@ def streams_for(lake: Lake, plan: QueryPlan, request: RunRequest,
                                "no file of it: give its events (--events), or declare the stream in "
                                f"schemas/{source.stream}.yaml")
         if known is not None:
-            _check_zone_given(known, declared_file(source.stream, lake.root, schemas_dir), request)
+            _check_zone_given(known, request, lake.root, schemas_dir)
         found.append(known or _infer_stream(lake, source.stream, plan.keys, path, request))
     return tuple(found)
 
 
-def _check_zone_given(known: StreamSchema, where: Path | None, request: RunRequest) -> None:
+def _check_zone_given(known: StreamSchema, request: RunRequest, lake_root: Path, schemas_dir: Path) -> None:
     """A run's `--time-zone` types an unknown stream; a known one reads its times in its schema's zone. One given
-    that differs from it is refused, not ignored: the run's times would be read in a zone other than the one the
-    user named, and a zone changed under events already read would move every later event against them."""
+    that differs from it is refused, naming the schema's file, not ignored: the run's times would be read in a zone
+    other than the one the user named, and a zone changed under events already read would move every later event
+    against them."""
     if request.time_zone is None or request.time_zone == (known.time_zone or "UTC"):
         return
+    where = declared_file(known.name, lake_root, schemas_dir)
     clock = f"as the wall clock of {known.time_zone}" if known.time_zone else "as UTC where they carry no zone"
     raise PielakeError(f"stream {known.name}'s schema ({where}) reads its times {clock}, not in --time-zone "
                        f"'{request.time_zone}': leave --time-zone out, or, before the stream holds events, set "
