@@ -453,7 +453,10 @@ class Lake:
         """Make every table of the lake, and every kind of a results table, queryable by name in Spark SQL, as it
         is or as it was at `as_of` (`version_at`; a table created after it is left out, and so is a view of it
         an earlier statement of the session registered); returns each name's version read (None: the newest)."""
-        versions = {name: None if as_of is None else self.version_at(name, as_of) for name in self.readable()}
+        names = self.readable()
+        holders = {self.holder(name) for name in names}  # a results table once for all of its kinds
+        held = {} if as_of is None else {table: self.version_at(table, as_of) for table in holders}
+        versions = {name: held.get(self.holder(name)) for name in names}  # a kind's is its results table's
         read = {name: version for name, version in versions.items() if as_of is None or version is not None}
         for name in versions:
             if name in read:
