@@ -232,10 +232,11 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False), help="The lake folder."),
         click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
                      help="Input format (default: the one the file's suffix, or a folder's files' suffixes, tell)."),
-        click.option("--time-column", default="ts", show_default=True, help="Event-time column of an unknown stream."),
-        click.option("--time-unit", default="s", show_default=True,
+        click.option("--time-column", default=None, metavar="COLUMN",
+                     help="Event-time column of an unknown stream. Default: ts."),
+        click.option("--time-unit", default=None, metavar="UNIT",
                      help="Unit of a numeric event time of an unknown stream (s, ms, us, ...); a time its file "
-                          "holds as TIMESTAMPs is of unit timestamp."),
+                          "holds as TIMESTAMPs is of unit timestamp. Default: s."),
         click.option("--skip-lines", default="", metavar="N|LINES",
                      help="Lines of an unknown stream's CSV files that hold neither rows nor the header: N (the "
                           "first N: a logger's title) or their numbers (1,3,4: a title, then two lines of units "
@@ -707,7 +708,7 @@ def demo_command(*, lake_dir: str, master: str | None, remote: str | None) -> No
     _say(f"wrote {rows} sample events of 6 cars to {events}")
     query = EXAMPLES / "aggressive_driving.tpq"
     _run(str(query), {"events_path": str(events)}, lake_dir, master=master, remote=remote, run_id=None, fmt="csv",
-         mode="batch", time_column="ts", time_unit="s", checks=True)
+         mode="batch", checks=True)
     lake = Lake(session(master, remote, lake_dir), root)
     sql = ("SELECT car_id, a_ts, b_ts, c_ts, detected_at, status, round(avg_speed, 1) AS avg_speed "
            "FROM matches_aggressive_driving ORDER BY car_id, detected_at LIMIT 10")

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 SCHEMAS_DIR = Path(__file__).resolve().parents[1] / "schemas"
 TIMESTAMP_UNIT = "timestamp"
+# A stream typed from its file reads its time from this column, as numbers of this unit, unless a run says otherwise.
+DEFAULT_TIME_COLUMN, DEFAULT_TIME_UNIT = "ts", "s"
 FORMATS = ("csv", "parquet", "json")  # the files a stream's events come in
 NARROW_INTEGER_TYPES = ("TINYINT", "SMALLINT", "INT", "INTEGER")
 INTEGER_TYPES = (*NARROW_INTEGER_TYPES, "BIGINT", "LONG")

@@ -7,8 +7,8 @@ A *registered query* is a `<name>.tpq` file in the registry folder (`PIELAKE_QUE
     schedule: "*/10 * * * *"         # cron or preset; null: runs only when triggered; default @hourly
     events: /landing/cars/{{ data_interval_end | ts_nodash }}.csv   # Jinja, rendered per run
     format: csv                      # default: by suffix
-    time_column: ts                  # for streams without a schema in schemas/
-    time_unit: s
+    time_column: ts                  # for streams without a schema in schemas/ (default ts)
+    time_unit: ms                    # of their numeric times (default s)
     skip_lines: [1, 3, 4]            # their CSV files' lines around the header (a logger's title, units)
     time_zone: Europe/Berlin         # the zone of their times written as a wall clock; default UTC
     runner: engine                   # or spark-submit; default PIELAKE_RUNNER, else engine
@@ -97,8 +97,8 @@ class Registration:
     events: tuple[str, ...] = ()  # as `--events` values: a path, or STREAM=PATH for each of several streams
     landing: tuple[str, ...] = ()  # as `events`, each a folder (and a pattern of names) files land in
     format: str = ""
-    time_column: str = "ts"
-    time_unit: str = "s"
+    time_column: str = ""  # an unknown stream's (`--time-column`); none: ts
+    time_unit: str = ""  # an unknown stream's (`--time-unit`); none: s
     skip_lines: str = ""  # as `--skip-lines` gives them: `1,3,4`
     time_zone: str = ""  # an unknown stream's zone (`--time-zone`); none: UTC
     runner: str = os.environ.get("PIELAKE_RUNNER", "engine")  # where the steps run: RUNNERS
@@ -119,7 +119,8 @@ class Registration:
             raise PielakeError(f"step_timeout '{self.step_timeout}' is not a number of minutes above 0 "
                                "(e.g. step_timeout: 30)")
         check_schedule(self.schedule, "schedule")
-        check_time_unit(self.time_unit, "time_unit")
+        if self.time_unit:
+            check_time_unit(self.time_unit, "time_unit")
         check_skip_lines(self.skip_lines, "skip_lines")
         if self.time_zone:
             check_zone_named(self.time_zone, "time_zone")
@@ -343,10 +344,10 @@ DEFAULT_ARGS = {"owner": "pielake", "retries": 2,
 
 def _request(registration: Registration, mode: str, events: tuple[str, ...], **more: str) -> dict[str, Any]:
     """The run's request (`pielake.pipeline.job.RunRequest`'s fields), its values Airflow templates."""
+    given = {"time_column": registration.time_column, "time_unit": registration.time_unit,
+             "skip_lines": registration.skip_lines, "time_zone": registration.time_zone}
     return {"mode": mode, **events_files(registration.plan, events), "fmt": registration.format or None,
-            "time_column": registration.time_column, "time_unit": registration.time_unit, "lock_wait": lock_wait(),
-            **({"skip_lines": registration.skip_lines} if registration.skip_lines else {}),
-            **({"time_zone": registration.time_zone} if registration.time_zone else {}), **more}
+            "lock_wait": lock_wait(), **{setting: value for setting, value in given.items() if value}, **more}
 
 
 def _dag_doc(registration: Registration, purpose: str) -> str:

@@ -848,23 +848,37 @@ def streams_for(lake: Lake, plan: QueryPlan, request: RunRequest,
                                "no file of it: give its events (--events), or declare the stream in "
                                f"schemas/{source.stream}.yaml")
         if known is not None:
-            _check_zone_given(known, request, lake.root, schemas_dir)
+            _check_given(known, request, lake.root, schemas_dir)
         found.append(known or _infer_stream(lake, source.stream, plan.keys, path, request))
     return tuple(found)
 
 
-def _check_zone_given(known: StreamSchema, request: RunRequest, lake_root: Path, schemas_dir: Path) -> None:
-    """A run's `--time-zone` types an unknown stream; a known one reads its times in its schema's zone. One given
-    that differs from it is refused, naming the schema's file, not ignored: the run's times would be read in a zone
-    other than the one the user named, and a zone changed under events already read would move every later event
-    against them."""
-    if request.time_zone is None or request.time_zone == (known.time_zone or "UTC"):
-        return
-    where = declared_file(known.name, lake_root, schemas_dir)
-    clock = f"as the wall clock of {known.time_zone}" if known.time_zone else "as UTC where they carry no zone"
-    raise PielakeError(f"stream {known.name}'s schema ({where}) reads its times {clock}, not in --time-zone "
-                       f"'{request.time_zone}': leave --time-zone out, or, before the stream holds events, set "
-                       "time.zone in that schema")
+def _check_given(known: StreamSchema, request: RunRequest, lake_root: Path, schemas_dir: Path) -> None:
+    """A run's `--time-column`, `--time-unit`, `--skip-lines` and `--time-zone` type an unknown stream; a known
+    one reads its files as its schema says. One given that differs from the schema is refused, naming the schema's
+    file, not ignored: the run's rows would be read otherwise than the user said (times in milliseconds read as
+    seconds), and a setting changed under events already read would read later files against them otherwise.
+    A unit given for a stream whose times are TIMESTAMPs is moot, as for an unknown one (`--time-unit`'s help)."""
+    lines, seconds = request.skip_lines, TIME_UNIT_SECONDS  # a unit by any of its names (`s`, `seconds`)
+    settings = (  # (option, its schema field, the value given, whether the schema agrees, what the schema does)
+        ("--time-column", "time.column" if known.end_column is None else "time.start", request.time_column,
+         (request.time_column or "").lower() == known.time_column.lower(),
+         f"reads its times from column {known.time_column}"),
+        ("--time-unit", "time.unit", request.time_unit,
+         known.time_unit == TIMESTAMP_UNIT or seconds.get(request.time_unit or "") == seconds[known.time_unit],
+         f"reads its times as whole numbers of unit {known.time_unit}"),
+        ("--skip-lines", "skip_lines", ",".join(map(str, lines)), lines == known.skip_lines,
+         f"skips line(s) {', '.join(map(str, known.skip_lines))} of its files" if known.skip_lines else
+         "skips no line of its files"),
+        ("--time-zone", "time.zone", request.time_zone, request.time_zone == (known.time_zone or "UTC"),
+         f"reads its times as the wall clock of {known.time_zone}" if known.time_zone else
+         "reads its times as UTC where they carry no zone"),
+    )
+    for option, field, given, agrees, said in settings:
+        if given and not agrees:
+            where = declared_file(known.name, lake_root, schemas_dir)
+            raise PielakeError(f"stream {known.name}'s schema ({where}) {said}, not {option} '{given}': leave "
+                               f"{option} out, or, before the stream holds events, set {field} in that schema")
 
 
 def bind_streams(lake: Lake, plan: QueryPlan, streams: tuple[StreamSchema, ...],
@@ -921,7 +935,7 @@ def _matches_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamS
 
 def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, request: RunRequest) -> StreamSchema:
     """An unknown stream's schema, from its events file's columns and types."""
-    fmt = request.format_of(path)
+    fmt, time, unit = request.format_of(path), request.unknown_time_column, request.unknown_time_unit
     # Ingest reads CSV as text, to see every cast failure; lines skipped around a header leave all of it text.
     sample = read_raw(lake.spark, path, fmt, typed=True, skip_lines=request.skip_lines)
     if fmt == "csv":
@@ -935,30 +949,29 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
                            "column as text, or drop it from the file") from None
     if not sample.columns:  # an empty file: Spark sees neither rows nor a header
         raise _nothing_to_type(name, path)
-    columns, decimal_mark = _typed_text_columns(sample, columns, keys, untyped=bool(request.skip_lines),
-                                                time=request.time_column)
+    columns, decimal_mark = _typed_text_columns(sample, columns, keys, untyped=bool(request.skip_lines), time=time)
     names = {n.lower() for n, _ in columns}
-    for needed in [*keys, request.time_column]:
+    for needed in [*keys, time]:
         if needed.lower() not in names:
-            hint = _unfound_hint(name, needed, path, fmt, sample.columns, time_column=request.time_column,
+            hint = _unfound_hint(name, needed, path, fmt, sample.columns, time_column=time,
                                  skip_lines=request.skip_lines)
             raise PielakeError(f"stream {name} has no schema, and its file {path}, read as {fmt}, has no column "
                                f"'{needed}' (it has {', '.join(sample.columns) or 'none'}); {hint}")
     # A time column the file holds as TIMESTAMPs (or dates) is of unit timestamp: `--time-unit` is a numeric time's.
-    time_kind = {n.lower(): t.upper() for n, t in columns}.get(request.time_column.lower(), "")
+    time_kind = {n.lower(): t.upper() for n, t in columns}.get(time.lower(), "")
     if time_kind == "DATE":  # daily data: a day's event is at its midnight, UTC, as a time its date casts to
-        columns = tuple((n, "TIMESTAMP" if n.lower() == request.time_column.lower() else t) for n, t in columns)
+        columns = tuple((n, "TIMESTAMP" if n.lower() == time.lower() else t) for n, t in columns)
         time_kind = "TIMESTAMP"
     timestamps, written = time_kind == "TIMESTAMP", None
-    if fractional(time_kind) and TIME_UNIT_SECONDS.get(request.time_unit.lower()) == 1:
-        columns, written = _unix_times(StreamSchema(name, keys, request.time_column, "s", columns), sample, path)
+    if fractional(time_kind) and TIME_UNIT_SECONDS.get(unit.lower()) == 1:
+        columns, written = _unix_times(StreamSchema(name, keys, time, "s", columns), sample, path)
         timestamps = True
     if request.time_zone is not None and (not timestamps or written == UNIX_TIME):
-        held = "Unix time (seconds since 1970)" if timestamps else f"whole numbers of unit {request.time_unit}"
-        raise PielakeError(f"stream {name} has no schema, and its file {path} holds its times "
-                           f"({request.time_column}) as {held}, instants of no zone: --time-zone '{request.time_zone}'"
-                           " is the zone of times written as a wall clock (2026-03-02 14:00:00); leave it out")
-    inferred = StreamSchema(name, keys, request.time_column, TIMESTAMP_UNIT if timestamps else request.time_unit,
+        held = "Unix time (seconds since 1970)" if timestamps else f"whole numbers of unit {unit}"
+        raise PielakeError(f"stream {name} has no schema, and its file {path} holds its times ({time}) as {held}, "
+                           f"instants of no zone: --time-zone '{request.time_zone}' is the zone of times written as "
+                           "a wall clock (2026-03-02 14:00:00); leave it out")
+    inferred = StreamSchema(name, keys, time, TIMESTAMP_UNIT if timestamps else unit,
                             columns, time_format=written, time_zone=request.time_zone, decimal_mark=decimal_mark,
                             skip_lines=request.skip_lines)
     try:

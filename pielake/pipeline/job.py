@@ -29,6 +29,8 @@ from pielake.spark import columns as C
 from pielake.spark.query import SparkQuery, iso_micros
 from pielake.spark.timeline import Timeline
 from pielake.streams import (
+    DEFAULT_TIME_COLUMN,
+    DEFAULT_TIME_UNIT,
     TIMESTAMP_UNIT,
     StreamSchema,
     check_skip_lines,
@@ -46,8 +48,10 @@ class RunRequest:
     events_path: str | None = None  # the events file of a query over one stream
     stream_events: tuple[tuple[str, str], ...] = ()  # of a query over several: (stream, events file) pairs
     fmt: str | None = None
-    time_column: str = "ts"
-    time_unit: str = "s"
+    # An unknown stream's event-time column and the unit of its numeric times, as given; None: not given, `ts` and
+    # seconds (`unknown_time_column`). A known stream's are its schema's: one given that differs is refused.
+    time_column: str | None = None
+    time_unit: str | None = None
     # The lines of an unknown stream's CSV files around their header (`StreamSchema.skip_lines`): a tuple, or as
     # a command line writes them (`1,3,4`).
     skip_lines: tuple[int, ...] | str = ()
@@ -61,12 +65,23 @@ class RunRequest:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise PielakeError(f"unknown mode '{self.mode}'; use one of {', '.join(MODES)}")
-        object.__setattr__(self, "time_unit", check_time_unit(self.time_unit, "--time-unit"))
+        if self.time_unit is not None:
+            object.__setattr__(self, "time_unit", check_time_unit(self.time_unit, "--time-unit"))
         object.__setattr__(self, "skip_lines", check_skip_lines(self.skip_lines, "--skip-lines"))
         if self.time_zone is not None:
             check_zone_named(self.time_zone, "--time-zone")
         # a stream named with no file (an empty Airflow param) has no events file
         object.__setattr__(self, "stream_events", tuple((name, path) for name, path in self.stream_events if path))
+
+    @property
+    def unknown_time_column(self) -> str:
+        """The time column a stream typed from its file reads: the one given, else `ts`."""
+        return self.time_column or DEFAULT_TIME_COLUMN
+
+    @property
+    def unknown_time_unit(self) -> str:
+        """The unit of a stream typed from its file whose times are numbers: the one given, else seconds."""
+        return self.time_unit or DEFAULT_TIME_UNIT
 
     def format_of(self, path: str) -> str:
         """The format the run reads the events file `path` in: the one given, else the one its name tells."""

@@ -118,7 +118,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
                                           "  PortCalls: /landing/calls.csv\nrunner: spark-submit\n")
     (queries / "landed.tpq").write_text(QUERY)
     (queries / "landed.yaml").write_text("landing: /landing/flags/*.json.gz\nrunner: spark-submit\n"
-                                         "skip_lines: [1, 3, 4]\ntime_zone: '+02:00'\n")
+                                         "skip_lines: [1, 3, 4]\ntime_zone: '+02:00'\ntime_unit: ms\n")
     (queries / "vessels_landed.tpq").write_text(VESSELS)
     (queries / "vessels_landed.yaml").write_text("landing:\n  VesselPositions: /landing/positions/*.csv\n"
                                                  "  PortCalls: /landing/calls/\nformat: csv\nrunner: spark-submit\n")
@@ -210,8 +210,9 @@ def test_a_query_registered_with_a_landing_folder_runs_when_files_land_and_reads
     assert args[args.index("--events") + 1] == "{{ ti.xcom_pull(task_ids='take_landed')['Flags'] }}"
     assert args[args.index("--skip-lines") + 1] == "1,3,4"  # a logger's lines around the header, as registered
     assert args[args.index("--time-zone") + 1] == "+02:00"
-    assert "--skip-lines" not in loaded["dags"]["pielake_flag_pairs"]["args"]["ingest"]
-    assert "--time-zone" not in loaded["dags"]["pielake_flag_pairs"]["args"]["ingest"]
+    assert args[args.index("--time-unit") + 1] == "ms"
+    for unsaid in ("--skip-lines", "--time-zone", "--time-unit", "--time-column"):  # a known stream's schema says
+        assert unsaid not in loaded["dags"]["pielake_flag_pairs"]["args"]["ingest"]
     assert loaded["dags"]["pielake_landed_backfill"]["tasks"] == EXPECTED_GRAPH  # history: a file given by hand
 
     vessels = loaded["dags"]["pielake_vessels_landed"]  # either stream's files landing runs it
@@ -267,6 +268,7 @@ def test_a_query_of_no_schedule_runs_only_when_triggered(loaded: dict) -> None:
     assert by_hand["requests"]["ingest"]["events_path"] == "/landing/flags.json"
     assert by_hand["requests"]["ingest"]["fmt"] is None
     assert by_hand["requests"]["ingest"]["time_zone"] == "Europe/Berlin"  # an unknown stream's, sent to the engine
+    assert "time_unit" not in by_hand["requests"]["ingest"]  # not registered: a known stream's schema says it
 
 
 def test_the_lake_has_a_daily_maintenance_dag_with_a_task_per_valid_query(loaded: dict) -> None:

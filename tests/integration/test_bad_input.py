@@ -863,8 +863,9 @@ def test_a_stream_typed_from_its_file_reads_its_times_in_the_zone_a_run_names_an
         tmp_path: Path, spark: SparkSession) -> None:
     """`--time-zone Europe/Berlin` types an unknown stream whose file writes Berlin's wall clock: its times are that
     clock's instants, in summer and winter, its kept schema says the zone, and a later run naming it again (as a
-    registration names it in every run) reads by it. A run naming another zone is refused in one line naming the
-    schema it contradicts, as is a zone given to times written as numbers, which are instants of no zone."""
+    registration names it in every run) reads by it. A run naming another zone, or another time column, is refused
+    in one line naming the schema it contradicts, as is a zone given to times written as numbers, which are
+    instants of no zone."""
     content = HEADER + b"u1,2026-07-01 12:00:00,5,x\nu1,2026-01-15 12:00:00,6,x\n"
     result = run_without_schema(tmp_path, content, "--time-zone", "Europe/Berlin", "--no-checks")
     assert result.exit_code == 0 and "2 rows in = 2 events" in result.output, result.output
@@ -879,7 +880,11 @@ def test_a_stream_typed_from_its_file_reads_its_times_in_the_zone_a_run_names_an
     result = run_without_schema(tmp_path, later, "--time-zone", "+02:00", "--incremental", file="later.csv")
     assert result.exit_code == 2, result.output
     assert_one_error_line(result.output, f"stream Dirty's schema ({kept}) reads its times as the wall clock of "
-                                         "Europe/Berlin, not in --time-zone '+02:00'")
+                                         "Europe/Berlin, not --time-zone '+02:00'")
+    result = run_without_schema(tmp_path, later, "--time-column", "when", "--incremental", file="later.csv")
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, f"stream Dirty's schema ({kept}) reads its times from column ts, not "
+                                         "--time-column 'when'")
     (tmp_path / "numbers").mkdir()
     result = run_without_schema(tmp_path / "numbers", HEADER + b"u1,1,5,x\n", "--time-zone", "Europe/Berlin")
     assert result.exit_code == 2, result.output

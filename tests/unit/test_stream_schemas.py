@@ -11,9 +11,23 @@ from pathlib import Path
 import pytest
 
 from pielake.errors import PielakeError
+from pielake.lake.delta import Lake
 from pielake.orchestration.airflow import register
+from pielake.pipeline.ingest import streams_for
 from pielake.pipeline.job import RunRequest
-from pielake.streams import SchemaError, from_mapping, load_schema, parse_ddl, schema_column, to_mapping
+from pielake.query.analyzer import load_query
+from pielake.streams import (
+    TIMESTAMP_UNIT,
+    SchemaError,
+    StreamSchema,
+    from_mapping,
+    lake_streams,
+    load_schema,
+    parse_ddl,
+    save_schema,
+    schema_column,
+    to_mapping,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -188,3 +202,45 @@ def test_a_schema_file_that_says_a_setting_twice_or_holds_no_schema_is_refused_w
     (tmp_path / "Ticks.yaml").write_bytes(text)
     with pytest.raises(PielakeError, match=re.escape(said)):
         load_schema("Ticks", tmp_path)
+
+
+def test_a_run_s_settings_for_a_known_stream_are_its_schema_s_or_refused_naming_its_file(tmp_path: Path) -> None:
+    """`--time-column`, `--time-unit`, `--skip-lines` and `--time-zone` type a stream without a schema; for a
+    known one, a value that differs from its schema is refused, naming the schema's file, not ignored (times in
+    milliseconds would be read as seconds). Given as the schema says (a column in any case), or not given, the
+    schema reads the stream; a unit given for times that are TIMESTAMPs is moot, as for an unknown stream."""
+    kept = {"Logger": StreamSchema("Logger", ("unit",), "ts", "s", (("unit", "STRING"), ("ts", "BIGINT")),
+                                   skip_lines=(1,)),
+            "Clock": StreamSchema("Clock", ("unit",), "at", TIMESTAMP_UNIT, (("unit", "STRING"), ("at", "TIMESTAMP")),
+                                  time_zone="Europe/Berlin")}
+    for schema in kept.values():
+        save_schema(schema, lake_streams(tmp_path))
+    lake = Lake(None, tmp_path)  # a known stream's schema is read from the lake's files, with no Spark job
+
+    def stream(name: str, **given: object) -> StreamSchema:
+        plan = load_query(f"FROM {name} PARTITION BY unit DEFINE A AS unit = 'a', B AS unit = 'b' PATTERN A meets B "
+                          "WITHIN 1 h")
+        return streams_for(lake, plan, RunRequest(**given), tmp_path / "schemas")[0]
+
+    for given in ({}, {"time_column": "TS", "time_unit": "seconds", "skip_lines": "1"}):
+        assert stream("Logger", **given) == kept["Logger"]
+    for given in ({"time_column": "AT", "time_unit": "ms", "time_zone": "Europe/Berlin"}, {"time_unit": "s"}):
+        assert stream("Clock", **given) == kept["Clock"]
+    file = lake_streams(tmp_path) / "Logger.yaml"
+    for given, said in [
+        ({"time_column": "t2"}, "reads its times from column ts, not --time-column 't2'"),
+        ({"time_unit": "ms"}, "reads its times as whole numbers of unit s, not --time-unit 'ms'"),
+        ({"skip_lines": "1,3,4"}, "skips line(s) 1 of its files, not --skip-lines '1,3,4'"),
+        ({"time_zone": "+02:00"}, "reads its times as UTC where they carry no zone, not --time-zone '+02:00'"),
+    ]:
+        option = said.split(", not ")[1].split()[0]
+        with pytest.raises(PielakeError) as refused:
+            stream("Logger", **given)
+        assert str(refused.value) == (f"stream Logger's schema ({file}) {said}: leave {option} out, or, before the "
+                                      f"stream holds events, set {FIELDS[option]} in that schema")
+    with pytest.raises(PielakeError, match=r"as the wall clock of Europe/Berlin, not --time-zone 'UTC'"):
+        stream("Clock", time_zone="UTC")
+
+
+FIELDS = {"--time-column": "time.column", "--time-unit": "time.unit", "--skip-lines": "skip_lines",
+          "--time-zone": "time.zone"}
