@@ -252,6 +252,57 @@ def first_undecoded(path: str, encoding: str) -> Undecoded | None:
     return None
 
 
+@dataclass(frozen=True)
+class RepeatedKey:
+    """A JSON record that names a key twice: the file, its line and the column of the key's second time (from 1;
+    0 where the file is one value over many lines), the key as written then, and the line's start."""
+
+    file: str
+    line: int
+    column: int
+    key: str
+    text: str = ""
+
+
+def first_repeated_key(path: str) -> RepeatedKey | None:
+    """The first record of the local files `path` names that repeats a key (`{"v": 2, "v": 5}`), in any case, as
+    Spark reads columns; None where none does. Spark refuses the whole read of such a file without saying where,
+    so this is looked for only then, a line at a time."""
+    for file in local_files(path):
+        with opened(file) as stream:
+            if _json_layout(file) == JSON_DOCUMENT:
+                repeated = _repeated_key(stream.read())
+                if repeated is not None:
+                    return RepeatedKey(file, 0, 0, repeated)
+                continue
+            for number, line in enumerate(stream, start=1):
+                repeated = _repeated_key(line)
+                if repeated is not None:
+                    keys = list(re.finditer(rb'"' + re.escape(repeated.encode()) + rb'"\s*:', line, re.IGNORECASE))
+                    return RepeatedKey(file, number, keys[-1].start() + 1 if len(keys) > 1 else 0, repeated,
+                                       line.decode(errors="replace").strip()[:80])
+    return None
+
+
+def _repeated_key(text: bytes) -> str | None:
+    """The first key a JSON value's objects name twice (case aside), or None (also where it is no JSON)."""
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
+        seen: set[str] = set()
+        for key, _ in items:
+            if key.lower() in seen and not found:
+                found.append(key)
+            seen.add(key.lower())
+        return dict(items)
+
+    try:
+        json.loads(text, object_pairs_hook=pairs)
+    except ValueError:
+        return None
+    return found[0] if found else None
+
+
 def text_format(path: str) -> str:
     """`path` without the suffix of the codec it is compressed with (`events.csv.gz`: `events.csv`), whose own
     suffix then names the format of its text."""

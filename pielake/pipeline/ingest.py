@@ -56,8 +56,10 @@ from pielake.lake.inputs import (
     URL,
     CsvHead,
     FileGroup,
+    RepeatedKey,
     Shared,
     csv_head,
+    first_repeated_key,
     first_undecoded,
     header_groups,
     json_groups,
@@ -192,8 +194,21 @@ def _read_as(spark: SparkSession, path: str, fmt: str, typed: bool, *, encoding:
         return _read_by_group(path, schema_groups(path), lambda group: _read_parquet_files(spark, group), typed)
     except AnalysisException as error:  # no such path, or a file Spark cannot read as `fmt`
         said = spark_said(error)
+        repeated = first_repeated_key(path) if fmt == "json" and "COLUMN_ALREADY_EXISTS" in said else None
+        if repeated is not None:
+            raise LakeError(_repeated_key_said(repeated)) from None
         hint = NANOSECONDS_HINT if "TIMESTAMP(NANOS" in said else ""
         raise LakeError(f"cannot read {path} as {fmt}: {said}{hint}") from None
+
+
+def _repeated_key_said(repeated: RepeatedKey) -> str:
+    """A JSON record that names a key twice, where: no column can hold both of its values, and which one the
+    writer meant is not the reader's to guess."""
+    where = f"its record on line {repeated.line} ({repeated.text})" if repeated.line else "a record of it"
+    at = f" (the second at col {repeated.column})" if repeated.column else ""
+    return (f"cannot read {repeated.file} as json: {where} names the key '{repeated.key}' twice{at}, and a column "
+            "holds one value of a record (keys are told apart without their case); write each key once in a "
+            "record, and land the file again")
 
 
 def _read_json_files(spark: SparkSession, group: FileGroup[str | None], typed: bool) -> DataFrame:

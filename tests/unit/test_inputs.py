@@ -131,6 +131,19 @@ def test_a_json_file_is_one_value_over_many_lines_where_its_first_line_opens_one
     assert inputs.json_groups("s3a://bucket/landing/") == []
 
 
+def test_the_first_json_record_that_names_a_key_twice_is_found_by_its_line_and_column(tmp_path: Path) -> None:
+    """Spark refuses a file with such a record whole, naming neither; a key is told apart without its case, as
+    Spark tells columns apart, in a nested record too. A record cut short, or keys that differ, repeat nothing."""
+    (tmp_path / "a.json").write_bytes(b'{"v": 1}\n{"v": 2, "w": {"x": 1, "y": 2}}\n{"cut": \n')
+    (tmp_path / "b.json.gz").write_bytes(gzip.compress(b'{"v": 1}\n{"v": 2, "w": {"x": 1, "X": 2}}\n'))
+    (tmp_path / "c.json").write_bytes(b'[\n {"v": 1,\n  "v": 2}\n]\n')
+    assert inputs.first_repeated_key(str(tmp_path / "a.json")) is None
+    assert inputs.first_repeated_key(str(tmp_path)) == inputs.RepeatedKey(
+        str(tmp_path / "b.json.gz"), 2, 24, "X", '{"v": 2, "w": {"x": 1, "X": 2}}')
+    assert inputs.first_repeated_key(str(tmp_path / "c.json")) == inputs.RepeatedKey(str(tmp_path / "c.json"), 0, 0,
+                                                                                      "v")
+
+
 @pytest.mark.parametrize("compress", [gzip.compress, bz2.compress])
 def test_a_compressed_file_cut_short_is_refused_by_name_before_spark_reads_it(compress: Callable[[bytes], bytes],
                                                                                tmp_path: Path) -> None:
