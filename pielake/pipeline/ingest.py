@@ -1080,15 +1080,18 @@ def _unix_times(stream: StreamSchema, sample: DataFrame, path: str) -> tuple[tup
 def _times_as_text(stream: StreamSchema, sample: DataFrame) -> str:
     """For a time column typed as text: one of its values, and the forms of a time a file's column is typed from.
     Text that is not an ISO-8601 time (`01/02/2026 13:45`, as spreadsheets write one) does not cast to a TIMESTAMP
-    either, so declaring the column one would quarantine every such row."""
+    either, so declaring the column one would quarantine every such row. A column empty in every row (Spark types
+    it as text) holds no time to type at all: most likely another column holds the times."""
     column = stream.time_column
     if stream.type_of(column) != "STRING":
         return ""
     found = sample.select(column).where(F.col(column).isNotNull()).first()
-    shown = f" such as '{found[0]}'" if found else ""
-    return (f"; it holds text{shown}: a column of times reads as TIMESTAMPs where every value is an ISO-8601 time "
-            "(2026-01-02T13:45:00Z, or with its zone), as whole numbers where every value is one (of the unit "
-            "--time-unit names); for times written otherwise, declare the stream with their pattern (time: "
+    if found is None:
+        return (f"; it is empty in every row, so no event has a time: name the file's column of times with "
+                f"--time-column, or write each event's time in {column}")
+    return (f"; it holds text such as '{found[0]}': a column of times reads as TIMESTAMPs where every value is an "
+            "ISO-8601 time (2026-01-02T13:45:00Z, or with its zone), as whole numbers where every value is one (of "
+            "the unit --time-unit names); for times written otherwise, declare the stream with their pattern (time: "
             "{column: ts, unit: timestamp, format: dd/MM/yyyy HH:mm})")
 
 
