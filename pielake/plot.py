@@ -62,15 +62,22 @@ class Timeline:
     unit: str = ""  # of a numeric time (s, ms, us, ...); none for TIMESTAMPs, which read as dates
 
 
-def _bound(lake: Lake, text: str | None, like: DataFrame, column: str, option: str) -> Column | None:
-    """A user's --from/--to as a literal of the time column's type, or a clear error."""
-    if text is None:
-        return None
+def _bounds(lake: Lake, since: str | None, until: str | None, like: DataFrame,
+            column: str) -> tuple[Column | None, Column | None]:
+    """A user's --from and --to as literals of the time column's type (None: not given), or a clear error: a value
+    not of that type, or a range that ends before it starts (which would draw nothing, as if the key had nothing
+    to draw)."""
     kind = like.schema[column].dataType.simpleString()
-    value = lake.spark.range(1).select(F.lit(text).try_cast(kind)).first()[0]
-    if value is None:
-        raise PielakeError(f"{option} '{text}' is not a {kind} like the stream's times")
-    return F.lit(value).cast(kind)
+    values = []
+    for text, option in ((since, "--from"), (until, "--to")):
+        value = None if text is None else lake.spark.range(1).select(F.lit(text).try_cast(kind)).first()[0]
+        if text is not None and value is None:
+            raise PielakeError(f"{option} '{text}' is not a {kind} like the stream's times")
+        values.append(value)
+    low, high = (None if value is None else F.lit(value).cast(kind) for value in values)
+    if None not in values and values[0] > values[1]:
+        raise PielakeError(f"--from {since} is after --to {until}")
+    return low, high
 
 
 def _for_key(frame: DataFrame, plan: QueryPlan, key: tuple[str, ...]) -> DataFrame:
@@ -130,7 +137,7 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
         raise PielakeError(f"query {name} has no situations of {_shown(plan, key)} (a --key that names no key of the "
                            f"stream, or one no symbol ever held for); "
                            f"{_key_to_try(plan, every_match, every_situation)}")
-    low, high = (_bound(lake, t, situations, V.TS, o) for t, o in ((since, "--from"), (until, "--to")))
+    low, high = _bounds(lake, since, until, situations, V.TS)
     bars = tuple(sorted((Bar(lanes.index(r[V.SYMBOL]), r[V.TS], r[V.TE]) for r in situations.filter(
         _in_range(F.col(V.TS), F.col(V.TE), low, high)).collect()), key=lambda b: (b.lane, b.start)))
     matches = _for_key(every_match, plan, key)
