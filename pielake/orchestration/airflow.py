@@ -78,8 +78,10 @@ from pielake.yaml_file import read_yaml
 PROJECT = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT / "jobs"
 DEFAULT_SCHEDULE = "@hourly"
-SETTINGS = ("schedule", "events", "landing", "format", "time_column", "time_unit", "skip_lines", "time_zone",
-            "runner", "step_timeout")
+# A registration's settings, each with a value a refusal shows as its example.
+SETTINGS = {"schedule": '"*/10 * * * *"', "events": "/landing/cars.csv", "landing": "/landing/cars/*.csv",
+            "format": "csv", "time_column": "ts", "time_unit": "ms", "skip_lines": "[1, 3, 4]",
+            "time_zone": "Europe/Berlin", "runner": "engine", "step_timeout": "30"}
 RUNNERS = ("engine", "spark-submit")
 UNCLOCKED = ("@once", "@continuous")  # Airflow's schedule presets that are no cron expression
 ENGINE_CONNECTION = os.environ.get("PIELAKE_ENGINE_CONN", "pielake_engine")
@@ -174,6 +176,10 @@ def register(path: Path) -> Registration:
     events, landing = settings.pop("events", ""), settings.pop("landing", "")
     if isinstance(settings.get("skip_lines"), list):  # as `--skip-lines` gives them
         settings["skip_lines"] = ",".join(str(line) for line in settings["skip_lines"])
+    nested = next((k for k, v in settings.items() if isinstance(v, list | dict)), None)
+    if nested is not None:  # its text would be taken for one value (a column named "['a', 'b']")
+        raise PielakeError(f"{sidecar}: {nested} is a {type(settings[nested]).__name__}: give one value, as "
+                           f"{nested}: {SETTINGS[nested]}")
     given = {k: v if v is None else str(v) for k, v in settings.items() if v is not None or k == "schedule"}
     try:
         return Registration(path, plan, events=_events_setting(plan, "events", events),

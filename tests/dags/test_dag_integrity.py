@@ -76,6 +76,8 @@ SETTINGS_TYPED_WRONG = {
     "listed": (QUERY, b"- schedule\n- events\n", "listed.yaml: holds a list, not settings"),
     "files_listed": (QUERY, b"events:\n  - /landing/a.json\n  - /landing/b.json\n",
                      "files_listed.yaml: events is a list: give one path (a folder, or a pattern of names"),
+    "columns_listed": (QUERY, b"time_column: [at, ts]\n",
+                       "columns_listed.yaml: time_column is a list: give one value, as time_column: ts"),
     "spreadsheet": (QUERY, b"events: /landing/flags.xlsx\nformat: excel\n",
                     "spreadsheet.yaml: format 'excel' is not one of csv, parquet, json"),
     "misnamed": (VESSELS, b"events:\n  Positions: /landing/positions.csv\n  PortCalls: /landing/calls.csv\n",
