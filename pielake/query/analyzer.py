@@ -246,7 +246,10 @@ class _Analyzer:
         for column in self.query.partition_by:
             name = self.key_column(column)
             if name.lower() in (k.lower() for k in keys):
-                self.error(f"PARTITION BY names the key '{column.name}' twice", column.span, "Name each key once.")
+                self.error(f"PARTITION BY names the key '{column.name}' twice", column.span,
+                           "Name each key once." if len(self.entries) == 1 else
+                           f"Name each key once: a key is the column of that name in every stream of FROM "
+                           f"(PARTITION BY {column.name}), not a join of one stream's column with another's.")
             else:
                 keys.append(name)
         return tuple(keys)

@@ -236,3 +236,8 @@ def test_several_events_files_of_one_stream_are_one_folder_or_pattern() -> None:
     with pytest.raises(PielakeError, match=r"reads one stream: give one events path, not 2; for several files, a "
                                            r"folder of them or a pattern of their names \(/landing/cars/\*.csv\)"):
         events_files(plan, ["a.csv", "b.csv"])
+    plan = analyze(parse("FROM S, T DEFINE A AS S.a, B AS T.b PATTERN A meets B WITHIN 5 s"))
+    assert events_files(plan, ["s=a.csv", "S=a.csv", "T=b.csv"]) == {"stream_events": [("S", "a.csv"), ("T", "b.csv")]}
+    with pytest.raises(PielakeError, match=r"^stream S is given two events paths, 'a.csv' and 'b.csv': give it one, a "
+                                           r"folder of its files or a pattern of their names"):
+        events_files(plan, ["S=a.csv", "S=b.csv", "T=c.csv"])

@@ -118,6 +118,17 @@ def test_a_column_called_like_a_keyword_is_read_qualified_and_the_error_says_so(
     assert suggestion == "If a column is called from, qualify it with its stream: C.from."
 
 
+def test_a_key_named_from_each_stream_is_told_that_a_key_is_one_column_of_every_stream() -> None:
+    """`PARTITION BY C.k, L.k` reads as SQL's join of two streams' columns; a key names the column of that name in
+    every stream of FROM, so the error says to name it once."""
+    with pytest.raises(QueryError) as caught:
+        load_query("FROM Cars C, Lights L PARTITION BY C.k, L.k DEFINE A AS C.v > 3, B AS L.on PATTERN A overlaps B "
+                   "WITHIN 1 h")
+    assert (caught.value.first.line, caught.value.first.col) == (1, 41)
+    assert caught.value.first.suggestion == ("Name each key once: a key is the column of that name in every stream of "
+                                             "FROM (PARTITION BY k), not a join of one stream's column with another's.")
+
+
 def test_semantic_errors_are_reported_together_with_a_count_of_the_rest() -> None:
     defines = ", ".join(f"S{i} AS x{i}" for i in range(8))
     with pytest.raises(QueryError) as caught:
