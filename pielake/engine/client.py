@@ -133,8 +133,9 @@ def _post(address: EngineAddress, path: str, body: dict[str, Any], timeout: floa
         raise EngineError(f"the engine at {address.runs_url} refused: {refused.read().decode().strip()}") from None
     except (TimeoutError, urllib.error.URLError, ConnectionError) as lost:
         reason = getattr(lost, "reason", lost)
-        raise EngineError(f"no answer from the engine at {address.runs_url} ({reason}); is it running? "
-                          "`pielake engine status --lake LAKE`", EXIT_UNAVAILABLE) from None
+        raise EngineError(f"no answer from the engine at sc://{address.host}:{address.port} (its runs at "
+                          f"{address.runs_url}: {reason}); is it running? `pielake engine status --lake LAKE`",
+                          EXIT_UNAVAILABLE) from None
 
 
 def run_on_engine(address: EngineAddress, order: RunOrder, say: Callable[[str], None],

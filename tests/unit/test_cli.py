@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 
 from pielake.cli import main
 from pielake.engine.client import free_port, free_ports
-from pielake.exitcodes import EXIT_OK, EXIT_USAGE
+from pielake.exitcodes import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 from pielake.streams import StreamSchema, lake_streams, save_schema
 
 EXAMPLE = str(Path(__file__).parents[2] / "examples" / "queries" / "aggressive_driving.tpq")
@@ -149,6 +149,11 @@ def test_an_engine_address_nothing_listens_at_is_refused_at_once(tmp_path: Path)
     address = f"sc://localhost:{free_port()}"
     invoke(["sql", "--lake", str(tmp_path), "SELECT 1", "--remote", address], EXIT_USAGE,
            f"no engine answers at {address} (Connection refused)")
+    (tmp_path / "q.tpq").write_text("FROM S DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s")
+    port = free_ports(2)  # a run is sent over HTTP, to the port after the engine's: the error names the one given
+    invoke(["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "q.tpq"), "--lake", str(tmp_path), "--remote",
+            f"sc://localhost:{port}"], EXIT_UNAVAILABLE,
+           f"no answer from the engine at sc://localhost:{port} (its runs at http://localhost:{port + 1}: ")
 
 
 def test_a_master_spark_does_not_take_is_refused_before_its_jvm_starts(tmp_path: Path) -> None:
