@@ -433,13 +433,14 @@ def events_files(plan: QueryPlan, given: Sequence[str]) -> dict[str, object]:
         streams = " ".join(f"--events {s.stream}=FILE" for s in plan.sources)
         raise PielakeError(f"query {plan.name} reads {len(plan.sources)} streams: name each file's stream "
                            f"({streams}); not '{wrong[0]}'")
-    named = [(plan.source_named(name).stream, path) for name, _, path in pairs]
-    seen: dict[str, str] = {}
-    for stream, path in named:
-        if seen.setdefault(stream, path) != path:  # one of the two files would not be read
-            raise PielakeError(f"stream {stream} is given two events paths, '{seen[stream]}' and '{path}': give it "
+    chosen: dict[str, str] = {}
+    for stream, path in ((plan.source_named(name).stream, path) for name, _, path in pairs):
+        if path and chosen.get(stream, path) not in (path, ""):  # one of the two files would not be read
+            raise PielakeError(f"stream {stream} is given two events paths, '{chosen[stream]}' and '{path}': give it "
                                "one, a folder of its files or a pattern of their names (/landing/cars/*.csv)")
-    return {"stream_events": list(dict(named).items())}
+        if path or stream not in chosen:
+            chosen[stream] = path
+    return {"stream_events": list(chosen.items())}
 
 
 def files_by_stream(plan: QueryPlan, given: Sequence[str]) -> dict[str, str]:

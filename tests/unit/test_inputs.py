@@ -238,6 +238,7 @@ def test_several_events_files_of_one_stream_are_one_folder_or_pattern() -> None:
         events_files(plan, ["a.csv", "b.csv"])
     plan = analyze(parse("FROM S, T DEFINE A AS S.a, B AS T.b PATTERN A meets B WITHIN 5 s"))
     assert events_files(plan, ["s=a.csv", "S=a.csv", "T=b.csv"]) == {"stream_events": [("S", "a.csv"), ("T", "b.csv")]}
+    assert events_files(plan, ["S=a.csv", "S=", "T=", "T=b.csv"]) == {"stream_events": [("S", "a.csv"), ("T", "b.csv")]}
     with pytest.raises(PielakeError, match=r"^stream S is given two events paths, 'a.csv' and 'b.csv': give it one, a "
                                            r"folder of its files or a pattern of their names"):
         events_files(plan, ["S=a.csv", "S=b.csv", "T=c.csv"])
