@@ -254,38 +254,54 @@ def first_undecoded(path: str, encoding: str) -> Undecoded | None:
 
 @dataclass(frozen=True)
 class RepeatedKey:
-    """A JSON record that names a key twice: the file, its line and the column of the key's second time (from 1;
-    0 where the file is one value over many lines), the key as written then, and the line's start."""
+    """A JSON key Spark reads as a column twice: the file, the record's line and the column of the key's second
+    time (from 1; 0 where the file is one value over many lines), the key as written then, the line's start, and,
+    where an earlier record spells the key in another case, where that is (else empty)."""
 
     file: str
     line: int
     column: int
     key: str
     text: str = ""
+    earlier: str = ""
 
 
 def first_repeated_key(path: str) -> RepeatedKey | None:
-    """The first record of the local files `path` names that repeats a key (`{"v": 2, "v": 5}`), in any case, as
-    Spark reads columns; None where none does. Spark refuses the whole read of such a file without saying where,
-    so this is looked for only then, a line at a time."""
+    """The first record of the local files `path` names that names a key twice (`{"v": 2, "v": 5}`), or in another
+    case than an earlier record (`{"v": 2}`, then `{"V": 5}`), as Spark tells columns apart without their case (a
+    nested key by its path); None where none does. Spark refuses the whole read of such files without saying
+    where, so this is looked for only then, a record at a time."""
+    spelled: dict[str, tuple[str, str]] = {}  # a key's path in lower case: its first spelling, and where
     for file in local_files(path):
         with opened(file) as stream:
-            if _json_layout(file) == JSON_DOCUMENT:
-                repeated = _repeated_key(stream.read())
-                if repeated is not None:
-                    return RepeatedKey(file, 0, 0, repeated)
-                continue
-            for number, line in enumerate(stream, start=1):
-                repeated = _repeated_key(line)
-                if repeated is not None:
-                    keys = list(re.finditer(rb'"' + re.escape(repeated.encode()) + rb'"\s*:', line, re.IGNORECASE))
-                    return RepeatedKey(file, number, keys[-1].start() + 1 if len(keys) > 1 else 0, repeated,
-                                       line.decode(errors="replace").strip()[:80])
+            document = _json_layout(file) == JSON_DOCUMENT
+            for number, line in [(0, stream.read())] if document else enumerate(stream, start=1):
+                value, twice = _keys_of(line)
+                if twice is not None:
+                    return _repeated(file, number, line, twice)
+                here = f"line {number} of {file}" if number else file
+                for key in _paths(value):
+                    first, where = spelled.setdefault(key.lower(), (key, here))
+                    if first != key:
+                        return _repeated(file, number, line, key, f"{where} names it '{first}'")
     return None
 
 
-def _repeated_key(text: bytes) -> str | None:
-    """The first key a JSON value's objects name twice (case aside), or None (also where it is no JSON)."""
+def _repeated(file: str, number: int, line: bytes, key: str, earlier: str = "") -> RepeatedKey:
+    """Where a record names `key` (a path) twice, or, `earlier` said, once in another case than before: the column of
+    its second time in the record, or of its one time."""
+    name = key.rsplit(".", 1)[-1]
+    if not number:
+        return RepeatedKey(file, 0, 0, name, "", earlier)
+    found = [m.start() + 1 for m in re.finditer(rb'"' + re.escape(name.encode()) + rb'"\s*:', line,
+                                                0 if earlier else re.IGNORECASE)]
+    column = (found[0] if earlier else found[-1]) if found and (earlier or len(found) > 1) else 0
+    return RepeatedKey(file, number, column, name, line.decode(errors="replace").strip()[:80], earlier)
+
+
+def _keys_of(text: bytes) -> tuple[object, str | None]:
+    """A JSON value, and the first key one of its objects names twice (case aside); (None, None) where it is no
+    JSON."""
     found: list[str] = []
 
     def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
@@ -297,10 +313,19 @@ def _repeated_key(text: bytes) -> str | None:
         return dict(items)
 
     try:
-        json.loads(text, object_pairs_hook=pairs)
+        value = json.loads(text, object_pairs_hook=pairs)
     except ValueError:
-        return None
-    return found[0] if found else None
+        return None, None
+    return value, found[0] if found else None
+
+
+def _paths(value: object, prefix: str = "") -> Iterator[str]:
+    """The columns Spark reads a JSON record (or a list of them) as: each key's path (a list is one column)."""
+    for record in value if isinstance(value, list) and not prefix else [value]:
+        if isinstance(record, dict):
+            for key, inner in record.items():
+                yield f"{prefix}{key}"
+                yield from _paths(inner, f"{prefix}{key}.") if isinstance(inner, dict) else ()
 
 
 def text_format(path: str) -> str:

@@ -919,8 +919,9 @@ def test_nested_records_are_read_as_a_column_a_field_and_lists_as_their_json(tmp
     """An event as a message queue or an IoT hub writes it, `{"meta": {"unit": …, "ts": …}, "reading": {…},
     "tags": […]}`: each field of a record is a column named by its path (`meta_unit`), a list its JSON text, into a
     stream typed from the file and into one declared with those names; a field whose path names a column the record
-    has already is refused, naming both, and a record naming a key twice (in any case) is refused naming its line,
-    where Spark's own refusal names neither the line nor the record."""
+    has already is refused, naming both, and a record naming a key twice (in any case), or in another case than
+    an earlier record, is refused naming its line, where Spark's own refusal names neither the line nor the
+    record."""
     (tmp_path / "q.tpq").write_text("FROM Feed F PARTITION BY F.meta_unit DEFINE Fast AS F.reading_speed > 10, "
                                     "Tagged AS F.tags = '[\"x\"]' PATTERN Fast overlaps Tagged WITHIN 1 h "
                                     "RETURN max(Fast.reading_speed) AS top")
@@ -949,6 +950,11 @@ def test_nested_records_are_read_as_a_column_a_field_and_lists_as_their_json(tmp
     assert_one_error_line(result.output, f"cannot read {tmp_path / 'repeated.jsonl'} as json: its record on line 2 "
                                          f"({repeated.splitlines()[1].decode()}) names the key 'Speed' twice (the "
                                          "second at col 37)")
+    spelled = b'{"unit": "u1", "ts": 1, "speed": 5, "label": "x"}\n{"unit": "u1", "ts": 2, "Speed": 9, "label": "x"}\n'
+    result = run_without_schema(tmp_path, spelled, file="spelled.jsonl")
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, f"names the key 'Speed' (col 25), and line 1 of {tmp_path / 'spelled.jsonl'} "
+                                         "names it 'speed': keys are told apart without their case")
 
 
 def test_a_header_as_a_public_data_set_writes_it_is_read_under_plain_names(tmp_path: Path,

@@ -131,9 +131,12 @@ def test_a_json_file_is_one_value_over_many_lines_where_its_first_line_opens_one
     assert inputs.json_groups("s3a://bucket/landing/") == []
 
 
-def test_the_first_json_record_that_names_a_key_twice_is_found_by_its_line_and_column(tmp_path: Path) -> None:
+def test_the_first_json_record_that_names_a_key_twice_or_two_ways_is_found_by_its_line_and_column(
+        tmp_path: Path) -> None:
     """Spark refuses a file with such a record whole, naming neither; a key is told apart without its case, as
-    Spark tells columns apart, in a nested record too. A record cut short, or keys that differ, repeat nothing."""
+    Spark tells columns apart, in a nested record too, and one spelled in another case than an earlier record's,
+    in any file read with it, is one column named two ways. A record cut short, or keys that differ, repeat
+    nothing."""
     (tmp_path / "a.json").write_bytes(b'{"v": 1}\n{"v": 2, "w": {"x": 1, "y": 2}}\n{"cut": \n')
     (tmp_path / "b.json.gz").write_bytes(gzip.compress(b'{"v": 1}\n{"v": 2, "w": {"x": 1, "X": 2}}\n'))
     (tmp_path / "c.json").write_bytes(b'[\n {"v": 1,\n  "v": 2}\n]\n')
@@ -142,6 +145,12 @@ def test_the_first_json_record_that_names_a_key_twice_is_found_by_its_line_and_c
         str(tmp_path / "b.json.gz"), 2, 24, "X", '{"v": 2, "w": {"x": 1, "X": 2}}')
     assert inputs.first_repeated_key(str(tmp_path / "c.json")) == inputs.RepeatedKey(str(tmp_path / "c.json"), 0, 0,
                                                                                       "v")
+    (tmp_path / "d").mkdir()  # two writers, one key: Spark reads `w.x` and `W.x` as one column
+    (tmp_path / "d" / "1.json").write_bytes(b'{"v": 1, "w": {"x": 1}}\n')
+    (tmp_path / "d" / "2.json").write_bytes(b'{"v": 2, "W": {"x": 2}}\n')
+    assert inputs.first_repeated_key(str(tmp_path / "d")) == inputs.RepeatedKey(
+        str(tmp_path / "d" / "2.json"), 1, 10, "W", '{"v": 2, "W": {"x": 2}}',
+        f"line 1 of {tmp_path / 'd' / '1.json'} names it 'w'")
 
 
 @pytest.mark.parametrize("compress", [gzip.compress, bz2.compress])
