@@ -206,14 +206,15 @@ def _repeated_key_said(repeated: RepeatedKey) -> str:
     and which one the writer meant is not the reader's to guess; spelled in two cases by two records, the two are
     one column (Spark tells columns apart without their case) that Spark will not name two ways."""
     where = f"its record on line {repeated.line} ({repeated.text})" if repeated.line else "a record of it"
-    at = f"col {repeated.column}" if repeated.column else ""
+    said = f"cannot read {repeated.file} as json: {where} names the key '{repeated.key}'"
+    column = repeated.column
     if repeated.earlier:
-        return (f"cannot read {repeated.file} as json: {where} names the key '{repeated.key}'"
-                f"{f' ({at})' if at else ''}, and {repeated.earlier}: keys are told apart without their case, so "
-                "the two are one column; spell each key one way in every record, and land the files again")
-    return (f"cannot read {repeated.file} as json: {where} names the key '{repeated.key}' twice"
-            f"{f' (the second at {at})' if at else ''}, and a column holds one value of a record (keys are told "
-            "apart without their case); write each key once in a record, and land the file again")
+        return (f"{said}{f' (col {column})' if column else ''}, and {repeated.earlier}: keys are told apart "
+                "without their case, so the two are one column; spell each key one way in every record, and land "
+                "the files again")
+    return (f"{said} twice{f' (the second at col {column})' if column else ''}, and a column holds one value of a "
+            "record (keys are told apart without their case); write each key once in a record, and land the file "
+            "again")
 
 
 def _read_json_files(spark: SparkSession, group: FileGroup[str | None], typed: bool) -> DataFrame:

@@ -227,20 +227,19 @@ def test_a_run_s_settings_for_a_known_stream_are_its_schema_s_or_refused_naming_
     for given in ({"time_column": "AT", "time_unit": "ms", "time_zone": "Europe/Berlin"}, {"time_unit": "s"}):
         assert stream("Clock", **given) == kept["Clock"]
     file = lake_streams(tmp_path) / "Logger.yaml"
-    for given, said in [
-        ({"time_column": "t2"}, "reads its times from column ts, not --time-column 't2'"),
-        ({"time_unit": "ms"}, "reads its times as whole numbers of unit s, not --time-unit 'ms'"),
-        ({"skip_lines": "1,3,4"}, "skips line(s) 1 of its files, not --skip-lines '1,3,4'"),
-        ({"time_zone": "+02:00"}, "reads its times as UTC where they carry no zone, not --time-zone '+02:00'"),
+    for given, said, option, field in [
+        ({"time_column": "t2"}, "reads its times from column ts, not --time-column 't2'", "--time-column",
+         "time.column"),
+        ({"time_unit": "ms"}, "reads its times as whole numbers of unit s, not --time-unit 'ms'", "--time-unit",
+         "time.unit"),
+        ({"skip_lines": "1,3,4"}, "skips line(s) 1 of its files, not --skip-lines '1,3,4'", "--skip-lines",
+         "skip_lines"),
+        ({"time_zone": "+02:00"}, "reads its times as UTC where they carry no zone, not --time-zone '+02:00'",
+         "--time-zone", "time.zone"),
     ]:
-        option = said.split(", not ")[1].split()[0]
         with pytest.raises(PielakeError) as refused:
             stream("Logger", **given)
         assert str(refused.value) == (f"stream Logger's schema ({file}) {said}: leave {option} out, or, before the "
-                                      f"stream holds events, set {FIELDS[option]} in that schema")
+                                      f"stream holds events, set {field} in that schema")
     with pytest.raises(PielakeError, match=r"as the wall clock of Europe/Berlin, not --time-zone 'UTC'"):
         stream("Clock", time_zone="UTC")
-
-
-FIELDS = {"--time-column": "time.column", "--time-unit": "time.unit", "--skip-lines": "skip_lines",
-          "--time-zone": "time.zone"}
