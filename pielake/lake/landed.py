@@ -59,16 +59,29 @@ class Landing:
     def __str__(self) -> str:
         return str(self.folder / self.pattern)
 
-    def files(self) -> dict[str, Path]:
+    def names(self) -> list[str]:
         """The complete files in the folder and its partition folders whose names match, by their path in the
         folder (`day=2026-01-01/part-0.parquet`), in that order. A name starting with `.` or `_` is a file a
-        writer has not completed, and is never taken."""
-        return {name: path for name, path in held(self.folder).items() if fnmatchcase(path.name, self.pattern)}
+        writer has not completed, and is never taken. The watcher looks every second at a folder that may hold
+        months of partitions, so a look builds names alone (`held_names`)."""
+        return [name for name in held_names(self.folder) if fnmatchcase(os.path.basename(name), self.pattern)]
+
+    def files(self) -> dict[str, Path]:
+        """`names`, each with its path."""
+        return {name: self.folder / name for name in self.names()}
+
+
+def held_names(folder: Path) -> list[str]:
+    """The files a folder holds as Spark reads it (`folder_files`), by their path in it, in that order; none if it
+    is missing. Each walked path starts with the folder's own, so its name is what follows, cut from it: making
+    each path relative (`os.path.relpath`) and a `Path` was most of a look's time (docs/performance.md)."""
+    start = len(os.path.join(str(folder), ""))
+    return [file[start:] for file in folder_files(str(folder))]
 
 
 def held(folder: Path) -> dict[str, Path]:
-    """The files a folder holds as Spark reads it (`folder_files`), by their path in it; none if it is missing."""
-    return {os.path.relpath(file, folder): Path(file) for file in folder_files(str(folder))}
+    """`held_names`, each with its path."""
+    return {name: folder / name for name in held_names(folder)}
 
 
 def ledger_of(lake_root: Path, query: str) -> Path:
@@ -78,7 +91,7 @@ def ledger_of(lake_root: Path, query: str) -> Path:
 
 def taken(ledger: Path) -> set[str]:
     """The files a query has taken from one stream's landing, by their path in it: those in its runs' folders."""
-    return {name for run in _runs(ledger) for name in held(run)}
+    return {name for run in _runs(ledger) for name in held_names(run)}
 
 
 def untaken(landing: Landing, ledger: Path) -> dict[str, Path]:
@@ -110,7 +123,7 @@ def take(landing: Landing, ledger: Path, run_id: str, retaken: Collection[str] =
         _link(path, _place(folder / name))
     if new:
         os.utime(folder)  # a run's folder is as old as its last take (`release`), wherever in it a file went
-    return str(folder) if held(folder) else None
+    return str(folder) if held_names(folder) else None
 
 
 def take_each(landings: dict[str, Landing], query_ledger: Path, run_id: str,

@@ -49,7 +49,7 @@ def look(landing: Landing, ledger: Path, known: set[str]) -> tuple[set[str], set
     """The names landed and not taken, and the names taken. What a query has taken only grows, so the ledger, a
     file a run ever taken, is read again only when a landed name is not among the `known` taken ones: a look lists
     the landing folder alone while nothing new lands."""
-    landed = set(landing.files())
+    landed = set(landing.names())
     if landed - known:
         known = taken(ledger)
     return landed - known, known
