@@ -473,18 +473,20 @@ def engine_stop_command(lake_dir: str) -> None:
               help="The key to draw: one --key per PARTITION BY column, in order (default: most matches).")
 @click.option("--from", "since", default=None, help="Draw from this time on (stream time).")
 @click.option("--to", "until", default=None, help="Draw up to this time (inclusive).")
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Image file (.png, .svg, .pdf).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False),
+              help="Image file, in the format its suffix names: .png, .svg, .pdf (or another matplotlib writes).")
 @spark_options
 @user_errors
 def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since: str | None, until: str | None,
                  out: str, master: str | None, remote: str | None) -> None:
     """Draw one key's situations (a lane per symbol) and matches (brackets, detected_at marked) as a timeline."""
     from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
-    from pielake.plot import counted, draw, timeline  # noqa: PLC0415
+    from pielake.plot import counted, draw, image_file, timeline  # noqa: PLC0415
 
+    image = image_file(out)
     lake = Lake(session(master, remote, lake_dir), lake_dir)
     picture = timeline(lake, load_query_file(query_file), key or None, since, until)
-    written = draw(picture, Path(out))
+    written = draw(picture, image)
     drawn = f"{counted(len(picture.bars), 'situation')}, {counted(len(picture.brackets), 'match')}"
     click.echo(f"wrote {written}: {drawn}")
 

@@ -189,8 +189,22 @@ def bar_extent(bar: Bar, left: Any, right: Any) -> tuple[Any, Any]:
     return bar.start, max(end - bar.start, minimum)
 
 
+def image_file(out: str) -> Path:
+    """`out`, if its suffix names a format matplotlib writes: checked before Spark starts, as matplotlib refuses
+    another format only once the picture is drawn, and a name without a suffix it writes as `<name>.png`."""
+    from matplotlib.backend_bases import FigureCanvasBase  # noqa: PLC0415 (pyplot)
+
+    path = Path(out)
+    written = FigureCanvasBase.get_supported_filetypes()
+    if path.suffix.lower().lstrip(".") not in written:
+        said = f"its suffix {path.suffix} is no image format" if path.suffix else "it has no suffix to say its format"
+        raise PielakeError(f"--out {out}: {said}; name a .png, .svg or .pdf file (matplotlib also writes "
+                           f"{', '.join(f'.{kind}' for kind in sorted(set(written) - {'png', 'svg', 'pdf'}))})")
+    return path
+
+
 def draw(picture: Timeline, out: Path) -> Path:
-    """Render the timeline as a PNG (or any format matplotlib knows by `out`'s suffix)."""
+    """Render the timeline in the format `out`'s suffix names (`image_file`)."""
     plt = pyplot()
     figure = drawn(picture)
     out.parent.mkdir(parents=True, exist_ok=True)

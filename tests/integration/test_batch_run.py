@@ -259,6 +259,9 @@ def test_plot_writes_an_image_and_says_what_it_drew(lake: Path, tmp_path: Path) 
     assert "error: --from 9 is after --to 3" in run(["plot", str(lake / "hot_busy.tpq"), "--lake", str(lake), "--key",
                                                      "u1", "--from", "9", "--to", "3", "--out", str(out)],
                                                     code=2).output
+    for image, said in (("u1.txt", "its suffix .txt is no image format"), ("u1", "it has no suffix to say its format")):
+        assert f"error: --out {tmp_path / image}: {said}; name a .png, .svg or .pdf file" in run(
+            ["plot", str(lake / "hot_busy.tpq"), "--lake", str(lake), "--out", str(tmp_path / image)], code=2).output
     assert "one --key per column" in run(["plot", str(lake / "hot_busy.tpq"), "--lake", str(lake), "--key", "u1",
                                           "--key", "u2", "--out", str(out)], code=2).output
     assert "has no situations of unit = u9 (a --key that names no key of the stream, or one no symbol ever held " \
