@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +40,11 @@ from pielake.errors import PielakeError
 SYSTEM_JARS = "SPARK_DIST_CLASSPATH"  # what Spark's launcher appends to the driver JVM's class path
 # PySpark's loggers of the query context of every SQL error Spark raises (pyspark.errors.exceptions)
 QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+# Spark's warehouse, where its catalog keeps tables it manages, is `./spark-warehouse` unless set, and Spark makes
+# that folder wherever a command runs the first time its catalog is asked (as Delta's path-named statements do).
+# pielake's tables live in the lake, by path, and only the engine's catalog names them
+# (`pielake.lake.catalog.Metastore`), so any other session's warehouse is a folder that stays empty.
+IDLE_WAREHOUSE = Path(tempfile.gettempdir()) / "pielake-spark-warehouse"
 
 
 def _quiet_query_context() -> None:
@@ -228,6 +234,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", driver_memory or driver_heap())
         .config("spark.databricks.delta.snapshotPartitions", "2")
+        .config("spark.sql.warehouse.dir", str(IDLE_WAREHOUSE))
         .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
         # PySpark records the Python call site of every Column function for error messages, several JVM round
         # trips each, a large share of building a plan of many symbols. The call sites would be pielake's own

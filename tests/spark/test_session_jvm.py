@@ -110,16 +110,20 @@ def test_a_query_run_again_reuses_the_code_spark_generated_for_it(spark: SparkSe
 
 
 def test_a_session_for_one_micro_batch_compiles_with_c1_alone_and_a_long_lived_one_with_c2(
-        spark: SparkSession) -> None:
+        spark: SparkSession, tmp_path: Path) -> None:
     """`build_session(short_lived=True)`, as `pielake run --incremental` in process builds it: its JVM stops at
-    HotSpot's quick compiler. The tests' session lives for the whole run, as the engine does, and keeps C2."""
+    HotSpot's quick compiler. The tests' session lives for the whole run, as the engine does, and keeps C2. Its
+    catalog asked (as Delta's path-named statements ask it), the session leaves no `spark-warehouse` folder in the
+    folder it runs in, a user's."""
     probe = ("from pielake.engine.session import build_session; from tests.spark.test_session_jvm import vm_option; "
-             "print('tier', vm_option(build_session('local[1]', short_lived=True), 'TieredStopAtLevel'))")
+             "spark = build_session('local[1]', short_lived=True); spark.catalog.listDatabases(); "
+             "print('tier', vm_option(spark, 'TieredStopAtLevel'))")
     env = {**{k: v for k, v in os.environ.items() if k != "SPARK_SUBMIT_OPTS"}, "PYTHONPATH": str(ROOT)}
-    said = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=ROOT,
+    said = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path,
                           timeout=300, check=False)
     assert "tier 1" in said.stdout.splitlines(), said.stdout + said.stderr[-2000:]
     assert vm_option(spark, "TieredStopAtLevel") == "4"
+    assert sorted(path.name for path in tmp_path.iterdir()) == []
 
 
 class Heard(logging.Handler):
