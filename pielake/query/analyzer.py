@@ -770,6 +770,8 @@ def read_query_file(path: str) -> tuple[str, str]:
     if path == "-":
         return sys.stdin.read().removeprefix("\ufeff"), "stdin"
     file = Path(path)
+    if file.is_dir():
+        raise PielakeError(f"{path} is a folder, not a query file: name a .tpq file")
     if not file.is_file():
         raise PielakeError(f"no query file at {path}")
     name = file.stem

@@ -59,8 +59,9 @@ def test_a_bad_query_prints_one_clear_error_and_exits_2() -> None:
     assert "^^^^^^^" in result.output
 
 
-def test_a_missing_file_is_a_usage_error() -> None:
+def test_a_missing_file_is_a_usage_error(tmp_path: Path) -> None:
     invoke(["explain", "no/such/query.tpq"], EXIT_USAGE, "no query file at no/such/query.tpq")
+    invoke(["explain", str(tmp_path)], EXIT_USAGE, f"{tmp_path} is a folder, not a query file: name a .tpq file")
 
 
 def test_a_query_file_name_must_be_an_identifier(tmp_path: Path) -> None:
