@@ -376,7 +376,8 @@ def backfill_command(query_file: str, *, since: str, until: str, events_given: t
 @click.argument("statement")
 @click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
-              help="A table shows the first 10,000 rows (and says if there are more); csv and json give every row.")
+              help="A table shows the first 10,000 rows (and says if there are more); csv and json give every row. "
+                   "Nested values are JSON in every format.")
 @click.option("--as-of", "as_of", default=None, metavar="TIME",
               help="Read every table as it was at TIME (ISO-8601, UTC unless it says its zone): each one's newest "
                    "version committed by then; a table created after it is not there.")

@@ -9,14 +9,34 @@ lake, not by the statement's text.
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import json
+import math
 import re
+import unicodedata
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from itertools import islice
+
+from pyspark.sql import Row
+from pyspark.sql.types import (
+    ByteType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from pielake.errors import PielakeError, spark_said
 from pielake.lake.delta import Lake
@@ -92,16 +112,18 @@ def query_lake(lake: Lake, statement: str, fmt: str = "table", as_of: datetime |
         note(_as_of_note(lake, as_of, versions))
     with _rejected(tables, then=as_of is not None):
         frame = lake.spark.sql(_on_delta(lake, text, tables) or text)
-        columns = frame.columns
+        columns, shaped = frame.columns, shaper(frame.schema, fmt)
+        if fmt == "json":
+            _check_json_names(columns)
         if fmt == "table":
-            rows = [tuple(r) for r in frame.limit(MAX_ROWS + 1).collect()]
+            rows = [shaped(tuple(r)) for r in frame.limit(MAX_ROWS + 1).collect()]
             yield render(columns, rows[:MAX_ROWS], fmt, more=len(rows) > MAX_ROWS)
             return
         every = frame.toLocalIterator()
-        piece = [tuple(r) for r in islice(every, PIECE_ROWS)]
+        piece = [shaped(tuple(r)) for r in islice(every, PIECE_ROWS)]
         yield render(columns, piece, fmt)  # the header goes with the first piece, even of no rows
         while len(piece) == PIECE_ROWS:
-            piece = [tuple(r) for r in islice(every, PIECE_ROWS)]
+            piece = [shaped(tuple(r)) for r in islice(every, PIECE_ROWS)]
             yield render(columns, piece, fmt, header=False)
 
 
@@ -111,6 +133,8 @@ def _rejected(tables: list[str], *, then: bool = False) -> Iterator[None]:
     what to do where the statement alone does not explain it."""
     try:
         yield
+    except SqlError:
+        raise
     except Exception as error:
         first = spark_said(error)
         hint = _hint(first, tables, then=then)
@@ -157,6 +181,67 @@ def _hint(error: str, tables: list[str], *, then: bool = False) -> str:
 
 
 CONTROL = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t"})
+NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+# The Spark types whose values every format writes as Python gives them (`str`, JSON's own or its `default=str`),
+# and those CSV and a table write so too: JSON has no number for NaN and the infinities, CSV writes `nan`, `inf`.
+AS_THEY_ARE = (StringType, ByteType, ShortType, IntegerType, LongType, DecimalType, DateType, TimestampType,
+               TimestampNTZType)
+AS_TEXT_THEY_ARE = (*AS_THEY_ARE, FloatType, DoubleType)
+
+
+def _check_json_names(columns: list[str]) -> None:
+    """A JSON line is an object of the row's columns by name, so a name given twice would keep one value of two."""
+    twice = sorted(name for name, count in Counter(columns).items() if count > 1)
+    if twice:
+        raise SqlError(f"the result names {', '.join(twice)} more than once, and a JSON line keeps one value a name: "
+                       "name each column once (SELECT a.id AS a_id, b.id AS b_id), or --format csv")
+
+
+def shaper(schema: StructType, fmt: str) -> Callable[[tuple], tuple]:
+    """A row of `schema` as `render` writes it in `fmt`: the values of the columns of other types than those it
+    writes as they are made `plain` (JSON) or `_text` (CSV, a table), the others left as they are, so that a long
+    result of such columns costs what writing it did, not a Python step a value more."""
+    shape, kept = (plain, AS_THEY_ARE) if fmt == "json" else (_text, AS_TEXT_THEY_ARE)
+    others = [i for i, field in enumerate(schema.fields) if not isinstance(field.dataType, kept)]
+
+    def shaped(row: tuple) -> tuple:
+        if not others:
+            return row
+        values = list(row)
+        for i in others:
+            values[i] = None if values[i] is None else shape(values[i])
+        return tuple(values)
+
+    return shaped
+
+
+def plain(value: object) -> object:
+    """A value Spark gave, as JSON holds it: a struct an object of its fields by name, a map an object, an array a
+    list, binary data base64 (as Spark's JSON writer writes it), NaN and the infinities text (JSON has no such
+    numbers); times, dates and decimals their text, others as they are."""
+    if isinstance(value, Row):  # a tuple too: first
+        return {name: plain(field) for name, field in value.asDict().items()}
+    if isinstance(value, dict):
+        return {_text(key): plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, float) and not math.isfinite(value):
+        return NON_FINITE.get(value, "NaN")
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return str(value)
+
+
+def _text(value: object) -> str:
+    """A value as a CSV field or a table's cell holds it: nested values as JSON, true and false as SQL writes them."""
+    value = plain(value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
 
 
 def _cell(value: object) -> str:
@@ -165,11 +250,18 @@ def _cell(value: object) -> str:
     return str(value).translate(CONTROL)
 
 
+def _width(cell: str) -> int:
+    """The columns a terminal gives `cell`: two for a wide character (most of Chinese, Japanese and Korean)."""
+    return len(cell) + sum(unicodedata.east_asian_width(char) in "WF" for char in cell if ord(char) > 0x10FF)
+
+
 def render(columns: list[str], rows: list[tuple], fmt: str, *, header: bool = True, more: bool = False) -> str:
-    """Rows as `fmt` writes them: a table (its header, and a last line counting them, saying if there were `more`
-    than it shows), CSV (its header line if `header`), or JSON lines."""
+    """Rows, as `shaper` shaped them, as `fmt` writes them: a table (its header, and a last line counting them,
+    saying if there were `more` than it shows), CSV (its header line if `header`; NULL an empty field), or JSON
+    lines."""
     if fmt == "json":
-        return "".join(json.dumps(dict(zip(columns, r, strict=True)), default=str) + "\n" for r in rows)
+        return "".join(json.dumps(dict(zip(columns, r, strict=True)), ensure_ascii=False, default=str) + "\n"
+                       for r in rows)
     if fmt == "csv":
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
@@ -178,8 +270,8 @@ def render(columns: list[str], rows: list[tuple], fmt: str, *, header: bool = Tr
         writer.writerows(rows)
         return out.getvalue()
     cells = [[_cell(c) for c in columns], *[["NULL" if v is None else _cell(v) for v in r] for r in rows]]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
-    lines = [" | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    widths = [max(_width(row[i]) for row in cells) for i in range(len(columns))]
+    lines = [" | ".join(v + " " * (w - _width(v)) for v, w in zip(row, widths, strict=True)) for row in cells]
     lines.insert(1, "-+-".join("-" * w for w in widths))
     counted = (f"(the first {len(rows):,} rows; there are more: narrow the query, or --format csv or json for "
                "every row)") if more else f"({len(rows)} rows)"

@@ -47,3 +47,16 @@ def test_an_error_spark_meets_while_the_rows_stream_is_said_as_the_query_s(spark
     """ANSI SQL fails a bad cast when the row is computed, after the statement was accepted."""
     with pytest.raises(SqlError, match=r"Spark rejected the query: .*\[CAST_INVALID_INPUT\] The value 'x0'"):
         "".join(query_lake(Lake(spark, tmp_path), "SELECT CAST(concat('x', id) AS INT) FROM range(3)", "csv"))
+
+
+def test_json_lines_keep_a_struct_s_field_names_and_refuse_a_name_given_twice(spark: SparkSession,
+                                                                              tmp_path: Path) -> None:
+    """A JSON line is an object by column name: two columns of one name would keep one value of the two."""
+    lake = Lake(spark, tmp_path)
+    said = "".join(query_lake(lake, "SELECT named_struct('step', 'ingest', 'seconds', 0.5D) AS s, 1 AS n", "json"))
+    assert json.loads(said) == {"s": {"step": "ingest", "seconds": 0.5}, "n": 1}
+    with pytest.raises(SqlError) as refused:
+        "".join(query_lake(lake, "SELECT 1 AS a, 2 AS a, 3 AS b", "json"))
+    assert str(refused.value) == ("the result names a more than once, and a JSON line keeps one value a name: name "
+                                  "each column once (SELECT a.id AS a_id, b.id AS b_id), or --format csv")
+    assert "".join(query_lake(lake, "SELECT 1 AS a, 2 AS a", "csv")) == "a,a\n1,2\n"

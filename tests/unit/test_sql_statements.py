@@ -4,16 +4,19 @@ before Spark starts otherwise."""
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from pyspark.sql import Row
+from pyspark.sql.types import BinaryType, BooleanType, DoubleType, StringType, StructField, StructType
 
 from pielake.cli import main
 from pielake.exitcodes import EXIT_USAGE
 from pielake.lake.delta import Lake, LakeError
-from pielake.lake.sql import SqlError, as_of_time, check_read_only, render
+from pielake.lake.sql import SqlError, as_of_time, check_read_only, render, shaper
 
 
 @pytest.mark.parametrize(("given", "statement"), [
@@ -52,6 +55,30 @@ def test_a_table_shows_each_row_on_one_line_and_csv_keeps_values_as_they_are() -
         "dev                  | n   ", "---------------------+-----", "line\\nbreak\\tand tab | 1   ",
         "plain                | NULL", "(2 rows)"]
     assert render(["dev", "n"], rows, "csv") == 'dev,n\n"line\nbreak\tand tab",1\nplain,\n'
+
+
+def test_nested_values_binary_data_and_non_finite_numbers_are_written_as_json_holds_them() -> None:
+    """As Spark collects them: a struct a Row, a map a dict. A struct keeps its fields' names in every format (the
+    runs table's steps are structs), and a JSON line holds no NaN, which is no JSON number (CSV writes `nan`)."""
+    schema = StructType([StructField(name, kind) for name, kind in (
+        ("s", StructType()), ("b", BinaryType()), ("n", DoubleType()), ("i", DoubleType()), ("f", BooleanType()),
+        ("t", StringType()))])
+    row = (Row(step="ingest", rows={"rows in": 5}, failed=[], passed=True), bytearray(b"abc"), math.nan, -math.inf,
+           False, "true")
+    columns = [field.name for field in schema.fields]
+    nested = '{"step": "ingest", "rows": {"rows in": 5}, "failed": [], "passed": true}'
+    assert json.loads(render(columns, [shaper(schema, "json")(row)], "json")) == {
+        "s": {"step": "ingest", "rows": {"rows in": 5}, "failed": [], "passed": True}, "b": "YWJj", "n": "NaN",
+        "i": "-Infinity", "f": False, "t": "true"}
+    assert render(columns, [shaper(schema, "csv")(row)], "csv").splitlines()[1] == \
+        '"' + nested.replace('"', '""') + '",YWJj,nan,-inf,false,true'
+    assert render(columns, [shaper(schema, "table")(row)], "table").splitlines()[2].split(" | ") == [
+        nested, "YWJj", "nan", "-inf", "false", "true"]
+
+
+def test_a_table_gives_a_wide_character_two_columns_as_a_terminal_does() -> None:
+    assert render(["site", "n"], [("東京", 1), ("Oslo", 22)], "table").splitlines()[:4] == [
+        "site | n ", "-----+---", "東京 | 1 ", "Oslo | 22"]
 
 
 def test_a_time_to_read_the_lake_as_of_is_iso_8601_and_utc_unless_it_says_its_zone(tmp_path: Path) -> None:
