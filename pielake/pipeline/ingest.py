@@ -961,16 +961,21 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
     sample = read_raw(lake.spark, path, fmt, typed=True, skip_lines=request.skip_lines)
     if fmt == "csv":
         _check_utf_8(name, path)
-    try:
-        columns = tuple(schema_column(c, _as_declared(sample.schema[c].dataType.simpleString()))
-                        for c in file_columns(sample))  # malformed lines are quarantined, not a column
-    except SchemaError as unfit:
-        raise PielakeError(f"stream {name} has no schema, and its file {path} cannot give it one: {unfit}; a "
-                           "stream's columns hold one value each (a number, text, a boolean, a time): write that "
-                           "column as text, or drop it from the file") from None
+    columns, unfit = [], []
+    for column in file_columns(sample):  # malformed lines are quarantined, not a column
+        try:
+            columns.append(schema_column(column, _as_declared(sample.schema[column].dataType.simpleString())))
+        except SchemaError as error:
+            unfit.append(str(error))
+    if unfit:  # every such column at once: a file written by another system often has several
+        raise PielakeError(f"stream {name} has no schema, and its file {path} cannot give it one: {'; '.join(unfit)}; "
+                           "a stream's columns hold one value each (a number, text, a boolean, a time): write "
+                           f"{'those columns' if len(unfit) > 1 else 'that column'} as text, or drop "
+                           f"{'them' if len(unfit) > 1 else 'it'} from the file")
     if not sample.columns:  # an empty file: Spark sees neither rows nor a header
         raise _nothing_to_type(name, path)
-    columns, decimal_mark = _typed_text_columns(sample, columns, keys, untyped=bool(request.skip_lines), time=time)
+    columns, decimal_mark = _typed_text_columns(sample, tuple(columns), keys, untyped=bool(request.skip_lines),
+                                                time=time)
     names = {n.lower() for n, _ in columns}
     for needed in [*keys, time]:
         if needed.lower() not in names:

@@ -901,16 +901,19 @@ def test_a_stream_typed_from_its_file_reads_its_times_in_the_zone_a_run_names_an
 def test_a_file_whose_columns_no_stream_can_hold_is_refused_before_its_schema_is_kept(
         tmp_path: Path, spark: SparkSession) -> None:
     """A schema inferred from such a file would be kept in the lake and refused by every later run that loads it:
-    the first run refuses the file instead, in one line, and keeps nothing."""
+    the first run refuses the file instead, in one line naming every such column, and keeps nothing."""
     (tmp_path / "q.tpq").write_text(QUERY)
     pq.write_table(pa.table({"unit": ["u1"], "ts": [1], "speed": [5.0], "label": ["x"],
-                             "blob": pa.array([b"\x00\x01"], pa.binary())}), tmp_path / "events.parquet")
+                             "blob": pa.array([b"\x00\x01"], pa.binary()), "raw": pa.array([b"\x02"], pa.binary())}),
+                   tmp_path / "events.parquet")
     result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "events.parquet"),
                                        "--lake", str(tmp_path / "lake")])
     assert result.exit_code == 2, result.output
     assert_one_error_line(result.output, f"stream Dirty has no schema, and its file {tmp_path / 'events.parquet'} "
                                          "cannot give it one: column 'blob': type binary is not a flat primitive "
                                          "type")
+    assert "or DECIMAL(p,s)); column 'raw': type binary is not a flat primitive type" in result.output
+    assert result.output.rstrip().endswith("write those columns as text, or drop them from the file")
     assert load_schema("Dirty", lake_streams(tmp_path / "lake")) is None
 
 
