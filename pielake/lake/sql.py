@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from itertools import islice
 
-from pyspark.sql import Row
+from pyspark.sql import Row, SparkSession
 from pyspark.sql.types import (
     ByteType,
     DateType,
@@ -44,6 +44,7 @@ from pielake.lake.delta import Lake
 READ_ONLY = re.compile(r"^\s*(SELECT|WITH|SHOW|DESCRIBE|DESC|EXPLAIN)\b", re.IGNORECASE)
 DELTA_DESCRIBE = re.compile(r"^DESC(?:RIBE)?\s+(HISTORY|DETAIL)\s+`?([A-Za-z_][A-Za-z0-9_]*)`?(?:\s+LIMIT\s+(\d+))?$",
                             re.IGNORECASE)
+RESERVED_WORDS = "spark.sql.ansi.enforceReservedKeywords"
 MAX_ROWS = 10_000  # a table's rows: what a person reads at a terminal
 PIECE_ROWS = 10_000  # CSV and JSON rows written at a time
 
@@ -110,9 +111,10 @@ def query_lake(lake: Lake, statement: str, fmt: str = "table", as_of: datetime |
     tables = list(versions)
     if as_of is not None and note is not None:
         note(_as_of_note(lake, as_of, versions))
-    with _rejected(tables, then=as_of is not None):
-        frame = lake.spark.sql(_on_delta(lake, text, tables) or text)
-        columns, shaped = frame.columns, shaper(frame.schema, fmt)
+    with _rejected(tables, text, then=as_of is not None):
+        with _reserved_words(lake.spark):
+            frame = lake.spark.sql(_on_delta(lake, text, tables) or text)
+            columns, shaped = frame.columns, shaper(frame.schema, fmt)  # analysed, so parsed: here, in either session
         if fmt == "json":
             _check_json_names(columns)
         if fmt == "table":
@@ -128,7 +130,21 @@ def query_lake(lake: Lake, statement: str, fmt: str = "table", as_of: datetime |
 
 
 @contextmanager
-def _rejected(tables: list[str], *, then: bool = False) -> Iterator[None]:
+def _reserved_words(spark: SparkSession) -> Iterator[None]:
+    """Parse with SQL's reserved words held to their meaning (`spark.sql.ansi.enforceReservedKeywords`). Spark
+    otherwise reads a statement cut short after its clause's keyword, `SELECT * FROM matches_q WHERE`, as a table
+    given the alias `WHERE`, and answers every row; a column named by such a word is then written in backquotes.
+    Only while the statement is parsed: the session may be the one a run in this process uses."""
+    before = spark.conf.get(RESERVED_WORDS, "false")
+    spark.conf.set(RESERVED_WORDS, "true")
+    try:
+        yield
+    finally:
+        spark.conf.set(RESERVED_WORDS, before)
+
+
+@contextmanager
+def _rejected(tables: list[str], statement: str, *, then: bool = False) -> Iterator[None]:
     """Spark's AnalysisException, parse and runtime errors of the statement as a SqlError: their first line, and
     what to do where the statement alone does not explain it."""
     try:
@@ -137,7 +153,7 @@ def _rejected(tables: list[str], *, then: bool = False) -> Iterator[None]:
         raise
     except Exception as error:
         first = spark_said(error)
-        hint = _hint(first, tables, then=then)
+        hint = _hint(first, tables, statement, then=then)
         ended = first if not hint or first.endswith((".", "?", "!")) else f"{first}."
         raise SqlError(f"Spark rejected the query: {ended}{hint}") from None
 
@@ -162,7 +178,7 @@ def _on_delta(lake: Lake, text: str, tables: list[str]) -> str | None:
     return f"DESCRIBE {command.upper()} delta.`{folder}`" + (f" LIMIT {int(limit)}" if limit else "")
 
 
-def _hint(error: str, tables: list[str], *, then: bool = False) -> str:
+def _hint(error: str, tables: list[str], statement: str, *, then: bool = False) -> str:
     """What to do after an error of Spark's that the statement alone does not explain: a table the lake does not
     have (the likeliest slip is the name: its tables), a past version whose files are gone (`then`: read
     `--as-of`), or an older version of one, which the views `pielake sql` reads by do not give."""
@@ -173,6 +189,13 @@ def _hint(error: str, tables: list[str], *, then: bool = False) -> str:
     if then and ("FileNotFound" in error or "FILE_NOT_FOUND" in error):
         return (" The table's version then has files maintenance has removed since (VACUUM; `pielake maintain "
                 "--keep-days` is how long a lake keeps its tables' past): read a later time.")
+    if "PARSE_SYNTAX_ERROR" in error and (near := re.search(r"at or near '([A-Za-z_]+)'", error)):
+        word = near.group(1)
+        quoted = (f"if {word} names a column or a table, write it in backquotes (`{word}`): pielake sql reads SQL's "
+                  "reserved words as keywords only")
+        if re.search(rf"\b{word}\s*$", statement, flags=re.IGNORECASE):
+            return f" The statement ends with {word}: what follows it is missing ({quoted})."
+        return f" {quoted[0].upper()}{quoted[1:]}."
     if "TIME_TRAVEL" in error:
         return (" pielake sql reads each table by a view: --as-of TIME reads every table as it was at TIME "
                 "(DESCRIBE HISTORY <table> lists its versions and their times), and a SQL client of the engine's "

@@ -60,3 +60,16 @@ def test_json_lines_keep_a_struct_s_field_names_and_refuse_a_name_given_twice(sp
     assert str(refused.value) == ("the result names a more than once, and a JSON line keeps one value a name: name "
                                   "each column once (SELECT a.id AS a_id, b.id AS b_id), or --format csv")
     assert "".join(query_lake(lake, "SELECT 1 AS a, 2 AS a", "csv")) == "a,a\n1,2\n"
+
+
+def test_a_statement_cut_short_after_a_keyword_is_refused_not_read_as_an_alias(spark: SparkSession,
+                                                                               tmp_path: Path) -> None:
+    """Spark alone reads `... FROM t WHERE` as the table t named WHERE, and answers every row of it."""
+    lake = Lake(spark, tmp_path)
+    with pytest.raises(SqlError) as refused:
+        "".join(query_lake(lake, "SELECT id FROM range(3) WHERE", "csv"))
+    assert str(refused.value).endswith("The statement ends with WHERE: what follows it is missing (if WHERE names a "
+                                       "column or a table, write it in backquotes (`WHERE`): pielake sql reads "
+                                       "SQL's reserved words as keywords only).")
+    assert "".join(query_lake(lake, "SELECT `from` FROM (SELECT 7 AS `from`)", "csv")) == "from\n7\n"
+    assert spark.conf.get("spark.sql.ansi.enforceReservedKeywords") == "false"  # as the session had it
