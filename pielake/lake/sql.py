@@ -191,11 +191,11 @@ def _hint(error: str, tables: list[str], statement: str, *, then: bool = False) 
                 "--keep-days` is how long a lake keeps its tables' past): read a later time.")
     if "PARSE_SYNTAX_ERROR" in error and (near := re.search(r"at or near '([A-Za-z_]+)'", error)):
         word = near.group(1)
-        quoted = (f"if {word} names a column or a table, write it in backquotes (`{word}`): pielake sql reads SQL's "
+        quoted = (f"{word} names a column or a table, write it in backquotes (`{word}`): pielake sql reads SQL's "
                   "reserved words as keywords only")
         if re.search(rf"\b{word}\s*$", statement, flags=re.IGNORECASE):
-            return f" The statement ends with {word}: what follows it is missing ({quoted})."
-        return f" {quoted[0].upper()}{quoted[1:]}."
+            return f" The statement ends with {word}: what follows it is missing (if {quoted})."
+        return f" If {quoted}."
     if "TIME_TRAVEL" in error:
         return (" pielake sql reads each table by a view: --as-of TIME reads every table as it was at TIME "
                 "(DESCRIBE HISTORY <table> lists its versions and their times), and a SQL client of the engine's "

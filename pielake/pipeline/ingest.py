@@ -968,10 +968,10 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
         except SchemaError as error:
             unfit.append(str(error))
     if unfit:  # every such column at once: a file written by another system often has several
+        those, them = ("those columns", "them") if len(unfit) > 1 else ("that column", "it")
         raise PielakeError(f"stream {name} has no schema, and its file {path} cannot give it one: {'; '.join(unfit)}; "
-                           "a stream's columns hold one value each (a number, text, a boolean, a time): write "
-                           f"{'those columns' if len(unfit) > 1 else 'that column'} as text, or drop "
-                           f"{'them' if len(unfit) > 1 else 'it'} from the file")
+                           f"a stream's columns hold one value each (a number, text, a boolean, a time): write {those} "
+                           f"as text, or drop {them} from the file")
     if not sample.columns:  # an empty file: Spark sees neither rows nor a header
         raise _nothing_to_type(name, path)
     columns, decimal_mark = _typed_text_columns(sample, tuple(columns), keys, untyped=bool(request.skip_lines),
