@@ -27,6 +27,7 @@ from pielake.bench.queries import TPSTREAM_QUERIES
 from pielake.engine import control
 from pielake.engine.client import DEFAULT_PORT, RunOrder, engine_for, run_on_engine
 from pielake.engine.settings import WARM_UP_RUNS, keep_days, short_lived
+from pielake.environment import longest
 from pielake.errors import PielakeError, QueryError
 from pielake.exitcodes import EXIT_USAGE
 from pielake.explain import explain, explain_dot, found_by, relation_pictures
@@ -411,7 +412,7 @@ def engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Spark Connect's port; runs are served on the next one."),
         click.option("--jdbc-port", type=click.IntRange(1, 65535), default=10000, show_default=True,
                      help="The JDBC/ODBC (Thrift) endpoint's port."),
-        click.option("--refresh", type=click.FloatRange(min=0.5), default=30.0, show_default=True,
+        click.option("--refresh", type=click.FloatRange(0.5, longest("seconds")), default=30.0, show_default=True,
                      help="Seconds between looks for new lake tables to register."),
         click.option("--metastore-url", default=None,
                      help="JDBC URL of an external metastore (default: embedded Derby under LAKE/_catalog)."),
@@ -495,9 +496,10 @@ def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since:
 @main.command("maintain")
 @click.argument("query_file")
 @click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
-@click.option("--keep-days", type=click.FloatRange(min=0), default=keep_days, show_default="1, or PIELAKE_KEEP_DAYS",
+@click.option("--keep-days", type=click.FloatRange(0, longest("days")), default=keep_days,
+              show_default="1, or PIELAKE_KEEP_DAYS",
               help="Days of time travel kept: the files VACUUM leaves and the tables' Delta log.")
-@click.option("--lock-wait", type=click.FloatRange(min=0), default=0, show_default=True,
+@click.option("--lock-wait", type=click.FloatRange(0, longest("seconds")), default=0, show_default=True,
               help="Seconds to wait for a run of the query to publish (else stop at once, exit code 3).")
 @spark_options
 @user_errors

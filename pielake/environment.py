@@ -11,10 +11,23 @@ import os
 
 from pielake.errors import PielakeError
 
+# The longest span of time a setting gives (a wait, a timeout, a retention): a hundred years. No longer one fits
+# every clock it reaches (Python's timers hold 292 years, a `timedelta` 2.7 million, Delta's intervals 292,000),
+# and an overflow found there stops a task, a DAG file or a maintenance run with the clock's words, not the
+# setting's.
+LONGEST_SPAN_DAYS = 36_500
+SPAN_UNITS = {"seconds": 86_400, "minutes": 1_440, "days": 1}  # how many of each a day holds
+
+
+def longest(unit: str) -> float:
+    """The longest span of time a setting counted in `unit` (one of `SPAN_UNITS`) gives."""
+    return LONGEST_SPAN_DAYS * SPAN_UNITS[unit]
+
 
 def number(name: str, default: float, what: str, *, whole: bool = False) -> float:
     """The number the environment variable `name` holds, else `default`: a finite number, at least 0 (a whole one
-    where `whole`), or a PielakeError that names the variable, says `what` it counts and how to set it."""
+    where `whole`), at most `longest(what)` where `what` is a unit of time, or a PielakeError that names the
+    variable, says `what` it counts and how to set it."""
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default
@@ -22,8 +35,10 @@ def number(name: str, default: float, what: str, *, whole: bool = False) -> floa
         value = int(raw) if whole else float(raw)
     except ValueError:
         value = -1
-    if not 0 <= value < math.inf:
+    most = longest(what) if what in SPAN_UNITS else math.inf
+    if not 0 <= value <= most or value == math.inf:
         kind = "a whole number" if whole else "a number"
-        raise PielakeError(f"{name}='{raw}' is not {kind} of {what} (at least 0); set it as {name}={default:g}, "
+        bound = "at least 0" if most == math.inf else f"from 0 to {most:,.0f}, a hundred years"
+        raise PielakeError(f"{name}='{raw}' is not {kind} of {what} ({bound}); set it as {name}={default:g}, "
                            f"or unset it for {default:g}")
     return value

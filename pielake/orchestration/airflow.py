@@ -55,7 +55,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowTimetableInvalid
 
 from pielake import vocabulary as V
 from pielake.engine.settings import keep_days, landing_poll, lock_wait, short_lived, submit_settings
-from pielake.environment import number
+from pielake.environment import longest, number
 from pielake.errors import PielakeError
 from pielake.lake.landed import Landing, ledger_of
 from pielake.orchestration.landing import LandingTrigger
@@ -83,6 +83,8 @@ SETTINGS = {"schedule": '"*/10 * * * *"', "events": "/landing/cars.csv", "landin
             "format": "csv", "time_column": "ts", "time_unit": "ms", "skip_lines": "[1, 3, 4]",
             "time_zone": "Europe/Berlin", "runner": "engine", "step_timeout": "30"}
 RUNNERS = ("engine", "spark-submit")
+# The settings a deployment gives every registration that gives none: the variable each is read from.
+DEPLOYED = {"runner": "PIELAKE_RUNNER", "step_timeout": "PIELAKE_STEP_TIMEOUT"}
 UNCLOCKED = ("@once", "@continuous")  # Airflow's schedule presets that are no cron expression
 ENGINE_CONNECTION = os.environ.get("PIELAKE_ENGINE_CONN", "pielake_engine")
 MAINTENANCE_DAG = "pielake_maintenance"
@@ -103,23 +105,16 @@ class Registration:
     time_unit: str = ""  # an unknown stream's (`--time-unit`); none: s
     skip_lines: str = ""  # as `--skip-lines` gives them: `1,3,4`
     time_zone: str = ""  # an unknown stream's zone (`--time-zone`); none: UTC
-    runner: str = os.environ.get("PIELAKE_RUNNER", "engine")  # where the steps run: RUNNERS
+    runner: str = "engine"  # where the steps run: RUNNERS
     # Minutes a step may run before Airflow stops its task, which is then retried: a step whose engine hangs,
     # or whose connection is lost without an error, would otherwise hold the run (and its query's lock) forever.
-    step_timeout: str = os.environ.get("PIELAKE_STEP_TIMEOUT", "60")
+    step_timeout: str = "60"
 
     def __post_init__(self) -> None:
         """Every setting checked here, where a wrong one is this query's broken DAG (`register` says in which
         file): found while Airflow builds or stores the DAGs, it would fail the whole DAG file."""
-        if self.runner not in RUNNERS:
-            raise PielakeError(f"runner '{self.runner}' is not one of {', '.join(RUNNERS)}")
-        try:
-            minutes = float(self.step_timeout)
-        except ValueError:
-            minutes = 0.0
-        if not 0 < minutes < float("inf"):
-            raise PielakeError(f"step_timeout '{self.step_timeout}' is not a number of minutes above 0 "
-                               "(e.g. step_timeout: 30)")
+        check_runner(self.runner, "runner")
+        check_step_timeout(self.step_timeout, "step_timeout", "step_timeout: 30")
         check_schedule(self.schedule, "schedule")
         if self.time_unit:
             check_time_unit(self.time_unit, "time_unit")
@@ -181,11 +176,41 @@ def register(path: Path) -> Registration:
         raise PielakeError(f"{sidecar}: {nested} is a {type(settings[nested]).__name__}: give one value, as "
                            f"{nested}: {SETTINGS[nested]}")
     given = {k: v if v is None else str(v) for k, v in settings.items() if v is not None or k == "schedule"}
+    deployed = _deployed(set(given))
     try:
         return Registration(path, plan, events=_events_setting(plan, "events", events),
-                            landing=_events_setting(plan, "landing", landing), **given)
+                            landing=_events_setting(plan, "landing", landing), **deployed, **given)
     except PielakeError as error:
         raise PielakeError(f"{sidecar}: {error}") from None
+
+
+def _deployed(given: set[str]) -> dict[str, str]:
+    """The deployment's settings (`DEPLOYED`) for those a registration does not give, from the environment, checked
+    here: a wrong one is refused naming its variable, not a `<query>.yaml`, which may not exist."""
+    deployed = {setting: os.environ[variable] for setting, variable in DEPLOYED.items()
+                if setting not in given and os.environ.get(variable, "").strip()}
+    if "runner" in deployed:
+        check_runner(deployed["runner"], DEPLOYED["runner"])
+    if "step_timeout" in deployed:
+        check_step_timeout(deployed["step_timeout"], DEPLOYED["step_timeout"], f"{DEPLOYED['step_timeout']}=30")
+    return deployed
+
+
+def check_runner(runner: str, where: str) -> None:
+    if runner not in RUNNERS:
+        raise PielakeError(f"{where} '{runner}' is not one of {', '.join(RUNNERS)}")
+
+
+def check_step_timeout(minutes: str, where: str, example: str) -> None:
+    """A step's timeout: minutes above 0, and no longer than the longest span a setting gives (`longest`), which
+    every clock it reaches holds: a longer one fails every task as it starts its timer."""
+    try:
+        value = float(minutes)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= longest("minutes"):
+        raise PielakeError(f"{where} '{minutes}' is not a number of minutes above 0 and at most "
+                           f"{longest('minutes'):,.0f}, a hundred years (e.g. {example})")
 
 
 def check_schedule(schedule: str | None, where: str) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from pielake.bench.freshness import deployment_settings
 from pielake.engine.settings import SHORT_LIVED_JIT
+from pielake.orchestration.airflow import Broken, Registration, registrations
 from tests.helpers import FLAGS_QUERY as QUERY
 from tests.helpers import process_env
 
@@ -91,6 +92,8 @@ SETTINGS_TYPED_WRONG = {
                                                 "name (Europe/Berlin"),
     "twice": (QUERY, b'schedule: "@hourly"\nevents: /landing/flags.json\nschedule: "*/5 * * * *"\n',
               "twice.yaml, line 3, column 1: 'schedule' is set here and on line 1; keep one"),
+    "forever": (QUERY, b"step_timeout: 1e308\n", "forever.yaml: step_timeout '1e308' is not a number of minutes above "
+                                                 "0 and at most 52,560,000, a hundred years (e.g. step_timeout: 30)"),
 }
 EXPECTED_GRAPH = {"ingest": ["check_events"], "check_events": ["situations"], "situations": ["check_situations"],
                   "check_situations": ["pairs_c1"], "pairs_c1": ["check_pairs"], "check_pairs": ["matches"],
@@ -259,6 +262,25 @@ def test_settings_that_are_not_yaml_or_not_a_schedule_are_a_broken_dag_saying_wh
         dag = loaded["dags"][f"pielake_{name}"]
         assert dag["tags"] == ["broken", "pielake"] and dag["tasks"] == {"parse_query": []}
         assert said in dag["doc"], dag["doc"]
+
+
+@pytest.mark.parametrize(("variable", "value", "said"), [
+    ("PIELAKE_RUNNER", "local", "PIELAKE_RUNNER 'local' is not one of engine, spark-submit"),
+    ("PIELAKE_STEP_TIMEOUT", "1e300", "PIELAKE_STEP_TIMEOUT '1e300' is not a number of minutes above 0 and at most "
+                                      "52,560,000, a hundred years (e.g. PIELAKE_STEP_TIMEOUT=30)"),
+])
+def test_a_deployment_s_setting_that_cannot_be_used_breaks_the_dags_that_take_it_naming_its_variable(
+        variable: str, value: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A registration that gives no runner or step timeout takes the deployment's; one that gives its own does not
+    read the variable."""
+    monkeypatch.setenv(variable, value)
+    monkeypatch.setenv("PIELAKE_LAKE", str(tmp_path / "lake"))
+    (tmp_path / "deployed.tpq").write_text(QUERY)
+    (tmp_path / "own.tpq").write_text(QUERY)
+    (tmp_path / "own.yaml").write_text("runner: engine\nstep_timeout: 30\n")
+    deployed, own = registrations(tmp_path)
+    assert isinstance(deployed, Broken) and str(deployed.error) == said
+    assert isinstance(own, Registration) and (own.runner, own.step_timeout) == ("engine", "30")
 
 
 def test_a_query_of_no_schedule_runs_only_when_triggered(loaded: dict) -> None:

@@ -169,6 +169,15 @@ def test_a_master_spark_does_not_take_is_refused_before_its_jvm_starts(tmp_path:
     assert "error: " not in result.output.removeprefix("error: ")
 
 
+@pytest.mark.parametrize(("option", "value", "most"), [("--keep-days", "1e12", "36500"),
+                                                     ("--lock-wait", "1e300", "3153600000")])
+def test_a_span_of_time_longer_than_a_hundred_years_is_refused_before_spark_starts(option: str, value: str, most: str,
+                                                                                    tmp_path: Path) -> None:
+    """Delta's intervals and Python's timers hold a hundred years, not a longer span (`pielake.environment`)."""
+    invoke(["maintain", EXAMPLE, "--lake", str(tmp_path), option, value], EXIT_USAGE,
+           f"Invalid value for '{option}': {float(value)!r} is not in the range 0<=x<={most}")
+
+
 def test_no_engine_on_the_lake_is_said_with_what_the_command_can_do_instead(tmp_path: Path) -> None:
     status = invoke(["engine", "status", "--lake", str(tmp_path)], EXIT_USAGE, f"no engine runs on {tmp_path}; "
                     f"start one with `pielake engine start --lake {tmp_path}`")

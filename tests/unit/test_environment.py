@@ -4,9 +4,11 @@ the engine, a run)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from pielake.engine.settings import docs_runs, keep_days
+from pielake.engine.settings import docs_runs, keep_days, lock_wait
 from pielake.environment import number
 from pielake.errors import PielakeError
 
@@ -24,9 +26,24 @@ def test_a_number_given_is_read_and_an_empty_one_is_the_default(raw: str, read: 
 def test_a_value_that_is_no_number_of_its_kind_names_the_variable_and_how_to_set_it(
         raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PIELAKE_KEEP_DAYS", raw)
-    with pytest.raises(PielakeError, match=f"^PIELAKE_KEEP_DAYS='{raw}' is not a number of days \\(at least 0\\); "
-                                           "set it as PIELAKE_KEEP_DAYS=1, or unset it for 1$"):
+    with pytest.raises(PielakeError, match=f"^PIELAKE_KEEP_DAYS='{raw}' is not a number of days \\(from 0 to 36,500, "
+                                           "a hundred years\\); set it as PIELAKE_KEEP_DAYS=1, or unset it for 1$"):
         keep_days()
+
+
+@pytest.mark.parametrize(("variable", "read", "raw", "longest"), [
+    ("PIELAKE_KEEP_DAYS", keep_days, "36500.5", "36,500"),
+    ("PIELAKE_LOCK_WAIT", lock_wait, "1e300", "3,153,600,000"),
+])
+def test_a_span_of_time_is_at_most_a_hundred_years(variable: str, read: Callable[[], float], raw: str, longest: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every clock a span reaches holds a hundred years (Python's timers, Delta's intervals), not a longer one."""
+    monkeypatch.setenv(variable, raw)
+    with pytest.raises(PielakeError, match=f"^{variable}='{raw}' is not a number of \\w+ \\(from 0 to {longest}, a "
+                                           "hundred years\\)"):
+        read()
+    monkeypatch.setenv(variable, longest.replace(",", ""))
+    assert read() == float(longest.replace(",", ""))
 
 
 def test_a_count_is_a_whole_number(monkeypatch: pytest.MonkeyPatch) -> None:
