@@ -44,14 +44,25 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import cached_property
+from functools import cache, cached_property
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from airflow.providers.standard.operators.python import PythonOperator
-from airflow.sdk import DAG, Asset, AssetAny, AssetWatcher, BaseOperator, CronTriggerTimetable, Param, TaskGroup
+from airflow.sdk import (
+    DAG,
+    Asset,
+    AssetAny,
+    AssetWatcher,
+    BaseOperator,
+    Context,
+    CronTriggerTimetable,
+    Param,
+    TaskGroup,
+)
 from airflow.sdk.exceptions import AirflowFailException, AirflowTimetableInvalid
+from jinja2 import Environment, TemplateError, meta
 
 from pielake import vocabulary as V
 from pielake.engine.settings import keep_days, landing_poll, lock_wait, short_lived, submit_settings
@@ -123,7 +134,8 @@ class Registration:
             check_zone_named(self.time_zone, "time_zone")
         if self.format and self.format not in FORMATS:
             raise PielakeError(f"format '{self.format}' is not one of {', '.join(FORMATS)}")
-        events_files(self.plan, self.events)
+        for stream, path in files_by_stream(self.plan, self.events).items():
+            check_template(path, "events" if len(self.plan.sources) == 1 else f"events of {stream}")
         for landing in self.landings.values():
             if not (self.format or format_of(landing.pattern)):
                 raise PielakeError(f"the files of landing '{landing}' have no suffix that names their format; add "
@@ -211,6 +223,30 @@ def check_step_timeout(minutes: str, where: str, example: str) -> None:
     if not 0 < value <= longest("minutes"):
         raise PielakeError(f"{where} '{minutes}' is not a number of minutes above 0 and at most "
                            f"{longest('minutes'):,.0f}, a hundred years (e.g. {example})")
+
+
+def check_template(text: str, where: str) -> None:
+    """A setting Airflow renders for each run (`{{ data_interval_end | ts_nodash }}`), read as Airflow reads it: a
+    template that does not parse, names a filter Airflow has not or a value no run's context holds is refused
+    here, as the query's broken DAG. Found as a run renders it, it would fail every run, each after its retries."""
+    templates = _templates()
+    try:
+        named = meta.find_undeclared_variables(templates.parse(text))
+        templates.from_string(text)  # what parsing alone leaves unchecked: the filters it names
+    except TemplateError as error:
+        raise PielakeError(f"{where} '{text}' is not a template Airflow renders: {error.message} Write each value "
+                           "Airflow fills in as {{ data_interval_end | ts_nodash }}") from None
+    unknown = sorted(named - set(Context.__annotations__))
+    if unknown:
+        raise PielakeError(f"{where} '{text}' names {unknown[0]}, which Airflow gives no run: name one it does, as "
+                           "{{ data_interval_end | ts_nodash }}, {{ ds }} or {{ logical_date }}")
+
+
+@cache
+def _templates() -> Environment:
+    """The Jinja environment Airflow renders a pielake DAG's task arguments in: its filters (`ts_nodash`), and
+    every name it is not given undefined."""
+    return DAG("pielake_templates", schedule=None).get_template_env()
 
 
 def check_schedule(schedule: str | None, where: str) -> None:

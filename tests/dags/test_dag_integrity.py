@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from pielake.bench.freshness import deployment_settings
 from pielake.engine.settings import SHORT_LIVED_JIT
-from pielake.orchestration.airflow import Broken, Registration, registrations
+from pielake.orchestration.airflow import Broken, Registration, registrations, scheduled_dag
 from tests.helpers import FLAGS_QUERY as QUERY
 from tests.helpers import process_env
 
@@ -281,6 +282,31 @@ def test_a_deployment_s_setting_that_cannot_be_used_breaks_the_dags_that_take_it
     deployed, own = registrations(tmp_path)
     assert isinstance(deployed, Broken) and str(deployed.error) == said
     assert isinstance(own, Registration) and (own.runner, own.step_timeout) == ("engine", "30")
+
+
+def test_an_events_template_is_rendered_for_each_run_and_one_airflow_cannot_render_is_a_broken_dag(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A registration's events path is Jinja that Airflow renders as each run starts: a filter misspelt or a name no
+    run has is found as the DAGs load, not by every run failing after its retries."""
+    monkeypatch.setenv("PIELAKE_LAKE", str(tmp_path / "lake"))
+    for name, events in (("hourly", "/landing/{{ data_interval_end | ts_nodash }}.json"),
+                         ("misspelt", "/landing/{{ data_interval_end | ts_nodsah }}.json"),
+                         ("unnamed", "/landing/{{ interval_end }}.json"), ("unended", "/landing/{{ ds .json")):
+        (tmp_path / f"{name}.tpq").write_text(QUERY)
+        (tmp_path / f"{name}.yaml").write_text(f'events: "{events}"\n')
+    hourly, misspelt, unended, unnamed = registrations(tmp_path)
+    ingest = scheduled_dag(hourly).get_task("ingest")
+    ingest.render_template_fields({"run_id": "scheduled__2026-12-01T10:00:00+00:00",
+                                   "data_interval_end": datetime(2026, 12, 1, 10, tzinfo=UTC)})
+    assert ingest.op_kwargs["request"]["events_path"] == "/landing/20261201T100000.json"
+    assert isinstance(misspelt, Broken) and str(misspelt.error).endswith(
+        "misspelt.yaml: events '/landing/{{ data_interval_end | ts_nodsah }}.json' is not a template Airflow renders: "
+        "No filter named 'ts_nodsah'. Write each value Airflow fills in as {{ data_interval_end | ts_nodash }}")
+    assert isinstance(unnamed, Broken) and str(unnamed.error).endswith(
+        "unnamed.yaml: events '/landing/{{ interval_end }}.json' names interval_end, which Airflow gives no run: name "
+        "one it does, as {{ data_interval_end | ts_nodash }}, {{ ds }} or {{ logical_date }}")
+    assert isinstance(unended, Broken) and "is not a template Airflow renders: unexpected end of template" in str(
+        unended.error)
 
 
 def test_a_query_of_no_schedule_runs_only_when_triggered(loaded: dict) -> None:
