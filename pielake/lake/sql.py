@@ -15,6 +15,7 @@ import io
 import json
 import math
 import re
+import struct
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -22,20 +23,27 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from itertools import islice
 
-from pyspark.sql import Row, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    ArrayType,
     ByteType,
+    CalendarIntervalType,
+    DataType,
     DateType,
+    DayTimeIntervalType,
     DecimalType,
     DoubleType,
     FloatType,
     IntegerType,
     LongType,
+    MapType,
     ShortType,
     StringType,
     StructType,
     TimestampNTZType,
     TimestampType,
+    YearMonthIntervalType,
 )
 
 from pielake.errors import PielakeError, spark_said
@@ -113,7 +121,7 @@ def query_lake(lake: Lake, statement: str, fmt: str = "table", as_of: datetime |
         note(_as_of_note(lake, as_of, versions))
     with _rejected(tables, text, then=as_of is not None):
         with _reserved_words(lake.spark):
-            frame = lake.spark.sql(_on_delta(lake, text, tables) or text)
+            frame = _collectable(lake.spark.sql(_on_delta(lake, text, tables) or text))
             columns, shaped = frame.columns, shaper(frame.schema, fmt)  # analysed, so parsed: here, in either session
         if fmt == "json":
             _check_json_names(columns)
@@ -203,13 +211,39 @@ def _hint(error: str, tables: list[str], statement: str, *, then: bool = False) 
     return ""
 
 
+INTERVALS = (DayTimeIntervalType, YearMonthIntervalType, CalendarIntervalType)
+
+
+def _collectable(frame: DataFrame) -> DataFrame:
+    """`frame` with each column that holds an interval as Spark writes it (`INTERVAL '0 00:05:00' DAY TO
+    SECOND`): PySpark collects no year-month or calendar interval (their `fromInternal` is not implemented), and
+    a day-time one as Python's `timedelta`, which reads `0:05:00`. Other columns as they are."""
+    fields = frame.schema.fields
+    if not any(_holds_interval(field.dataType) for field in fields):
+        return frame
+    numbered = frame.toDF(*(f"c{i}" for i in range(len(fields))))  # the names may repeat: `a.id, b.id`
+    return numbered.select(*((F.col(f"c{i}").cast("string") if _holds_interval(field.dataType) else F.col(f"c{i}"))
+                             .alias(field.name) for i, field in enumerate(fields)))
+
+
+def _holds_interval(kind: DataType) -> bool:
+    if isinstance(kind, StructType):
+        return any(_holds_interval(field.dataType) for field in kind.fields)
+    if isinstance(kind, ArrayType):
+        return _holds_interval(kind.elementType)
+    if isinstance(kind, MapType):
+        return _holds_interval(kind.keyType) or _holds_interval(kind.valueType)
+    return isinstance(kind, INTERVALS)
+
+
 CONTROL = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t"})
 NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
 # The Spark types whose values every format writes as Python gives them (`str`, JSON's own or its `default=str`),
 # and those CSV and a table write so too: JSON has no number for NaN and the infinities, CSV writes `nan`, `inf`.
+# A FLOAT is neither: Python holds it as the double nearest it, 0.10000000149011612 for 0.1 (`_single`).
 AS_THEY_ARE = (StringType, ByteType, ShortType, IntegerType, LongType, DecimalType, DateType, TimestampType,
                TimestampNTZType)
-AS_TEXT_THEY_ARE = (*AS_THEY_ARE, FloatType, DoubleType)
+AS_TEXT_THEY_ARE = (*AS_THEY_ARE, DoubleType)
 
 
 def _check_json_names(columns: list[str]) -> None:
@@ -225,17 +259,31 @@ def shaper(schema: StructType, fmt: str) -> Callable[[tuple], tuple]:
     writes as they are made `plain` (JSON) or `_text` (CSV, a table), the others left as they are, so that a long
     result of such columns costs what writing it did, not a Python step a value more."""
     shape, kept = (plain, AS_THEY_ARE) if fmt == "json" else (_text, AS_TEXT_THEY_ARE)
-    others = [i for i, field in enumerate(schema.fields) if not isinstance(field.dataType, kept)]
+    others = [(i, isinstance(field.dataType, FloatType)) for i, field in enumerate(schema.fields)
+              if not isinstance(field.dataType, kept)]
 
     def shaped(row: tuple) -> tuple:
         if not others:
             return row
         values = list(row)
-        for i in others:
-            values[i] = None if values[i] is None else shape(values[i])
+        for i, single in others:
+            value = values[i]
+            values[i] = None if value is None else shape(_single(value) if single else value)
         return tuple(values)
 
     return shaped
+
+
+def _single(value: float) -> float:
+    """A FLOAT's value as the fewest digits that read back as it (0.1, not the 0.10000000149011612 Python holds),
+    as Spark and every other SQL engine show it."""
+    if not math.isfinite(value):
+        return value
+    for digits in range(1, 10):  # nine digits tell every FLOAT apart
+        shortest = float(f"{value:.{digits}g}")
+        if struct.unpack("<f", struct.pack("<f", shortest))[0] == value:
+            return shortest
+    return value
 
 
 def plain(value: object) -> object:

@@ -73,3 +73,16 @@ def test_a_statement_cut_short_after_a_keyword_is_refused_not_read_as_an_alias(s
                                        "SQL's reserved words as keywords only).")
     assert "".join(query_lake(lake, "SELECT `from` FROM (SELECT 7 AS `from`)", "csv")) == "from\n7\n"
     assert spark.conf.get("spark.sql.ansi.enforceReservedKeywords") == "false"  # as the session had it
+
+
+def test_intervals_and_floats_are_written_as_spark_writes_them(spark: SparkSession, tmp_path: Path) -> None:
+    """A duration of a stream of timestamps (`a_te - a_ts`) is a day-time interval; PySpark collects a year-month
+    or calendar interval not at all, and a FLOAT as the double nearest it."""
+    lake = Lake(spark, tmp_path)
+    statement = ("SELECT TIMESTAMP'2026-01-01 10:05:00' - TIMESTAMP'2026-01-01 10:00:00' AS d, "
+                 "INTERVAL '1-2' YEAR TO MONTH AS ym, make_interval(0, 0, 0, 3) AS c, CAST(70.2 AS FLOAT) AS f, "
+                 "INTERVAL 3 DAYS AS d")
+    assert "".join(query_lake(lake, statement, "csv")) == (
+        "d,ym,c,f,d\nINTERVAL '0 00:05:00' DAY TO SECOND,INTERVAL '1-2' YEAR TO MONTH,3 days,70.2,INTERVAL '3' DAY\n")
+    assert json.loads("".join(query_lake(lake, statement.removesuffix(", INTERVAL 3 DAYS AS d"), "json"))) == {
+        "d": "INTERVAL '0 00:05:00' DAY TO SECOND", "ym": "INTERVAL '1-2' YEAR TO MONTH", "c": "3 days", "f": 70.2}
