@@ -25,11 +25,11 @@ import click
 from pielake import vocabulary as V
 from pielake.bench.queries import TPSTREAM_QUERIES
 from pielake.engine import control
-from pielake.engine.client import DEFAULT_PORT, RunOrder, engine_for, run_on_engine
+from pielake.engine.client import DEFAULT_PORT, EngineAddress, EngineError, RunOrder, engine_for, run_on_engine
 from pielake.engine.settings import WARM_UP_RUNS, keep_days, short_lived
 from pielake.environment import longest
 from pielake.errors import PielakeError, QueryError
-from pielake.exitcodes import EXIT_USAGE
+from pielake.exitcodes import EXIT_INTERRUPTED, EXIT_USAGE
 from pielake.explain import explain, explain_dot, found_by, relation_pictures
 from pielake.lake.catalog import PASSWORD_VARIABLE
 from pielake.lake.landed import Landing, ledger_of, take_each
@@ -254,6 +254,19 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return spark_options(command)
 
 
+def _followed(order: RunOrder, address: EngineAddress, lake_dir: str) -> dict[str, Any]:
+    """The engine's result of `order`, its progress said as it comes. Ctrl-C stops the following, not the run:
+    the engine runs it in a thread of its own, as it runs an Airflow task's step whether or not the task's
+    process lives, so the user is told the run goes on, and where to see how it ends."""
+    try:
+        return run_on_engine(address, order, _say)
+    except KeyboardInterrupt:
+        raise EngineError(f"stopped following run {order.run_id} of query {order.name}: the engine goes on running "
+                          "it, and publishes it unless it fails; `pielake engine status --lake "
+                          f"{lake_dir}` says whether it still runs, and its row in `runs` how it ended",
+                          EXIT_INTERRUPTED) from None
+
+
 def _say(line: str) -> None:
     click.echo(line, err=True)
 
@@ -277,7 +290,7 @@ def _run(query_file: str, events: dict[str, Any], lake_dir: str, *, master: str 
     if remote is not None:
         request = {**_absolute(events), **options}
         order = RunOrder(source, name, str(Path(lake_dir).resolve()), run_id, request)
-        click.echo(run_on_engine(engine_for(remote, lake_dir), order, _say)["summary"])
+        click.echo(_followed(order, engine_for(remote, lake_dir), lake_dir)["summary"])
         return
     from pielake.engine.session import build_session  # noqa: PLC0415 (module docstring)
     from pielake.lake.delta import Lake  # noqa: PLC0415

@@ -8,6 +8,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,7 @@ from click.testing import CliRunner, Result
 
 from pielake.cli import main
 from pielake.engine.client import free_port, free_ports
-from pielake.exitcodes import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
+from pielake.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 from pielake.streams import StreamSchema, lake_streams, save_schema
 
 EXAMPLE = str(Path(__file__).parents[2] / "examples" / "queries" / "aggressive_driving.tpq")
@@ -155,6 +158,46 @@ def test_an_engine_address_nothing_listens_at_is_refused_at_once(tmp_path: Path)
     invoke(["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "q.tpq"), "--lake", str(tmp_path), "--remote",
             f"sc://localhost:{port}"], EXIT_UNAVAILABLE,
            f"no answer from the engine at sc://localhost:{port} (its runs at http://localhost:{port + 1}: ")
+
+
+def test_ctrl_c_while_a_run_on_the_engine_goes_on_says_the_run_is_not_stopped(tmp_path: Path) -> None:
+    """The engine runs a run in a thread of its own, which the client's end does not stop: the user is told that it
+    goes on, and where to see how it ends."""
+    port, started, done = free_ports(2), threading.Event(), threading.Event()
+
+    class Engine(BaseHTTPRequestHandler):  # answers a run's first progress line, then runs on
+        protocol_version = "HTTP/1.0"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"progress": "ingest ..."}\n')
+            self.wfile.flush()
+            started.set()
+            done.wait(60)
+
+    engine = ThreadingHTTPServer(("127.0.0.1", port + 1), Engine)
+    threading.Thread(target=engine.serve_forever, daemon=True).start()
+    (tmp_path / "q.tpq").write_text("FROM S DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s")
+    (tmp_path / "e.csv").write_text("x,y,ts\n")
+    client = subprocess.Popen([sys.executable, "-c", "from pielake.cli import main; main()", "run",
+                               str(tmp_path / "q.tpq"), "--events", str(tmp_path / "e.csv"), "--lake", str(tmp_path),
+                               "--run-id", "r1", "--remote", f"sc://localhost:{port}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert started.wait(60)
+        time.sleep(0.5)  # the progress line read
+        client.send_signal(signal.SIGINT)
+        said, _ = client.communicate(timeout=60)
+    finally:
+        done.set()
+        engine.shutdown()
+    assert client.returncode == EXIT_INTERRUPTED, said
+    assert said.splitlines()[-2:] == [
+        "ingest ...", f"error: stopped following run r1 of query q: the engine goes on running it, and publishes it "
+        f"unless it fails; `pielake engine status --lake {tmp_path}` says whether it still runs, and its row in "
+        "`runs` how it ended"]
 
 
 def test_a_master_spark_does_not_take_is_refused_before_its_jvm_starts(tmp_path: Path) -> None:
