@@ -254,17 +254,15 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return spark_options(command)
 
 
-def _followed(order: RunOrder, address: EngineAddress, lake_dir: str) -> dict[str, Any]:
-    """The engine's result of `order`, its progress said as it comes. Ctrl-C stops the following, not the run:
-    the engine runs it in a thread of its own, as it runs an Airflow task's step whether or not the task's
-    process lives, so the user is told the run goes on, and where to see how it ends."""
+def _followed(order: RunOrder, address: EngineAddress) -> dict[str, Any]:
+    """The engine's result of `order`, its progress said as it comes. Ctrl-C stops the run, as it stops a run in
+    this process: the engine stops a run whose client has gone (`pielake.engine.server.RunInEngine`)."""
     try:
         return run_on_engine(address, order, _say)
     except KeyboardInterrupt:
-        raise EngineError(f"stopped following run {order.run_id} of query {order.name}: the engine goes on running "
-                          "it, and publishes it unless it fails; `pielake engine status --lake "
-                          f"{lake_dir}` says whether it still runs, and its row in `runs` how it ended",
-                          EXIT_INTERRUPTED) from None
+        raise EngineError(f"stopped run {order.run_id} of query {order.name}: the engine stops it where it is, as a "
+                          "run that fails there (one that had published stays published); run the query again for "
+                          "what it left undone", EXIT_INTERRUPTED) from None
 
 
 def _say(line: str) -> None:
@@ -290,7 +288,7 @@ def _run(query_file: str, events: dict[str, Any], lake_dir: str, *, master: str 
     if remote is not None:
         request = {**_absolute(events), **options}
         order = RunOrder(source, name, str(Path(lake_dir).resolve()), run_id, request)
-        click.echo(_followed(order, engine_for(remote, lake_dir), lake_dir)["summary"])
+        click.echo(_followed(order, engine_for(remote, lake_dir))["summary"])
         return
     from pielake.engine.session import build_session  # noqa: PLC0415 (module docstring)
     from pielake.lake.delta import Lake  # noqa: PLC0415

@@ -39,6 +39,7 @@ import logging
 import os
 import queue
 import secrets
+import select
 import socket
 import threading
 import traceback
@@ -49,7 +50,7 @@ from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pyspark.sql import SparkSession
 
@@ -59,19 +60,24 @@ from pielake.engine.held import HeldRuns, RunKey
 from pielake.engine.session import build_session, resolve_jars
 from pielake.engine.settings import WARM_UP_RUNS, delta_package
 from pielake.engine.warm_up import warm_up
-from pielake.errors import PielakeError
-from pielake.exitcodes import EXIT_INTERNAL
+from pielake.errors import PielakeError, spark_said
+from pielake.exitcodes import EXIT_INTERNAL, EXIT_INTERRUPTED
 from pielake.lake.catalog import DATABASE, CatalogRegistration, Metastore
 from pielake.lake.delta import Lake
 from pielake.pipeline.gates import import_gx_meanwhile
 from pielake.pipeline.job import RunRequest, StageResult
-from pielake.pipeline.runner import Run, run_query
+from pielake.pipeline.runner import Run, RunStopped, run_query
 from pielake.query.analyzer import load_query, runnable
 
 CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 M_ARENA_MAX = -8  # glibc's mallopt() parameter for the most arenas (malloc.h)
 ENGINE_ARENAS = 2
 log = logging.getLogger("pielake.engine")
+# Seconds between two looks at whether a run's client still listens, while the run says nothing new.
+LISTEN_SECONDS = 0.5
+# Seconds between two cancellations of a stopped run's Spark jobs: a job it starts after one is cancelled at the
+# next, so that a run between two jobs when stopped stops at its next.
+CANCEL_EVERY_SECONDS = 0.1
 
 
 @dataclass(frozen=True)
@@ -259,9 +265,9 @@ class RunService:
                     return
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
                 if self.path == "/status":
-                    self._answer([service.status()])
+                    self._answer(service.status())
                 elif self.path == "/run":
-                    self._answer(service.execute(RunOrder(**body)))
+                    self._follow(service.execute(RunOrder(**body)))
                 else:
                     self._refuse(HTTPStatus.NOT_FOUND, f"no {self.path}: POST /run or /status")
 
@@ -270,57 +276,158 @@ class RunService:
                 self.end_headers()
                 self.wfile.write(message.encode())
 
-            def _answer(self, messages: Iterator[dict[str, Any]] | list[dict[str, Any]]) -> None:
+            def _answer(self, message: dict[str, Any]) -> None:
                 self.send_response(HTTPStatus.OK)
                 self.send_header("Content-Type", "application/x-ndjson")
                 self.end_headers()
-                for message in messages:
-                    self.wfile.write(json.dumps(message, default=str).encode() + b"\n")
-                    self.wfile.flush()
+                self._write(message)
+
+            def _write(self, message: dict[str, Any]) -> None:
+                self.wfile.write(json.dumps(message, default=str).encode() + b"\n")
+                self.wfile.flush()
+
+            def _follow(self, run: RunInEngine) -> None:
+                """Stream the run's messages to its client while it listens; once it has gone (Ctrl-C, an
+                Airflow task killed or timed out), stop the run, and wait for it to end."""
+                self.send_response(HTTPStatus.OK)
+                self.send_header("Content-Type", "application/x-ndjson")
+                self.end_headers()
+                listening = True
+                while (message := run.next_message(LISTEN_SECONDS)) is not RunInEngine.ENDED:
+                    try:
+                        if message is not None and listening:
+                            self._write(message)
+                        elif listening and _closed(self.connection):
+                            raise ConnectionResetError
+                    except (BrokenPipeError, ConnectionResetError):
+                        listening = False
+                        run.stop(f"its client at {self.client_address[0]} went away")
 
         return Handler
 
-    def execute(self, order: RunOrder) -> Iterator[dict[str, Any]]:
-        """Run the order in a Spark session of its own, yielding its progress lines as they come and then its
-        result; a run's own errors (a bad query, a failed gate, a busy lock) are its answer, not the engine's."""
-        messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    def execute(self, order: RunOrder) -> RunInEngine:
+        """Run the order in a Spark session of its own, in a thread of its own: its progress lines as they come and
+        then its result; a run's own errors (a bad query, a failed gate, a busy lock) are its answer, not the
+        engine's."""
+        run = RunInEngine(order)
         doing = f"{order.name} {order.run_id} {order.step or 'run'}"
 
         def work() -> None:
             self.running[threading.current_thread().name] = doing
             try:
-                result = run_order(self.spark, self.held, order, lambda line: messages.put({"progress": line}))
-                messages.put({"result": result})
-            except PielakeError as error:
-                messages.put({"error": str(error), "exit_code": error.exit_code})
-            except Exception as error:  # the engine goes on; the client hears what broke, the log has the trace
-                log.error("run %s failed:\n%s", doing, traceback.format_exc())
-                messages.put({"error": f"internal error in the engine: {type(error).__name__}: {error}",
-                              "exit_code": EXIT_INTERNAL})
+                run.put({"result": run_order(self.spark, self.held, order, run)})
+            except Exception as error:
+                run.put(_said(error, run, doing))
             finally:
                 self.running.pop(threading.current_thread().name, None)
-                messages.put(None)
+                run.end()
 
-        threading.Thread(target=work, name=f"run-{order.run_id}", daemon=True).start()
-        while (message := messages.get()) is not None:
-            yield message
+        run.worker = threading.Thread(target=work, name=f"run-{order.run_id}", daemon=True)
+        run.worker.start()
+        return run
 
 
-def run_order(spark: SparkSession, held: HeldRuns, order: RunOrder, say: Callable[[str], None]) -> dict[str, Any]:
+def _said(error: Exception, run: RunInEngine, doing: str) -> dict[str, Any]:
+    """What the client of a run that raised `error` hears: that it was stopped, as asked (whatever its cancelled
+    Spark jobs raised), the run's own error (a bad query, a failed gate, a busy lock), or, the engine going on, what
+    broke in it, whose trace the log keeps."""
+    if run.stopped():
+        log.warning("run %s stopped, as %s: %s", doing, run.why, spark_said(error))
+        return {"error": f"run {doing} stopped, as {run.why}", "exit_code": EXIT_INTERRUPTED}
+    if isinstance(error, PielakeError):
+        return {"error": str(error), "exit_code": error.exit_code}
+    log.error("run %s failed:\n%s", doing, traceback.format_exc())
+    return {"error": f"internal error in the engine: {type(error).__name__}: {error}", "exit_code": EXIT_INTERNAL}
+
+
+def _closed(connection: socket.socket) -> bool:
+    """Whether the client has closed its end: it sends nothing after its order, so the socket reads, at its
+    end, empty."""
+    readable, _, _ = select.select([connection], [], [], 0)
+    try:
+        return bool(readable) and not connection.recv(1, socket.MSG_PEEK)
+    except OSError:
+        return True
+
+
+class RunInEngine:
+    """A run order the engine runs in a thread of its own: the messages it says, and its stop.
+
+    A run whose client has gone is stopped, as a run's process ends when Airflow kills its task or the user
+    presses Ctrl-C: left to run, it would publish for no one, and an Airflow task's retry of the step would
+    wait for it. Its Spark jobs are cancelled, those it starts later too, in the session it runs in (a whole
+    run's own; a step's, while it has its run's turn, as the run's other steps wait meanwhile), so that its
+    step fails where it is, as a step whose process died does (`RunStopped`)."""
+
+    ENDED: ClassVar[dict[str, Any]] = {}  # the last message: the run has ended
+
+    def __init__(self, order: RunOrder):
+        self.order = order
+        self.messages: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.asked = threading.Event()
+        self.why = ""
+        self.session: SparkSession | None = None  # where its Spark work runs, while it runs there
+        self.worker: threading.Thread | None = None
+
+    def __call__(self, line: str) -> None:
+        """A progress line of the run's."""
+        self.put({"progress": line})
+
+    def put(self, message: dict[str, Any]) -> None:
+        self.messages.put(message)
+
+    def end(self) -> None:
+        self.messages.put(self.ENDED)
+
+    def next_message(self, timeout: float) -> dict[str, Any] | None:
+        """The run's next message, or None if it says none within `timeout` seconds."""
+        try:
+            return self.messages.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def stopped(self) -> bool:
+        return self.asked.is_set()
+
+    def stop(self, why: str) -> None:
+        """Stop the run: cancel its Spark jobs until it has ended, from a thread of their own."""
+        if self.asked.is_set():
+            return
+        self.why = why
+        self.asked.set()
+        threading.Thread(target=self._cancel, name=f"stop-{self.order.run_id}", daemon=True).start()
+
+    def _cancel(self) -> None:
+        while self.worker is not None and self.worker.is_alive():
+            if self.session is not None:
+                self.session.interruptAll()
+            self.worker.join(CANCEL_EVERY_SECONDS)
+
+
+def run_order(spark: SparkSession, held: HeldRuns, order: RunOrder, running: RunInEngine) -> dict[str, Any]:
     """Run an order as `pielake run` or an Airflow task runs it in a process of its own: a whole run in a session
     of `spark`'s; a step in its run's session, its stage outputs held in memory for the run's next step
-    (`pielake.engine.held`)."""
+    (`pielake.engine.held`). It says its progress to `running`, and stops where it is when `running` is
+    stopped."""
     plan = runnable(load_query(order.query, order.name))
     request = RunRequest(**order.request)
     if order.step is None:
-        summary = run_query(Lake(spark.newSession(), order.lake), plan, order.run_id, request, progress=say)
+        running.session = spark.newSession()
+        summary = run_query(Lake(running.session, order.lake), plan, order.run_id, request, progress=running,
+                            stopped=running.stopped)
         return {"summary": summary.render(), "matches": summary.matches}
     key, run = RunKey.of(order.lake, order.name, order.run_id), None
     try:
         with held.turn(key) as kept:
-            run = Run(Lake(kept.session, order.lake).staged_in(kept.staging), plan, order.run_id, request,
-                      progress=say)
-            outcome = run.resume(order.step, kept.done)
+            if running.stopped():  # before its turn came
+                raise RunStopped(f"run {order.run_id} of query {order.name} stopped before {order.step}, as asked")
+            running.session = kept.session
+            try:
+                run = Run(Lake(kept.session, order.lake).staged_in(kept.staging), plan, order.run_id, request,
+                          progress=running, stopped=running.stopped)
+                outcome = run.resume(order.step, kept.done)
+            finally:
+                running.session = None  # the run's next step has the turn, and the session, next
     finally:
         if run is not None and run.over:  # after its turn: freeing a run waits for the step that has the turn
             held.release(key)

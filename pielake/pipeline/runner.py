@@ -43,6 +43,16 @@ Outcome = StageResult | GateResult | None
 AGAIN = "again: its staged output was held by an engine that has stopped since"  # said by `Run.resume`
 
 
+class RunStopped(Exception):  # noqa: N818 (a run stopped as asked is not an error of the run's)
+    """The run was stopped as asked (its engine's client went away: Ctrl-C, an Airflow task killed) in the middle
+    of a step. It ends as a step that failed there ends, not as its input or a gate would end it: the lock stays
+    with a run of steps, for the step's retry to resume it, and goes with a whole run (`run_query`)."""
+
+
+def never() -> bool:
+    return False
+
+
 class RunOverError(PielakeError):
     """The step's run has ended (stopped by a gate, failed) at a step before it: a task cleared and run again by
     hand after its run, or a `pairs` task beside the one that failed the run."""
@@ -93,7 +103,7 @@ class Run:
     """One run of a query: a terminal run and an Airflow task call the same `step`."""
 
     def __init__(self, lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest, *,
-                 progress: Progress | None = None, registry: Registry = STAGES):
+                 progress: Progress | None = None, registry: Registry = STAGES, stopped: Callable[[], bool] = never):
         check_run_id(run_id)
         self.lake, self.plan, self.run_id = lake, plan, run_id
         self._job: QueryJob | None = None
@@ -104,6 +114,7 @@ class Run:
         self.progress = progress
         self.docs_at_last_gate = True  # the run's last gate builds its Data Docs (an `Auditor` builds them later)
         self.over = False  # the run has ended: published, stopped by a gate or failed for good
+        self.stopped = stopped  # whether the run was asked to stop: what fails in a step then is that (`attempt`)
 
     @property
     def job(self) -> QueryJob:
@@ -178,12 +189,13 @@ class Run:
         try:
             with self._watched(name):
                 outcome = self._run(step)
-        except GateError as stop:
-            self._record(name, started, time.perf_counter() - clock, stop.result)
-            raise
-        except PielakeError as wrong:
-            if wrong.exit_code == EXIT_USAGE:
-                self._record(name, started, time.perf_counter() - clock, None, failed=(str(wrong),))
+        except BaseException as error:
+            if self.stopped():  # its Spark jobs were cancelled: a gate's failed checks or a step's error say only that
+                raise RunStopped(f"run {self.run_id} of query {self.plan.name} stopped at {name}, as asked") from error
+            if isinstance(error, GateError):
+                self._record(name, started, time.perf_counter() - clock, error.result)
+            elif isinstance(error, PielakeError) and error.exit_code == EXIT_USAGE:
+                self._record(name, started, time.perf_counter() - clock, None, failed=(str(error),))
             raise
         self._record(name, started, time.perf_counter() - clock, outcome)
         return outcome
@@ -240,12 +252,14 @@ class Run:
 
 @contextmanager
 def one_process_run(lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest, *,
-                    progress: Progress | None = None, registry: Registry = STAGES) -> Iterator[Run]:
+                    progress: Progress | None = None, registry: Registry = STAGES,
+                    stopped: Callable[[], bool] = never) -> Iterator[Run]:
     """A run whose steps all run in this process: its stage outputs wait for their gates in the Spark session,
     not in `_staging/` (`pielake.lake.staging` says why), and are freed when the run is over."""
     staging = SessionStaging()
     try:
-        yield Run(lake.staged_in(staging), plan, run_id, request, progress=progress, registry=registry)
+        yield Run(lake.staged_in(staging), plan, run_id, request, progress=progress, registry=registry,
+                  stopped=stopped)
     finally:
         staging.release()
 
@@ -311,7 +325,8 @@ class Auditor:
 
 
 def run_query(lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest, *,
-              progress: Progress | None = None, registry: Registry = STAGES) -> RunSummary:
+              progress: Progress | None = None, registry: Registry = STAGES,
+              stopped: Callable[[], bool] = never) -> RunSummary:
     """Every step of a run in order, in this process, its gates beside the stages (`Auditor`); a failed gate stops
     it before anything is published.
 
@@ -320,7 +335,7 @@ def run_query(lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest, *,
     say = progress or (lambda _: None)
     stages: list[StageResult] = []
     gates: list[GateResult] = []
-    with one_process_run(lake, plan, run_id, request, progress=progress, registry=registry) as run:
+    with one_process_run(lake, plan, run_id, request, progress=progress, registry=registry, stopped=stopped) as run:
         try:
             with Auditor(run, say) as auditor:
                 for step in registry.steps(run.plan, parallel=False):

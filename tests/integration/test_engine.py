@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 
 from pielake.cli import main
 from pielake.engine.client import EngineAddress, EngineError, RunOrder, run_on_engine
-from pielake.exitcodes import EXIT_UNAVAILABLE
+from pielake.exitcodes import EXIT_INTERRUPTED, EXIT_UNAVAILABLE
 from pielake.lake.delta import Lake
 from pielake.lake.lock import RunLock
 from pielake.pipeline.ingest import IngestReport
@@ -71,9 +71,13 @@ def test_runs_sent_to_the_engine_publish_the_reference_tables(engine: EngineForT
     said = cli("run", str(root / "mid.tpq"), "--events", write(tmp_path / "1.json", first), "--lake", str(root),
                "--remote", remote, "--run-id", "b1")
     assert "gate matches: 5 expectations passed" in said and "\nrun b1\n" in said
-    cli("run", str(root / "mid.tpq"), "--events", write(tmp_path / "2.json", rest), "--lake", str(root),
-        "--remote", remote, "--incremental", "--run-id", "m1")
+    write(tmp_path / "2.json", rest)
+    stop_a_run_on_the_engine_as_it_starts(engine, root, tmp_path / "2.json", "m0")
+    cli("run", str(root / "mid.tpq"), "--events", str(tmp_path / "2.json"), "--lake", str(root), "--remote", remote,
+        "--incremental", "--run-id", "m1")
     assert_tables_equal_the_reference(spark, root, EVENTS)
+    assert {r.run_id: r.status for r in Lake(spark, root).read("runs").collect()} == {"b1": "published",
+                                                                                      "m1": "published"}
     # A process of its own: Spark Connect's client and the tests' classic session cannot share one process.
     read = subprocess.run([str(Path(sys.executable).parent / "pielake"), "sql", "--lake", str(root), "--remote",
                            remote, "--format", "csv", "SELECT status, count(*) AS n FROM matches_mid GROUP BY status"],
@@ -84,6 +88,25 @@ def test_runs_sent_to_the_engine_publish_the_reference_tables(engine: EngineForT
     for match in find_matches(EVENTS, load_query(QUERY, "mid")):
         expected[match.status] = expected.get(match.status, 0) + 1
     assert {r["status"]: int(r["n"]) for r in rows} == expected
+
+
+def stop_a_run_on_the_engine_as_it_starts(engine: EngineForTests, root: Path, events: Path, run_id: str) -> None:
+    """Ctrl-C on `pielake run --remote` as the run's first line comes: the engine stops the run (its Spark jobs
+    cancelled), which publishes nothing and releases the query's lock, as a run stopped in its own process."""
+    client = subprocess.Popen([str(Path(sys.executable).parent / "pielake"), "run", str(root / "mid.tpq"), "--events",
+                               str(events), "--lake", str(root), "--remote", engine.address.connect_url,
+                               "--incremental", "--run-id", run_id], stderr=subprocess.PIPE, text=True)
+    assert client.stderr is not None
+    while (line := client.stderr.readline()) and line != "ingest ...\n":
+        pass
+    client.send_signal(signal.SIGINT)
+    assert client.wait(timeout=60) == EXIT_INTERRUPTED, client.stderr.read()
+    deadline = time.monotonic() + 120
+    while "running: nothing" not in engine.cli("status").stdout and time.monotonic() < deadline:
+        time.sleep(0.5)
+    log = (engine.lake / "_engine" / "engine.log").read_text(encoding="utf-8")
+    assert f"run mid {run_id} run stopped, as its client at 127.0.0.1 went away" in log, log[-3000:]
+    assert RunLock(root, "mid").holder() is None
 
 
 def test_the_engine_warms_up_before_it_serves_and_leaves_nothing_of_its_warm_up(engine: EngineForTests) -> None:
