@@ -294,14 +294,20 @@ class RunService:
                 self.end_headers()
                 listening = True
                 while (message := run.next_message(LISTEN_SECONDS)) is not RunInEngine.ENDED:
-                    try:
-                        if message is not None and listening:
-                            self._write(message)
-                        elif listening and _closed(self.connection):
-                            raise ConnectionResetError
-                    except (BrokenPipeError, ConnectionResetError):
+                    if listening and not self._heard(message):
                         listening = False
                         run.stop(f"its client at {self.client_address[0]} went away")
+
+            def _heard(self, message: dict[str, Any] | None) -> bool:
+                """Whether the client still listens: `message` written to it, or, without one, its end not
+                closed."""
+                try:
+                    if message is not None:
+                        self._write(message)
+                        return True
+                    return not _closed(self.connection)
+                except (BrokenPipeError, ConnectionResetError):
+                    return False
 
         return Handler
 

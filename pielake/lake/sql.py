@@ -276,7 +276,7 @@ def shaper(schema: StructType, fmt: str) -> Callable[[tuple], tuple]:
 
 def _single(value: float) -> float:
     """A FLOAT's value as the fewest digits that read back as it (0.1, not the 0.10000000149011612 Python holds),
-    as Spark and every other SQL engine show it."""
+    as Spark shows it."""
     if not math.isfinite(value):
         return value
     for digits in range(1, 10):  # nine digits tell every FLOAT apart

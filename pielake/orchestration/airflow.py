@@ -209,6 +209,7 @@ def _deployed(given: set[str]) -> dict[str, str]:
 
 
 def check_runner(runner: str, where: str) -> None:
+    """A runner a query's steps run on (`RUNNERS`): the engine, or spark-submit where no engine runs."""
     if runner not in RUNNERS:
         raise PielakeError(f"{where} '{runner}' is not one of {', '.join(RUNNERS)}")
 
