@@ -37,7 +37,7 @@ from pielake.pipeline import stages
 from pielake.pipeline.gates import GateError, GateResult, batch_data, load_suite, run_gate
 from pielake.pipeline.job import RunRequest, StageResult, StepContext
 from pielake.pipeline.registry import STAGES, Registry
-from pielake.pipeline.runner import Run, RunOverError, run_query
+from pielake.pipeline.runner import Run, RunOverError, RunStopped, run_query
 from pielake.pipeline.stages import kernel_reading
 from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import derive_situations, find_matches
@@ -208,6 +208,20 @@ def test_a_gate_checked_beside_the_later_stages_still_stops_the_run_before_publi
     gate = steps["check_situations"]
     gate_ended = gate.started_at.timestamp() + gate.seconds
     assert steps["pairs"].started_at.timestamp() < gate_ended, "the next stage did not wait for the gate"
+
+
+def test_a_gate_that_fails_in_a_run_asked_to_stop_is_no_verdict_and_does_not_end_the_run(lake: Lake,
+                                                                                          tmp_path: Path) -> None:
+    """A stopped run's cancelled Spark jobs fail its gate's checks (`RunInEngine`): what fails then is the stop, so
+    the run keeps no verdict and no `runs` row, and a run of the same events after it publishes."""
+    plan = load_query(QUERY, "mid")
+    request = RunRequest(events_path=write(tmp_path / "a.json", EVENTS))
+    with pytest.raises(RunStopped, match=r"^run asked of query mid stopped at check_situations, as asked$"):
+        run_query(lake, plan, "asked", request, registry=CORRUPTING, stopped=lambda: True)
+    assert RunLock(lake.root, "mid").holder() is None
+    assert not lake.exists("runs") or not lake.read("runs").filter("run_id = 'asked'").count()
+    run_query(lake, plan, "after", request)
+    assert [(r.run_id, r.status) for r in lake.read("runs").collect()] == [("after", "published")]
 
 
 @pytest.mark.parametrize("known", [True, False], ids=["stream known", "stream never read"])
