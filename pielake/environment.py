@@ -36,7 +36,7 @@ def number(name: str, default: float, what: str, *, whole: bool = False) -> floa
     except ValueError:
         value = -1
     most = longest(what) if what in SPAN_UNITS else math.inf
-    if not 0 <= value <= most or value == math.inf:
+    if not (math.isfinite(value) and 0 <= value <= most):
         kind = "a whole number" if whole else "a number"
         bound = "at least 0" if most == math.inf else f"from 0 to {most:,.0f}, a hundred years"
         raise PielakeError(f"{name}='{raw}' is not {kind} of {what} ({bound}); set it as {name}={default:g}, "

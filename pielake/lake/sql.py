@@ -219,11 +219,12 @@ def _collectable(frame: DataFrame) -> DataFrame:
     SECOND`): PySpark collects no year-month or calendar interval (their `fromInternal` is not implemented), and
     a day-time one as Python's `timedelta`, which reads `0:05:00`. Other columns as they are."""
     fields = frame.schema.fields
-    if not any(_holds_interval(field.dataType) for field in fields):
+    holding = [_holds_interval(field.dataType) for field in fields]
+    if not any(holding):
         return frame
     numbered = frame.toDF(*(f"c{i}" for i in range(len(fields))))  # the names may repeat: `a.id, b.id`
-    return numbered.select(*((F.col(f"c{i}").cast("string") if _holds_interval(field.dataType) else F.col(f"c{i}"))
-                             .alias(field.name) for i, field in enumerate(fields)))
+    return numbered.select(*((F.col(f"c{i}").cast("string") if holds else F.col(f"c{i}")).alias(field.name)
+                             for i, (field, holds) in enumerate(zip(fields, holding, strict=True))))
 
 
 def _holds_interval(kind: DataType) -> bool:
