@@ -26,7 +26,8 @@ from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 from pielake.query.analyzer import QueryPlan
-from pielake.streams import TIMESTAMP_UNIT, lake_streams, load_schema
+from pielake.spark.query import time_literal, typed_range
+from pielake.streams import TIMESTAMP_UNIT, StreamSchema, lake_streams, load_schema
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -60,24 +61,6 @@ class Timeline:
     bars: tuple[Bar, ...]
     brackets: tuple[Bracket, ...]
     unit: str = ""  # of a numeric time (s, ms, us, ...); none for TIMESTAMPs, which read as dates
-
-
-def _bounds(lake: Lake, since: str | None, until: str | None, like: DataFrame,
-            column: str) -> tuple[Column | None, Column | None]:
-    """A user's --from and --to as literals of the time column's type (None: not given), or a clear error: a value
-    not of that type, or a range that ends before it starts (which would draw nothing, as if the key had nothing
-    to draw)."""
-    kind = like.schema[column].dataType.simpleString()
-    values = []
-    for text, option in ((since, "--from"), (until, "--to")):
-        value = None if text is None else lake.spark.range(1).select(F.lit(text).try_cast(kind)).first()[0]
-        if text is not None and value is None:
-            raise PielakeError(f"{option} '{text}' is not a {kind} like the stream's times")
-        values.append(value)
-    low, high = (None if value is None else F.lit(value).cast(kind) for value in values)
-    if None not in values and values[0] > values[1]:
-        raise PielakeError(f"--from {since} is after --to {until}")
-    return low, high
 
 
 def _for_key(frame: DataFrame, plan: QueryPlan, key: tuple[str, ...]) -> DataFrame:
@@ -126,6 +109,8 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
     for kind in (V.SITUATIONS, V.MATCHES):
         if not lake.exists(V.table_name(kind, name)):
             raise PielakeError(f"no {kind} of query {name} in {lake.root}; run the query first")
+    stream = _stream(lake, plan)  # --from and --to read as every command reads a time
+    low, high = (None if t is None else time_literal(t, stream) for t in typed_range(since, until, stream))
     every_match = lake.read(V.table_name(V.MATCHES, name))
     every_situation = lake.read(V.table_name(V.SITUATIONS, name))
     key = busiest_key(every_match, plan) if key is None else key
@@ -137,7 +122,6 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
         raise PielakeError(f"query {name} has no situations of {_shown(plan, key)} (a --key that names no key of the "
                            f"stream, or one no symbol ever held for); "
                            f"{_key_to_try(plan, every_match, every_situation)}")
-    low, high = _bounds(lake, since, until, situations, V.TS)
     bars = tuple(sorted((Bar(lanes.index(r[V.SYMBOL]), r[V.TS], r[V.TE]) for r in situations.filter(
         _in_range(F.col(V.TS), F.col(V.TE), low, high)).collect()), key=lambda b: (b.lane, b.start)))
     matches = _for_key(every_match, plan, key)
@@ -149,7 +133,7 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
     brackets = tuple(sorted((Bracket(r["start"], r["end"], r[V.DETECTED_AT], r[V.STATUS]) for r in rows),
                             key=lambda b: (b.start, b.detected_at)))
     return Timeline(f"{name}: {_shown(plan, key)}  ({counted(len(brackets), 'match')})", lanes, bars, brackets,
-                    _time_unit(lake, plan))
+                    "" if stream.time_unit == TIMESTAMP_UNIT else stream.time_unit)
 
 
 def counted(count: int, noun: str) -> str:
@@ -158,11 +142,12 @@ def counted(count: int, noun: str) -> str:
     return f"{count} {noun if count == 1 else plural}"
 
 
-def _time_unit(lake: Lake, plan: QueryPlan) -> str:
-    """The unit the query's times are in, as its first stream keeps it (several streams share their time type);
-    none for TIMESTAMPs."""
+def _stream(lake: Lake, plan: QueryPlan) -> StreamSchema:
+    """The query's first stream as the lake keeps it (several streams share their time type)."""
     schema = load_schema(plan.sources[0].stream, lake_streams(lake.root))
-    return "" if schema is None or schema.time_unit == TIMESTAMP_UNIT else schema.time_unit
+    if schema is None:
+        raise PielakeError(f"stream {plan.sources[0].stream} has no schema in {lake.root}; run the query first")
+    return schema
 
 
 def _shown(plan: QueryPlan, key: tuple[str, ...]) -> str:

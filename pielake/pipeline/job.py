@@ -7,11 +7,9 @@ a step rebuilds it from the request and reads what earlier steps staged.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from fractions import Fraction
 from functools import cached_property
 
 import pyspark.sql.functions as F
@@ -26,12 +24,11 @@ from pielake.pipeline.run_folder import upstream_read
 from pielake.pipeline.scope import FULL, MODES, Scope
 from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark import columns as C
-from pielake.spark.query import SparkQuery, iso_micros
+from pielake.spark.query import SparkQuery, typed_range
 from pielake.spark.timeline import Timeline
 from pielake.streams import (
     DEFAULT_TIME_COLUMN,
     DEFAULT_TIME_UNIT,
-    TIMESTAMP_UNIT,
     StreamSchema,
     check_skip_lines,
     check_time_unit,
@@ -250,33 +247,9 @@ class StepContext:
         since, until = self.request.since, self.request.until
         if since is None or until is None:
             raise PielakeError("a backfill needs --from and --to")
-        first = self.job.streams[0]  # the streams' times are of one kind (docs/semantics.md §1)
-        kind = "an ISO-8601 time (2026-03-02T06:00:00Z)" if first.time_unit == TIMESTAMP_UNIT else \
-            f"a whole number of its unit ({first.time_unit})"
-        bounds = []
-        for option, text in (("--from", since), ("--to", until)):
-            try:
-                bounds.append(self.job.declared_query(first).parse_time(text))
-            except ValueError:
-                raise PielakeError(f"{option} '{text}' is not a time of stream {first.name}: give {kind}"
-                                   f"{_as_unix_time(text, first)}") from None
-        if bounds[0] > bounds[1]:
-            raise PielakeError(f"--from {since} is after --to {until}")
-        return bounds[0], bounds[1]
-
-
-def _as_unix_time(text: str, stream: StreamSchema) -> str:
-    """For an ISO-8601 time given for a stream of numeric times: the number it is if they count from 1970 (Unix
-    time), as most do; they may count from elsewhere, so the number is offered, not taken. Empty otherwise."""
-    try:
-        micros = iso_micros(text)
-    except ValueError:
-        return ""
-    if stream.time_unit == TIMESTAMP_UNIT:
-        return ""
-    count = Fraction(micros, 10**6) / stream.unit_seconds
-    shown = f"{count.numerator}" if count.denominator == 1 else f"about {math.floor(count)}"
-    return f"; if its times count from 1970 (Unix time), {text} is {shown}"
+        low, high = typed_range(since, until, self.job.streams[0])  # one time type for all (docs/semantics.md §1)
+        assert low is not None and high is not None  # both given
+        return low, high
 
 
 @dataclass(frozen=True)

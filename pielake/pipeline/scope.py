@@ -30,7 +30,7 @@ from pyspark.sql import Column, DataFrame
 from pielake import vocabulary as V
 from pielake.spark import columns as C
 from pielake.spark.columns import LAST_TIME
-from pielake.spark.query import SparkQuery
+from pielake.spark.query import SparkQuery, time_literal
 
 CUT = "__cut"
 EVENTS_VERSION = "__events_version"  # the events table version a run read: the next one starts after it
@@ -84,7 +84,7 @@ class Derived:
     def after(self, bound: int) -> Column:
         """Anchored after kernel time `bound`, said as every stored start column > a literal of its own type:
         the form Delta prunes files by (with their min/max statistics)."""
-        at = self.q.time_literal(bound) if self.in_stream_time else F.lit(bound)
+        at = time_literal(bound, self.q.stream) if self.in_stream_time else F.lit(bound)
         return reduce(Column.__and__, (F.col(s) > at for s in self.starts))
 
 

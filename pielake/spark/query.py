@@ -8,6 +8,7 @@ per symbol, the attributes RETURN aggregates read); an interval stream's rows be
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -18,7 +19,7 @@ import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
 
 from pielake import vocabulary as V
-from pielake.errors import CompileError
+from pielake.errors import CompileError, PielakeError
 from pielake.query import ast
 from pielake.query.analyzer import AGGREGATES, PairConstraint, QueryPlan, walk
 from pielake.spark import columns as C
@@ -38,11 +39,69 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # kernel time 0 of a TIMESTAMP stream
 MICROSECOND = timedelta(microseconds=1)
 
 
+# A whole number as a stream's file writes one: ASCII digits, as Python's `int` also reads `1_000` and other
+# scripts' digits, which no file's times are.
+WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
+BIGINT_RANGE = range(-2**63, 2**63)
+
+
 def iso_micros(text: str) -> int:
     """An ISO-8601 time as microseconds since 1970, a time without a zone in UTC (docs/semantics.md §1), as a
     TIMESTAMP stream's kernel time is; ValueError for text that is no such time."""
     moment = datetime.fromisoformat(text)
     return ((moment if moment.tzinfo else moment.replace(tzinfo=UTC)) - EPOCH) // MICROSECOND
+
+
+def typed_time(option: str, text: str, stream: StreamSchema) -> int:
+    """A time a user gave an option (`--from`) as kernel time, written as the stream's own times are: a whole
+    number of its unit, or an ISO-8601 time for a TIMESTAMP stream. Anything else is refused saying what to give,
+    and the Unix time an ISO-8601 time would be for a stream of numbers. Every command that takes a time reads it
+    here, so one text means one time wherever it is given."""
+    given = text.strip()
+    try:
+        if stream.time_unit == TIMESTAMP_UNIT:
+            return iso_micros(given)
+        if WHOLE_NUMBER.fullmatch(given) and int(given) in BIGINT_RANGE:
+            return int(given)
+    except ValueError:
+        pass
+    kind = "an ISO-8601 time (2026-03-02T06:00:00Z)" if stream.time_unit == TIMESTAMP_UNIT else \
+        f"a whole number of its unit ({stream.time_unit})"
+    raise PielakeError(f"{option} '{text}' is not a time of stream {stream.name}: give {kind}"
+                       f"{_as_unix_time(given, stream)}")
+
+
+def typed_range(since: str | None, until: str | None, stream: StreamSchema) -> tuple[int | None, int | None]:
+    """A user's `--from` and `--to` as kernel times (`typed_time`; None where not given), refused if the range ends
+    before it starts: it would hold nothing, which reads as if there were nothing there."""
+    low, high = (None if text is None else typed_time(option, text, stream)
+                 for option, text in (("--from", since), ("--to", until)))
+    if low is not None and high is not None and low > high:
+        raise PielakeError(f"--from {since} is after --to {until}")
+    return low, high
+
+
+def _as_unix_time(text: str, stream: StreamSchema) -> str:
+    """For an ISO-8601 time given for a stream of numeric times: the number it is if they count from 1970 (Unix
+    time), as most do; they may count from elsewhere, so the number is offered, not taken. Empty otherwise."""
+    try:
+        micros = iso_micros(text)
+    except ValueError:
+        return ""
+    if stream.time_unit == TIMESTAMP_UNIT:
+        return ""
+    count = Fraction(micros, 10**6) / stream.unit_seconds
+    shown = f"{count.numerator}" if count.denominator == 1 else f"about {math.floor(count)}"
+    return f"; if its times count from 1970 (Unix time), {text} is {shown}"
+
+
+def time_literal(kernel: int, stream: StreamSchema) -> Column:
+    """Kernel time as a literal of the stream's own time type. A filter of a stored time column against it is one
+    Delta can prune files with (their min/max statistics are in that type); against a converted column it could
+    not."""
+    if stream.time_unit != TIMESTAMP_UNIT:
+        return F.lit(kernel)
+    return F.lit(EPOCH + kernel * MICROSECOND)
 
 
 @dataclass(frozen=True)
@@ -235,7 +294,7 @@ class SparkQuery:
     def may_reach(self, floor: int) -> Column:
         """An event that may reach kernel time `floor` (`reaching`), said against the stored columns, so that Delta
         skips the files of events that cannot."""
-        return self.stored_reach() >= self.time_literal(floor)
+        return self.stored_reach() >= time_literal(floor, self.stream)
 
     def reaching(self, events: DataFrame, cut: Column) -> DataFrame:
         """The events a key recomputed from `cut` reads: those reaching it, of an interval stream clipped to start
@@ -257,22 +316,10 @@ class SparkQuery:
         """A time in the stream's own type as kernel time (BIGINT); `time_out` is its inverse."""
         return F.unix_micros(column) if self.stream.time_unit == TIMESTAMP_UNIT else column.cast("bigint")
 
-    def parse_time(self, text: str) -> int:
-        """A time a user typed (a number, or an ISO-8601 timestamp for TIMESTAMP streams) as kernel time."""
-        return int(text) if self.stream.time_unit != TIMESTAMP_UNIT else iso_micros(text)
-
     @cached_property
     def window_ceiling(self) -> int:
         """The window in whole kernel time units, rounded up: no two starts further apart share a match."""
         return -(-self.window_units.numerator // self.window_units.denominator)
-
-    def time_literal(self, kernel: int) -> Column:
-        """Kernel time as a literal of the stream's own time type. A filter of a stored time column against it
-        is one Delta can prune files with (their min/max statistics are in that type); against a converted
-        column it could not."""
-        if self.stream.time_unit != TIMESTAMP_UNIT:
-            return F.lit(kernel)
-        return F.lit(EPOCH + kernel * MICROSECOND)
 
     def time_out(self, column: Column) -> Column:
         """Kernel time (BIGINT) back to the stream's own time type for the result tables."""

@@ -254,8 +254,9 @@ def test_plot_writes_an_image_and_says_what_it_drew(lake: Path, tmp_path: Path) 
     result = run(["plot", str(lake / "hot_busy.tpq"), "--lake", str(lake), "--key", "u1", "--out", str(out)])
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "situations, 2 matches" in result.output
-    assert "is not a bigint" in run(["plot", str(lake / "hot_busy.tpq"), "--lake", str(lake), "--key", "u1",
-                                     "--from", "noon", "--out", str(out)], code=2).output
+    refused = run(["plot", str(lake / "hot_busy.tpq"), "--lake", str(lake), "--key", "u1", "--from", "noon", "--out",
+                   str(out)], code=2).output
+    assert "error: --from 'noon' is not a time of stream TestSensors: give a whole number of its unit (s)" in refused
     assert "error: --from 9 is after --to 3" in run(["plot", str(lake / "hot_busy.tpq"), "--lake", str(lake), "--key",
                                                      "u1", "--from", "9", "--to", "3", "--out", str(out)],
                                                     code=2).output

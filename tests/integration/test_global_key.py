@@ -101,6 +101,8 @@ def test_a_backfill_of_late_events_equals_the_reference(tmp_path: Path, spark: S
                code=2)
     assert ("--from '2026-01-01' is not a time of stream Plant: give a whole number of its unit (s); if its times "
             "count from 1970 (Unix time), 2026-01-01 is 1767225600") in said
+    said = cli("backfill", str(tmp_path / "plant.tpq"), "--from", "2_0", "--to", "24", "--lake", str(tmp_path), code=2)
+    assert "--from '2_0' is not a time of stream Plant: give a whole number of its unit (s)" in said  # as plot reads it
     cli("backfill", str(tmp_path / "plant.tpq"), "--from", "20", "--to", "24", "--lake", str(tmp_path))
     assert_published_equal_the_reference(lake, plan, EVENTS)
 
