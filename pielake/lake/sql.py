@@ -1,10 +1,10 @@
 """`pielake sql`: read-only SQL over the lake's tables, by name.
 
 This is the one place where text reaches Spark SQL, and it is the user's own SQL over their own lake. It is
-held to reading: one statement, starting with SELECT, WITH, SHOW, DESCRIBE or EXPLAIN, over temporary views of
-the lake's tables (a view cannot be written through). Delta answers `DESCRIBE HISTORY` and `DESCRIBE DETAIL` of a
-table, not of a view: those two run on the named table's folder (a kind's, its results table's), named by the
-lake, not by the statement's text.
+held to reading: one statement that reads (`READING`, and no write after WITH's named queries or within a FROM:
+`_writes`), over temporary views of the lake's tables (a view cannot be written through). Delta answers
+`DESCRIBE HISTORY` and `DESCRIBE DETAIL` of a table, not of a view: those two run on the named table's folder (a
+kind's, its results table's), named by the lake, not by the statement's text.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import islice
 
@@ -49,7 +50,11 @@ from pyspark.sql.types import (
 from pielake.errors import PielakeError, spark_said
 from pielake.lake.delta import Lake
 
-READ_ONLY = re.compile(r"^\s*(SELECT|WITH|SHOW|DESCRIBE|DESC|EXPLAIN)\b", re.IGNORECASE)
+# The statements that read, by their first word; a query may also start with FROM (`FROM t SELECT a`), but so
+# does Hive's multi-insert (`FROM t INSERT INTO u SELECT a`), so a FROM is looked into (`_writes`).
+READING = ("SELECT", "WITH", "FROM", "VALUES", "TABLE", "SHOW", "DESCRIBE", "DESC", "EXPLAIN")
+# The words that start a statement that writes where a query could stand: after WITH's queries, and within FROM.
+WRITING = ("INSERT", "DELETE", "UPDATE", "MERGE")
 DELTA_DESCRIBE = re.compile(r"^DESC(?:RIBE)?\s+(HISTORY|DETAIL)\s+`?([A-Za-z_][A-Za-z0-9_]*)`?(?:\s+LIMIT\s+(\d+))?$",
                             re.IGNORECASE)
 RESERVED_WORDS = "spark.sql.ansi.enforceReservedKeywords"
@@ -61,40 +66,139 @@ class SqlError(PielakeError):
     """A statement `pielake sql` will not run, or one Spark rejected."""
 
 
+@dataclass(frozen=True)
+class Token:
+    """A word, a quoted literal or name, or a character of punctuation, where it stands in the statement, and how
+    many parentheses enclose it."""
+
+    text: str
+    start: int
+    depth: int
+
+    @property
+    def word(self) -> str:
+        """The token as a keyword is compared: upper case; a quoted literal or name is none."""
+        return self.text.upper() if self.text[:1].isalnum() or self.text[:1] == "_" else ""
+
+
 def check_read_only(statement: str) -> str:
     """The statement without the comments before it and the `;` after it, if it is one statement that reads;
-    else a SqlError. A `;` or a comment inside a quoted literal or name is part of it."""
-    text, separators = _outside_quotes(statement)
-    if separators:
+    else a SqlError. A `;` or a comment inside a quoted literal or name is part of it. A statement is read as
+    Spark's lexer reads it (`_tokens`), so that what is checked is what Spark runs."""
+    tokens = _tokens(statement)
+    while tokens and tokens[-1].text == ";":
+        tokens.pop()
+    if any(t.text == ";" for t in tokens):
         raise SqlError("one statement at a time: remove the ';' inside the query")
-    if not READ_ONLY.match(text):
+    if not tokens or tokens[0].word not in READING:
         raise SqlError("pielake sql only reads: start with SELECT, WITH, SHOW, DESCRIBE or EXPLAIN")
-    return text
+    writing = _writes(tokens)
+    if writing is not None:
+        line, column = _place(statement, writing.start)
+        raise SqlError(f"pielake sql only reads: this statement writes, with {writing.text} at line {line}, column "
+                       f"{column}; ask for the rows with a SELECT, and write tables with Spark's own tools")
+    return statement[tokens[0].start:tokens[-1].start + len(tokens[-1].text)]
 
 
-def _outside_quotes(statement: str) -> tuple[str, int]:
-    """The statement from its first word to its last (leading comments and a final `;` left out), and how many
-    `;` separate statements in it: those outside quotes ('text', "text", `name`) and comments."""
-    quote, i, first, last, separators = "", 0, None, 0, []
+def _writes(tokens: list[Token]) -> Token | None:
+    """The word that makes a statement of reading words write (`WITH q AS (...) INSERT INTO t ...`, `FROM t
+    INSERT INTO u ...`), if any: the first word of the statement after WITH's named queries, or an INSERT after a
+    FROM, outside parentheses. Any other statement that starts with a reading word reads."""
+    at = 1 if tokens[0].word == "WITH" else 0
+    if at:
+        at += tokens[at].word == "RECURSIVE" if at < len(tokens) else 0
+        while at < len(tokens):  # each `name [(columns)] [AS] (query)`, separated by commas
+            at += 1
+            while at < len(tokens) and (tokens[at].text == "(" or tokens[at].word == "AS"):
+                at = _after_group(tokens, at) if tokens[at].text == "(" else at + 1
+            if at >= len(tokens) or tokens[at].text != ",":
+                break
+            at += 1
+    main = tokens[at:]
+    if main and main[0].word in WRITING:
+        return main[0]
+    if main and main[0].word == "FROM":
+        return next((t for t in main if t.depth == main[0].depth and t.word == "INSERT"), None)
+    return None
+
+
+def _after_group(tokens: list[Token], at: int) -> int:
+    """The index after the parenthesised group that opens at `at`."""
+    depth = tokens[at].depth
+    at += 1
+    while at < len(tokens) and not (tokens[at].text == ")" and tokens[at].depth == depth):
+        at += 1
+    return at + 1
+
+
+def _tokens(statement: str) -> list[Token]:
+    """The statement's tokens as Spark's lexer reads them: comments left out (`--` to the line's end, and `/* */`,
+    which nest), literals in quotes ('text' and "text", with backslash escapes unless raw, r'text') and names in
+    backquotes (a doubled backquote inside) each one token. An unclosed comment or quote runs to the end."""
+    tokens, depth, i = [], 0, 0
     while i < len(statement):
         char, pair = statement[i], statement[i:i + 2]
-        if quote:  # Spark's literals escape with a backslash; a doubled quote closes and opens again
-            quote, last = ("" if char == quote else quote), i + 1
-            i += 2 if char == "\\" else 1
-            continue
-        if pair in {"--", "/*"}:
-            end = statement.find("\n" if pair == "--" else "*/", i + 2)
-            i = len(statement) if end < 0 else end + (1 if pair == "--" else 2)
-            continue
-        if char == ";":
-            separators.append(i)
-        elif not char.isspace():
-            first, last = i if first is None else first, i + 1
-            quote = char if char in "'\"`" else ""
-        i += 1
-    inside = [s for s in separators if first is not None and s < last]
-    text = "" if first is None else statement[first:last]
-    return text, len(inside)
+        if char.isspace():
+            i += 1
+        elif pair == "--":
+            end = statement.find("\n", i)
+            i = len(statement) if end < 0 else end + 1
+        elif pair == "/*":
+            i = _comment_end(statement, i)
+        elif char in "'\"`":
+            raw = bool(tokens) and tokens[-1].text in ("r", "R") and tokens[-1].start + 1 == i
+            end = _quote_end(statement, i, escapes=char != "`" and not raw)
+            if raw:
+                tokens.pop()
+            tokens.append(Token(statement[i - raw:end], i - raw, depth))
+            i = end
+        elif char.isalnum() or char == "_":
+            end = i
+            while end < len(statement) and (statement[end].isalnum() or statement[end] == "_"):
+                end += 1
+            tokens.append(Token(statement[i:end], i, depth))
+            i = end
+        else:
+            depth -= char == ")"
+            tokens.append(Token(char, i, depth))
+            depth += char == "("
+            i += 1
+    return tokens
+
+
+def _comment_end(statement: str, i: int) -> int:
+    """The index after the bracketed comment that opens at `i`; one opened inside it closes first."""
+    depth = 0
+    while i < len(statement):
+        pair = statement[i:i + 2]
+        if pair in ("/*", "*/"):
+            depth += 1 if pair == "/*" else -1
+            i += 2
+            if depth == 0:
+                return i
+        else:
+            i += 1
+    return i
+
+
+def _quote_end(statement: str, i: int, *, escapes: bool) -> int:
+    """The index after the quoted literal or name that opens at `i` (a doubled quote closes it and opens another,
+    which Spark reads as one)."""
+    quote, i = statement[i], i + 1
+    while i < len(statement):
+        if escapes and statement[i] == "\\":
+            i += 2
+        elif statement[i] == quote:
+            return i + 1
+        else:
+            i += 1
+    return i
+
+
+def _place(statement: str, offset: int) -> tuple[int, int]:
+    """The line and column (from 1) of an offset into the statement."""
+    before = statement[:offset]
+    return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
 
 
 def as_of_time(text: str) -> datetime:

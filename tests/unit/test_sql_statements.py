@@ -41,6 +41,31 @@ def test_anything_but_one_statement_that_reads_is_refused(given: str, said: str)
         check_read_only(given)
 
 
+@pytest.mark.parametrize(("given", "writes"), [
+    ("WITH q AS (SELECT 1) INSERT INTO delta.`/lake/results_q` SELECT * FROM q", "INSERT at line 1, column 22"),
+    ("with a as (select 1), b (x) as (select 2)\nmerge into t using b on t.x = b.x", "merge at line 2, column 1"),
+    ("WITH a AS (SELECT ')' AS x) DELETE FROM t", "DELETE at line 1, column 29"),
+    ("FROM runs INSERT INTO t SELECT *", "INSERT at line 1, column 11"),
+    ("WITH a AS (SELECT 1) /* /* */ SELECT */ UPDATE t SET x = 1", "UPDATE at line 1, column 41"),
+    ("WITH a AS (SELECT r'\\') INSERT INTO t SELECT 1", "INSERT at line 1, column 25"),
+], ids=["an insert after a named query", "a merge after two", "a parenthesis in a literal", "a multi-insert",
+        "a nested comment", "a raw literal"])
+def test_a_statement_of_reading_words_that_writes_is_refused_where_it_writes(given: str, writes: str) -> None:
+    """A named query (WITH) may precede an INSERT, DELETE, UPDATE or MERGE, and a FROM an INSERT: the statement
+    starts with a reading word and writes. It is read as Spark's lexer reads it: comments nest, and a raw
+    literal (r'...') has no escapes."""
+    with pytest.raises(SqlError, match=f"only reads: this statement writes, with {writes};"):
+        check_read_only(given)
+
+
+@pytest.mark.parametrize("given", [
+    "WITH a AS (SELECT 1), b AS (SELECT 2) SELECT * FROM a, b", "WITH a (x) AS (SELECT 1) (SELECT x FROM a)",
+    "FROM runs SELECT query", "VALUES (1), (2)", "TABLE runs", "SELECT 'INSERT' AS `insert`, x FROM t",
+    "WITH a AS (SELECT 1 AS update) SELECT update FROM a"])
+def test_queries_read_however_they_start(given: str) -> None:
+    assert check_read_only(given) == given
+
+
 def test_a_statement_from_standard_input_is_checked_before_spark_starts(tmp_path: Path) -> None:
     """A statement that starts with a comment cannot be an argument (it reads as an option): `-` reads it."""
     result = CliRunner().invoke(main, ["sql", "--lake", str(tmp_path), "-"], input="-- cleanup\nDELETE FROM runs\n")
