@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import islice
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -225,7 +225,9 @@ def query_lake(lake: Lake, statement: str, fmt: str = "table", as_of: datetime |
         note(_as_of_note(lake, as_of, versions))
     with _rejected(tables, text, then=as_of is not None):
         with _reserved_words(lake.spark):
-            frame = _collectable(lake.spark.sql(_on_delta(lake, text, tables) or text))
+            frame = lake.spark.sql(_on_delta(lake, text, tables) or text)
+            _check_nested_names(frame.schema)
+            frame = _collectable(frame)
             columns, shaped = frame.columns, shaper(frame.schema, fmt)  # analysed, so parsed: here, in either session
         if fmt == "json":
             _check_json_names(columns)
@@ -319,16 +321,33 @@ INTERVALS = (DayTimeIntervalType, YearMonthIntervalType, CalendarIntervalType)
 
 
 def _collectable(frame: DataFrame) -> DataFrame:
-    """`frame` with each column that holds an interval as Spark writes it (`INTERVAL '0 00:05:00' DAY TO
-    SECOND`): PySpark collects no year-month or calendar interval (their `fromInternal` is not implemented), and
-    a day-time one as Python's `timedelta`, which reads `0:05:00`. Other columns as they are."""
+    """`frame` with each interval it holds as Spark writes it (`INTERVAL '0 00:05:00' DAY TO SECOND`), within a
+    struct, an array or a map too, which keep their shape (a struct its fields' names): PySpark collects no
+    year-month or calendar interval (their `fromInternal` is not implemented), and a day-time one as Python's
+    `timedelta`, which reads `0:05:00`. Other columns as they are."""
     fields = frame.schema.fields
     holding = [_holds_interval(field.dataType) for field in fields]
     if not any(holding):
         return frame
     numbered = frame.toDF(*(f"c{i}" for i in range(len(fields))))  # the names may repeat: `a.id, b.id`
-    return numbered.select(*((F.col(f"c{i}").cast("string") if holds else F.col(f"c{i}")).alias(field.name)
-                             for i, (field, holds) in enumerate(zip(fields, holding, strict=True))))
+    return numbered.select(*((_interval_text(F.col(f"c{i}"), field.dataType) if holds else F.col(f"c{i}"))
+                             .alias(field.name) for i, (field, holds) in enumerate(zip(fields, holding, strict=True))))
+
+
+def _interval_text(value: Column, kind: DataType) -> Column:
+    """`value` of `kind` with every interval in it as text, and nothing else changed."""
+    if not _holds_interval(kind):
+        return value
+    if isinstance(kind, StructType):  # its fields' names are unique (`_check_nested_names`)
+        return F.when(value.isNotNull(), F.struct(*(_interval_text(value[f.name], f.dataType).alias(f.name)
+                                                    for f in kind.fields)))
+    if isinstance(kind, ArrayType):
+        return F.transform(value, lambda element: _interval_text(element, kind.elementType))
+    if isinstance(kind, MapType):
+        keys = F.transform(F.map_keys(value), lambda key: _interval_text(key, kind.keyType))
+        return F.map_from_arrays(keys, F.transform(F.map_values(value),
+                                                  lambda entry: _interval_text(entry, kind.valueType)))
+    return value.cast("string")
 
 
 def _holds_interval(kind: DataType) -> bool:
@@ -357,6 +376,30 @@ def _check_json_names(columns: list[str]) -> None:
     if twice:
         raise SqlError(f"the result names {', '.join(twice)} more than once, and a JSON line keeps one value a name: "
                        "name each column once (SELECT a.id AS a_id, b.id AS b_id), or --format csv")
+
+
+def _check_nested_names(schema: StructType) -> None:
+    """Every format writes a nested value as JSON, an object of a struct's fields by name, so a struct that names
+    a field twice (`struct(a.d, b.d)`) would keep one value of two."""
+    for field in schema.fields:
+        twice = _names_twice(field.dataType)
+        if twice:
+            raise SqlError(f"the column {field.name} holds a struct that names {', '.join(twice)} more than once, "
+                           "and a nested value is written as JSON, which keeps one value a name: name each field "
+                           "once (struct(a.d AS a_d, b.d AS b_d))")
+
+
+def _names_twice(kind: DataType) -> list[str]:
+    """The field names a struct within `kind` gives more than once (the first such struct's)."""
+    if isinstance(kind, StructType):
+        names = Counter(field.name for field in kind.fields)
+        return sorted(name for name, count in names.items() if count > 1) or next(
+            (twice for twice in map(_names_twice, (field.dataType for field in kind.fields)) if twice), [])
+    if isinstance(kind, ArrayType):
+        return _names_twice(kind.elementType)
+    if isinstance(kind, MapType):
+        return _names_twice(kind.keyType) or _names_twice(kind.valueType)
+    return []
 
 
 def shaper(schema: StructType, fmt: str) -> Callable[[tuple], tuple]:

@@ -86,3 +86,26 @@ def test_intervals_and_floats_are_written_as_spark_writes_them(spark: SparkSessi
         "d,ym,c,f,d\nINTERVAL '0 00:05:00' DAY TO SECOND,INTERVAL '1-2' YEAR TO MONTH,3 days,70.2,INTERVAL '3' DAY\n")
     assert json.loads("".join(query_lake(lake, statement.removesuffix(", INTERVAL 3 DAYS AS d"), "json"))) == {
         "d": "INTERVAL '0 00:05:00' DAY TO SECOND", "ym": "INTERVAL '1-2' YEAR TO MONTH", "c": "3 days", "f": 70.2}
+
+
+def test_an_interval_within_a_struct_an_array_or_a_map_keeps_the_value_s_shape(spark: SparkSession,
+                                                                             tmp_path: Path) -> None:
+    """A struct holding a duration is an object of its fields by name, as any other struct is; a NULL stays
+    NULL."""
+    lake = Lake(spark, tmp_path)
+    statement = ("SELECT named_struct('a', INTERVAL 1 DAY, 'b', 'x', 'n', named_struct('y', INTERVAL '1-2' YEAR TO "
+                 "MONTH)) AS t, array(INTERVAL 2 HOURS, NULL) AS u, map('k', make_interval(0, 0, 0, 3)) AS m, "
+                 "CAST(NULL AS STRUCT<a: INTERVAL DAY>) AS z")
+    assert json.loads("".join(query_lake(lake, statement, "json"))) == {
+        "t": {"a": "INTERVAL '1' DAY", "b": "x", "n": {"y": "INTERVAL '1-2' YEAR TO MONTH"}},
+        "u": ["INTERVAL '02' HOUR", None], "m": {"k": "3 days"}, "z": None}
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json"])
+def test_a_struct_that_names_a_field_twice_is_refused_as_json_would_keep_one_of_them(spark: SparkSession,
+                                                                                    tmp_path: Path,
+                                                                                    fmt: str) -> None:
+    statement = "SELECT array(struct(x.d, y.d)) AS s FROM (SELECT 1 AS d) x, (SELECT 2 AS d) y"
+    with pytest.raises(SqlError, match=r"^the column s holds a struct that names d more than once, .* name each "
+                                       r"field once \(struct\(a\.d AS a_d, b\.d AS b_d\)\)$"):
+        "".join(query_lake(Lake(spark, tmp_path), statement, fmt))
