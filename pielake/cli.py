@@ -25,7 +25,15 @@ import click
 from pielake import vocabulary as V
 from pielake.bench.queries import TPSTREAM_QUERIES
 from pielake.engine import control
-from pielake.engine.client import DEFAULT_PORT, EngineAddress, EngineError, RunOrder, engine_for, run_on_engine
+from pielake.engine.client import (
+    DEFAULT_PORT,
+    MAX_PORT,
+    EngineAddress,
+    EngineError,
+    RunOrder,
+    engine_for,
+    run_on_engine,
+)
 from pielake.engine.settings import WARM_UP_RUNS, keep_days, short_lived
 from pielake.environment import longest
 from pielake.errors import PielakeError, QueryError
@@ -419,7 +427,7 @@ def engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False)),
         click.option("--host", default="127.0.0.1", show_default=True,
                      help="Address to listen on (0.0.0.0: every one; see SECURITY.md first)."),
-        click.option("--port", type=click.IntRange(1, 65534), default=DEFAULT_PORT, show_default=True,
+        click.option("--port", type=click.IntRange(1, MAX_PORT), default=DEFAULT_PORT, show_default=True,
                      help="Spark Connect's port; runs are served on the next one."),
         click.option("--jdbc-port", type=click.IntRange(1, 65535), default=10000, show_default=True,
                      help="The JDBC/ODBC (Thrift) endpoint's port."),

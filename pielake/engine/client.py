@@ -26,6 +26,7 @@ from pielake.errors import PielakeError
 from pielake.exitcodes import EXIT_UNAVAILABLE, EXIT_USAGE
 
 DEFAULT_PORT = 15002  # Spark Connect's own default port
+MAX_PORT = 65534  # an engine serves its runs on the port after Spark Connect's
 FIRST_CHOSEN_PORT = 20000  # `free_ports` draws from here up, above the ports services usually take
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 ENGINE_FILE = "engine.json"  # `<lake>/_engine/engine.json`: the address of the lake's running engine
@@ -75,9 +76,24 @@ class EngineAddress:
         parsed = urlparse(address)
         if parsed.scheme != "sc" or not parsed.hostname:
             raise PielakeError(f"'{url}' is not an engine address; write sc://HOST:PORT (e.g. sc://localhost:15002)")
+        if ":" in parsed.hostname:  # Spark's client reads the host as what comes before the address's one `:`
+            raise PielakeError(f"'{url}' names an IPv6 address, which Spark Connect's client cannot reach: name the "
+                               "engine's host by its name or its IPv4 address (e.g. sc://localhost:15002)")
         params = dict(part.split("=", 1) for part in settings.split(";") if "=" in part)
         token = unquote(params["token"]) if "token" in params else None
-        return cls(parsed.hostname, parsed.port or DEFAULT_PORT, token)
+        return cls(parsed.hostname, _port(url, parsed.netloc.rpartition(":")[2] if ":" in parsed.netloc else ""),
+                   token)
+
+
+def _port(url: str, given: str) -> int:
+    """An address's port: Spark Connect's on it, and the engine's runs on the next one, so at most 65534; Spark
+    Connect's own default where none is given."""
+    if not given:
+        return DEFAULT_PORT
+    if not (given.isascii() and given.isdigit() and 1 <= int(given) <= MAX_PORT):
+        raise PielakeError(f"'{url}' names the port '{given}': an engine's port is a whole number from 1 to "
+                           f"{MAX_PORT} (its runs are served on the next one); e.g. sc://localhost:{DEFAULT_PORT}")
+    return int(given)
 
 
 def engine_file(lake_dir: str | Path) -> Path:

@@ -148,6 +148,16 @@ def test_remote_before_the_arguments_says_it_took_one_for_an_address(tmp_path: P
            "'SELECT 1' is not an engine address (sc://HOST:PORT): put --remote after the command's arguments")
 
 
+@pytest.mark.parametrize(("address", "said"), [
+    ("sc://localhost:99999", "names the port '99999': an engine's port is a whole number from 1 to 65534"),
+    ("sc://localhost:65535", "names the port '65535'"), ("sc://localhost:0", "names the port '0'"),
+    ("sc://localhost:http", "names the port 'http'"),
+    ("sc://[::1]:15002", "names an IPv6 address, which Spark Connect's client cannot reach")])
+def test_an_engine_address_no_client_can_reach_is_refused_saying_why(tmp_path: Path, address: str, said: str) -> None:
+    """Spark Connect serves on the port and the engine's runs on the next; its client splits the host at `:`."""
+    invoke(["sql", "--lake", str(tmp_path), "SELECT 1", "--remote", address], EXIT_USAGE, f"'{address}' {said}")
+
+
 def test_an_engine_address_nothing_listens_at_is_refused_at_once(tmp_path: Path) -> None:
     """Spark Connect's client would retry it for minutes, saying nothing."""
     address = f"sc://localhost:{free_port()}"
