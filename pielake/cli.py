@@ -543,7 +543,7 @@ def maintain_command(query_file: str, *, lake_dir: str, keep_days: float, lock_w
                    "(schemas/), else those the query reads.")
 @click.option("--columns", type=click.IntRange(min=1), default=4, show_default=True, help="Boolean columns a_1..a_n.")
 @click.option("--keys", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=42, show_default=True)
 @click.option("--layout", type=click.Choice(["parquet", "csv", "tpstream-csv"]), default="parquet", show_default=True,
               help="tpstream-csv: the headerless id,a_1,...,a_n,t1,t2 files of the PieStream/TPStream engines.")
 @user_errors
@@ -553,16 +553,21 @@ def generate_command(out: str, *, events: int, query_file: str | None, columns: 
     10-50 and true runs of 10-100 events (starting with a gap); seeded, so the same options give the same files.
     With --query, a sample stream for that query instead, to try it before there is data."""
     from pielake.pipeline.synthetic import GENERATES, generate, write_query_events  # noqa: PLC0415 (module docstring)
+    from pielake.plot import counted  # noqa: PLC0415
 
+    if keys > events:  # a key without events would be said to be written, and is not
+        raise click.BadParameter(f"{keys:,} keys cannot share {counted(events, 'event')}: every key has at least one; "
+                                 f"give --keys {events:,} or fewer, or more --events", param_hint="'--keys'")
     if query_file is not None:
         plan = load_query_file(query_file)
         stream = plan.one_stream(GENERATES).stream
         path = write_query_events(plan, Path(out), events, keys=keys, seed=seed, stream=load_schema(stream))
-        click.echo(f"wrote {events:,} events of stream {stream} to {path}; run it with: "
+        click.echo(f"wrote {counted(events, 'event')} of stream {stream} to {path}; run it with: "
                    f"pielake run {query_file} --events {path} --lake LAKE")
         return
     files = generate(Path(out), events, columns=columns, keys=keys, seed=seed, layout=layout)
-    click.echo(f"wrote {events:,} events ({keys} keys, a_1..a_{columns}) to {len(files)} {layout} files in {out}")
+    click.echo(f"wrote {counted(events, 'event')} ({counted(keys, 'key')}, a_1..a_{columns}) to "
+               f"{counted(len(files), f'{layout} file')} in {out}")
 
 
 @main.command("bench")

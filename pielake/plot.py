@@ -139,7 +139,7 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
 def counted(count: int, noun: str) -> str:
     """`1 match`, `2 matches`: a count with its noun (`-es` after a hissing end, else `-s`)."""
     plural = f"{noun}es" if noun.endswith(("s", "sh", "ch", "x")) else f"{noun}s"
-    return f"{count} {noun if count == 1 else plural}"
+    return f"{count:,} {noun if count == 1 else plural}"
 
 
 def _stream(lake: Lake, plan: QueryPlan) -> StreamSchema:

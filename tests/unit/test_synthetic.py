@@ -41,6 +41,17 @@ def test_generate_writes_the_law_for_every_key_and_column(tmp_path: Path) -> Non
             assert min(lengths) < 20 and max(lengths) > 60  # the whole range is drawn, not one length
 
 
+def test_every_key_said_to_be_written_has_events_and_a_seed_is_what_numpy_takes(tmp_path: Path) -> None:
+    """Dealt over more keys than there are events, some keys would have none, yet be counted as written."""
+    said = CliRunner().invoke(main, ["generate", str(tmp_path), "--events", "10", "--keys", "100"]).output
+    assert "100 keys cannot share 10 events: every key has at least one; give --keys 10 or fewer" in said
+    assert "-1 is not in the range x>=0" in CliRunner().invoke(
+        main, ["generate", str(tmp_path), "--events", "10", "--seed", "-1"]).output
+    assert not list(tmp_path.iterdir())
+    said = CliRunner().invoke(main, ["generate", str(tmp_path), "--events", "1"]).output
+    assert said == f"wrote 1 event (1 key, a_1..a_4) to 1 parquet file in {tmp_path}\n"
+
+
 def test_the_same_seed_gives_the_same_events_and_another_seed_others(tmp_path: Path) -> None:
     def events(name: str, seed: int) -> list[dict]:
         CliRunner().invoke(main, ["generate", str(tmp_path / name), "--events", "3000", "--keys", "2",
