@@ -227,11 +227,16 @@ def spark_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def session(master: str | None, remote: str | None, lake_dir: str) -> SparkSession:
-    """This command's Spark session: in this process, or a Spark Connect session of the engine."""
+    """The Spark session of a command that reads a lake: in this process, or a Spark Connect session of the
+    engine. In process, a lake folder that does not exist (a mistyped path) is refused before Spark starts, which
+    would create it for its log and answer as from an empty lake; an engine reads the path on its own machine."""
     from pielake.engine.session import build_session, connect_session  # noqa: PLC0415 (module docstring)
 
     if remote is not None:
         return connect_session(engine_for(remote, lake_dir))
+    if not Path(lake_dir).is_dir():
+        raise PielakeError(f"no lake at {lake_dir}: there is no such folder (a lake is the folder a run's --lake "
+                           "names, which the run creates)")
     return build_session(master, console=spark_console(lake_dir, "spark"))
 
 
@@ -708,7 +713,7 @@ def _bench_freshness(folder: Path, events: int, repeat: int, docs: str | None) -
 
 @main.command("unlock")
 @click.argument("query_file")
-@click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
+@click.option("--lake", "lake_dir", required=True, type=click.Path(exists=True, file_okay=False))
 @user_errors
 def unlock_command(query_file: str, *, lake_dir: str) -> None:
     """Release QUERY_FILE's run lock left by a run that died (the next run then redoes its work)."""

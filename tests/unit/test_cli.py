@@ -148,6 +148,16 @@ def test_remote_before_the_arguments_says_it_took_one_for_an_address(tmp_path: P
            "'SELECT 1' is not an engine address (sc://HOST:PORT): put --remote after the command's arguments")
 
 
+@pytest.mark.parametrize("command", [["sql", "SELECT 1"], ["plot", EXAMPLE, "--out", "x.png"], ["maintain", EXAMPLE]],
+                         ids=["sql", "plot", "maintain"])
+def test_a_command_that_reads_a_lake_refuses_a_folder_that_is_not_there(tmp_path: Path, command: list[str]) -> None:
+    """A mistyped --lake would start Spark, create the folder for its log and answer as from an empty lake."""
+    invoke([*command, "--lake", str(tmp_path / "lkae")], EXIT_USAGE,
+           f"error: no lake at {tmp_path / 'lkae'}: there is no such folder")
+    invoke(["unlock", EXAMPLE, "--lake", str(tmp_path / "lkae")], 2, "does not exist")  # not 'no run holds its lock'
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize(("address", "said"), [
     ("sc://localhost:99999", "names the port '99999': an engine's port is a whole number from 1 to 65534"),
     ("sc://localhost:65535", "names the port '65535'"), ("sc://localhost:0", "names the port '0'"),
