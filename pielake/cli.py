@@ -310,7 +310,7 @@ def _run(query_file: str, events: dict[str, Any], lake_dir: str, *, master: str 
     from pielake.pipeline.runner import run_query  # noqa: PLC0415
 
     request = RunRequest(**events, **options)
-    request.check_inputs(plan)
+    request.check_inputs(plan, Path(lake_dir))
     if options["checks"]:
         import_gx_meanwhile()
     console = spark_console(lake_dir, run_id)

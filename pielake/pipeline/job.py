@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 
 import pyspark.sql.functions as F
 from pyspark.sql import DataFrame
@@ -33,6 +34,7 @@ from pielake.streams import (
     check_skip_lines,
     check_time_unit,
     check_zone_named,
+    declared_schema,
     guess_format,
 )
 
@@ -84,9 +86,13 @@ class RunRequest:
         """The format the run reads the events file `path` in: the one given, else the one its name tells."""
         return self.fmt or guess_format(path)
 
-    def check_inputs(self, plan: QueryPlan) -> None:
+    def check_inputs(self, plan: QueryPlan, lake_root: Path) -> None:
         """Refuse, before Spark starts, events paths that name no file, or whose streams or formats the run
-        could not tell."""
+        could not tell, and a backfill's range that is no range of times of its streams, where their time type
+        is known."""
+        known = declared_schema(plan.sources[0].stream, lake_root)  # the streams' times are of one type
+        if self.mode == "backfill" and known is not None:
+            typed_range(self.since, self.until, known)
         for source in plan.sources:
             path = self.events_of(plan, source.stream)
             if path is None:

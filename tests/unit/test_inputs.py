@@ -236,8 +236,8 @@ def test_an_events_path_that_names_no_file_is_refused_before_spark_reads_it(tmp_
     plan = analyze(parse("FROM S DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s"))
     for path in (tmp_path / "none.csv", tmp_path / "none", tmp_path / "*.csv", tmp_path):
         with pytest.raises(PielakeError, match=f"the events path '{re.escape(str(path))}' names no file"):
-            RunRequest(events_path=str(path)).check_inputs(plan)
-    RunRequest(events_path="s3a://bucket/landing/*.csv").check_inputs(plan)  # a URL is Spark's to list
+            RunRequest(events_path=str(path)).check_inputs(plan, tmp_path)
+    RunRequest(events_path="s3a://bucket/landing/*.csv").check_inputs(plan, tmp_path)  # a URL is Spark's to list
 
 
 def test_several_events_files_of_one_stream_are_one_folder_or_pattern() -> None:
