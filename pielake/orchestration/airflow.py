@@ -478,6 +478,11 @@ def take_task(dag: DAG, registration: Registration) -> BaseOperator:
                                  "none did.")
 
 
+# How a backfill's bounds are written (`pielake.spark.query.typed_time`, which refuses any other form in the run)
+TIME_AS_WRITTEN = ("as the streams write their times: a whole number of their unit (1767225600), or an ISO-8601 "
+                   "time for streams of TIMESTAMPs (2026-01-01T06:00:00Z)")
+
+
 def backfill_dag(registration: Registration, registry: Registry = STAGES) -> DAG:
     """Manual repair of a time range (docs/semantics.md §7). It and the scheduled DAG write the same tables, and
     max_active_runs only keeps runs of one DAG apart: the query's run lock keeps the two apart, each run's first
@@ -490,8 +495,8 @@ def backfill_dag(registration: Registration, registry: Registry = STAGES) -> DAG
         files = {f"events_{stream}": (f"{stream}={{{{ params['events_{stream}'] }}}}",
                                       f"optional history file of stream {stream} to add in the range")
                  for stream in streams}
-    params = {"from": Param(type="string", description="start of the range, in the streams' time"),
-              "to": Param(type="string", description="end of the range, inclusive"),
+    params = {"from": Param(type="string", description=f"start of the range, {TIME_AS_WRITTEN}"),
+              "to": Param(type="string", description=f"end of the range, inclusive, {TIME_AS_WRITTEN}"),
               **{param: Param("", type="string", description=said) for param, (_, said) in files.items()}}
     dag = DAG(f"pielake_{name}_backfill", schedule=None, start_date=START_DATE, catchup=False,
               max_active_runs=1, default_args=DEFAULT_ARGS, params=params, tags=["pielake", "backfill"],
