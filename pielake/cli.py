@@ -508,10 +508,12 @@ def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since:
     """Draw one key's situations (a lane per symbol) and matches (brackets, detected_at marked) as a timeline."""
     from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
     from pielake.plot import counted, draw, image_file, timeline  # noqa: PLC0415
+    from pielake.spark.query import check_range_early  # noqa: PLC0415
 
-    image = image_file(out)
+    image, plan = image_file(out), load_query_file(query_file)
+    check_range_early(since, until, plan, Path(lake_dir))
     lake = Lake(session(master, remote, lake_dir), lake_dir)
-    picture = timeline(lake, load_query_file(query_file), key or None, since, until)
+    picture = timeline(lake, plan, key or None, since, until)
     written = draw(picture, image)
     drawn = f"{counted(len(picture.bars), 'situation')}, {counted(len(picture.brackets), 'match')}"
     click.echo(f"wrote {written}: {drawn}")

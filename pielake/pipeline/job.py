@@ -25,7 +25,7 @@ from pielake.pipeline.run_folder import upstream_read
 from pielake.pipeline.scope import FULL, MODES, Scope
 from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark import columns as C
-from pielake.spark.query import SparkQuery, typed_range
+from pielake.spark.query import SparkQuery, check_range_early, typed_range
 from pielake.spark.timeline import Timeline
 from pielake.streams import (
     DEFAULT_TIME_COLUMN,
@@ -34,7 +34,6 @@ from pielake.streams import (
     check_skip_lines,
     check_time_unit,
     check_zone_named,
-    declared_schema,
     guess_format,
 )
 
@@ -90,9 +89,8 @@ class RunRequest:
         """Refuse, before Spark starts, events paths that name no file, or whose streams or formats the run
         could not tell, and a backfill's range that is no range of times of its streams, where their time type
         is known."""
-        known = declared_schema(plan.sources[0].stream, lake_root)  # the streams' times are of one type
-        if self.mode == "backfill" and known is not None:
-            typed_range(self.since, self.until, known)
+        if self.mode == "backfill":
+            check_range_early(self.since, self.until, plan, lake_root)
         for source in plan.sources:
             path = self.events_of(plan, source.stream)
             if path is None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from functools import cached_property, reduce
+from pathlib import Path
 
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
@@ -28,7 +29,7 @@ from pielake.spark.arrow_predicates import ArrowDeclinedError, ArrowInput
 from pielake.spark.compile import predicate
 from pielake.spark.patterns import read_runs
 from pielake.spark.runs import EncodedRuns, EventFiles, Partial, Reading, RunSpec, encode_runs
-from pielake.streams import NARROW_INTEGER_TYPES, TIMESTAMP_UNIT, StreamSchema
+from pielake.streams import NARROW_INTEGER_TYPES, TIMESTAMP_UNIT, StreamSchema, declared_schema
 
 _FLOATING = ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
 # Whole numbers are summed as 38-digit decimals, which no sum of fewer than 10^19 BIGINTs overflows, so that a
@@ -79,6 +80,14 @@ def typed_range(since: str | None, until: str | None, stream: StreamSchema) -> t
     if low is not None and high is not None and low > high:
         raise PielakeError(f"--from {since} is after --to {until}")
     return low, high
+
+
+def check_range_early(since: str | None, until: str | None, plan: QueryPlan, lake_root: Path) -> None:
+    """Refuse a range that is no range of the query's times (`typed_range`) before Spark starts, where their type
+    is known from a schema (the lake's, or schemas/); a stream typed from its first file is checked once typed."""
+    known = declared_schema(plan.sources[0].stream, lake_root)  # the streams' times are of one type
+    if known is not None:
+        typed_range(since, until, known)
 
 
 def _as_unix_time(text: str, stream: StreamSchema) -> str:

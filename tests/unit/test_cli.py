@@ -158,13 +158,15 @@ def test_a_command_that_reads_a_lake_refuses_a_folder_that_is_not_there(tmp_path
     assert not list(tmp_path.iterdir())
 
 
-def test_a_backfill_range_that_is_no_range_of_the_stream_s_times_is_refused_before_spark_starts(
+def test_a_range_that_is_no_range_of_the_stream_s_times_is_refused_before_spark_starts(
         tmp_path: Path) -> None:
     """The stream's time type is known from its schema (schemas/, or the lake's own) before any file is read."""
     invoke(["backfill", EXAMPLE, "--lake", str(tmp_path), "--from", "1.5", "--to", "9"], EXIT_USAGE,
            "error: --from '1.5' is not a time of stream CarSensors: give a whole number of its unit (s)")
     invoke(["backfill", EXAMPLE, "--lake", str(tmp_path), "--from", "9", "--to", "3"], EXIT_USAGE,
            "error: --from 9 is after --to 3")
+    invoke(["plot", EXAMPLE, "--lake", str(tmp_path), "--from", "noon", "--out", "x.png"], EXIT_USAGE,
+           "error: --from 'noon' is not a time of stream CarSensors")
     assert not (tmp_path / "_logs").exists()  # no Spark session was started for them
 
 
