@@ -27,7 +27,7 @@ from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 from pielake.query.analyzer import QueryPlan
 from pielake.spark.query import time_literal, typed_range
-from pielake.streams import TIMESTAMP_UNIT, StreamSchema, lake_streams, load_schema
+from pielake.streams import TIMESTAMP_UNIT, StreamSchema, declared_schema
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -143,8 +143,9 @@ def counted(count: int, noun: str) -> str:
 
 
 def _stream(lake: Lake, plan: QueryPlan) -> StreamSchema:
-    """The query's first stream as the lake keeps it (several streams share their time type)."""
-    schema = load_schema(plan.sources[0].stream, lake_streams(lake.root))
+    """The query's first stream as the lake keeps it, or schemas/ declares it (several streams share their time
+    type), as a run reads it."""
+    schema = declared_schema(plan.sources[0].stream, lake.root)
     if schema is None:
         raise PielakeError(f"stream {plan.sources[0].stream} has no schema in {lake.root}; run the query first")
     return schema

@@ -104,9 +104,9 @@ def _writes(tokens: list[Token]) -> Token | None:
     """The word that makes a statement of reading words write (`WITH q AS (...) INSERT INTO t ...`, `FROM t
     INSERT INTO u ...`), if any: the first word of the statement after WITH's named queries, or an INSERT after a
     FROM, outside parentheses. Any other statement that starts with a reading word reads."""
-    at = 1 if tokens[0].word == "WITH" else 0
-    if at:
-        at += tokens[at].word == "RECURSIVE" if at < len(tokens) else 0
+    at = 0
+    if tokens[0].word == "WITH":
+        at = 2 if len(tokens) > 1 and tokens[1].word == "RECURSIVE" else 1
         while at < len(tokens):  # each `name [(columns)] [AS] (query)`, separated by commas
             at += 1
             while at < len(tokens) and (tokens[at].text == "(" or tokens[at].word == "AS"):
@@ -146,7 +146,7 @@ def _tokens(statement: str) -> list[Token]:
         elif pair == "/*":
             i = _comment_end(statement, i)
         elif char in "'\"`":
-            raw = bool(tokens) and tokens[-1].text in ("r", "R") and tokens[-1].start + 1 == i
+            raw = char != "`" and bool(tokens) and tokens[-1].text in ("r", "R") and tokens[-1].start + 1 == i
             end = _quote_end(statement, i, escapes=char != "`" and not raw)
             if raw:
                 tokens.pop()
@@ -326,12 +326,11 @@ def _collectable(frame: DataFrame) -> DataFrame:
     year-month or calendar interval (their `fromInternal` is not implemented), and a day-time one as Python's
     `timedelta`, which reads `0:05:00`. Other columns as they are."""
     fields = frame.schema.fields
-    holding = [_holds_interval(field.dataType) for field in fields]
-    if not any(holding):
+    if not any(_holds_interval(field.dataType) for field in fields):
         return frame
     numbered = frame.toDF(*(f"c{i}" for i in range(len(fields))))  # the names may repeat: `a.id, b.id`
-    return numbered.select(*((_interval_text(F.col(f"c{i}"), field.dataType) if holds else F.col(f"c{i}"))
-                             .alias(field.name) for i, (field, holds) in enumerate(zip(fields, holding, strict=True))))
+    return numbered.select(*(_interval_text(F.col(f"c{i}"), field.dataType).alias(field.name)
+                             for i, field in enumerate(fields)))
 
 
 def _interval_text(value: Column, kind: DataType) -> Column:
