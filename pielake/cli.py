@@ -103,6 +103,9 @@ def main() -> None:
 @user_errors
 def explain_command(query_file: str, *, show: str, fmt: str, automata: bool, lake: Path | None) -> None:
     """Explain QUERY_FILE: symbols, mPiePairs, decision times, join order and PiePair automata ('-' = stdin)."""
+    if show != "plan" and fmt != "text":  # the parser's stages and the canonical text are text alone
+        raise click.BadParameter(f"--format {fmt} is a form of the plan; --show {show} is written as text alone: "
+                                 f"leave out --format, or --show", param_hint="'--format'")
     source, name = read_query_file(query_file)
     if show == "tokens":
         for token in tokenize(source):

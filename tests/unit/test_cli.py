@@ -36,6 +36,13 @@ def test_explain_prints_the_plan() -> None:
     invoke(["explain", EXAMPLE], EXIT_OK, "c1: A {meets, overlaps, starts, during} B")
 
 
+@pytest.mark.parametrize("show", ["tokens", "ast", "query"])
+def test_explain_refuses_a_format_its_stage_is_not_written_in(show: str) -> None:
+    """Only the plan is written as JSON or dot; the parser's stages given --format json were text, silently."""
+    invoke(["explain", EXAMPLE, "--show", show, "--format", "json"], EXIT_USAGE,
+           f"--format json is a form of the plan; --show {show} is written as text alone")
+
+
 def test_explain_reads_stdin() -> None:
     invoke(["explain", "-"], EXIT_OK, "c1: A {overlaps} B",
            stdin="FROM S DEFINE A AS a, B AS b PATTERN A overlaps B WITHIN 5 s")
