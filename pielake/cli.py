@@ -218,15 +218,26 @@ def _engine_address(_context: click.Context, _parameter: click.Parameter, value:
 
 
 def spark_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Where a command's Spark work runs: in this process (on `--master`), or on an engine (`--remote`)."""
-    command = click.option("--verbose", is_flag=True, expose_value=False, callback=_keep_verbose,
-                           help="Show Spark's own output here (by default in <lake>/_logs/).")(command)
-    command = click.option("--remote", default=None, metavar="[sc://HOST:PORT]", is_flag=False, flag_value="lake",
-                           callback=_engine_address,
-                           help="Run on an engine: its address, or alone for the engine running on the lake.")(command)
+    """Where a command's Spark work runs: in this process (on `--master`), or on an engine (`--remote`), which
+    runs on the master it was started with; both given is refused, as one of them would be ignored."""
+
+    @wraps(command)
+    def one_place(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("master") is not None and kwargs.get("remote") is not None:
+            raise click.UsageError("--master is where Spark runs in this process, and --remote sends the work to an "
+                                   "engine, which runs on its own master (`pielake engine start --master`): give "
+                                   "one of them")
+        return command(*args, **kwargs)
+
+    optioned = click.option("--verbose", is_flag=True, expose_value=False, callback=_keep_verbose,
+                            help="Show Spark's own output here (by default in <lake>/_logs/).")(one_place)
+    optioned = click.option("--remote", default=None, metavar="[sc://HOST:PORT]", is_flag=False, flag_value="lake",
+                            callback=_engine_address,
+                            help="Run on an engine: its address, or alone for the engine running on the lake."
+                            )(optioned)
     return click.option("--master", default=None,
                         help="Spark master URL of an in-process run (default: local[*], or PIELAKE_SPARK_MASTER)."
-                        )(command)
+                        )(optioned)
 
 
 def session(master: str | None, remote: str | None, lake_dir: str) -> SparkSession:

@@ -149,6 +149,13 @@ def test_landed_files_a_refused_run_took_are_taken_again_by_the_next_run(tmp_pat
     assert [p.relative_to(ledger).as_posix() for p in ledger.rglob("*")] == ["second", "second/a.txt"]
 
 
+def test_a_master_and_an_engine_together_are_refused_as_one_would_be_ignored(tmp_path: Path) -> None:
+    """An engine runs on the master it was started with; a --master beside --remote would be dropped unsaid."""
+    for command in (["sql", "SELECT 1"], ["run", EXAMPLE, "--events", EXAMPLE]):
+        invoke([*command, "--lake", str(tmp_path), "--master", "local[1]", "--remote"], 2,
+               "--master is where Spark runs in this process, and --remote sends the work to an engine")
+
+
 def test_remote_before_the_arguments_says_it_took_one_for_an_address(tmp_path: Path) -> None:
     """Click gives `--remote`, whose address is optional, the next word: the statement here."""
     invoke(["sql", "--lake", str(tmp_path), "--remote", "SELECT 1"], EXIT_USAGE,
