@@ -189,6 +189,14 @@ def _query_beside(folder: Path, name: str) -> QueryPlan | None:
         raise PielakeError(f"query {name}, whose matches it reads, does not load: {found}: {error}") from None
 
 
+def _run_id(_context: click.Context, _parameter: click.Parameter, value: str | None) -> str | None:
+    """`--run-id`, checked before the run names a file after it (its log, its records)."""
+    try:
+        return V.check_run_id(value) if value else None
+    except PielakeError as error:
+        raise click.BadParameter(str(error)) from None
+
+
 def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
 
@@ -273,7 +281,8 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Zone whose wall clock an unknown stream's files write times in where they carry no zone "
                           "(a logger's local time): an IANA name (Europe/Berlin) or an offset (+02:00). Default: "
                           "UTC."),
-        click.option("--run-id", default=None, help="Name of this run (default: a timestamp and a random suffix)."),
+        click.option("--run-id", default=None, callback=_run_id,
+                     help="Name of this run (default: a timestamp and a random suffix)."),
         click.option("--checks/--no-checks", default=True, show_default=True,
                      help="Run the data-quality gates (expectations/) before publishing."),
     ]):

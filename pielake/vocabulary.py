@@ -37,6 +37,16 @@ def table_name(*parts: str) -> str:
         raise PielakeError(f"'{name}' is not a valid table name (lower-case letters, digits and '_')")
     return name
 
+RUN_ID_FORM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,99}$")
+
+
+def check_run_id(run_id: str) -> str:
+    """Run ids name rows in Delta conditions and files of the lake (a run's log, its records), so they are plain
+    tokens: letters, digits and _ . : + -, short enough for a file's name."""
+    if not RUN_ID_FORM.match(run_id):
+        raise PielakeError(f"run id '{run_id}' must be letters, digits and _ . : + - (at most 100 characters)")
+    return run_id
+
 # ------------------------------------------------------------------ public columns of the result tables
 
 SYMBOL = "symbol"

@@ -37,7 +37,6 @@ from pielake.lake import results
 if TYPE_CHECKING:
     from pielake.lake.staging import Staging
 
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,99}$")
 COMMIT_FILE = re.compile(r"^\d{20}\.json$")
 DELETE = "__delete"
 LOG_RETENTION = "delta.logRetentionDuration"
@@ -54,13 +53,6 @@ def quoted_identifier(name: str) -> str:
 
 class LakeError(PielakeError):
     """A lake or table that cannot be used as asked."""
-
-
-def check_run_id(run_id: str) -> str:
-    """Run ids name rows in Delta conditions, so they are plain tokens: letters, digits and _ . : + -."""
-    if not RUN_ID.match(run_id):
-        raise LakeError(f"run id '{run_id}' must be letters, digits and _ . : + - (at most 100 characters)")
-    return run_id
 
 
 def _commits(folder: Path) -> list[Path]:

@@ -50,7 +50,7 @@ from pielake import vocabulary as V
 from pielake.engine.checkpoints import hold, release
 from pielake.engine.session import settings_within
 from pielake.errors import PielakeError, QueryError, spark_said
-from pielake.lake.delta import Lake, LakeError, check_run_id, quoted_identifier
+from pielake.lake.delta import Lake, LakeError, quoted_identifier
 from pielake.lake.inputs import (
     JSON_DOCUMENT,
     URL,
@@ -700,7 +700,7 @@ def _quarantine(lake: Lake, bad: DataFrame, stream: StreamSchema, run_id: str) -
     try:
         if not rows and lake.exists(table):
             return 0, ""
-        written = lake.overwrite(held, table, replace_where=f"run_id = '{check_run_id(run_id)}'")
+        written = lake.overwrite(held, table, replace_where=f"run_id = '{V.check_run_id(run_id)}'")
         return written, _by_rule(held, rows) if rows else ""
     finally:
         release(held)

@@ -25,7 +25,7 @@ from pielake import vocabulary as V
 from pielake.engine.progress import StageProgress
 from pielake.errors import PielakeError
 from pielake.exitcodes import EXIT_OVER, EXIT_USAGE
-from pielake.lake.delta import Lake, check_run_id
+from pielake.lake.delta import Lake
 from pielake.lake.lock import RunLock
 from pielake.lake.staging import SessionStaging
 from pielake.pipeline.gates import GateError, GateResult, build_docs, run_gate
@@ -104,7 +104,7 @@ class Run:
 
     def __init__(self, lake: Lake, plan: QueryPlan, run_id: str, request: RunRequest, *,
                  progress: Progress | None = None, registry: Registry = STAGES, stopped: Callable[[], bool] = never):
-        check_run_id(run_id)
+        V.check_run_id(run_id)
         self.lake, self.plan, self.run_id = lake, plan, run_id
         self._job: QueryJob | None = None
         self.request = request
