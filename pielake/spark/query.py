@@ -23,6 +23,7 @@ from pielake import vocabulary as V
 from pielake.errors import CompileError, PielakeError
 from pielake.query import ast
 from pielake.query.analyzer import AGGREGATES, PairConstraint, QueryPlan, walk
+from pielake.query.evaluate import BIGINT_RANGE
 from pielake.spark import columns as C
 from pielake.spark import intervals
 from pielake.spark.arrow_predicates import ArrowDeclinedError, ArrowInput
@@ -43,7 +44,6 @@ MICROSECOND = timedelta(microseconds=1)
 # A whole number as a stream's file writes one: ASCII digits, as Python's `int` also reads `1_000` and other
 # scripts' digits, which no file's times are.
 WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
-BIGINT_RANGE = range(-2**63, 2**63)
 
 
 def iso_micros(text: str) -> int:
