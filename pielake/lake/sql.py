@@ -350,13 +350,23 @@ def _interval_text(value: Column, kind: DataType) -> Column:
 
 
 def _holds_interval(kind: DataType) -> bool:
+    return any(isinstance(within, INTERVALS) for within in _nested(kind))
+
+
+def _nested(kind: DataType) -> Iterator[DataType]:
+    """`kind` and every type within it (a struct's fields', an array's elements', a map's keys' and values'),
+    outer first."""
+    yield kind
     if isinstance(kind, StructType):
-        return any(_holds_interval(field.dataType) for field in kind.fields)
-    if isinstance(kind, ArrayType):
-        return _holds_interval(kind.elementType)
-    if isinstance(kind, MapType):
-        return _holds_interval(kind.keyType) or _holds_interval(kind.valueType)
-    return isinstance(kind, INTERVALS)
+        inner = [field.dataType for field in kind.fields]
+    elif isinstance(kind, ArrayType):
+        inner = [kind.elementType]
+    elif isinstance(kind, MapType):
+        inner = [kind.keyType, kind.valueType]
+    else:
+        inner = []
+    for each in inner:
+        yield from _nested(each)
 
 
 CONTROL = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t"})
@@ -371,7 +381,7 @@ AS_TEXT_THEY_ARE = (*AS_THEY_ARE, DoubleType)
 
 def _check_json_names(columns: list[str]) -> None:
     """A JSON line is an object of the row's columns by name, so a name given twice would keep one value of two."""
-    twice = sorted(name for name, count in Counter(columns).items() if count > 1)
+    twice = _twice(columns)
     if twice:
         raise SqlError(f"the result names {', '.join(twice)} more than once, and a JSON line keeps one value a name: "
                        "name each column once (SELECT a.id AS a_id, b.id AS b_id), or --format csv")
@@ -390,15 +400,13 @@ def _check_nested_names(schema: StructType) -> None:
 
 def _names_twice(kind: DataType) -> list[str]:
     """The field names a struct within `kind` gives more than once (the first such struct's)."""
-    if isinstance(kind, StructType):
-        names = Counter(field.name for field in kind.fields)
-        return sorted(name for name, count in names.items() if count > 1) or next(
-            (twice for twice in map(_names_twice, (field.dataType for field in kind.fields)) if twice), [])
-    if isinstance(kind, ArrayType):
-        return _names_twice(kind.elementType)
-    if isinstance(kind, MapType):
-        return _names_twice(kind.keyType) or _names_twice(kind.valueType)
-    return []
+    structs = (within for within in _nested(kind) if isinstance(within, StructType))
+    return next((twice for twice in (_twice([f.name for f in struct.fields]) for struct in structs) if twice), [])
+
+
+def _twice(names: list[str]) -> list[str]:
+    """The names given more than once, in order."""
+    return sorted(name for name, count in Counter(names).items() if count > 1)
 
 
 def shaper(schema: StructType, fmt: str) -> Callable[[tuple], tuple]:
