@@ -40,7 +40,7 @@ INTEGER_TYPES = (*NARROW_INTEGER_TYPES, "BIGINT", "LONG")
 PRIMITIVE_TYPES = {"STRING", "BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "REAL",
                    "BOOLEAN", "TIMESTAMP", "DATE"}
 _DDL_COLUMN = re.compile(r"^\s*(\S+)\s+([A-Za-z_]+(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?)\s*$")
-PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 UTF_8 = "utf-8"
 SCHEMA_EXAMPLE = "write one setting a line, as schemas/CarSensors.yaml does (stream, keys, time, columns)"
 
@@ -175,7 +175,7 @@ def schema_column(name: str, kind: str) -> tuple[str, str]:
     identifier and its type a flat primitive one, as every column of a stream is (docs/semantics.md §1); else a
     SchemaError naming the column. Declared schemas and inferred ones pass the same test, so a schema the lake
     keeps always loads again."""
-    if not PLAIN_NAME.match(name):
+    if not PLAIN_NAME.fullmatch(name):
         raise SchemaError(f"column name '{name}' is not a plain identifier (letters, digits and '_', not first a "
                           "digit)")
     spelled = re.sub(r"\s+", "", kind.upper())
@@ -288,7 +288,7 @@ def to_mapping(schema: StreamSchema) -> dict:
             "columns": schema.ddl}
 
 
-ZONE_OFFSET = re.compile(r"^(?:(?:UTC|GMT)?[+-]\d{1,2}(?::?\d{2})?|Z)$")  # `+02:00`, `-0530`, `UTC+2`, `Z`
+ZONE_OFFSET = re.compile(r"(?:(?:UTC|GMT)?[+-]\d{1,2}(?::?\d{2})?|Z)")  # `+02:00`, `-0530`, `UTC+2`, `Z`
 
 
 ZONE_KINDS = "an IANA name (Europe/Berlin, its daylight saving time too) or an offset (+02:00)"
@@ -298,7 +298,7 @@ def names_zone(zone: object) -> bool:
     """Whether `zone` names a time zone: an offset, or an IANA name Python's zone database knows."""
     if not isinstance(zone, str):
         return False
-    if ZONE_OFFSET.match(zone):
+    if ZONE_OFFSET.fullmatch(zone):
         return True
     try:
         zoneinfo.ZoneInfo(zone)

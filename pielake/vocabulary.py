@@ -26,25 +26,28 @@ RESULTS = "results"  # per query: the one table that holds the four published ki
 SCOPE, SEGMENTS = "scope", "segments"  # per query, staged only: a run's keys and cuts, its minterm runs
 RUNS = "runs"  # one table for every query's runs
 
-TABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,127}$")  # a folder name that is also a SQL identifier
+TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,127}")  # a folder name that is also a SQL identifier
 
 
 def table_name(*parts: str) -> str:
     """`events`, `CarSensors` -> `events_carsensors`, refusing anything that is not a plain identifier: table
     names become folder names and SQL identifiers."""
     name = "_".join(p.lower() for p in parts)
-    if not TABLE_NAME.match(name):
+    if not TABLE_NAME.fullmatch(name):
         raise PielakeError(f"'{name}' is not a valid table name (lower-case letters, digits and '_')")
     return name
 
-RUN_ID_FORM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,99}$")
+RUN_ID_FORM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.~:+-]{0,249}")
 
 
 def check_run_id(run_id: str) -> str:
     """Run ids name rows in Delta conditions and files of the lake (a run's log, its records), so they are plain
-    tokens: letters, digits and _ . : + -, short enough for a file's name."""
-    if not RUN_ID_FORM.match(run_id):
-        raise PielakeError(f"run id '{run_id}' must be letters, digits and _ . : + - (at most 100 characters)")
+    tokens: the characters Airflow's default `allowed_run_id_pattern` takes, as many as its run ids hold (250, and
+    a run's log `<run_id>.log` stays within a file name's 255 bytes), first a letter or a digit (not `.` or `..`,
+    which name folders, nor `-`, which reads as an option)."""
+    if not RUN_ID_FORM.fullmatch(run_id):
+        raise PielakeError(f"run id '{run_id}' must be letters, digits and _ . ~ : + -, first a letter or a digit "
+                           "(at most 250 characters)")
     return run_id
 
 # ------------------------------------------------------------------ public columns of the result tables

@@ -37,7 +37,7 @@ from pielake.lake import results
 if TYPE_CHECKING:
     from pielake.lake.staging import Staging
 
-COMMIT_FILE = re.compile(r"^\d{20}\.json$")
+COMMIT_FILE = re.compile(r"\d{20}\.json")
 DELETE = "__delete"
 LOG_RETENTION = "delta.logRetentionDuration"
 RUN_COMMITS_KEPT = "interval 30 days"  # how long a table remembers which runs committed to it (`Lake.once`)
@@ -57,7 +57,7 @@ class LakeError(PielakeError):
 
 def _commits(folder: Path) -> list[Path]:
     log = folder / "_delta_log"
-    return [p for p in log.iterdir() if COMMIT_FILE.match(p.name)] if log.is_dir() else []
+    return [p for p in log.iterdir() if COMMIT_FILE.fullmatch(p.name)] if log.is_dir() else []
 
 
 def _actions(commit: Path) -> list[dict]:
@@ -128,7 +128,7 @@ class Lake:
     def path(self, table: str) -> str:
         """The folder of a table. A kind's rows have none of their own: they are written to, and maintained as,
         their results table."""
-        if not V.TABLE_NAME.match(table):
+        if not V.TABLE_NAME.fullmatch(table):
             raise LakeError(f"'{table}' is not a valid table name")
         holder, kind = self._holder(table)
         if kind is not None:
@@ -143,7 +143,7 @@ class Lake:
         the kinds shared `results_<query>`) is none of them: nothing reads it."""
         if not self.root.is_dir():
             return []
-        return sorted(p.name for p in self.root.iterdir() if V.TABLE_NAME.match(p.name) and _committed(p)
+        return sorted(p.name for p in self.root.iterdir() if V.TABLE_NAME.fullmatch(p.name) and _committed(p)
                       and self._holder(p.name)[1] is None)
 
     def read(self, table: str, version: int | None = None) -> DataFrame:

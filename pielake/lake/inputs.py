@@ -132,7 +132,7 @@ def names_no_file(path: str) -> bool:
     return not URL.match(path) and not local_files(path)
 
 
-PARTITION_FOLDER = re.compile(r"^[^.=_][^=]*=[^=]*$")  # `day=2026-01-01`: a column's name, `=`, its value
+PARTITION_FOLDER = re.compile(r"[^.=_][^=]*=[^=]*")  # `day=2026-01-01`: a column's name, `=`, its value
 
 
 def local_files(path: str) -> list[str]:
@@ -152,7 +152,7 @@ def folder_files(folder: str) -> list[str]:
     not the folder's data, and is not read."""
     found = []
     for parent, subfolders, names in os.walk(folder):
-        subfolders[:] = [name for name in subfolders if PARTITION_FOLDER.match(name)]
+        subfolders[:] = [name for name in subfolders if PARTITION_FOLDER.fullmatch(name)]
         found.extend(os.path.join(parent, name) for name in names if not name.startswith(HIDDEN))
     return sorted(found)
 

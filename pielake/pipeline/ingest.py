@@ -237,7 +237,7 @@ def _reader(spark: SparkSession, group: FileGroup[Shared | None]) -> DataFrameRe
 
 def _read_name(name: str) -> str:
     """The name a file's column is read under: a plain name as it is, another as `plain_name` spells it."""
-    return name if PLAIN_NAME.match(name) else plain_name(name)
+    return name if PLAIN_NAME.fullmatch(name) else plain_name(name)
 
 
 def _with_plain_names(raw: DataFrame, path: str) -> DataFrame:

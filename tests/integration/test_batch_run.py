@@ -58,6 +58,10 @@ DUPLICATE = ("u2", 8, 54, 0.8)
 ENGINE = Path(__file__).parents[2] / "infra" / "engine.sh"
 PROMPT = re.compile(r"^\d+: jdbc:hive2://\S+> ")  # beeline echoes its prompt before the output when not on a tty
 
+# A run id as long as Airflow's run ids may be, with a character of Airflow's default `allowed_run_id_pattern`
+# beyond the letters: it names the run's folder, its log and its Data Docs, and its rows in Delta conditions.
+FIRST = "nightly~" + "0123456789" * 24 + "xy"
+
 
 def write_csv(path: Path) -> None:
     with path.open("w", newline="") as out:
@@ -73,7 +77,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark: SparkSession) -> Path:
     (root / "hot_busy.tpq").write_text(QUERY)
     write_csv(root / "events.csv")
     result = run(["run", str(root / "hot_busy.tpq"), "--events", str(root / "events.csv"), "--lake", str(root),
-                  "--run-id", "first"])
+                  "--run-id", FIRST])
     assert "25 rows in = 18 events + 6 quarantined + 1 exact duplicates dropped" in result.output
     return root
 
@@ -208,7 +212,7 @@ def test_sql_refuses_to_write(lake: Path) -> None:
 def test_a_second_run_of_the_same_file_changes_nothing(lake: Path) -> None:
     before = sql(lake, "SELECT * FROM matches_hot_busy ORDER BY unit, hot_ts, busy_ts")
     result = run(["run", str(lake / "hot_busy.tpq"), "--events", str(lake / "events.csv"), "--lake", str(lake),
-                  "--run-id", "first", "--no-checks"])
+                  "--run-id", FIRST, "--no-checks"])
     assert "25 rows in = 0 events + 6 quarantined + 19 exact duplicates dropped" in result.output
     assert sql(lake, "SELECT * FROM matches_hot_busy ORDER BY unit, hot_ts, busy_ts") == before
     assert sql(lake, "SELECT count(*) AS n FROM events_testsensors") == [{"n": "18"}]
@@ -219,9 +223,9 @@ def test_each_run_is_one_row_of_the_runs_table(lake: Path) -> None:
     plan = load_query(QUERY, "hot_busy")
     [row] = sql(lake, "SELECT run_id, status, mode, matches['complete'] AS complete, size(matches) AS statuses "
                       "FROM runs WHERE query = 'hot_busy'")
-    assert row == {"run_id": "first", "status": "published", "mode": "batch", "complete": "2", "statuses": "1"}
+    assert row == {"run_id": FIRST, "status": "published", "mode": "batch", "complete": "2", "statuses": "1"}
     steps = sql(lake, "SELECT s.step, s.rows['rows in'] AS rows_in, s.rows['quarantined'] AS quarantined, s.seconds "
-                      "FROM runs LATERAL VIEW posexplode(steps) t AS i, s WHERE run_id = 'first' ORDER BY i")
+                      "FROM runs LATERAL VIEW posexplode(steps) t AS i, s WHERE run_id LIKE 'nightly~%' ORDER BY i")
     # every step once, in the order they started: in one process a gate may start after the next stage
     assert sorted(s["step"] for s in steps) == sorted(s.name for s in STAGES.steps(plan, parallel=False))
     assert (steps[0]["rows_in"], steps[0]["quarantined"]) == ("25", "6")

@@ -82,15 +82,16 @@ def test_mutated_valid_queries_are_a_tree_or_our_error(text: str) -> None:
 
 @pytest.mark.parametrize("parts", [("events", "../x"), ("matches", "a;drop table b"), ("events", "a b"),
                                    ("x", "a/../../etc"), ("matches", "é"), ("events", "a" * 200),
-                                   ("matches", "q`"), ("events", "a'--")])
+                                   ("matches", "q`"), ("events", "a'--"), ("results", "q\n")])
 def test_table_names_refuse_paths_and_sql(parts: tuple[str, str]) -> None:
     with pytest.raises(PielakeError, match="not a valid table name"):
         table_name(*parts)
 
 
-@pytest.mark.parametrize("name", ["a.b", "a-b", "a;b", "a b", "x'--", "é"])
+@pytest.mark.parametrize("name", ["a.b", "a-b", "a;b", "a b", "x'--", "é", "q\n"])
 def test_query_file_names_must_be_identifiers(name: str, tmp_path: Path) -> None:
-    """The file's stem names the query's tables (matches_<name>), so it must be a plain identifier."""
+    """The file's stem names the query's tables (matches_<name>), so it must be a plain identifier: a name that
+    ends in a line break is none (it made a folder `results_q<line break>` that no SQL names)."""
     path = tmp_path / f"{name}.tpq"
     path.write_text(VALID[0], encoding="utf-8")
     result = CliRunner().invoke(main, ["check", str(path)])
