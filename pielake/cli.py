@@ -8,6 +8,7 @@ need none of it either.
 from __future__ import annotations
 
 import json
+import math
 import signal
 import sys
 import threading
@@ -195,6 +196,20 @@ def _run_id(_context: click.Context, _parameter: click.Parameter, value: str | N
         return V.check_run_id(value) if value else None
     except PielakeError as error:
         raise click.BadParameter(str(error)) from None
+
+
+class Span(click.FloatRange):
+    """A span of time an option gives, from `low` to the longest a setting gives (`longest(unit)`). Click's range
+    lets NaN through, since no comparison with a bound holds for it; a span is a number."""
+
+    def __init__(self, low: float, unit: str) -> None:
+        super().__init__(low, longest(unit))
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        span = super().convert(value, param, ctx)
+        if math.isnan(span):
+            self.fail(f"{value} is not a number", param, ctx)
+        return span
 
 
 def new_run_id() -> str:
@@ -459,7 +474,7 @@ def engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Spark Connect's port; runs are served on the next one."),
         click.option("--jdbc-port", type=click.IntRange(1, 65535), default=10000, show_default=True,
                      help="The JDBC/ODBC (Thrift) endpoint's port."),
-        click.option("--refresh", type=click.FloatRange(0.5, longest("seconds")), default=30.0, show_default=True,
+        click.option("--refresh", type=Span(0.5, "seconds"), default=30.0, show_default=True,
                      help="Seconds between looks for new lake tables to register."),
         click.option("--metastore-url", default=None,
                      help="JDBC URL of an external metastore (default: embedded Derby under LAKE/_catalog)."),
@@ -545,10 +560,10 @@ def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since:
 @main.command("maintain")
 @click.argument("query_file")
 @click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
-@click.option("--keep-days", type=click.FloatRange(0, longest("days")), default=keep_days,
+@click.option("--keep-days", type=Span(0, "days"), default=keep_days,
               show_default="1, or PIELAKE_KEEP_DAYS",
               help="Days of time travel kept: the files VACUUM leaves and the tables' Delta log.")
-@click.option("--lock-wait", type=click.FloatRange(0, longest("seconds")), default=0, show_default=True,
+@click.option("--lock-wait", type=Span(0, "seconds"), default=0, show_default=True,
               help="Seconds to wait for a run of the query to publish (else stop at once, exit code 3).")
 @spark_options
 @user_errors

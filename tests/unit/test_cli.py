@@ -275,6 +275,16 @@ def test_a_span_of_time_longer_than_a_hundred_years_is_refused_before_spark_star
            f"Invalid value for '{option}': {float(value)!r} is not in the range 0<=x<={most}")
 
 
+@pytest.mark.parametrize("command", [["maintain", EXAMPLE, "--keep-days"], ["maintain", EXAMPLE, "--lock-wait"],
+                                     ["engine", "start", "--refresh"]])
+def test_a_span_of_time_that_is_not_a_number_is_refused_before_spark_starts(command: list[str],
+                                                                           tmp_path: Path) -> None:
+    """NaN passes every range check (no comparison with it holds): `maintain --keep-days nan` was a traceback."""
+    invoke([*command, "nan", "--lake", str(tmp_path)], EXIT_USAGE, f"Invalid value for '{command[-1]}': nan is not "
+           "a number")
+    assert not list(tmp_path.iterdir())
+
+
 def test_no_engine_on_the_lake_is_said_with_what_the_command_can_do_instead(tmp_path: Path) -> None:
     status = invoke(["engine", "status", "--lake", str(tmp_path)], EXIT_USAGE, f"no engine runs on {tmp_path}; "
                     f"start one with `pielake engine start --lake {tmp_path}`")
