@@ -150,12 +150,12 @@ def test_a_pattern_whose_constraints_cannot_hold_together_is_run_with_a_warning_
 
 
 def test_a_contradiction_on_a_pair_no_constraint_names_is_said_at_the_last_constraint() -> None:
-    """A-D has no constraint of its own: through B the others make it `before`, through C `after`."""
+    """B-C has no constraint of its own: through A the others make it `after`, through D `before`."""
     plan = load_query("FROM S DEFINE A AS x, B AS y, C AS z, D AS w PATTERN A before B AND B before D\n"
                       "AND C before A AND D before C WITHIN 5 s")
     assert [w.render() for w in plan.warnings] == [
-        "warning: the pattern can never match: A after C and C after D leave only A after D, which the rest of the "
-        "pattern's A before D excludes (line 2, col 20)"]
+        "warning: the pattern can never match: B before D and D before C leave only B before C, which the rest of the "
+        "pattern's B after C excludes (line 2, col 20)"]
 
 
 @settings(max_examples=200, deadline=None)

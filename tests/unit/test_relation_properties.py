@@ -92,3 +92,27 @@ def test_a_contradiction_is_found_along_a_longer_cycle() -> None:
              ("A", "D"): frozenset({"met-by"})}
     assert contradiction([*SYMBOLS, "D"], chain) is not None
     assert contradiction([*SYMBOLS, "D"], {**chain, ("A", "D"): frozenset({"before"})}) is None
+
+
+def meets_chain(n: int) -> tuple[list[str], dict[tuple[str, str], frozenset[str]]]:
+    """S0 meets S1, S1 meets S2, …: every later symbol of the chain starts after an earlier one ends."""
+    symbols = [f"S{i}" for i in range(n)]
+    return symbols, {(symbols[i], symbols[i + 1]): frozenset({"meets"}) for i in range(n - 1)}
+
+
+def test_a_contradiction_is_found_along_a_cycle_of_a_hundred_symbols() -> None:
+    """What a chain implies reaches its far end one narrowing at a time; the first symbol is then before the last."""
+    symbols, chain = meets_chain(100)
+    found = contradiction(symbols, {**chain, ("S0", "S99"): frozenset({"after"})})
+    assert found is not None and found.implied <= {"before"}
+    assert contradiction(symbols, {**chain, ("S0", "S99"): frozenset({"before"})}) is None
+
+
+def test_path_consistency_gives_up_after_its_looks_finding_nothing() -> None:
+    """A bounded amount of work, so that a pattern of hundreds of symbols is checked in about a second: given the
+    looks at one pair's triangles alone, the cycle's contradiction is not found (a warning missed, never one
+    given wrongly); given the default, it is."""
+    symbols, chain = meets_chain(100)
+    closed = {**chain, ("S0", "S99"): frozenset({"after"})}
+    assert contradiction(symbols, closed, looks=len(symbols)) is None
+    assert contradiction(symbols, closed) is not None
