@@ -36,6 +36,7 @@ from pielake.engine.settings import (
     workers_python,
 )
 from pielake.errors import PielakeError
+from pielake.query.parser import MAX_NESTING
 
 SYSTEM_JARS = "SPARK_DIST_CLASSPATH"  # what Spark's launcher appends to the driver JVM's class path
 # PySpark's loggers of the query context of every SQL error Spark raises (pyspark.errors.exceptions)
@@ -240,6 +241,10 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         # trips each, a large share of building a plan of many symbols. The call sites would be pielake's own
         # lines, which the error's stack trace shows anyway.
         .config("spark.python.sql.dataFrameDebugging.enabled", "false")
+        # The analyzer widens a predicate's types one level of its tree a pass (a DOUBLE column plus whole
+        # numbers), and Spark stops at 100 passes: the deepest predicate the language reads (MAX_NESTING levels),
+        # within the columns a stage wraps it in, takes more.
+        .config("spark.sql.analyzer.maxIterations", str(4 * MAX_NESTING))
     )
     for key, value in {**engine_settings(short_lived=short_lived), **master_settings(master), **(conf or {})}.items():
         builder = builder.config(key, value)

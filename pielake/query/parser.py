@@ -7,8 +7,10 @@ allowed) is the analyzer's job, so that all semantic errors of a query can be re
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import partial
 
 from pielake.errors import ErrorDetail, QuerySyntaxError, source_excerpt
 from pielake.query import ast
@@ -58,9 +60,17 @@ class Parser:
         self.tokens = tokenize(source)
         self.i = 0
         self.depth = 0
+        self.reached = 0  # the deepest level an expression being read has reached (`chain`)
         self.symbols: set[str] = set()
         self.qualifier = "S"  # the first stream's alias or name, once FROM is read
         self.warnings: list[QueryWarning] = []
+        # Each precedence level of the binary operators is a `chain` of the next one, bound here rather than
+        # called from a method of its own, so that a level is one frame of Python's stack: an expression nested
+        # MAX_NESTING deep then fits within Python's recursion limit.
+        self.term = partial(self.chain, self.unary, self.taking("*", "/", "%"))
+        self.sum = partial(self.chain, self.term, self.taking("+", "-"))
+        self.and_expr = partial(self.chain, self.not_expr, self.taking(*_AND_OPS, keyword="AND"))
+        self.expr = partial(self.chain, self.and_expr, self.taking(*_OR_OPS, keyword="OR"), nests=True)
 
     # ------------------------------------------------------------ token helpers
 
@@ -336,27 +346,51 @@ class Parser:
 
     def enter(self) -> None:
         self.depth += 1
+        self.reached = max(self.reached, self.depth)
         if self.depth > MAX_NESTING:
-            raise self.error(f"expression nested deeper than {MAX_NESTING} levels",
-                             suggestion="Simplify the predicate.")
+            raise self.too_deep(self.tok)
 
-    def expr(self) -> ast.Expr:
-        self.enter()
+    def too_deep(self, token: Token) -> QuerySyntaxError:
+        return self.error(f"expression nested deeper than {MAX_NESTING} levels", token, suggestion=(
+            "Each parenthesis, and each operator of a chain such as a OR b OR c, is a level: write many values as "
+            "IN (...), or simplify the predicate."))
+
+    def chain(self, operand: Callable[[], ast.Expr], operator: Callable[[], str | None], *,
+              nests: bool = False) -> ast.Expr:
+        """`a op b op c …` as a left-deep tree, `operator` taking the next operator if one follows; a level of
+        nesting itself if it `nests` (a whole expression, in parentheses or as an argument).
+
+        Every walk of the tree, Spark's analyzer's too, recurses once per level of it, so the tree's height
+        counts as nesting: each operator puts the chain so far one level below it, beside its right operand.
+        A chain of thousands would otherwise overflow a stack in the first walk, with no word of where."""
+        if nests:
+            self.enter()
+        outer, self.reached = self.reached, self.depth
         start = self.tok.span
-        left = self.and_expr()
-        while self.at_keyword("OR") or self.at_op(*_OR_OPS):
-            self.advance()
-            left = ast.Binary("OR", left, self.and_expr(), self.span_from(start))
-        self.depth -= 1
+        left = operand()
+        height = self.reached - self.depth  # of the tree built so far, in levels below this chain
+        while (op := operator()) is not None:
+            taken = self.tokens[self.i - 1]
+            self.reached = self.depth
+            right = operand()
+            height = 1 + max(height, self.reached - self.depth)
+            if self.depth + height > MAX_NESTING:
+                raise self.too_deep(taken)
+            left = ast.Binary(op, left, right, self.span_from(start))
+        self.reached = max(outer, self.depth + height)
+        if nests:
+            self.depth -= 1
         return left
 
-    def and_expr(self) -> ast.Expr:
-        start = self.tok.span
-        left = self.not_expr()
-        while self.at_keyword("AND") or self.at_op(*_AND_OPS):
-            self.advance()
-            left = ast.Binary("AND", left, self.not_expr(), self.span_from(start))
-        return left
+    def taking(self, *ops: str, keyword: str | None = None) -> Callable[[], str | None]:
+        """An `operator` for `chain`: the next token if it is one of `ops` or `keyword`, taken; spelled as the
+        keyword where there is one (`||` is OR)."""
+        def take() -> str | None:
+            if not ((keyword is not None and self.at_keyword(keyword)) or self.at_op(*ops)):
+                return None
+            taken = self.advance().text
+            return keyword or taken
+        return take
 
     def not_expr(self) -> ast.Expr:
         start = self.tok.span
@@ -409,22 +443,6 @@ class Parser:
         spaced = (low.kind is Kind.NUMBER and low.unit is None and after_low.kind is Kind.IDENT
                   and after_low.text.lower() in ast.TIME_UNIT_SECONDS)
         return glued or spaced
-
-    def sum(self) -> ast.Expr:
-        start = self.tok.span
-        left = self.term()
-        while self.at_op("+", "-"):
-            op = self.advance().text
-            left = ast.Binary(op, left, self.term(), self.span_from(start))
-        return left
-
-    def term(self) -> ast.Expr:
-        start = self.tok.span
-        left = self.unary()
-        while self.at_op("*", "/", "%"):
-            op = self.advance().text
-            left = ast.Binary(op, left, self.unary(), self.span_from(start))
-        return left
 
     def unary(self) -> ast.Expr:
         start = self.tok.span

@@ -65,6 +65,25 @@ def test_the_arrow_backend_flags_every_event_as_spark_and_the_reference_do(spark
     assert bits(by_spark, len(COMPUTED)) == reference
 
 
+def test_predicates_as_deep_as_the_language_reads_are_computed_as_the_reference_does(spark: SparkSession) -> None:
+    """A chain of 99 operators is a tree of 100 levels, the most a predicate may have: Spark's analyzer widened
+    `y + 0 + 1 + …` (a DOUBLE plus whole numbers) one level a pass and stopped at its default of 100 passes."""
+    deep = ["y + " + " + ".join(str(i % 3) for i in range(99)) + " > 100",
+            " OR ".join(f"x = {i}" for i in range(100)),
+            "(" + " AND ".join(f"x <> {i}" for i in range(49)) + ") AND "
+            + " AND ".join(f"i <> {i}" for i in range(49))]
+    plan = load_query(chain(deep))
+    q = SparkQuery(plan, STREAM, dict(STREAM.columns))
+    events = spark.createDataFrame(ROWS, STREAM.ddl)
+    word = C.flags_word(0)
+    by_spark = [r[word] for r in q.prepare(events).orderBy(C.T).collect()]
+    reference = [[holds(s.predicate, row) for s in plan.symbols] for row in ROWS]
+    assert bits(by_spark, len(deep)) == reference
+    assert q.arrow_input is not None
+    by_arrow = q.arrow_input.prepare(pa.Table.from_pylist(ROWS, events.toArrow().schema)).column(word).to_pylist()
+    assert bits(by_arrow, len(deep)) == reference
+
+
 @pytest.mark.parametrize("predicate", DECLINED)
 def test_what_the_arrow_backend_cannot_compute_exactly_is_left_to_spark(predicate: str) -> None:
     plan = load_query(chain(["x > 1", predicate]))

@@ -341,3 +341,26 @@ def test_return_sums_numbers_only() -> None:
     with pytest.raises(QueryError, match=r"sum\(\) takes a number, and A.label is a string"):
         load_query("FROM S DEFINE A AS flag, B AS flag PATTERN A meets B WITHIN 5 s RETURN sum(A.label) AS s",
                    schemas=stream("label STRING", "flag BOOLEAN"))
+
+
+@pytest.mark.parametrize(("operator", "term"), [("OR", "v = {i}"), ("AND", "v <> {i}"), ("+", "{i}"), ("*", "{i}")])
+def test_a_chain_of_operators_is_as_deep_as_its_tree_and_refused_past_the_limit_where_it_passes_it(
+        operator: str, term: str) -> None:
+    """`a OR b OR c …` is a tree one level deeper at each operator, which every walk of it (Spark's analyzer
+    too) recurses through: a chain of 40,000 was Python's RecursionError, and a predicate as deep as two chains
+    of 97 an error of Spark's analyzer. The tree as deep as the limit is read; one level more is refused at the
+    operator that makes it so."""
+    def chain(terms: int) -> str:
+        return f" {operator} ".join(term.format(i=i) for i in range(terms))
+
+    def query(chained: str) -> str:
+        body = chained if operator in {"OR", "AND"} else f"v > {chained}"
+        return f"FROM S DEFINE A AS {body}, B AS w > 1 PATTERN A meets B WITHIN 5 s"
+
+    parse(query(chain(100)))  # 99 operators, one level for the predicate itself
+    for chained in (chain(101), chain(40_000), f"({chain(60)}) {operator} {chain(42)}"):
+        text = query(chained)
+        with pytest.raises(QuerySyntaxError, match="nested deeper than 100 levels") as refused:
+            parse(text)
+        [detail] = refused.value.errors
+        assert text[detail.col - 1:].startswith(f"{operator} ") and detail.highlight == operator
