@@ -26,7 +26,10 @@ RESULTS = "results"  # per query: the one table that holds the four published ki
 SCOPE, SEGMENTS = "scope", "segments"  # per query, staged only: a run's keys and cuts, its minterm runs
 RUNS = "runs"  # one table for every query's runs
 
-TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]{0,127}")  # a folder name that is also a SQL identifier
+LONGEST_TABLE_NAME = 128
+TABLE_NAME = re.compile(rf"[a-z_][a-z0-9_]{{0,{LONGEST_TABLE_NAME - 1}}}")  # a folder name that is a SQL identifier too
+# A stream's name is part of its tables' names, the longest `quarantine_<stream>`.
+LONGEST_STREAM_NAME = LONGEST_TABLE_NAME - len(f"{QUARANTINE}_")
 
 
 def table_name(*parts: str) -> str:
@@ -34,7 +37,8 @@ def table_name(*parts: str) -> str:
     names become folder names and SQL identifiers."""
     name = "_".join(p.lower() for p in parts)
     if not TABLE_NAME.fullmatch(name):
-        raise PielakeError(f"'{name}' is not a valid table name (lower-case letters, digits and '_')")
+        raise PielakeError(f"'{name}' is not a valid table name (lower-case letters, digits and '_', at most "
+                           f"{LONGEST_TABLE_NAME} characters)")
     return name
 
 RUN_ID_FORM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.~:+-]{0,249}")

@@ -219,6 +219,11 @@ class _Analyzer:
         """Each stream of FROM appears once, and no name or alias names two entries (docs/semantics.md §1): a
         column qualified by it would be ambiguous."""
         for index, entry in enumerate(self.entries):
+            if len(entry.name.text) > V.LONGEST_STREAM_NAME:
+                self.error(f"stream name '{entry.name.text}' is longer than {V.LONGEST_STREAM_NAME} characters",
+                           entry.name.span, f"A stream's name is part of its tables' names "
+                           f"({V.QUARANTINE}_<stream>, at most {V.LONGEST_TABLE_NAME} characters): give it a "
+                           "shorter one.")
             for name in (entry.name, entry.alias):
                 if name is None:
                     continue

@@ -364,3 +364,16 @@ def test_a_chain_of_operators_is_as_deep_as_its_tree_and_refused_past_the_limit_
             parse(text)
         [detail] = refused.value.errors
         assert text[detail.col - 1:].startswith(f"{operator} ") and detail.highlight == operator
+
+
+def test_a_stream_name_too_long_for_its_tables_names_is_refused_where_it_is_written() -> None:
+    """`quarantine_<stream>` is a table's name, at most 128 characters: a longer one passed `pielake check` and
+    failed the run's ingest, saying the table's name held other characters than it did."""
+    def query(stream: str) -> str:
+        return f"FROM {stream} PARTITION BY k DEFINE A AS x > 1, B AS y > 1 PATTERN A overlaps B WITHIN 10 s"
+
+    assert load_query(query("S" * 117)).sources[0].stream == "S" * 117
+    with pytest.raises(QueryError) as refused:
+        load_query(query("S" * 118))
+    assert refused.value.first.description == "stream name '" + "S" * 118 + "' is longer than 117 characters"
+    assert (refused.value.first.line, refused.value.first.col) == (1, 6)
