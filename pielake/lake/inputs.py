@@ -33,6 +33,7 @@ from typing import BinaryIO, Generic, TypeVar
 from pielake.errors import PielakeError
 
 URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+HADOOP_PATTERN = re.compile(r"([\\*?\[\]{}])")  # the characters Hadoop's paths read as a pattern's
 HIDDEN = (".", "_")  # names Spark does not read: a writer's file before it is complete, `_SUCCESS`, `_delta_log`
 # Spark's CSV and JSON readers decompress a file its last suffix names a codec of (in any case). pielake looks
 # into a local file before Spark reads it (its header, a record spanning lines, its layout), through Python's
@@ -56,6 +57,23 @@ class FileGroup(Generic[Shared]):
     files: tuple[str, ...]
     shared: Shared
     base: str | None = None  # the folder they were found in: its `name=value` subfolders are partition columns
+
+    @property
+    def paths(self) -> list[str]:
+        """The files as Spark's reader takes them. Hadoop reads every path it is given as a pattern of names
+        (`[1]`, `{a,b}`, `?`, `*`), so a local file's name, which is literal, has those characters escaped: a
+        file named `cars[1].csv` would otherwise name no file. A URL's pattern is Spark's to list, as given.
+        Hadoop cannot expand a pattern whose path holds a `:`, so a file named with both is refused, saying so."""
+        return [file if URL.match(file) else _literal(file) for file in self.files]
+
+
+def _literal(file: str) -> str:
+    if not HADOOP_PATTERN.search(file):
+        return file
+    if ":" in file:
+        raise PielakeError(f"cannot read '{file}': Spark reads no file whose path holds both ':' and one of "
+                           "[ ] { } ? * \\; rename it without one of them (a ':' may be a '-')")
+    return HADOOP_PATTERN.sub(r"\\\1", file)
 
 
 @dataclass(frozen=True)
@@ -140,9 +158,10 @@ def local_files(path: str) -> list[str]:
     `folder_files`."""
     if URL.match(path):
         return []
-    if not os.path.isdir(path):
-        return sorted(f for f in glob.glob(path) if os.path.isfile(f) and not os.path.basename(f).startswith(HIDDEN))
-    return folder_files(path)
+    if os.path.isdir(path):
+        return folder_files(path)
+    named = [path] if os.path.isfile(path) else glob.glob(path)  # a file's own name, else a pattern of names
+    return sorted(f for f in named if os.path.isfile(f) and not os.path.basename(f).startswith(HIDDEN))
 
 
 def folder_files(folder: str) -> list[str]:

@@ -226,13 +226,22 @@ def _read_json_files(spark: SparkSession, group: FileGroup[str | None], typed: b
     encoder wrote gets TIMESTAMPs; untyped, text stays text, which ingest casts to the stream's type."""
     return _reader(spark, group).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_RECORD) \
         .option("inferTimestamp", str(typed).lower()) \
-        .option("multiLine", str(group.shared == JSON_DOCUMENT).lower()).json(list(group.files))
+        .option("multiLine", str(group.shared == JSON_DOCUMENT).lower()).json(group.paths)
+
+
+# A local file is read through Hadoop's raw local file system, which opens the file alone. Its default one also
+# opens the file's checksum beside it, `.<name>.crc`, a name Hadoop cannot form where the file's holds a `:`
+# (`events 2026-12-02T10:00:00.csv`, as log shippers name files): every such read failed. A reader's options reach
+# the Hadoop configuration of its read, and the uncached file system is one of that configuration.
+RAW_LOCAL_FILES = {"fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem", "fs.file.impl.disable.cache": "true"}
 
 
 def _reader(spark: SparkSession, group: FileGroup[Shared | None]) -> DataFrameReader:
-    """Spark's reader of a group's files. Under a folder they are read with it as their base, so that the value
-    of a `name=value` subfolder is a column of the rows in it, as when Spark reads the folder whole."""
-    return spark.read.option("basePath", group.base) if group.base else spark.read
+    """Spark's reader of a group's files (`RAW_LOCAL_FILES`). Under a folder they are read with it as their base,
+    so that the value of a `name=value` subfolder is a column of the rows in it, as when Spark reads the folder
+    whole."""
+    reader = spark.read.options(**RAW_LOCAL_FILES)
+    return reader.option("basePath", group.base) if group.base else reader
 
 
 def _read_name(name: str) -> str:
@@ -278,9 +287,9 @@ def _read_parquet_files(spark: SparkSession, group: FileGroup[frozenset[tuple[st
     nanos = nanosecond_columns(group.shared or frozenset())
     if not nanos:
         with settings_within(spark, {NANOS_AS_LONG: "false"}):
-            return _reader(spark, group).parquet(*group.files)
+            return _reader(spark, group).parquet(*group.paths)
     spark.conf.set(NANOS_AS_LONG, "true")
-    raw = _reader(spark, group).parquet(*group.files)
+    raw = _reader(spark, group).parquet(*group.paths)
     return raw.withColumns({c: _microsecond_time(F.col(c)) for c in raw.columns if c.lower() in nanos})
 
 
@@ -374,8 +383,8 @@ def _read_csv_files(spark: SparkSession, group: FileGroup[CsvHead | None], typed
     Spark 4 reads CSV in a few encodings of its own choice (UTF-8, ISO-8859-1, ...) unless the session lets it use
     Java's (`JAVA_CHARSETS`, which the read consults again when it runs, so it stays set for the session): a file
     in another, as `windows-1252`, is read so."""
-    files, head = list(group.files), group.shared
-    whole_files = any(spans_lines(path) for path in files)
+    head = group.shared
+    whole_files = any(spans_lines(path) for path in group.files)
     skipped = head.skipped if head else ()
     if codecs.lookup(encoding).name != codecs.lookup(UTF_8).name:
         spark.conf.set(JAVA_CHARSETS, "true")
@@ -387,7 +396,7 @@ def _read_csv_files(spark: SparkSession, group: FileGroup[CsvHead | None], typed
             .option("multiLine", str(whole_files).lower()).option("encoding", encoding)
         if columns is not None:
             reader = reader.schema(T.StructType([T.StructField(c, T.StringType()) for c in [*columns, CORRUPT_RECORD]]))
-        return reader.csv(files)
+        return reader.csv(group.paths)
 
     if head and skipped:
         separator = _separator(_fields(head.header, ",", encoding))

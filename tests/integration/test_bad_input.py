@@ -332,6 +332,32 @@ def test_csv_files_read_together_are_each_read_by_their_own_header(tmp_path: Pat
     assert lake.read("events_dirty").count() == 3
 
 
+def test_files_are_read_whatever_their_names_hold(tmp_path: Path, spark: SparkSession) -> None:
+    """Hadoop reads every path as a pattern of names (`[1]`, `{a,b}`, `?`), and could not open a file whose name
+    holds a `:` (`2026-12-02T10:00:00`, as log shippers name files): such files, in a folder or named alone, are
+    read as any other. A name with both Spark cannot read at all: refused, saying so."""
+    lake = new_lake(tmp_path / "lake", spark)
+    landed = tmp_path / "landed"
+    landed.mkdir()
+    (landed / "a[1].csv").write_bytes(HEADER + b"u1,1,5,x\n")
+    (landed / "b{1,2}?.csv").write_bytes(HEADER + b"u1,2,6,y\n")
+    (landed / "c 2026-12-02T10:00:00.csv").write_bytes(HEADER + b"u2,3,7,z\n")
+    run_dirty(tmp_path, lake, landed)
+    assert stored_events(lake) == [("u1", 1, 5.0, "x"), ("u1", 2, 6.0, "y"), ("u2", 3, 7.0, "z")]
+    bracketed = tmp_path / "d[2].parquet"
+    pq.write_table(pa.table({"unit": ["u2"], "ts": [4], "speed": [8.0], "label": ["w"]}), bracketed)
+    assert "1 rows in = 1 events" in run_dirty(tmp_path, lake, bracketed, "--incremental")
+    timed = tmp_path / "e 10:00:00.json"
+    timed.write_text('{"unit": "u2", "ts": 5, "speed": 9.0, "label": "v"}\n')
+    assert "1 rows in = 1 events" in run_dirty(tmp_path, lake, timed, "--incremental")
+    assert stored_events(lake)[-2:] == [("u2", 4, 8.0, "w"), ("u2", 5, 9.0, "v")]
+    both = tmp_path / "f 10:00[3].csv"
+    both.write_bytes(HEADER + b"u2,6,1,t\n")
+    assert_one_error_line(run_dirty(tmp_path, lake, both, "--incremental", code=2),
+                          f"cannot read '{both}': Spark reads no file whose path holds both ':' and one of "
+                          "[ ] { } ? * \\; rename it without one of them (a ':' may be a '-')")
+
+
 def test_a_data_set_of_a_folder_per_partition_is_read_whole_each_folder_s_value_a_column(tmp_path: Path,
                                                                                         spark: SparkSession) -> None:
     """As Spark, Hive and pyarrow write a table: `label=x/<part>.parquet`, the label a column of the rows in that
