@@ -41,6 +41,7 @@ def table_name(*parts: str) -> str:
                            f"{LONGEST_TABLE_NAME} characters)")
     return name
 
+
 RUN_ID_FORM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.~:+-]{0,249}")
 
 
@@ -53,6 +54,7 @@ def check_run_id(run_id: str) -> str:
         raise PielakeError(f"run id '{run_id}' must be letters, digits and _ . ~ : + -, first a letter or a digit "
                            "(at most 250 characters)")
     return run_id
+
 
 # ------------------------------------------------------------------ public columns of the result tables
 
