@@ -25,6 +25,8 @@ from importlib.metadata import version
 from importlib.util import find_spec
 from pathlib import Path
 
+from pielake.engine.jvm import file_option
+
 ARCHIVE_DIR = Path(sys.prefix) / "share" / "pielake"  # beside the jars it fits: in the environment pielake runs in
 QUIET = "-Xlog:cds*=off"  # an archive that does not fit is not an error: the JVM starts as without it
 
@@ -39,7 +41,7 @@ def archive_path() -> Path | None:
 def archive_options() -> str:
     """The driver JVM's options that map the archive, when it is built and not turned off; else none."""
     path = None if os.environ.get("PIELAKE_CLASS_ARCHIVE", "1") == "0" else archive_path()
-    return f"-XX:SharedArchiveFile={path} {QUIET}" if path is not None and path.is_file() else ""
+    return f"{file_option('-XX:SharedArchiveFile=', path)} {QUIET}" if path is not None and path.is_file() else ""
 
 
 def _fingerprint(java: Path) -> str:
@@ -77,7 +79,7 @@ def build(say: Callable[[str], None] = print) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(f".{os.getpid()}.partial")
     with tempfile.TemporaryDirectory(prefix="pielake-classes-") as work:
-        _train(Path(work), f"-XX:ArchiveClassesAtExit={partial} {QUIET}")
+        _train(Path(work), f"{file_option('-XX:ArchiveClassesAtExit=', partial)} {QUIET}")
     if not partial.is_file():
         raise RuntimeError(f"the JVM wrote no class archive to {partial}")
     partial.replace(target)

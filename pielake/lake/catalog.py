@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pielake import vocabulary as V
+from pielake.engine.jvm import file_option
 
 if TYPE_CHECKING:
     from pielake.lake.delta import Lake
@@ -54,7 +55,7 @@ class Metastore:
             # a new metastore database gets Hive's schema on first use instead of a separate schematool run
             "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
             "spark.hadoop.hive.metastore.schema.verification": "false",
-            "spark.driver.extraJavaOptions": f"-Dderby.system.home={folder}",  # derby.log beside its database
+            "spark.driver.extraJavaOptions": file_option("-Dderby.system.home=", folder),  # derby.log beside it
         }
         for key, value in (("ConnectionDriverName", self.driver), ("ConnectionUserName", self.user),
                            ("ConnectionPassword", os.environ.get(PASSWORD_VARIABLE))):

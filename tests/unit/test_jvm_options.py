@@ -1,0 +1,60 @@
+"""A JVM option that names a file reaches the JVM as one argument wherever the file is (`pielake.engine.jvm`):
+the option strings pielake gives a driver are split into arguments by Spark's own launcher, which PySpark and
+spark-submit run, and each file keeps its whole name, spaces and quotes included."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from pielake.engine import class_archive
+from pielake.engine.class_archive import QUIET, archive_path
+from pielake.engine.jvm import file_option
+from pielake.engine.settings import JAVA_OPTIONS, java_options
+from pielake.lake.catalog import Metastore
+from pielake.vocabulary import CATALOG_DIR
+
+ODD_FOLDER = "My Lakes/it's #1 ü%20"  # a space, a quote, a hash, a percent sign
+
+
+def driver_arguments(conf: dict[str, str]) -> list[str]:
+    """The arguments of the driver JVM Spark's launcher builds for a PySpark session with `conf`."""
+    home = Path(pyspark.__file__).parent
+    launcher = next((home / "jars").glob("spark-launcher_*.jar"))
+    scala = launcher.name.removeprefix("spark-launcher_").split("-")[0]  # the launcher asks which build it is
+    command = ["java", "-cp", str(home / "jars" / "*"), "org.apache.spark.launcher.Main",
+               "org.apache.spark.deploy.SparkSubmit",
+               *(part for key, value in conf.items() for part in ("--conf", f"{key}={value}")), "pyspark-shell"]
+    built = subprocess.run(command, env={**os.environ, "SPARK_HOME": str(home), "SPARK_SCALA_VERSION": scala},
+                           capture_output=True, check=True, timeout=60)
+    return built.stdout.decode().split("\0")  # the launcher writes the command's arguments apart by NUL
+
+
+def test_a_lake_whose_folder_holds_a_space_gives_its_engine_one_catalog_folder(tmp_path: Path) -> None:
+    """The engine's embedded metastore keeps Derby's files in the lake: a lake in `My Lakes/` started no engine
+    (the JVM took `Lakes/…` for its main class)."""
+    lake = tmp_path / ODD_FOLDER
+    arguments = driver_arguments(Metastore().spark_conf(lake))
+    assert f"-Dderby.system.home={lake / CATALOG_DIR}" in arguments
+
+
+def test_a_checkout_whose_folder_holds_a_space_maps_its_class_archive(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The archive lives in the environment, inside the checkout: in `Data Projects/` every JVM pielake started
+    stopped at once, `make setup`'s first."""
+    monkeypatch.setattr(class_archive, "ARCHIVE_DIR", tmp_path / ODD_FOLDER)
+    monkeypatch.delenv("PIELAKE_CLASS_ARCHIVE", raising=False)
+    archive = archive_path()
+    assert archive is not None
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"")
+    arguments = driver_arguments(java_options())
+    assert [*JAVA_OPTIONS.split(), f"-XX:SharedArchiveFile={archive}", QUIET] == \
+        [a for a in arguments if a in {*JAVA_OPTIONS.split(), QUIET} or a.startswith("-XX:SharedArchiveFile")]
+    built = tmp_path / ODD_FOLDER / "archive.partial"
+    assert f"-XX:ArchiveClassesAtExit={built}" in driver_arguments(
+        {"spark.driver.extraJavaOptions": file_option("-XX:ArchiveClassesAtExit=", built)})
