@@ -32,7 +32,8 @@ SCALAR_FUNCTIONS: dict[str, tuple[int, int | None]] = {
     "abs": (1, 1), "least": (2, None), "greatest": (2, None), "coalesce": (1, None), "lower": (1, 1),
     "upper": (1, 1),
 }
-QUERY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")  # a query's name is part of its tables' names
+LONGEST_QUERY_NAME = 64
+QUERY_NAME = re.compile(rf"[A-Za-z_][A-Za-z0-9_]{{0,{LONGEST_QUERY_NAME - 1}}}")  # part of its tables' names
 AGGREGATES = frozenset({"first", "last", "min", "max", "avg", "sum", "count"})
 SITUATION_ENDPOINTS = frozenset({"ts", "te"})
 # The longest window or duration: event times are 64-bit integers of their unit, microseconds at the finest, and a
@@ -781,8 +782,9 @@ def read_query_file(path: str) -> tuple[str, str]:
         raise PielakeError(f"no query file at {path}")
     name = file.stem
     if not QUERY_NAME.fullmatch(name):
-        raise PielakeError(f"query file name '{file.name}' must be a plain identifier (letters, digits, '_'), "
-                           "because it names the result table matches_<name>")
+        raise PielakeError(f"query file name '{file.name}' must be a plain identifier (letters, digits and '_', not "
+                           f"first a digit, at most {LONGEST_QUERY_NAME} characters), because it names the result "
+                           f"table matches_<name>: rename it, e.g. to {plain_name(name)[:LONGEST_QUERY_NAME]}.tpq")
     try:
         return file.read_text(encoding="utf-8-sig"), name
     except UnicodeDecodeError as error:

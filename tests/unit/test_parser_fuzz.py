@@ -88,12 +88,17 @@ def test_table_names_refuse_paths_and_sql(parts: tuple[str, str]) -> None:
         table_name(*parts)
 
 
-@pytest.mark.parametrize("name", ["a.b", "a-b", "a;b", "a b", "x'--", "é", "q\n"])
-def test_query_file_names_must_be_identifiers(name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("name", "suggested"), [("a.b", "a_b"), ("a-b", "a_b"), ("a;b", "a_b"), ("a b", "a_b"),
+                                               ("x'--", "x"), ("é", "e"), ("q\n", "q"), ("2fast", "_2fast"),
+                                               ("x" * 65, "x" * 64)])
+def test_query_file_names_must_be_identifiers(name: str, suggested: str, tmp_path: Path) -> None:
     """The file's stem names the query's tables (matches_<name>), so it must be a plain identifier: a name that
-    ends in a line break is none (it made a folder `results_q<line break>` that no SQL names)."""
+    ends in a line break is none (it made a folder `results_q<line break>` that no SQL names). The error says
+    what a name may hold and suggests one that may."""
     path = tmp_path / f"{name}.tpq"
     path.write_text(VALID[0], encoding="utf-8")
     result = CliRunner().invoke(main, ["check", str(path)])
     assert result.exit_code == 2
-    assert "must be a plain identifier" in result.output
+    assert "must be a plain identifier (letters, digits and '_', not first a digit, at most 64 characters)" in \
+        result.output
+    assert result.output.rstrip().endswith(f"rename it, e.g. to {suggested}.tpq")
