@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -46,6 +47,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def expected_seconds(item: pytest.Item) -> float:
     heavy = item.get_closest_marker("heavy")
     return float(heavy.kwargs["seconds"]) if heavy else 0.0
+
+
+@pytest.fixture
+def suites(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the gates' suites (`expectations/`) that the gates read instead: a test extends it as a user does."""
+    from pielake.pipeline import gates  # noqa: PLC0415 (imports Spark's types: only the tests that use it pay)
+
+    folder = tmp_path / "expectations"
+    shutil.copytree(gates.EXPECTATIONS_DIR, folder)
+    monkeypatch.setattr(gates, "EXPECTATIONS_DIR", folder)
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """Small builders shared by tests: event streams drawn as strings, one character per event; a file landed as
-writers land one; a free port; the environment of the processes tests start; the rows a Spark session holds; a
-page's text as a browser shows it."""
+writers land one; a gate's suite extended; a free port; the environment of the processes tests start; the rows a
+Spark session holds; a page's text as a browser shows it."""
 
 from __future__ import annotations
 
@@ -40,6 +40,14 @@ def land(folder: Path, name: str, text: str = "{}\n") -> Path:
     part = folder / f".{name}.part"
     part.write_text(text)
     return part.rename(folder / name)
+
+
+def extend_suite(folder: Path, gate: str, *expectations: dict[str, Any]) -> None:
+    """The suite `folder/<gate>.json` with `expectations` added at its end, as a user extends a gate."""
+    path = folder / f"{gate}.json"
+    spec = json.loads(path.read_text(encoding="utf-8"))
+    spec["expectations"].extend(expectations)
+    path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
 
 
 def maps_the_class_archive(pid: int) -> bool:

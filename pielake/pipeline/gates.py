@@ -50,6 +50,10 @@ from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 EXPECTATIONS_DIR = Path(__file__).resolve().parents[2] / "expectations"
 
 
+class SuiteError(PielakeError):
+    """A suite of `expectations/` that GX cannot run as written: refused where it is read, before it checks
+    anything, naming its file and the expectation."""
+
 
 class GateError(PielakeError):
     """A stage's output broke its suite; nothing of the run was published."""
@@ -78,15 +82,21 @@ class GateResult:
 
 def load_suite(gate: str, fill: dict[str, Any]) -> dict[str, Any]:
     """The suite `expectations/<gate>.json` with the query's columns written in, and the values of its GX suite
-    parameters (`parameters`) taken from `fill`.
+    parameters (`parameters`) taken from `fill`; a SuiteError where GX could not run it as written.
 
     A kwarg `"$each_x"` repeats the expectation for every item of `fill["each_x"]`; any other `"$y"` is
     `fill["y"]`, or, where that is a dict, its entry for the current item (a column's type, say).
     """
-    spec = json.loads((EXPECTATIONS_DIR / f"{gate}.json").read_text(encoding="utf-8"))
+    path = EXPECTATIONS_DIR / f"{gate}.json"
     expanded, parameters = [], {}
-    for item in spec["expectations"]:
+    for number, item in enumerate(_suite_file(path), start=1):
+        where = f"{_shown(path)}, expectation {number} ({item['type']})"
         kwargs = item["kwargs"]
+        named = {v[1:] for v in kwargs.values() if isinstance(v, str) and v.startswith("$")} | \
+            {v["$PARAMETER"] for v in kwargs.values() if isinstance(v, dict) and "$PARAMETER" in v}
+        if unknown := sorted(map(str, named - set(fill))):
+            raise SuiteError(f"{where}: the {gate} gate fills in no {', '.join(unknown)}; it fills in "
+                             f"{', '.join(fill)} (as \"$name\", or {{\"$PARAMETER\": \"name\"}})")
         parameters.update({v["$PARAMETER"]: fill[v["$PARAMETER"]] for v in kwargs.values()
                            if isinstance(v, dict) and "$PARAMETER" in v})
         each = next((k for k, v in kwargs.items() if isinstance(v, str) and v.startswith("$each_")), None)
@@ -100,8 +110,40 @@ def load_suite(gate: str, fill: dict[str, Any]) -> dict[str, Any]:
                     filled[name] = found[current] if isinstance(found, dict) else found
                 else:
                     filled[name] = value
-            expanded.append(_one_column_unique(item["type"], filled))
-    return {"name": spec["name"], "expectations": expanded, "parameters": parameters}
+            expanded.append(_buildable(where, _one_column_unique(item["type"], filled)))
+    return {"expectations": expanded, "parameters": parameters}
+
+
+def _suite_file(path: Path) -> list[dict[str, Any]]:
+    """The expectations of the suite file `path`, each `{"type": …, "kwargs": {…}}`, or a SuiteError saying
+    where the file is not that."""
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise SuiteError(f"{_shown(path)} is not JSON: {error.msg}. Line {error.lineno}, Col {error.colno}.") from None
+    expectations = spec.get("expectations") if isinstance(spec, dict) else None
+    if not isinstance(expectations, list):
+        raise SuiteError(f"{_shown(path)} holds no list \"expectations\": a suite is GX's JSON, "
+                         '{"name": …, "expectations": [{"type": "expect_…", "kwargs": {…}}, …]}')
+    for number, item in enumerate(expectations, start=1):
+        if not (isinstance(item, dict) and isinstance(item.get("type"), str) and isinstance(item.get("kwargs"), dict)):
+            raise SuiteError(f"{_shown(path)}, expectation {number}: write it as "
+                             '{"type": "expect_…", "kwargs": {…}}, as GX does')
+    return expectations
+
+
+def _buildable(where: str, expectation: dict[str, Any]) -> dict[str, Any]:
+    """`expectation`, if GX builds it: else a SuiteError at `where` with GX's reason."""
+    try:
+        gx_project.expectation(expectation["type"], expectation["kwargs"])
+    except ValueError as error:
+        raise SuiteError(f"{where}: {error}") from None
+    return expectation
+
+
+def _shown(path: Path) -> str:
+    """A suite's file as its author knows it: `expectations/<gate>.json`."""
+    return str(path.relative_to(EXPECTATIONS_DIR.parent))
 
 
 def _one_column_unique(kind: str, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -231,10 +273,20 @@ def build_docs(job: QueryJob) -> None:
 
 
 def _describe(result: dict[str, Any]) -> str:
+    """A failed expectation in a line: its type and column, how many rows broke it, or what it raised (a column
+    the checked output does not have)."""
     config = result["expectation_config"]
     target = config["kwargs"].get("column") or config["kwargs"].get("column_list")
     unexpected = result.get("result", {}).get("unexpected_count")
-    return f"{config['type']}({target})" + (f": {unexpected} rows" if unexpected else "")
+    raised = _raised(result.get("exception_info") or {})
+    return f"{config['type']}({target})" + (f": {unexpected} rows" if unexpected else "") + \
+        (f" ({'; '.join(raised)})" if raised else "")
+
+
+def _raised(info: dict[str, Any]) -> list[str]:
+    """The messages of what an expectation raised: GX keeps one `exception_info`, or one per metric it computed."""
+    infos = [info] if "exception_message" in info else [i for i in info.values() if isinstance(i, dict)]
+    return sorted({i["exception_message"] for i in infos if i.get("exception_message")})
 
 
 def _derived_fill(job: QueryJob, kind: str) -> dict[str, Any]:

@@ -25,6 +25,7 @@ threads: every use of a project holds `_PROJECT_LOCK` and makes its context the 
 
 from __future__ import annotations
 
+import difflib
 import logging
 import sys
 import threading
@@ -117,18 +118,51 @@ def checkpoint(context: Any, name: str, expectations: list[dict[str, Any]], resu
     gates' assets, and GX resolves a stored definition's asset before it replaces the definition: so a definition
     only ever names the asset just made again in its own engine's data source."""
     import great_expectations as gx  # noqa: PLC0415
-    from great_expectations.expectations.registry import get_expectation_impl  # noqa: PLC0415
 
     source_name, suffix = ENGINES[engine]
     source = getattr(context.data_sources, f"add_or_update_{engine}")(name=source_name)
     asset = source.add_dataframe_asset(name=name)
     batch = asset.add_batch_definition_whole_dataframe(BATCH)
     suite = context.suites.add_or_update(gx.ExpectationSuite(name=name, expectations=[
-        get_expectation_impl(e["type"])(**e["kwargs"]) for e in expectations]))
+        expectation(e["type"], e["kwargs"]) for e in expectations]))
     validation = context.validation_definitions.add_or_update(gx.ValidationDefinition(
         name=name + suffix, data=batch, suite=suite))
     return context.checkpoints.add_or_update(gx.Checkpoint(
         name=name + suffix, validation_definitions=[validation], result_format=result_format))
+
+
+def expectation(kind: str, kwargs: dict[str, Any]) -> Any:
+    """GX's expectation `kind` with `kwargs`, or a ValueError that says why GX builds none in words a suite's
+    author acts on: a type GX does not have (with those whose names are closest), arguments it does not take.
+
+    GX is imported whole first: its expectations register themselves as their modules load, and a process may be
+    importing GX in another thread (`gates.import_gx_meanwhile`), whose registry is complete once the package is."""
+    import great_expectations  # noqa: F401, PLC0415
+    from great_expectations.compatibility.pydantic import ValidationError  # noqa: PLC0415
+    from great_expectations.exceptions import GreatExpectationsError  # noqa: PLC0415
+    from great_expectations.expectations.registry import (  # noqa: PLC0415
+        get_expectation_impl,
+        list_registered_expectation_implementations,
+    )
+
+    try:
+        build = get_expectation_impl(kind)
+    except GreatExpectationsError:
+        close = difflib.get_close_matches(kind, list_registered_expectation_implementations(), n=3)
+        raise ValueError(f"Great Expectations has no expectation '{kind}'"
+                         + (f"; did you mean {' or '.join(close)}?" if close else "")) from None
+    try:
+        return build(**kwargs)
+    except ValidationError as error:
+        problems = "; ".join(f"{_field(e['loc'])}: {e['msg']}" for e in error.errors())
+        raise ValueError(f"{kind} does not take these arguments: {problems}") from None
+    except GreatExpectationsError as error:
+        raise ValueError(f"{kind} does not take these arguments: {error}") from None
+
+
+def _field(location: tuple[Any, ...]) -> str:
+    """Where pydantic found a problem: an argument's name, or the arguments together (its `__root__`)."""
+    return "the arguments" if location == ("__root__",) else ".".join(map(str, location))
 
 
 def update_docs(context: Any, run_id: str) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from pielake.lake.delta import Lake
 from pielake.lake.lock import RunLock
 from pielake.lake.results import results_table
 from pielake.pipeline import stages
-from pielake.pipeline.gates import GateError, GateResult, batch_data, load_suite, run_gate
+from pielake.pipeline.gates import GateError, GateResult, SuiteError, batch_data, load_suite, run_gate
 from pielake.pipeline.job import RunRequest, StageResult, StepContext
 from pielake.pipeline.registry import STAGES, Registry
 from pielake.pipeline.runner import Run, RunOverError, RunStopped, run_query
@@ -44,7 +45,7 @@ from pielake.semantics.reference import derive_situations, find_matches
 from pielake.spark.columns import LAST_TIME
 from pielake.spark.query import SparkQuery
 from pielake.streams import StreamSchema, save_schema
-from tests.helpers import browser_text, json_lines
+from tests.helpers import browser_text, extend_suite, json_lines
 from tests.spark.kernels import reference_rows, spark_rows
 
 pytestmark = pytest.mark.heavy(seconds=320)  # about this long in CI: scheduled first
@@ -245,6 +246,30 @@ def test_a_run_whose_input_is_missing_ends_and_frees_the_query_for_the_next(lake
     run_query(lake, plan, "next", RunRequest(mode="incremental", checks=False,
                                             events_path=write(tmp_path / "a.json", EVENTS[:10])))
     assert {r.run_id: r.status for r in lake.read("runs").collect()} == {"lost": "failed", "next": "published"}
+
+
+def test_a_suite_extended_with_a_mistake_stops_the_run_at_its_gate_saying_what_to_change(lake: Lake, tmp_path: Path,
+                                                                                       suites: Path) -> None:
+    """Users extend the suites (`expectations/`): an expectation GX has no such type of ends the run at its gate
+    with the suite's error, and one on a column the stream does not have fails the gate naming the column; either
+    way nothing is published and the next run may start."""
+    plan = load_query(QUERY, "mid")
+    events = write(tmp_path / "a.json", EVENTS[:10])
+    extend_suite(suites, "events", {"type": "expect_column_values_to_be_betwen",
+                                    "kwargs": {"column": "v", "min_value": 0}})
+    with pytest.raises(SuiteError, match=r"expectations/events\.json, expectation 6 .*did you mean "
+                                         r"expect_column_values_to_be_between"):
+        run_query(lake, plan, "misspelt", RunRequest(events_path=events))
+    shutil.copy(Path(__file__).parents[2] / "expectations" / "events.json", suites / "events.json")
+    extend_suite(suites, "events", {"type": "expect_column_values_to_be_between",
+                                    "kwargs": {"column": "speed", "min_value": 0}})
+    with pytest.raises(GateError, match=r'expect_column_values_to_be_between\(speed\) \(Error: The column "speed" '
+                                        r"in BatchData does not exist\.\)"):
+        run_query(lake, plan, "no-such-column", RunRequest(events_path=events))
+    runs = {r.run_id: r for r in lake.read("runs").collect()}
+    assert {run_id: r.status for run_id, r in runs.items()} == {"misspelt": "failed", "no-such-column": "stopped"}
+    assert "did you mean" in runs["misspelt"].steps[-1].failed[0]
+    assert not lake.exists(results_table("mid")) and RunLock(lake.root, "mid").holder() is None
 
 
 def test_steps_run_again_with_the_same_run_id_apply_nothing_twice(lake: Lake, tmp_path: Path) -> None:

@@ -1,0 +1,58 @@
+"""A gate's suite (`expectations/<gate>.json`) that GX cannot run as written is refused where it is read, naming its
+file, the expectation and what to change (`pielake.pipeline.gates.load_suite`); the suites the project ships load.
+A suite is a file users extend, so its mistakes are theirs to fix, not a traceback from inside a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pielake.pipeline.gates import SuiteError, load_suite
+from tests.helpers import extend_suite
+
+EVENTS_FILL = {"each_key": ["m"], "time": "ts", "natural_key": ["m", "ts"], "each_column": ["m", "ts", "v"],
+               "type": {"m": "StringType", "ts": "LongType", "v": "DoubleType"}, "each_end": []}
+
+
+def test_the_shipped_events_suite_loads_with_one_expectation_per_column_and_key() -> None:
+    expectations = load_suite("events", EVENTS_FILL)["expectations"]
+    types = [e["kwargs"] for e in expectations if e["type"] == "expect_column_values_to_be_of_type"]
+    assert types == [{"column": c, "type_": t} for c, t in EVENTS_FILL["type"].items()]
+    assert {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "m"}} in expectations
+
+
+@pytest.mark.parametrize(("added", "said"), [
+    ({"type": "expect_column_values_to_be_betwen", "kwargs": {"column": "v", "min_value": 0}},
+     "expectations/events.json, expectation 6 (expect_column_values_to_be_betwen): Great Expectations has no "
+     "expectation 'expect_column_values_to_be_betwen'; did you mean expect_column_values_to_be_between"),
+    ({"type": "expect_column_values_to_be_between", "kwargs": {"column": "v", "min_valu": 0, "max_value": 9}},
+     "expectation 6 (expect_column_values_to_be_between): expect_column_values_to_be_between does not take these "
+     "arguments: min_valu: extra fields not permitted"),
+    ({"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "$each_kye"}},
+     "expectation 6 (expect_column_values_to_not_be_null): the events gate fills in no each_kye; it fills in "
+     "each_key, time, natural_key, each_column, type, each_end"),
+    ({"type": "expect_column_values_to_be_in_set", "kwargs": {"column": "m", "value_set": {"$PARAMETER": "keys"}}},
+     "the events gate fills in no keys"),
+    ({"type": "expect_column_values_to_not_be_null"}, 'expectations/events.json, expectation 6: write it as '
+                                                       '{"type": "expect_…", "kwargs": {…}}, as GX does'),
+], ids=["a misspelt type", "an argument GX does not take", "a misspelt placeholder", "an unknown parameter",
+        "no kwargs"])
+def test_an_expectation_gx_cannot_build_is_refused_naming_it(suites: Path, added: dict[str, Any],
+                                                             said: str) -> None:
+    extend_suite(suites, "events", added)
+    with pytest.raises(SuiteError) as refused:
+        load_suite("events", EVENTS_FILL)
+    assert said in str(refused.value)
+
+
+def test_a_suite_that_is_not_json_is_refused_at_its_line_and_column(suites: Path) -> None:
+    path = suites / "events.json"
+    path.write_text(path.read_text(encoding="utf-8").replace('"kwargs"', "kwargs", 1), encoding="utf-8")
+    with pytest.raises(SuiteError, match=r"expectations/events\.json is not JSON: Expecting property name enclosed "
+                                         r"in double quotes\. Line 8, Col \d+\."):
+        load_suite("events", EVENTS_FILL)
+    path.write_text('{"name": "events", "expectations": {}}', encoding="utf-8")
+    with pytest.raises(SuiteError, match=r'expectations/events\.json holds no list "expectations"'):
+        load_suite("events", EVENTS_FILL)
