@@ -4,6 +4,7 @@ package and the Python its workers run. Nothing here imports Spark, so Airflow's
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -11,11 +12,16 @@ from pathlib import Path
 
 from pielake.engine.class_archive import archive_options
 from pielake.environment import number
+from pielake.errors import PielakeError
 
 DEFAULT_MASTER = "local[*]"
 # The heap of a run's Spark (in local mode all of it): enough for the chain benchmarks at 10^7 events and 18
 # symbols, no faster when larger (docs/performance.md). Raise it (PIELAKE_DRIVER_MEMORY) for larger inputs.
 DEFAULT_DRIVER_MEMORY = "2500m"
+HEAP_SIZE = re.compile(r"([1-9][0-9]*)([kmgt]?)", re.IGNORECASE)  # the JVM's own form of a size (`-Xmx`): bytes, k … t
+# Spark refuses a driver whose JVM holds less than 450 MB (one and a half times the 300 MB it reserves for itself),
+# and a JVM given `-Xmx` holds a little less than that: 512m is the smallest round heap it starts with.
+SMALLEST_HEAP_MB = 512
 # The JDK copies a heap buffer written to (or read from) a file channel through a direct buffer, and keeps that
 # buffer for its thread for good, as large as the largest copy so far. Spark's task threads live as long as the
 # session and move blocks to and from disk in large slices, so without a cap each keeps a buffer as large as the
@@ -100,8 +106,18 @@ def driver_gate_rows() -> int:
 
 
 def driver_heap() -> str:
-    """The driver's heap (in local mode all of Spark's): `PIELAKE_DRIVER_MEMORY` or `DEFAULT_DRIVER_MEMORY`."""
-    return os.environ.get("PIELAKE_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY)
+    """The driver's heap (in local mode all of Spark's): `PIELAKE_DRIVER_MEMORY` or `DEFAULT_DRIVER_MEMORY`; a
+    PielakeError, before any JVM starts, for a size the driver's JVM would not start with (its `-Xmx` takes whole
+    numbers only: `2.5g` stopped it with a Java traceback) or one too small for Spark."""
+    raw = os.environ.get("PIELAKE_DRIVER_MEMORY", "").strip()
+    if not raw:
+        return DEFAULT_DRIVER_MEMORY
+    found = HEAP_SIZE.fullmatch(raw)
+    if found is None or int(found[1]) * 1024 ** "bkmgt".index(found[2].lower() or "b") < SMALLEST_HEAP_MB * 2**20:
+        raise PielakeError(f"PIELAKE_DRIVER_MEMORY='{raw}' is not a heap the driver's JVM starts Spark with: write a "
+                           f"whole number of m or g, at least {SMALLEST_HEAP_MB}m (as 2500m or 8g), or unset it for "
+                           f"{DEFAULT_DRIVER_MEMORY}")
+    return raw
 
 
 def delta_package() -> str:

@@ -4,6 +4,8 @@ and the table defaults that go with it."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pielake.engine.settings import (
@@ -16,6 +18,7 @@ from pielake.engine.settings import (
     master_settings,
     submit_arguments,
 )
+from pielake.errors import PielakeError
 
 
 def heap_argument(arguments: list[str]) -> str:
@@ -31,6 +34,23 @@ def test_spark_submit_gets_the_default_heap(monkeypatch: pytest.MonkeyPatch) -> 
 def test_the_environment_sets_the_heap(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PIELAKE_DRIVER_MEMORY", "7g")
     assert heap_argument(submit_arguments("local[2]")) == "7g"
+
+
+@pytest.mark.parametrize("size", ["2.5g", "2500 MB", "lots", "-1g", "0", "400m", "500000k"])
+def test_a_heap_the_driver_s_jvm_would_not_start_with_is_refused_before_it_starts(
+        size: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-Xmx` takes whole numbers of bytes, k, m, g or t, and Spark wants at least 450 MB of what the JVM holds:
+    anything else stopped the run, or the Airflow DAG file, with a Java traceback."""
+    monkeypatch.setenv("PIELAKE_DRIVER_MEMORY", size)
+    with pytest.raises(PielakeError, match=rf"PIELAKE_DRIVER_MEMORY='{re.escape(size)}' is not a heap the driver's "
+                                           r"JVM starts Spark with: write a whole number of m or g, at least 512m"):
+        submit_arguments()
+
+
+@pytest.mark.parametrize("size", ["512m", "524288k", "8G", "1t", " 3g "])
+def test_heaps_of_the_jvm_s_forms_are_taken(size: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIELAKE_DRIVER_MEMORY", size)
+    assert driver_heap() == size.strip()
 
 
 def test_spark_submit_gets_pielake_s_java_options_as_defaults_that_a_user_s_own_add_to() -> None:
