@@ -26,7 +26,7 @@ from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 from pielake.query.analyzer import QueryPlan
-from pielake.spark.query import time_literal, typed_range
+from pielake.spark.query import time_literal, typed_range, utc_clock
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema, declared_schema
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class Timeline:
     lanes: tuple[str, ...]
     bars: tuple[Bar, ...]
     brackets: tuple[Bracket, ...]
-    unit: str = ""  # of a numeric time (s, ms, us, ...); none for TIMESTAMPs, which read as dates
+    unit: str = ""  # of a numeric time (s, ms, us, ...), or UTC for TIMESTAMPs, which read as dates in UTC
 
 
 def _for_key(frame: DataFrame, plan: QueryPlan, key: tuple[str, ...]) -> DataFrame:
@@ -122,18 +122,22 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
         raise PielakeError(f"query {name} has no situations of {_shown(plan, key)} (a --key that names no key of the "
                            f"stream, or one no symbol ever held for); "
                            f"{_key_to_try(plan, every_match, every_situation)}")
+    timed = stream.time_unit == TIMESTAMP_UNIT
+    clock = utc_clock if timed else (lambda time: time)  # drawn as UTC reads them, wherever the plot is drawn
     bars = tuple(sorted((Bar(lanes.index(r[V.SYMBOL]), r[V.TS], r[V.TE]) for r in situations.filter(
-        _in_range(F.col(V.TS), F.col(V.TE), low, high)).collect()), key=lambda b: (b.lane, b.start)))
+        _in_range(F.col(V.TS), F.col(V.TE), low, high)).select(
+            V.SYMBOL, *(clock(F.col(c)).alias(c) for c in (V.TS, V.TE))).collect()), key=lambda b: (b.lane, b.start)))
     matches = _for_key(every_match, plan, key)
     first = F.least(*(F.col(V.symbol_ts(s)) for s in lanes))
     ends = [F.col(V.symbol_te(s)) for s in lanes]
     last = F.when(reduce(lambda a, b: a | b, (e.isNull() for e in ends)), None).otherwise(F.greatest(*ends))
     rows = matches.select(first.alias("start"), last.alias("end"), V.DETECTED_AT, V.STATUS).filter(
-        _in_range(F.col("start"), F.col("end"), low, high)).collect()
+        _in_range(F.col("start"), F.col("end"), low, high)).select(
+            *(clock(F.col(c)).alias(c) for c in ("start", "end", V.DETECTED_AT)), V.STATUS).collect()
     brackets = tuple(sorted((Bracket(r["start"], r["end"], r[V.DETECTED_AT], r[V.STATUS]) for r in rows),
                             key=lambda b: (b.start, b.detected_at)))
     return Timeline(f"{name}: {_shown(plan, key)}  ({counted(len(brackets), 'match')})", lanes, bars, brackets,
-                    "" if stream.time_unit == TIMESTAMP_UNIT else stream.time_unit)
+                    "UTC" if timed else stream.time_unit)
 
 
 def counted(count: int, noun: str) -> str:

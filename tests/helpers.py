@@ -1,6 +1,6 @@
 """Small builders shared by tests: event streams drawn as strings, one character per event; a file landed as
-writers land one; a gate's suite extended; a free port; the environment of the processes tests start; the rows a
-Spark session holds; a page's text as a browser shows it."""
+writers land one; a gate's suite extended; a process in another time zone; a free port; the environment of the
+processes tests start; the rows a Spark session holds; a page's text as a browser shows it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,22 @@ def extend_suite(folder: Path, gate: str, *expectations: dict[str, Any]) -> None
     spec = json.loads(path.read_text(encoding="utf-8"))
     spec["expectations"].extend(expectations)
     path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
+
+
+@contextmanager
+def local_zone(zone: str) -> Iterator[None]:
+    """This process's own time zone (`TZ`) set to `zone` for the block, as on a machine set to that zone."""
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = zone
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
 
 
 def maps_the_class_archive(pid: int) -> bool:

@@ -49,6 +49,7 @@ from pyspark.sql.types import (
 
 from pielake.errors import PielakeError, spark_said
 from pielake.lake.delta import Lake
+from pielake.spark.query import utc_clock
 
 # The statements that read, by their first word; a query may also start with FROM (`FROM t SELECT a`), but so
 # does Hive's multi-insert (`FROM t INSERT INTO u SELECT a`), so a FROM is looked into (`_writes`).
@@ -318,39 +319,44 @@ def _hint(error: str, tables: list[str], statement: str, *, then: bool = False) 
 
 
 INTERVALS = (DayTimeIntervalType, YearMonthIntervalType, CalendarIntervalType)
+RESHAPED = (*INTERVALS, TimestampType)  # what `_collectable` changes before a value reaches Python
 
 
 def _collectable(frame: DataFrame) -> DataFrame:
-    """`frame` with each interval it holds as Spark writes it (`INTERVAL '0 00:05:00' DAY TO SECOND`), within a
-    struct, an array or a map too, which keep their shape (a struct its fields' names): PySpark collects no
-    year-month or calendar interval (their `fromInternal` is not implemented), and a day-time one as Python's
-    `timedelta`, which reads `0:05:00`. Other columns as they are."""
+    """`frame` with each interval it holds as Spark writes it (`INTERVAL '0 00:05:00' DAY TO SECOND`), and each
+    TIMESTAMP as the session's clock reads it (UTC), within a struct, an array or a map too, which keep their
+    shape (a struct its fields' names); other columns as they are. PySpark collects no year-month or calendar
+    interval (their `fromInternal` is not implemented), a day-time one as Python's `timedelta`, which reads
+    `0:05:00`, and a TIMESTAMP as the wall clock of the zone the client process runs in, which would write an
+    event at midnight UTC as `2025-12-31 19:00:00` in New York, saying no zone; a TIMESTAMP_NTZ it takes as it
+    is."""
     fields = frame.schema.fields
-    if not any(_holds_interval(field.dataType) for field in fields):
+    if not any(_holds_reshaped(field.dataType) for field in fields):
         return frame
     numbered = frame.toDF(*(f"c{i}" for i in range(len(fields))))  # the names may repeat: `a.id, b.id`
-    return numbered.select(*(_interval_text(F.col(f"c{i}"), field.dataType).alias(field.name)
+    return numbered.select(*(_reshaped(F.col(f"c{i}"), field.dataType).alias(field.name)
                              for i, field in enumerate(fields)))
 
 
-def _interval_text(value: Column, kind: DataType) -> Column:
-    """`value` of `kind` with every interval in it as text, and nothing else changed."""
-    if not _holds_interval(kind):
+def _reshaped(value: Column, kind: DataType) -> Column:
+    """`value` of `kind` with every interval in it as text and every TIMESTAMP as UTC's wall clock (`utc_clock`),
+    and nothing else changed."""
+    if not _holds_reshaped(kind):
         return value
     if isinstance(kind, StructType):  # its fields' names are unique (`_check_nested_names`)
-        return F.when(value.isNotNull(), F.struct(*(_interval_text(value[f.name], f.dataType).alias(f.name)
+        return F.when(value.isNotNull(), F.struct(*(_reshaped(value[f.name], f.dataType).alias(f.name)
                                                     for f in kind.fields)))
     if isinstance(kind, ArrayType):
-        return F.transform(value, lambda element: _interval_text(element, kind.elementType))
+        return F.transform(value, lambda element: _reshaped(element, kind.elementType))
     if isinstance(kind, MapType):
-        keys = F.transform(F.map_keys(value), lambda key: _interval_text(key, kind.keyType))
+        keys = F.transform(F.map_keys(value), lambda key: _reshaped(key, kind.keyType))
         return F.map_from_arrays(keys, F.transform(F.map_values(value),
-                                                  lambda entry: _interval_text(entry, kind.valueType)))
-    return value.cast("string")
+                                                  lambda entry: _reshaped(entry, kind.valueType)))
+    return utc_clock(value) if isinstance(kind, TimestampType) else value.cast(StringType())
 
 
-def _holds_interval(kind: DataType) -> bool:
-    return any(isinstance(within, INTERVALS) for within in _nested(kind))
+def _holds_reshaped(kind: DataType) -> bool:
+    return any(isinstance(within, RESHAPED) for within in _nested(kind))
 
 
 def _nested(kind: DataType) -> Iterator[DataType]:

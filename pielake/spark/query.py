@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyspark.sql.functions as F
 from pyspark.sql import Column, DataFrame
+from pyspark.sql.types import TimestampNTZType
 
 from pielake import vocabulary as V
 from pielake.errors import CompileError, PielakeError
@@ -111,6 +112,14 @@ def time_literal(kernel: int, stream: StreamSchema) -> Column:
     if stream.time_unit != TIMESTAMP_UNIT:
         return F.lit(kernel)
     return F.lit(EPOCH + kernel * MICROSECOND)
+
+
+def utc_clock(time: Column) -> Column:
+    """A TIMESTAMP as UTC's wall clock (a TIMESTAMP_NTZ, cast in the session's zone, which is UTC): what a time is
+    handed to Python as. PySpark hands a TIMESTAMP over as the wall clock of the zone its own process runs in,
+    naming none: one event would read 00:00 in London and 19:00 the day before in New York, and two instants of
+    the hour a clock repeats would read alike."""
+    return time.cast(TimestampNTZType())
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,11 @@ from pyspark.sql import SparkSession
 
 from pielake.cli import main
 from pielake.lake.delta import Lake
+from pielake.plot import timeline
 from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import find_matches
 from pielake.streams import load_schema
+from tests.helpers import local_zone
 from tests.spark.kernels import reference_rows, spark_rows
 
 pytestmark = pytest.mark.heavy(seconds=150)  # about this long in CI: scheduled first
@@ -68,6 +70,16 @@ def test_the_machine_log_example_runs_end_to_end(tmp_path: Path, spark: SparkSes
                               "--lake", lake_dir])
     assert first.exit_code == 0, first.output
     assert first.output.count("2026-03-02") == 4, first.output
+
+    # The lake's times are UTC wherever they are read or drawn: on a machine set to New York's zone too.
+    with local_zone("UTC"):
+        drawn_in_utc = timeline(Lake(spark, Path(lake_dir)), plan, ("lathe-3",))
+    with local_zone("America/New_York"):
+        assert timeline(Lake(spark, Path(lake_dir)), plan, ("lathe-3",)) == drawn_in_utc
+        earliest = cli.invoke(main, ["sql", "SELECT min(started) FROM events_machinelog", "--format", "csv",
+                                     "--lake", lake_dir])
+    assert drawn_in_utc.unit == "UTC" and drawn_in_utc.bars[0].start.tzinfo is None
+    assert earliest.output.splitlines()[-1] == "2026-03-02 06:00:10", earliest.output  # the log's first `started`
 
     picture = tmp_path / "lathe-3.png"
     drawn = cli.invoke(main, ["plot", str(QUERY), "--lake", lake_dir, "--key", "lathe-3", "--out", str(picture)])

@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 
 from pielake.lake.delta import Lake
 from pielake.lake.sql import MAX_ROWS, PIECE_ROWS, SqlError, query_lake
+from tests.helpers import local_zone
 
 ROWS = MAX_ROWS + PIECE_ROWS // 2 + 3  # more than a table shows, and in more than one piece of CSV or JSON
 STATEMENT = f"SELECT id, id % 7 AS r FROM range({ROWS})"
@@ -109,3 +110,20 @@ def test_a_struct_that_names_a_field_twice_is_refused_as_json_would_keep_one_of_
     with pytest.raises(SqlError, match=r"^the column s holds a struct that names d more than once, .* name each "
                                        r"field once \(struct\(a\.d AS a_d, b\.d AS b_d\)\)$"):
         "".join(query_lake(Lake(spark, tmp_path), statement, fmt))
+
+
+def test_a_timestamp_reads_as_utc_s_clock_wherever_the_client_runs(spark: SparkSession, tmp_path: Path) -> None:
+    """The lake's times are UTC: a client on a machine set to New York's zone reads them so, within a struct, an
+    array or a map too, and the two instants of the hour its clock repeats (1 November 2026, 01:00-02:00) apart.
+    PySpark alone would hand them over as New York's wall clock, naming no zone."""
+    lake = Lake(spark, tmp_path)
+    statement = ("SELECT timestamp'2026-01-01 00:00:00' AS t, named_struct('a', timestamp'2026-01-01 00:00:00', "
+                 "'b', array(timestamp'2026-11-01 05:30:00', timestamp'2026-11-01 06:30:00')) AS s, "
+                 "map(timestamp'2026-01-01 00:00:00', timestamp_ntz'2026-01-01 00:00:00') AS m")
+    with local_zone("America/New_York"):
+        said = json.loads("".join(query_lake(lake, statement, "json")))
+        table = "".join(query_lake(lake, "SELECT timestamp'2026-01-01 00:00:00' AS t", "table"))
+    assert said == {"t": "2026-01-01 00:00:00",
+                    "s": {"a": "2026-01-01 00:00:00", "b": ["2026-11-01 05:30:00", "2026-11-01 06:30:00"]},
+                    "m": {"2026-01-01 00:00:00": "2026-01-01 00:00:00"}}
+    assert "2026-01-01 00:00:00" in table
