@@ -27,6 +27,7 @@ from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 from pielake.engine.client import EngineAddress
+from pielake.engine.jvm import utf8_locale
 from pielake.engine.settings import (
     DEFAULT_MASTER,
     IVY_CACHE,
@@ -248,6 +249,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
     )
     for key, value in {**engine_settings(short_lived=short_lived), **master_settings(master), **(conf or {})}.items():
         builder = builder.config(key, value)
+    os.environ.update(utf8_locale(os.environ))  # the JVM starts with this process's environment
     with _jvm_start_turn(), _console_to(console), _on_system_class_path(system_jars):
         session = configure_spark_with_delta_pip(builder, extra_packages=list(packages)).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")

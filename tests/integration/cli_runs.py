@@ -18,17 +18,21 @@ from tests.integration.test_gates_and_backfill import EVENTS, QUERY, STREAM, wri
 from tests.spark.kernels import reference_rows, spark_rows
 
 PIELAKE = str(Path(sys.executable).parent / "pielake")
-ONE_CORE = process_env(PIELAKE_SPARK_MASTER="local[1]")  # two drivers at once share the machine's cores
+# Two drivers at once share the machine's cores; and they run as cron jobs and slim containers often run, in the C
+# locale, whose charset Java takes for ASCII (`pielake.engine.jvm`).
+ONE_CORE = process_env(PIELAKE_SPARK_MASTER="local[1]", LC_ALL="C")
+FOLDER = "Lakes in Zürich"  # where the lake, the query and the events are: a space and a letter beyond ASCII
 
 
 def run_command(tmp_path: Path, run_id: str, bad_rows: tuple[dict, ...] = ()) -> tuple[Path, list[str]]:
     """A lake with the Line stream's schema, the `mid` query and its events file (plus `bad_rows`, for the
-    quarantine); the command that runs it."""
-    root = tmp_path / "lake"
+    quarantine), all in `FOLDER`; the command that runs it."""
+    folder = tmp_path / FOLDER
+    root = folder / "lake"
     save_schema(STREAM, root / "_streams")
-    (tmp_path / "mid.tpq").write_text(QUERY)
-    events = write(tmp_path / "events.json", [*EVENTS, *bad_rows])
-    return root, [PIELAKE, "run", str(tmp_path / "mid.tpq"), "--events", events, "--lake", str(root),
+    (folder / "mid.tpq").write_text(QUERY)
+    events = write(folder / "events.json", [*EVENTS, *bad_rows])
+    return root, [PIELAKE, "run", str(folder / "mid.tpq"), "--events", events, "--lake", str(root),
                   "--run-id", run_id, "--no-checks"]
 
 

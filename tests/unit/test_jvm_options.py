@@ -1,6 +1,8 @@
-"""A JVM option that names a file reaches the JVM as one argument wherever the file is (`pielake.engine.jvm`):
-the option strings pielake gives a driver are split into arguments by Spark's own launcher, which PySpark and
-spark-submit run, and each file keeps its whole name, spaces and quotes included."""
+"""A JVM pielake starts names files as Python does (`pielake.engine.jvm`): an option that names a file reaches it
+as one argument wherever the file is (the option strings pielake gives a driver are split into arguments by
+Spark's own launcher, which PySpark and spark-submit run, and each file keeps its whole name, spaces and quotes
+included), and it starts in a UTF-8 locale. A JVM started in the C locale with a lake in a folder beyond ASCII
+is tests/integration/test_concurrency.py's (`cli_runs.ONE_CORE`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 
 from pielake.engine import class_archive
 from pielake.engine.class_archive import QUIET, archive_path
-from pielake.engine.jvm import file_option
+from pielake.engine.jvm import UTF8_LOCALE, file_option, utf8_locale
 from pielake.engine.settings import JAVA_OPTIONS, java_options
 from pielake.lake.catalog import Metastore
 from pielake.vocabulary import CATALOG_DIR
@@ -58,3 +60,16 @@ def test_a_checkout_whose_folder_holds_a_space_maps_its_class_archive(tmp_path: 
     built = tmp_path / ODD_FOLDER / "archive.partial"
     assert f"-XX:ArchiveClassesAtExit={built}" in driver_arguments(
         {"spark.driver.extraJavaOptions": file_option("-XX:ArchiveClassesAtExit=", built)})
+
+
+@pytest.mark.parametrize(("environ", "given"), [
+    ({"LC_ALL": "C"}, {"LC_ALL": UTF8_LOCALE}),
+    ({"LANG": "de_DE.ISO-8859-1"}, {"LC_ALL": UTF8_LOCALE}),
+    ({}, {"LC_ALL": UTF8_LOCALE}),
+    ({"LC_ALL": "POSIX", "LANG": "en_US.UTF-8"}, {"LC_ALL": UTF8_LOCALE}),  # LC_ALL rules over LANG
+    ({"LANG": "en_US.UTF-8"}, {}),
+    ({"LC_ALL": "", "LC_CTYPE": "C.utf8", "LANG": "C"}, {}),  # Python's own under C (PEP 538)
+], ids=["C", "Latin-1", "none", "POSIX over UTF-8", "UTF-8", "C.utf8"])
+def test_a_jvm_starts_in_a_utf8_locale_and_in_the_user_s_own_where_that_is_one(environ: dict[str, str],
+                                                                               given: dict[str, str]) -> None:
+    assert utf8_locale(environ) == given
