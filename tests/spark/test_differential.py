@@ -19,7 +19,6 @@ from tests.strategies import Case, scenario, wide_scenario
 pytestmark = pytest.mark.heavy(seconds=150)  # about this long in CI: scheduled first
 
 
-
 def drawn(examples: int) -> settings:
     """`examples` drawn cases (or `PIELAKE_DIFF_EXAMPLES`), each a whole Spark run, so no deadline."""
     return settings(max_examples=int(os.environ.get("PIELAKE_DIFF_EXAMPLES", str(examples))), deadline=None,
