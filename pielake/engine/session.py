@@ -22,6 +22,7 @@ from delta import configure_spark_with_delta_pip
 from py4j.java_gateway import JavaGateway
 from pyspark import SparkConf
 from pyspark import __version__ as pyspark_version
+from pyspark.errors import PySparkRuntimeError
 from pyspark.java_gateway import launch_gateway
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
@@ -140,6 +141,7 @@ def resolve_jars(packages: Sequence[str]) -> list[str]:
         kept = record.read_text(encoding="utf-8").split()
         if kept and all(Path(jar).is_file() for jar in kept):
             return kept
+    os.environ.update(utf8_locale(os.environ))  # the JVM starts with this process's environment
     with _jvm_start_turn():
         gateway = launch_gateway(SparkConf().set("spark.jars.packages", ",".join(packages)))
     try:
@@ -250,8 +252,14 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
     for key, value in {**engine_settings(short_lived=short_lived), **master_settings(master), **(conf or {})}.items():
         builder = builder.config(key, value)
     os.environ.update(utf8_locale(os.environ))  # the JVM starts with this process's environment
-    with _jvm_start_turn(), _console_to(console), _on_system_class_path(system_jars):
-        session = configure_spark_with_delta_pip(builder, extra_packages=list(packages)).getOrCreate()
+    try:
+        with _jvm_start_turn(), _console_to(console), _on_system_class_path(system_jars):
+            session = configure_spark_with_delta_pip(builder, extra_packages=list(packages)).getOrCreate()
+    except PySparkRuntimeError as error:
+        if error.getCondition() != "JAVA_GATEWAY_EXITED":
+            raise
+        raise PielakeError("Spark's JVM stopped as it started; its output says why (Spark needs Java 17 or later, "
+                           "on PATH or in JAVA_HOME)") from None
     session.sparkContext.setLogLevel("ERROR")
     _quiet_query_context()
     return session

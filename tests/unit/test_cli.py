@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -336,3 +337,19 @@ def test_the_command_line_imports_no_spark_until_a_command_runs_one() -> None:
     probe = f"import sys, pielake.cli; print([m for m in {heavy!r} if m in sys.modules])"
     imported = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert imported.strip() == "[]"
+
+
+def test_a_run_whose_jvm_cannot_start_ends_in_one_line_after_spark_s_own_reason(tmp_path: Path) -> None:
+    """No Java where JAVA_HOME says: Spark's output, which names the missing `java`, then one line saying what
+    Spark needs, not PySpark's traceback."""
+    query, events = tmp_path / "q.tpq", tmp_path / "events.csv"
+    query.write_text("FROM S PARTITION BY k DEFINE A AS v > 1, B AS v < 1 PATTERN A meets B WITHIN 5 s\n")
+    events.write_text("k,ts,v\na,1,2\n")
+    done = subprocess.run([str(Path(sys.executable).parent / "pielake"), "run", str(query), "--events", str(events),
+                           "--lake", str(tmp_path / "lake")], env={**os.environ, "JAVA_HOME": str(tmp_path / "no-jdk")},
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert f"{tmp_path / 'no-jdk' / 'bin' / 'java'}: No such file or directory" in done.stderr
+    assert done.stderr.splitlines()[-1] == ("error: Spark's JVM stopped as it started; its output says why (Spark "
+                                            "needs Java 17 or later, on PATH or in JAVA_HOME)")
+    assert "Traceback" not in done.stderr
