@@ -67,7 +67,7 @@ def test_a_batch_run_on_the_cluster_writes_the_tables_of_a_local_run(tmp_path: P
     assert completed_apps(status) == ["pielake"]  # it ran on the cluster's executors
     local_root, _ = run_command(tmp_path / "local", "r1")
     run_query(Lake(spark, local_root), load_query(QUERY, "mid"), "r1",
-              RunRequest(events_path=str(tmp_path / "local" / "events.json"), checks=False))
+              RunRequest(events_path=str(local_root.parent / "events.json"), checks=False))
     for table in TABLES:
         assert rows(Lake(spark, root), table) == rows(Lake(spark, local_root), table), table
     assert_one_clean_run(spark, root)
