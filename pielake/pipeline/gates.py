@@ -92,13 +92,12 @@ def load_suite(gate: str, fill: dict[str, Any]) -> dict[str, Any]:
     for number, item in enumerate(_suite_file(path), start=1):
         where = f"{_shown(path)}, expectation {number} ({item['type']})"
         kwargs = item["kwargs"]
-        named = {v[1:] for v in kwargs.values() if isinstance(v, str) and v.startswith("$")} | \
-            {v["$PARAMETER"] for v in kwargs.values() if isinstance(v, dict) and "$PARAMETER" in v}
+        given = {v["$PARAMETER"] for v in kwargs.values() if isinstance(v, dict) and "$PARAMETER" in v}
+        named = given | {v[1:] for v in kwargs.values() if isinstance(v, str) and v.startswith("$")}
         if unknown := sorted(map(str, named - set(fill))):
             raise SuiteError(f"{where}: the {gate} gate fills in no {', '.join(unknown)}; it fills in "
                              f"{', '.join(fill)} (as \"$name\", or {{\"$PARAMETER\": \"name\"}})")
-        parameters.update({v["$PARAMETER"]: fill[v["$PARAMETER"]] for v in kwargs.values()
-                           if isinstance(v, dict) and "$PARAMETER" in v})
+        parameters.update({name: fill[name] for name in given})
         each = next((k for k, v in kwargs.items() if isinstance(v, str) and v.startswith("$each_")), None)
         for current in fill[kwargs[each][1:]] if each else [None]:
             filled = {}
