@@ -1,7 +1,7 @@
 """The one place a SparkSession is built: Delta configured, UTC, sized for the machine.
 
 Delta's jars are resolved from Maven Central by `configure_spark_with_delta_pip` at the first start and cached
-in the Ivy cache (~/.ivy2.5.2), so later starts are offline; the JVMs started here take turns (`_jvm_start_turn`).
+in the Ivy cache (~/.ivy2.5.2), so later starts are offline; the JVMs started here take turns (`_jvm_start`).
 `master` is `local[*]` by default; pass any master URL (`spark://host:7077`, `yarn`, `k8s://...`) to run elsewhere.
 """
 
@@ -61,13 +61,15 @@ def _quiet_query_context() -> None:
 
 
 @contextmanager
-def _jvm_start_turn() -> Iterator[None]:
-    """Hold the machine's turn to start a JVM that resolves jars.
+def _jvm_start() -> Iterator[None]:
+    """What a JVM started here starts within: the machine's turn to start one that resolves jars, and a UTF-8
+    locale in the environment it inherits from this process (`pielake.engine.jvm.utf8_locale`).
 
     Two JVMs resolving into an empty Ivy cache at once corrupt each other's download ("Downloaded file size (0)
     doesn't match expected Content Length", then the gateway exits), as two test workers on a fresh machine do.
     A start takes seconds, so taking turns costs little.
     """
+    os.environ.update(utf8_locale(os.environ))
     IVY_CACHE.mkdir(parents=True, exist_ok=True)
     with (IVY_CACHE / ".pielake-start.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -141,8 +143,7 @@ def resolve_jars(packages: Sequence[str]) -> list[str]:
         kept = record.read_text(encoding="utf-8").split()
         if kept and all(Path(jar).is_file() for jar in kept):
             return kept
-    os.environ.update(utf8_locale(os.environ))  # the JVM starts with this process's environment
-    with _jvm_start_turn():
+    with _jvm_start():
         gateway = launch_gateway(SparkConf().set("spark.jars.packages", ",".join(packages)))
     try:
         listed = gateway.jvm.java.lang.System.getProperty("spark.jars") or ""
@@ -251,9 +252,8 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
     )
     for key, value in {**engine_settings(short_lived=short_lived), **master_settings(master), **(conf or {})}.items():
         builder = builder.config(key, value)
-    os.environ.update(utf8_locale(os.environ))  # the JVM starts with this process's environment
     try:
-        with _jvm_start_turn(), _console_to(console), _on_system_class_path(system_jars):
+        with _jvm_start(), _console_to(console), _on_system_class_path(system_jars):
             session = configure_spark_with_delta_pip(builder, extra_packages=list(packages)).getOrCreate()
     except PySparkRuntimeError as error:
         if error.getCondition() != "JAVA_GATEWAY_EXITED":

@@ -6,18 +6,18 @@ import subprocess
 import sys
 import time
 
-from pielake.engine.session import _jvm_start_turn
+from pielake.engine.session import _jvm_start
 
 WAITER = """
-from pielake.engine.session import _jvm_start_turn
+from pielake.engine.session import _jvm_start
 print("asking", flush=True)
-with _jvm_start_turn():
+with _jvm_start():
     print("started")
 """
 
 
 def test_a_second_process_waits_for_the_turn_of_the_first() -> None:
-    with _jvm_start_turn():
+    with _jvm_start():
         waiter = subprocess.Popen([sys.executable, "-c", WAITER], stdout=subprocess.PIPE, text=True)
         assert waiter.stdout.readline().strip() == "asking"
         time.sleep(1)
