@@ -44,10 +44,12 @@ def land(folder: Path, name: str, text: str = "{}\n") -> Path:
     return part.rename(folder / name)
 
 
-def extend_suite(folder: Path, gate: str, *expectations: dict[str, Any]) -> None:
-    """The suite `folder/<gate>.json` with `expectations` added at its end, as a user extends a gate."""
-    path = folder / f"{gate}.json"
-    spec = json.loads(path.read_text(encoding="utf-8"))
+def extend_suite(folder: Path, suite: str, *expectations: dict[str, Any]) -> None:
+    """The suite `folder/<suite>.json` with `expectations` added at its end, as a user extends a gate's suite
+    (`events`) or writes one stream's or query's own (`events/<stream>`, begun if there is none yet)."""
+    path = folder / f"{suite}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    spec = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"name": suite, "expectations": []}
     spec["expectations"].extend(expectations)
     path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
 

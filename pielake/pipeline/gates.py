@@ -10,13 +10,15 @@ Spark jobs), which is all a passing gate needs; only a gate that fails is valida
 under the same run identifier, so its result (and Data Docs page) is replaced by one that names the unexpected
 counts and values.
 
-The suites are JSON files a user can read and extend, in GX's own form. Query values (the symbols, the constraint
-ids) are GX suite parameters (`{"$PARAMETER": "symbols"}`), given at each run. Column names are not parameters in
-GX (an expectation is built with its column), so the columns a query names are written into the query's suite:
-`"$each_key"` makes one expectation per key column, `"$natural_key"`, `"$time"`, `"$each_column"` and its `"$type"`
-name the stream's or table's columns. Properties that relate several columns or rows (an interval is ordered, the
-named relation holds on the endpoints, a match fits its window) are computed here as boolean check columns
-(`__name`) from the same semantics code the kernels and the reference use, and the suites expect them to be true.
+The suites are JSON files a user can read and extend, in GX's own form: `expectations/<gate>.json` is every
+query's, `expectations/<gate>/<stream or query>.json` one stream's or query's own (`suite_files`). Query values
+(the symbols, the constraint ids) are GX suite parameters (`{"$PARAMETER": "symbols"}`), given at each run. Column
+names are not parameters in GX (an expectation is built with its column), so the columns a query names are written
+into the query's suite: `"$each_key"` makes one expectation per key column, `"$natural_key"`, `"$time"`,
+`"$each_column"` and its `"$type"` name the stream's or table's columns. Properties that relate several columns or
+rows (an interval is ordered, the named relation holds on the endpoints, a match fits its window) are computed
+here as boolean check columns (`__name`) from the same semantics code the kernels and the reference use, and the
+suites expect them to be true.
 """
 
 from __future__ import annotations
@@ -72,45 +74,67 @@ class GateResult:
     evaluated: int
     failed: tuple[str, ...]
     report: Path  # the result's page in the lake's Data Docs
+    own_files: tuple[str, ...] = ()  # the suite files of this stream or query alone (`suite_files`)
 
     def text(self) -> str:
+        own = f" (with {', '.join(self.own_files)})" if self.own_files else ""
         if self.success:
-            return f"gate {self.gate}: {self.evaluated} expectations passed"
+            return f"gate {self.gate}: {self.evaluated} expectations passed{own}"
         failed = "; ".join(self.failed)
-        return f"gate {self.gate}: {self.evaluated} expectations FAILED: {failed} (report: {self.report})"
+        return f"gate {self.gate}: {self.evaluated} expectations FAILED{own}: {failed} (report: {self.report})"
 
 
-def load_suite(gate: str, fill: dict[str, Any]) -> dict[str, Any]:
-    """The suite `expectations/<gate>.json` with the query's columns written in, and the values of its GX suite
-    parameters (`parameters`) taken from `fill`; a SuiteError where GX could not run it as written.
+def load_suite(gate: str, fill: dict[str, Any], scope: str) -> dict[str, Any]:
+    """The suite of `gate` for `scope` (`suite_files`) with the query's columns written in (`expectations`), the
+    values of its GX suite parameters (`parameters`) taken from `fill`, and the files it was read from (`files`);
+    a SuiteError where GX could not run it as written.
 
     A kwarg `"$each_x"` repeats the expectation for every item of `fill["each_x"]`; any other `"$y"` is
     `fill["y"]`, or, where that is a dict, its entry for the current item (a column's type, say).
     """
-    path = EXPECTATIONS_DIR / f"{gate}.json"
+    files = suite_files(gate, scope)
     expanded, parameters = [], {}
-    for number, item in enumerate(_suite_file(path), start=1):
-        where = f"{_shown(path)}, expectation {number} ({item['type']})"
-        kwargs = item["kwargs"]
-        given = {v["$PARAMETER"] for v in kwargs.values() if isinstance(v, dict) and "$PARAMETER" in v}
-        named = given | {v[1:] for v in kwargs.values() if isinstance(v, str) and v.startswith("$")}
-        if unknown := sorted(map(str, named - set(fill))):
-            raise SuiteError(f"{where}: the {gate} gate fills in no {', '.join(unknown)}; it fills in "
-                             f"{', '.join(fill)} (as \"$name\", or {{\"$PARAMETER\": \"name\"}})")
-        parameters.update({name: fill[name] for name in given})
-        each = next((k for k, v in kwargs.items() if isinstance(v, str) and v.startswith("$each_")), None)
-        for current in fill[kwargs[each][1:]] if each else [None]:
-            filled = {}
-            for name, value in kwargs.items():
-                if name == each:
-                    filled[name] = current
-                elif isinstance(value, str) and value.startswith("$"):
-                    found = fill[value[1:]]
-                    filled[name] = found[current] if isinstance(found, dict) else found
-                else:
-                    filled[name] = value
-            expanded.append(_buildable(where, _one_column_unique(item["type"], filled)))
-    return {"expectations": expanded, "parameters": parameters}
+    for path in files:
+        for number, item in enumerate(_suite_file(path), start=1):
+            where = f"{_shown(path)}, expectation {number} ({item['type']})"
+            kwargs = item["kwargs"]
+            given = {v["$PARAMETER"] for v in kwargs.values() if isinstance(v, dict) and "$PARAMETER" in v}
+            named = given | {v[1:] for v in kwargs.values() if isinstance(v, str) and v.startswith("$")}
+            if unknown := sorted(map(str, named - set(fill))):
+                raise SuiteError(f"{where}: the {gate} gate fills in no {', '.join(unknown)}; it fills in "
+                                 f"{', '.join(fill)} (as \"$name\", or {{\"$PARAMETER\": \"name\"}})")
+            parameters.update({name: fill[name] for name in given})
+            expanded += [_buildable(where, _one_column_unique(item["type"], filled))
+                         for filled in _filled(kwargs, fill)]
+    return {"expectations": expanded, "parameters": parameters, "files": [_shown(path) for path in files]}
+
+
+def suite_files(gate: str, scope: str) -> list[Path]:
+    """The files of the `gate` suite of `scope`: `expectations/<gate>.json`, which every query's gate runs, then
+    `expectations/<gate>/<scope>.json` (its name in any case) if there is one, which only `scope`'s does. The
+    events gate's scope is a stream, as `schemas/<stream>.yaml` names it, so that an expectation on one stream's
+    column checks that stream alone; the other gates' scope is a query, as its file names it, since they check
+    its tables."""
+    own = next((p for p in sorted((EXPECTATIONS_DIR / gate).glob("*.json")) if p.stem.lower() == scope.lower()), None)
+    return [EXPECTATIONS_DIR / f"{gate}.json", *([own] if own else [])]
+
+
+def _filled(kwargs: dict[str, Any], fill: dict[str, Any]) -> list[dict[str, Any]]:
+    """An expectation's `kwargs` with its placeholders filled in: one for each item of its `"$each_x"`, if any."""
+    each = next((k for k, v in kwargs.items() if isinstance(v, str) and v.startswith("$each_")), None)
+    expanded = []
+    for current in fill[kwargs[each][1:]] if each else [None]:
+        filled = {}
+        for name, value in kwargs.items():
+            if name == each:
+                filled[name] = current
+            elif isinstance(value, str) and value.startswith("$"):
+                found = fill[value[1:]]
+                filled[name] = found[current] if isinstance(found, dict) else found
+            else:
+                filled[name] = value
+        expanded.append(filled)
+    return expanded
 
 
 def _suite_file(path: Path) -> list[dict[str, Any]]:
@@ -175,32 +199,39 @@ Frame = tuple[DataFrame, dict[str, Any]]  # what a suite checks, and the values 
 
 def run_gate(job: QueryJob, gate: str, checked: Callable[..., Frame], *, last: bool = True,
              per_stream: bool = False) -> GateResult:
-    """Validate what `checked` gives of a stage's staged output with the suite `expectations/<gate>.json`, as the
+    """Validate what `checked` gives of a stage's staged output with the gate's suite (`suite_files`), as the
     checkpoint `<query>.<gate>` of the lake's GX project; raise GateError if it fails. A gate only reads the
     lake. The run's last gate (`last`), or the one that stops it, updates the Data Docs with all of the run's
-    results. A gate `per_stream` of a query over several streams validates each stream's output (`checked(job,
-    stream)`) as a checkpoint of its own, `<query>.<gate>.<stream>`, and passes if all of them pass."""
+    results. A gate `per_stream` checks a stream's output, with that stream's suite; of a query over several
+    streams it validates each stream's output (`checked(job, stream)`) as a checkpoint of its own,
+    `<query>.<gate>.<stream>`, and passes if all of them pass."""
     several = per_stream and len(job.streams) > 1
-    parts = [(f".{s.name.lower()}", s) for s in job.streams] if several else [("", None)]
+    parts = [(f".{s.name.lower()}", s) for s in job.streams] if several else [("", job.stream if per_stream else None)]
+
+    def validated(context: Any, suffix: str, stream: StreamSchema | None) -> tuple[dict[str, Any], Any, list[str]]:
+        frame, fill = checked(job, stream) if several else checked(job)
+        suite = load_suite(gate, fill, job.plan.name if stream is None else stream.name)
+        return _validate(context, job, f"{job.plan.name}.{gate}{suffix}", suite, frame)
+
     with gx_project.project(job.lake.root) as context:
-        outcomes = [_validate(context, job, gate, f"{job.plan.name}.{gate}{suffix}",
-                              checked(job, stream) if several else checked(job)) for suffix, stream in parts]
+        outcomes = [validated(context, suffix, stream) for suffix, stream in parts]
         failing = [o for o in outcomes if not o[0]["success"]]
         if last or failing:
             gx_project.update_docs(context, job.run_id)
-    results = [r for outcome, _ in outcomes for r in outcome["results"]]
+    results = [r for outcome, _, _ in outcomes for r in outcome["results"]]
     key = (failing or outcomes)[0][1]
+    own = tuple(dict.fromkeys(f for _, _, files in outcomes for f in files[1:]))
     outcome = GateResult(gate, not failing, len(results), tuple(_describe(r) for r in results if not r["success"]),
-                         gx_project.result_page(job.lake.root, key))
+                         gx_project.result_page(job.lake.root, key), own)
     if not outcome.success:
         raise GateError(outcome)
     return outcome
 
 
-def _validate(context: Any, job: QueryJob, gate: str, name: str, checked: Frame) -> tuple[dict[str, Any], Any]:
-    """One checkpoint's result (as GX's JSON) and its key: the verdict alone first, the detail if it fails."""
-    frame, fill = checked
-    suite = load_suite(gate, fill)
+def _validate(context: Any, job: QueryJob, name: str, suite: dict[str, Any],
+              frame: DataFrame) -> tuple[dict[str, Any], Any, list[str]]:
+    """One checkpoint's result (as GX's JSON), its key and its suite's files: the verdict alone first, the detail
+    if it fails."""
     frame = frame.cache()
     try:
         data, engine = batch_data(frame, suite["expectations"])
@@ -217,7 +248,7 @@ def _validate(context: Any, job: QueryJob, gate: str, name: str, checked: Frame)
         key, result = validate(VERDICT)
         if not result["success"]:
             key, result = validate(DETAIL)
-        return result, key
+        return result, key, suite["files"]
     finally:
         frame.unpersist()
 

@@ -10,6 +10,7 @@
   verdict on the same rows, clean or broken in each way the suites look for.
 - In one process the gates check beside the later stages; a gate that fails there still stops the run before
   publish, and the stages that ran beside it are in the run's report.
+- A stream's or a query's own suite (`expectations/<gate>/<name>.json`) checks its runs alone.
 - Steps run again with the same run id (a retried task) apply nothing twice.
 - A run whose input is missing ends as `failed` (also the first run of a stream, whose schema would come from that
   input), its later steps find it over, and it leaves the query's lock to the next run.
@@ -160,7 +161,7 @@ def test_a_gate_gives_the_same_verdict_on_the_driver_as_on_spark(lake: Lake, tmp
         monkeypatch.setenv("PIELAKE_DRIVER_GATE_ROWS", rows_on_driver)
         checked = STAGES.step(plan, f"check_{gate}").stage.gate.frame_function()
         frame, fill = checked(job)
-        engine = batch_data(frame, load_suite(gate, fill)["expectations"])[1]
+        engine = batch_data(frame, load_suite(gate, fill, "mid")["expectations"])[1]
         try:
             return engine, run_gate(job, gate, checked, last=False)
         except GateError as stopped:
@@ -270,6 +271,36 @@ def test_a_suite_extended_with_a_mistake_stops_the_run_at_its_gate_saying_what_t
     assert {run_id: r.status for run_id, r in runs.items()} == {"misspelt": "failed", "no-such-column": "stopped"}
     assert "did you mean" in runs["misspelt"].steps[-1].failed[0]
     assert not lake.exists(results_table("mid")) and RunLock(lake.root, "mid").holder() is None
+
+
+GAUGE = StreamSchema("Gauge", ("m",), "ts", "s", (("m", "STRING"), ("ts", "BIGINT"), ("level", "DOUBLE")))
+
+
+def test_a_stream_s_or_a_query_s_own_suite_checks_its_runs_and_no_other_s(lake: Lake, tmp_path: Path,
+                                                                          suites: Path) -> None:
+    """`expectations/events/<stream>.json` adds to the events gate of every query over that stream alone, and
+    `expectations/<gate>/<query>.json` to that query's gate alone: an expectation on a column one stream has, or
+    on one query's RETURN column, leaves the lake's other streams and queries as they were."""
+    save_schema(GAUGE, lake.root / "_streams")
+    extend_suite(suites, "events/LINE", {"type": "expect_column_values_to_be_between",
+                                         "kwargs": {"column": "v", "min_value": 0}})
+    extend_suite(suites, "matches/mid", {"type": "expect_column_values_to_be_between",
+                                         "kwargs": {"column": "peak", "max_value": 5}})
+    gauge = QUERY.replace("Line", "Gauge").replace("v ", "level ").replace(".v)", ".level)")
+    readings = [{"m": e["m"], "ts": e["ts"], "level": e["v"]} for e in EVENTS[:10]]
+    ran = run_query(lake, load_query(gauge, "gauge"), "g", RunRequest(events_path=write(tmp_path / "g.json",
+                                                                                          readings)))
+    other = run_query(lake, load_query(QUERY, "other"), "o", RunRequest(events_path=write(tmp_path / "a.json",
+                                                                                           EVENTS[:10])))
+    said = {name: [g.text() for g in summary.gates] for name, summary in (("gauge", ran), ("other", other))}
+    assert said["gauge"][0] == "gate events: 6 expectations passed", said
+    assert said["other"][0] == "gate events: 7 expectations passed (with expectations/events/LINE.json)", said
+    assert not any("(with" in text for text in said["gauge"][1:] + said["other"][1:]), said
+    with pytest.raises(GateError, match=r"gate matches: 6 expectations FAILED \(with expectations/matches/mid\.json\)"
+                                        r": expect_column_values_to_be_between\(peak\): \d+ rows"):
+        run_query(lake, load_query(QUERY, "mid"), "m", RunRequest(events_path=write(tmp_path / "a.json",
+                                                                                    EVENTS[:10])))
+    assert not lake.exists(results_table("mid")) and lake.exists(results_table("other"))
 
 
 def test_steps_run_again_with_the_same_run_id_apply_nothing_twice(lake: Lake, tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
-"""A gate's suite (`expectations/<gate>.json`) that GX cannot run as written is refused where it is read, naming its
-file, the expectation and what to change (`pielake.pipeline.gates.load_suite`); the suites the project ships load.
-A suite is a file users extend, so its mistakes are theirs to fix, not a traceback from inside a run."""
+"""A gate's suite (`expectations/<gate>.json`, and `expectations/<gate>/<stream or query>.json` where one stream or
+query has its own) that GX cannot run as written is refused where it is read, naming its file, the expectation and
+what to change (`pielake.pipeline.gates.load_suite`); the suites the project ships load. A suite is a file users
+extend, so its mistakes are theirs to fix, not a traceback from inside a run."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ EVENTS_FILL = {"each_key": ["m"], "time": "ts", "natural_key": ["m", "ts"], "eac
 
 
 def test_the_shipped_events_suite_loads_with_one_expectation_per_column_and_key() -> None:
-    expectations = load_suite("events", EVENTS_FILL)["expectations"]
+    expectations = load_suite("events", EVENTS_FILL, "Line")["expectations"]
     types = [e["kwargs"] for e in expectations if e["type"] == "expect_column_values_to_be_of_type"]
     assert types == [{"column": c, "type_": t} for c, t in EVENTS_FILL["type"].items()]
     assert {"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "m"}} in expectations
@@ -43,7 +44,7 @@ def test_an_expectation_gx_cannot_build_is_refused_naming_it(suites: Path, added
                                                              said: str) -> None:
     extend_suite(suites, "events", added)
     with pytest.raises(SuiteError) as refused:
-        load_suite("events", EVENTS_FILL)
+        load_suite("events", EVENTS_FILL, "Line")
     assert said in str(refused.value)
 
 
@@ -52,7 +53,24 @@ def test_a_suite_that_is_not_json_is_refused_at_its_line_and_column(suites: Path
     path.write_text(path.read_text(encoding="utf-8").replace('"kwargs"', "kwargs", 1), encoding="utf-8")
     with pytest.raises(SuiteError, match=r"expectations/events\.json is not JSON: Expecting property name enclosed "
                                          r"in double quotes\. Line 8, Col \d+\."):
-        load_suite("events", EVENTS_FILL)
+        load_suite("events", EVENTS_FILL, "Line")
     path.write_text('{"name": "events", "expectations": {}}', encoding="utf-8")
     with pytest.raises(SuiteError, match=r'expectations/events\.json holds no list "expectations"'):
-        load_suite("events", EVENTS_FILL)
+        load_suite("events", EVENTS_FILL, "Line")
+
+
+def test_a_stream_s_own_suite_follows_the_shared_one_for_that_stream_alone(suites: Path) -> None:
+    added = {"type": "expect_column_values_to_be_between", "kwargs": {"column": "v", "min_value": 0}}
+    extend_suite(suites, "events/LINE", added)
+    shared = load_suite("events", EVENTS_FILL, "Gauge")
+    own = load_suite("events", EVENTS_FILL, "Line")
+    assert own["expectations"] == [*shared["expectations"], added]
+    assert (shared["files"], own["files"]) == (["expectations/events.json"],
+                                               ["expectations/events.json", "expectations/events/LINE.json"])
+
+
+def test_a_mistake_in_a_stream_s_own_suite_is_refused_naming_that_file(suites: Path) -> None:
+    extend_suite(suites, "events/Line", {"type": "expect_column_values_to_be_betwen", "kwargs": {"column": "v"}})
+    with pytest.raises(SuiteError, match=r"^expectations/events/Line\.json, expectation 1 "
+                                         r"\(expect_column_values_to_be_betwen\): .*did you mean"):
+        load_suite("events", EVENTS_FILL, "line")
