@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +24,12 @@ from tests.helpers import SHORT_LIVED_JVM
 # Importing Airflow (the landing trigger's tests do) sets the root logger to INFO, with a handler on the stdout pytest
 # captures: py4j's INFO line for each connection it closes as a worker exits would then be written to a closed stream.
 logging.getLogger("py4j").setLevel(logging.WARNING)
+
+# Spark hands a TIMESTAMP to Python as the wall clock of the process's zone, and the tests read what they collect
+# as UTC's (`tests.strategies.kernel_time`): so they run in UTC, whatever zone the machine is set to. A test of
+# how pielake reads on a machine set to another zone sets that zone itself (`tests.helpers.local_zone`).
+os.environ["TZ"] = "UTC"
+time.tzset()
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MARKERS = {"unit": pytest.mark.unit, "spark": pytest.mark.spark, "dags": pytest.mark.dags,

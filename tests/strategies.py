@@ -20,7 +20,7 @@ from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 KEY_SHAPES: tuple[tuple[str, ...], ...] = ((), ("key",), ("key", "part"))
 KEY_TYPES = {"key": "STRING", "part": "INT"}
 ATTRIBUTES = (("a", "BOOLEAN"), ("b", "BOOLEAN"), ("c", "BOOLEAN"), ("x", "DOUBLE"))
-EPOCH = datetime(1970, 1, 1)  # a TIMESTAMP stream's kernel time 0; Spark hands back naive UTC datetimes
+EPOCH = datetime(1970, 1, 1)  # kernel time 0 of a TIMESTAMP stream; Spark hands back naive datetimes, UTC (conftest)
 MICROSECOND = timedelta(microseconds=1)
 RELATION_NAMES = sorted(RELATIONS)
 UNTIL = "until"  # where an interval case's rows end
