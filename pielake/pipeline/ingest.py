@@ -988,7 +988,7 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
     names = {n.lower() for n, _ in columns}
     for needed in [*keys, time]:
         if needed.lower() not in names:
-            hint = _unfound_hint(name, needed, path, fmt, sample.columns, time_column=time,
+            hint = _unfound_hint(name, needed, path, fmt, sample, time_column=time,
                                  skip_lines=request.skip_lines)
             raise PielakeError(f"stream {name} has no schema, and its file {path}, read as {fmt}, has no column "
                                f"'{needed}' (it has {', '.join(sample.columns) or 'none'}); {hint}")
@@ -1151,14 +1151,22 @@ def _as_declared(kind: str) -> str:
     return "timestamp" if kind == "timestamp_ntz" else kind
 
 
-def _unfound_hint(stream: str, needed: str, path: str, fmt: str, found: list[str], *, time_column: str,
+def _unfound_hint(stream: str, needed: str, path: str, fmt: str, sample: DataFrame, *, time_column: str,
                   skip_lines: tuple[int, ...]) -> str:
     """What to do about a column the query needs that a file without a schema lacks: a file of another format
-    reads as one column of unparsed lines (Spark's `_corrupt_record`); a CSV file whose first line is a title
-    (`_title_fields`) has its header below it, unless lines are skipped already; else the query or its time
-    column names the column otherwise than the file."""
-    if found == [CORRUPT_RECORD]:
+    reads as one column of unparsed lines (Spark's `_corrupt_record`); a JSON file may hold its events as a list
+    in one field (`_listed_records`); a CSV file whose first line is a title (`_title_fields`) has its header below
+    it, unless lines are skipped already; else the query or its time column names the column otherwise than the
+    file."""
+    if sample.columns == [CORRUPT_RECORD]:
         return f"no line of it reads as {fmt}: pass --format if the file is not {fmt}"
+    listed = _listed_records(sample) if fmt == "json" else None
+    if listed is not None:
+        # a name without '_' is a field at the top of the record: a nested one is named by its path, '_' between
+        shown = f"`jq -c '.{listed}[]' {path}`" if "_" not in listed else f"`jq -c '.<its path>[]' {path}`"
+        return (f"its field {listed} holds a list of records, as a web API's answer wraps its items: pielake reads "
+                "one event a record, so write the list's records one a line (JSON Lines), as "
+                f"{shown} does, or as one JSON array")
     title = _title_fields(path) if fmt == "csv" and not skip_lines else None
     if title is not None:
         named = ", ".join(map(_read_name, title[1]))
@@ -1169,6 +1177,18 @@ def _unfound_hint(stream: str, needed: str, path: str, fmt: str, found: list[str
     if needed == time_column:
         return f"pass --time-column to name the file's time column, or declare the stream in schemas/{stream}.yaml"
     return f"name the key in PARTITION BY as the file does, or declare the stream in schemas/{stream}.yaml"
+
+
+LISTED_RECORDS = re.compile(r"\s*\[\s*\{")  # the JSON text of a list whose first item is a record
+
+
+def _listed_records(sample: DataFrame) -> str | None:
+    """The column of a JSON file read without a schema whose first value is a list of records (`[{…}, …]`, its
+    JSON text: `_flattened`), or None. One small Spark job, on the way to an error only."""
+    text = [f.name for f in sample.schema.fields if isinstance(f.dataType, T.StringType) and f.name != CORRUPT_RECORD]
+    first = sample.select(*text).first() if text else None
+    return next((c for c in text if isinstance(first[c], str) and LISTED_RECORDS.match(first[c])), None) \
+        if first is not None else None
 
 
 def _title_fields(path: str) -> tuple[int, list[str]] | None:
