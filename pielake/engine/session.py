@@ -31,6 +31,7 @@ from pielake.engine.client import EngineAddress
 from pielake.engine.jvm import utf8_locale
 from pielake.engine.settings import (
     DEFAULT_MASTER,
+    IVY,
     IVY_CACHE,
     driver_heap,
     engine_settings,
@@ -144,7 +145,7 @@ def resolve_jars(packages: Sequence[str]) -> list[str]:
         if kept and all(Path(jar).is_file() for jar in kept):
             return kept
     with _jvm_start():
-        gateway = launch_gateway(SparkConf().set("spark.jars.packages", ",".join(packages)))
+        gateway = launch_gateway(SparkConf().set("spark.jars.packages", ",".join(packages)).set(IVY, str(IVY_CACHE)))
     try:
         listed = gateway.jvm.java.lang.System.getProperty("spark.jars") or ""
     finally:

@@ -55,8 +55,12 @@ def short_lived(mode: str) -> bool:
 # three, a micro-batch of the benchmark's query costs about what one after eight does (docs/performance.md).
 WARM_UP_RUNS = 3
 LOG_RETENTION_DEFAULT = "spark.databricks.delta.properties.defaults.logRetentionDuration"  # of new tables
+IVY = "spark.jars.ivy"
 SCALA_VERSION = "2.13"  # Spark 4 is built for Scala 2.13 only
-IVY_CACHE = Path.home() / ".ivy2.5.2"  # Spark 4's default `spark.jars.ivy`
+# Where Spark resolves and keeps the packages' jars: the folder Spark 4 uses by default (`spark.jars.ivy`), under
+# the home Python sees ($HOME). Java's own home is the account's in the system's user list, which differs where a
+# container or a service sets HOME (or has no such account), so every JVM is told this folder (`engine_settings`).
+IVY_CACHE = Path.home() / ".ivy2.5.2"
 
 
 def keep_days() -> float:
@@ -151,10 +155,11 @@ class SubmitSettings:
 
 def engine_settings(*, short_lived: bool = False) -> dict[str, str]:
     """What every pielake session has, built here or by spark-submit: UTC, room for the generated code of a few
-    queries (`CODEGEN_CACHE_ENTRIES`), the log retention of the tables it creates (`keep_days`), the JVM
-    options (`java_options`)."""
+    queries (`CODEGEN_CACHE_ENTRIES`), the log retention of the tables it creates (`keep_days`), the Ivy cache
+    of its jars (`IVY_CACHE`), the JVM options (`java_options`)."""
     return {"spark.sql.session.timeZone": "UTC", "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
-            LOG_RETENTION_DEFAULT: log_retention(keep_days()), **java_options(short_lived=short_lived)}
+            LOG_RETENTION_DEFAULT: log_retention(keep_days()), IVY: str(IVY_CACHE),
+            **java_options(short_lived=short_lived)}
 
 
 def java_options(*, short_lived: bool = False) -> dict[str, str]:

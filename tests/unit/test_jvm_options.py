@@ -7,7 +7,9 @@ is tests/integration/test_concurrency.py's (`cli_runs.ONE_CORE`)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pyspark
@@ -16,7 +18,7 @@ import pytest
 from pielake.engine import class_archive
 from pielake.engine.class_archive import QUIET, archive_path
 from pielake.engine.jvm import UTF8_LOCALE, file_option, utf8_locale
-from pielake.engine.settings import JAVA_OPTIONS, java_options
+from pielake.engine.settings import IVY_CACHE, JAVA_OPTIONS, java_options
 from pielake.lake.catalog import Metastore
 from pielake.vocabulary import CATALOG_DIR
 
@@ -73,3 +75,20 @@ def test_a_checkout_whose_folder_holds_a_space_maps_its_class_archive(tmp_path: 
 def test_a_jvm_starts_in_a_utf8_locale_and_in_the_user_s_own_where_that_is_one(environ: dict[str, str],
                                                                                given: dict[str, str]) -> None:
     assert utf8_locale(environ) == given
+
+
+def test_spark_keeps_the_jars_it_resolves_in_the_home_python_sees(tmp_path: Path) -> None:
+    """Java takes its home from the system's list of accounts, Python from $HOME, and the two differ where a
+    container or a service sets HOME (or runs as an account the list lacks): Spark resolves Delta's jars into the
+    Ivy cache pielake's own files are kept beside (`IVY_CACHE`), under $HOME, which the account may write."""
+    home = tmp_path / "home"
+    if (IVY_CACHE / "cache").is_dir():  # what setup resolved: Maven Central is then asked for nothing new
+        shutil.copytree(IVY_CACHE / "cache", home / IVY_CACHE.name / "cache")
+    resolved = subprocess.run(
+        [sys.executable, "-c", "from pielake.engine.session import resolve_jars\n"
+                               "from pielake.engine.settings import delta_package\n"
+                               "print('\\n'.join(resolve_jars([delta_package()])))"],
+        env={**os.environ, "HOME": str(home)}, capture_output=True, text=True, timeout=300, check=False)
+    assert resolved.returncode == 0, resolved.stderr
+    jars = resolved.stdout.split()
+    assert jars and all(jar.startswith(f"{home / IVY_CACHE.name}/jars/") for jar in jars), jars
