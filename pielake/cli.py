@@ -40,6 +40,7 @@ from pielake.environment import longest
 from pielake.errors import PielakeError, QueryError
 from pielake.exitcodes import EXIT_INTERRUPTED, EXIT_USAGE
 from pielake.explain import explain, explain_dot, found_by, relation_pictures
+from pielake.lake.access import check_writable, log_folder
 from pielake.lake.catalog import PASSWORD_VARIABLE
 from pielake.lake.landed import Landing, ledger_of, take_each
 from pielake.lake.lock import RunLock
@@ -224,10 +225,10 @@ def _keep_verbose(context: click.Context, _parameter: click.Parameter, value: bo
 
 
 def spark_console(lake_dir: str, name: str) -> Path | None:
-    """Where the JVM of an in-process session writes its own output: `<lake>/_logs/<name>.log`, so that a run
-    prints pielake's lines only; with `--verbose`, here."""
+    """Where the JVM of an in-process session writes its own output: `<lake>/_logs/<name>.log` (`log_folder`), so
+    that a run prints pielake's lines only; with `--verbose`, here."""
     context = click.get_current_context(silent=True)
-    return None if context is not None and context.meta.get(VERBOSE) else Path(lake_dir) / V.LOGS_DIR / f"{name}.log"
+    return None if context is not None and context.meta.get(VERBOSE) else log_folder(lake_dir) / f"{name}.log"
 
 
 def _engine_address(_context: click.Context, _parameter: click.Parameter, value: str | None) -> str | None:
@@ -348,6 +349,7 @@ def _run(query_file: str, events: dict[str, Any], lake_dir: str, *, master: str 
     from pielake.pipeline.runner import run_query  # noqa: PLC0415
 
     request = RunRequest(**events, **options)
+    check_writable(lake_dir)
     request.check_inputs(plan, Path(lake_dir))
     if options["checks"]:
         import_gx_meanwhile()
@@ -511,6 +513,7 @@ def engine_serve_command(**options: Any) -> None:
 @user_errors
 def engine_start_command(lake_dir: str, **options: Any) -> None:
     """Start the lake's engine in the background; prints its addresses once it serves."""
+    check_writable(lake_dir)
     click.echo(control.start(lake_dir, options))
 
 
@@ -575,6 +578,8 @@ def maintain_command(query_file: str, *, lake_dir: str, keep_days: float, lock_w
     from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
     from pielake.pipeline.maintenance import maintain  # noqa: PLC0415
 
+    if remote is None:
+        check_writable(lake_dir)
     lake = Lake(session(master, remote, lake_dir), lake_dir)
     cared = maintain(lake, load_query_file(query_file), keep_days=keep_days, lock_wait=lock_wait, say=_say)
     click.echo("\n".join(c.text() for c in cared))
@@ -757,6 +762,7 @@ def _bench_freshness(folder: Path, events: int, repeat: int, docs: str | None) -
 @user_errors
 def unlock_command(query_file: str, *, lake_dir: str) -> None:
     """Release QUERY_FILE's run lock left by a run that died (the next run then redoes its work)."""
+    check_writable(lake_dir)
     lock = RunLock(Path(lake_dir).resolve(), read_query_file(query_file)[1])
     held = lock.holder()
     if lock.release():
@@ -777,6 +783,8 @@ def demo_command(*, lake_dir: str, master: str | None, remote: str | None) -> No
     from pielake.plot import draw, timeline  # noqa: PLC0415
 
     root = Path(lake_dir)
+    if remote is None:
+        check_writable(lake_dir)
     events = root / V.INCOMING_DIR / "car_sensors.csv"
     rows = write_car_sensors(events)
     _say(f"wrote {rows} sample events of 6 cars to {events}")
