@@ -9,7 +9,6 @@ All problems are collected and reported together, sorted by position.
 from __future__ import annotations
 
 import difflib
-import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields, replace
@@ -25,7 +24,7 @@ from pielake.query.printer import expr_text
 from pielake.query.tokens import Span
 from pielake.query.typecheck import TIME, check_predicate, check_return, family
 from pielake.semantics import relations as rel
-from pielake.streams import TIMESTAMP_UNIT, StreamSchema, declared_schema, plain_name
+from pielake.streams import PLAIN_NAME, TIMESTAMP_UNIT, StreamSchema, declared_schema, plain_name
 
 # Pure, deterministic functions a predicate or RETURN may call, with their arity (min, max; None = any).
 SCALAR_FUNCTIONS: dict[str, tuple[int, int | None]] = {
@@ -33,7 +32,6 @@ SCALAR_FUNCTIONS: dict[str, tuple[int, int | None]] = {
     "upper": (1, 1),
 }
 LONGEST_QUERY_NAME = 64
-QUERY_NAME = re.compile(rf"[A-Za-z_][A-Za-z0-9_]{{0,{LONGEST_QUERY_NAME - 1}}}")  # part of its tables' names
 AGGREGATES = frozenset({"first", "last", "min", "max", "avg", "sum", "count"})
 SITUATION_ENDPOINTS = frozenset({"ts", "te"})
 # The longest window or duration: event times are 64-bit integers of their unit, microseconds at the finest, and a
@@ -781,7 +779,7 @@ def read_query_file(path: str) -> tuple[str, str]:
     if not file.is_file():
         raise PielakeError(f"no query file at {path}")
     name = file.stem
-    if not QUERY_NAME.fullmatch(name):
+    if not (PLAIN_NAME.fullmatch(name) and len(name) <= LONGEST_QUERY_NAME):  # part of its tables' names
         raise PielakeError(f"query file name '{file.name}' must be a plain identifier (letters, digits and '_', not "
                            f"first a digit, at most {LONGEST_QUERY_NAME} characters), because it names the result "
                            f"table matches_<name>: rename it, e.g. to {plain_name(name)[:LONGEST_QUERY_NAME]}.tpq")
