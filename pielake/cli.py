@@ -37,7 +37,7 @@ from pielake.engine.client import (
 )
 from pielake.engine.settings import WARM_UP_RUNS, keep_days, short_lived
 from pielake.environment import longest
-from pielake.errors import PielakeError, QueryError
+from pielake.errors import PielakeError, QueryError, for_the_user
 from pielake.exitcodes import EXIT_INTERRUPTED, EXIT_USAGE
 from pielake.explain import explain, explain_dot, found_by, relation_pictures
 from pielake.lake.access import check_writable, log_folder
@@ -69,13 +69,16 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "queries"
 
 def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     """Print a PielakeError as its message alone and exit with its exit code (EXIT_USAGE, or EXIT_FINDINGS for
-    a failed data-quality gate)."""
+    a failed data-quality gate); so too a disk being full (`no_space`), whatever raised it."""
 
     @wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
-        except PielakeError as error:
+        except Exception as raised:
+            error = for_the_user(raised)
+            if error is None:
+                raise
             click.echo(f"error: {error}", err=True)
             sys.exit(error.exit_code)
 

@@ -7,9 +7,11 @@ semantic errors are reported together, ending with "... and N more".
 
 from __future__ import annotations
 
+import errno
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
-from pielake.exitcodes import EXIT_USAGE
+from pielake.exitcodes import EXIT_NO_SPACE, EXIT_USAGE
 
 MAX_LISTED_ERRORS = 5
 
@@ -18,6 +20,44 @@ class PielakeError(Exception):
     """Root of every error pielake raises on purpose; `exit_code` is what the command exits with."""
 
     exit_code = EXIT_USAGE
+
+
+class NoSpaceError(PielakeError):
+    """A disk a command writes to is full: the machine's to mend, not the query's or pielake's."""
+
+    exit_code = EXIT_NO_SPACE
+
+
+NO_SPACE = "No space left on device"  # ENOSPC as the C library words it, and so the JVM's IOException
+
+
+def no_space(error: BaseException) -> NoSpaceError | None:
+    """What to tell the user where `error`, or an error it came from, is a disk being full, else None: Python's
+    OSError (a lock, a log), or a JVM's IOException inside whatever Spark or Delta raised with it, whose text
+    holds the JVM's trace. Nothing of a run is lost to it: Delta keeps whole commits only, and the query's next run
+    redoes what this one left undone."""
+    for raised in _chain(error):
+        if (isinstance(raised, OSError) and raised.errno == errno.ENOSPC) or NO_SPACE in str(raised):
+            return NoSpaceError("a disk this run writes to is full: free space there, then run the query again; "
+                                "each table keeps its last whole commit, and the next run redoes what this one left "
+                                "undone")
+    return None
+
+
+def for_the_user(error: BaseException) -> PielakeError | None:
+    """`error` as a command tells it its user in one line, or None where it is a bug to report with its trace: a
+    PielakeError, or a full disk (`no_space`), whatever raised it."""
+    return error if isinstance(error, PielakeError) else no_space(error)
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """`error` and the errors it was raised from or while handling, each once, as Python shows them: not the one
+    a `raise … from None` replaced."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
 
 
 def spark_said(error: Exception) -> str:

@@ -60,7 +60,7 @@ from pielake.engine.held import HeldRuns, RunKey
 from pielake.engine.session import build_session, resolve_jars
 from pielake.engine.settings import WARM_UP_RUNS, delta_package
 from pielake.engine.warm_up import warm_up
-from pielake.errors import PielakeError, spark_said
+from pielake.errors import PielakeError, for_the_user, spark_said
 from pielake.exitcodes import EXIT_INTERNAL, EXIT_INTERRUPTED
 from pielake.lake.catalog import DATABASE, CatalogRegistration, Metastore
 from pielake.lake.delta import Lake
@@ -335,13 +335,14 @@ class RunService:
 
 def _said(error: Exception, run: RunInEngine, doing: str) -> dict[str, Any]:
     """What the client of a run that raised `error` hears: that it was stopped, as asked (whatever its cancelled
-    Spark jobs raised), the run's own error (a bad query, a failed gate, a busy lock), or, the engine going on, what
-    broke in it, whose trace the log keeps."""
+    Spark jobs raised), the run's own error (a bad query, a failed gate, a busy lock, a full disk), or, the engine
+    going on, what broke in it, whose trace the log keeps."""
     if run.stopped():
         log.warning("run %s stopped, as %s: %s", doing, run.why, spark_said(error))
         return {"error": f"run {doing} stopped, as {run.why}", "exit_code": EXIT_INTERRUPTED}
-    if isinstance(error, PielakeError):
-        return {"error": str(error), "exit_code": error.exit_code}
+    said = for_the_user(error)
+    if said is not None:
+        return {"error": str(said), "exit_code": said.exit_code}
     log.error("run %s failed:\n%s", doing, traceback.format_exc())
     return {"error": f"internal error in the engine: {type(error).__name__}: {error}", "exit_code": EXIT_INTERNAL}
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from pielake.engine.session import build_session
-from pielake.errors import PielakeError
+from pielake.errors import for_the_user
 from pielake.lake.delta import Lake
 from pielake.pipeline.gates import import_gx_meanwhile
 from pielake.pipeline.job import RunRequest, StageResult
@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(json.dumps({"step": options.step, "gate": outcome.text() if outcome else "skipped"}))
         return 0
-    except PielakeError as error:
+    except Exception as raised:
+        error = for_the_user(raised)
+        if error is None:
+            raise
         print(f"error: {error}", file=sys.stderr)
         return error.exit_code

@@ -1,0 +1,62 @@
+"""A disk that fills during a run: `pielake run` of a lake on a file system too small for it ends with one line
+saying so and what to do (exit code 74), not a JVM's trace; once there is room, the same command gives the tables
+one clean run gives. The file system is a tmpfs of 96 KiB in a mount namespace of the test's own (`unshare`), so
+nothing of the machine's is filled; `tests/unit/test_errors.py` has the same for Python's own writes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from pielake.exitcodes import EXIT_NO_SPACE
+from tests.integration.cli_runs import ONE_CORE, assert_one_clean_run, run_command
+
+pytestmark = pytest.mark.heavy(seconds=90)  # about this long in CI: scheduled first
+
+# Runs the command given after the lake's folder, a copy of its schemas and the copy to make of the lake: first on
+# a tmpfs of 96 KiB mounted on the lake's folder, then with room; a tmpfs ends with its namespace, so the lake is
+# copied out for the test to read.
+FULL_THEN_ROOM = """
+lake=$1 streams=$2 copy=$3
+shift 3
+mount -t tmpfs -o size=96k pielake-full "$lake" || exit 90
+cp -r "$streams" "$lake/_streams"
+"$@" --run-id full 2>&1
+echo "full: exit $?"
+mount -o remount,size=64m "$lake"
+"$@" --run-id room > /dev/null 2>&1
+echo "room: exit $?"
+cp -r "$lake" "$copy"
+"""
+
+
+def in_a_mount_namespace() -> list[str]:
+    """`unshare` into a mount namespace of this process's own: root's; anyone else's as root of a user namespace,
+    where the system lets one be made."""
+    command = ["unshare", "--mount"] if os.getuid() == 0 else ["unshare", "--mount", "--map-root-user"]
+    if shutil.which("unshare") is None or subprocess.run([*command, "true"], check=False).returncode != 0:
+        pytest.skip("this system makes no mount namespace for this account (unshare)")
+    return command
+
+
+def test_a_run_on_a_full_disk_says_so_in_one_line_and_run_again_with_room_gives_the_clean_tables(
+        tmp_path: Path, spark: SparkSession) -> None:
+    root, command = run_command(tmp_path, "unused")
+    at = command.index("--run-id")
+    command = command[:at] + command[at + 2:]  # each run of the script names its own
+    streams = tmp_path / "streams"
+    shutil.move(root / "_streams", streams)
+    copy = tmp_path / "copy"
+    done = subprocess.run([*in_a_mount_namespace(), "sh", "-c", FULL_THEN_ROOM, "sh", str(root), str(streams),
+                           str(copy), *command], env=ONE_CORE, capture_output=True, text=True, timeout=900,
+                          check=False)
+    said = done.stdout.splitlines()
+    assert said[-2:] == [f"full: exit {EXIT_NO_SPACE}", "room: exit 0"], done.stdout + done.stderr
+    assert said[-3].startswith("error: a disk this run writes to is full") and "Traceback" not in done.stdout, \
+        done.stdout
+    assert_one_clean_run(spark, copy)
