@@ -8,10 +8,11 @@ semantic errors are reported together, ending with "... and N more".
 from __future__ import annotations
 
 import errno
+import signal
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
-from pielake.exitcodes import EXIT_NO_SPACE, EXIT_USAGE
+from pielake.exitcodes import EXIT_JVM_LOST, EXIT_NO_SPACE, EXIT_USAGE
 
 MAX_LISTED_ERRORS = 5
 
@@ -44,10 +45,40 @@ def no_space(error: BaseException) -> NoSpaceError | None:
     return None
 
 
+class JvmLostError(PielakeError):
+    """Spark's JVM of this process ended while the command used it: the machine's doing, not the query's."""
+
+    exit_code = EXIT_JVM_LOST
+
+
+def jvm_lost(error: BaseException) -> JvmLostError | None:
+    """What to tell the user where `error` is py4j losing this process's Spark JVM, which has ended, else None.
+
+    A JVM that ends in the middle of a run was, as a rule, killed by the system for want of memory (Linux's
+    out-of-memory killer, a container's limit), with SIGKILL, which it cannot answer: py4j then raises only that
+    the JVM's side is gone. A run's commits are whole, so running it again with more memory redoes what it left.
+    """
+    if not any(type(raised).__name__ == "Py4JNetworkError" for raised in _chain(error)):
+        return None
+    from pyspark import SparkContext  # noqa: PLC0415 (py4j raised it: PySpark is loaded)
+
+    process = getattr(SparkContext._gateway, "proc", None)
+    ended = None if process is None else process.poll()
+    if ended is None:
+        return None
+    how = ("was killed (SIGKILL), as the system kills the largest process where the machine or its container runs "
+           "short of memory" if ended == -signal.SIGKILL else f"exited with code {ended}; its log (<lake>/_logs/) "
+           "says why")
+    return JvmLostError(f"Spark's JVM ended in the middle of the run: it {how}. Give the run more memory, or "
+                        "Spark a smaller heap (PIELAKE_DRIVER_MEMORY, 2500m unless set) where the input is small, "
+                        "then run the query again: each table keeps its last whole commit, and the next run "
+                        "redoes what this one left undone")
+
+
 def for_the_user(error: BaseException) -> PielakeError | None:
     """`error` as a command tells it its user in one line, or None where it is a bug to report with its trace: a
-    PielakeError, or a full disk (`no_space`), whatever raised it."""
-    return error if isinstance(error, PielakeError) else no_space(error)
+    PielakeError, a full disk (`no_space`) or a lost JVM (`jvm_lost`), whatever raised it."""
+    return error if isinstance(error, PielakeError) else no_space(error) or jvm_lost(error)
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:

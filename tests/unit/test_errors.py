@@ -1,6 +1,6 @@
 """A disk that is full is said as such whatever raised it (`pielake.errors.no_space`): Python's OSError of a write
 (a lock, a log), or an error raised while handling one, as Python shows the chain.
-`tests/integration/test_full_disk.py` fills a real file system under a run, where it is the JVM that meets it."""
+`tests/integration/test_machine_limits.py` fills a real file system under a run, where it is the JVM that meets it."""
 
 from __future__ import annotations
 

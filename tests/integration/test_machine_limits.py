@@ -1,22 +1,30 @@
-"""A disk that fills during a run: `pielake run` of a lake on a file system too small for it ends with one line
-saying so and what to do (exit code 74), not a JVM's trace; once there is room, the same command gives the tables
-one clean run gives. The file system is a tmpfs of 96 KiB in a mount namespace of the test's own (`unshare`), so
-nothing of the machine's is filled; `tests/unit/test_errors.py` has the same for Python's own writes."""
+"""Runs that meet the limits of the machine they run on end with one line saying so and what to do, not a trace,
+and the same command run again once the machine has room gives the tables one clean run gives.
+
+- A disk that fills: the lake is on a tmpfs of 96 KiB in a mount namespace of the test's own (`unshare`), so
+  nothing of the machine's is filled; the run ends with exit code 74. `tests/unit/test_errors.py` has the same
+  for Python's own writes.
+- A JVM killed as the system's out-of-memory killer kills one, with SIGKILL, in the middle of the run's events
+  append: the run ends with exit code 71, and its lock is free for the next run.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 from pyspark.sql import SparkSession
 
-from pielake.exitcodes import EXIT_NO_SPACE
+from pielake.exitcodes import EXIT_JVM_LOST, EXIT_NO_SPACE
 from tests.integration.cli_runs import ONE_CORE, assert_one_clean_run, run_command
 
-pytestmark = pytest.mark.heavy(seconds=90)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=150)  # about this long in CI: scheduled first
 
 # Runs the command given after the lake's folder, a copy of its schemas and the copy to make of the lake: first on
 # a tmpfs of 96 KiB mounted on the lake's folder, then with room; a tmpfs ends with its namespace, so the lake is
@@ -60,3 +68,23 @@ def test_a_run_on_a_full_disk_says_so_in_one_line_and_run_again_with_room_gives_
     assert said[-3].startswith("error: a disk this run writes to is full") and "Traceback" not in done.stdout, \
         done.stdout
     assert_one_clean_run(spark, copy)
+
+
+def test_a_run_whose_jvm_is_killed_says_so_in_one_line_and_run_again_gives_the_clean_tables(
+        tmp_path: Path, spark: SparkSession) -> None:
+    root, command = run_command(tmp_path, "killed")
+    events = root / "events_line"
+    run = subprocess.Popen(command, env=ONE_CORE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 600
+    while run.poll() is None and not set(events.rglob("*.parquet")) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    [jvm] = [p for p in psutil.Process(run.pid).children(recursive=True) if p.name() == "java"]
+    jvm.send_signal(signal.SIGKILL)  # the JVM alone, as the out-of-memory killer takes the largest process
+    said = run.communicate(timeout=300)[0]
+    assert run.returncode == EXIT_JVM_LOST, said
+    last = said.strip().splitlines()[-1]
+    assert last.startswith("error: Spark's JVM ended in the middle of the run: it was killed (SIGKILL), as the "
+                           "system kills the largest process where") and "Traceback" not in said, said
+    again = subprocess.run(command, env=ONE_CORE, capture_output=True, text=True, timeout=600, check=False)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert_one_clean_run(spark, root)
