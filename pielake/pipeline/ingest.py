@@ -483,8 +483,13 @@ def _check_columns(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> N
     extra = [c for c in columns if c.lower() not in declared]
     fixed = f"the stream's columns are fixed since its first run ({kept})"
     if missing:
-        fix = f"{fixed}: give the file every one of them" if kept else \
-            f"give the file those columns, or declare the stream as the file is in schemas/{stream.name}.yaml"
+        listed = _listed_records(raw)
+        if listed is not None:
+            fix = _listed_hint(listed, "FILE")
+        elif kept:
+            fix = f"{fixed}: give the file every one of them"
+        else:
+            fix = f"give the file those columns, or declare the stream as the file is in schemas/{stream.name}.yaml"
         raise LakeError(f"the input has no column(s) {', '.join(missing)} declared by stream {stream.name}; "
                         f"it has {', '.join(columns) or 'none'}; {fix}")
     if extra:
@@ -1162,11 +1167,7 @@ def _unfound_hint(stream: str, needed: str, path: str, fmt: str, sample: DataFra
         return f"no line of it reads as {fmt}: pass --format if the file is not {fmt}"
     listed = _listed_records(sample) if fmt == "json" else None
     if listed is not None:
-        # a name without '_' is a field at the top of the record: a nested one is named by its path, '_' between
-        shown = f"`jq -c '.{listed}[]' {path}`" if "_" not in listed else f"`jq -c '.<its path>[]' {path}`"
-        return (f"its field {listed} holds a list of records, as a web API's answer wraps its items: pielake reads "
-                "one event a record, so write the list's records one a line (JSON Lines), as "
-                f"{shown} does, or as one JSON array")
+        return _listed_hint(listed, path)
     title = _title_fields(path) if fmt == "csv" and not skip_lines else None
     if title is not None:
         named = ", ".join(map(_read_name, title[1]))
@@ -1180,6 +1181,15 @@ def _unfound_hint(stream: str, needed: str, path: str, fmt: str, sample: DataFra
 
 
 LISTED_RECORDS = re.compile(r"\s*\[\s*\{")  # the JSON text of a list whose first item is a record
+
+
+def _listed_hint(listed: str, path: str) -> str:
+    """What to do with a file whose field `listed` holds its events (`_listed_records`)."""
+    # a name without '_' is a field at the top of the record: a nested one is named by its path, '_' between
+    shown = f"`jq -c '.{listed}[]' {path}`" if "_" not in listed else f"`jq -c '.<its path>[]' {path}`"
+    return (f"its field {listed} holds a list of records, as a web API's answer wraps its items: pielake reads one "
+            f"event a record, so write the list's records one a line (JSON Lines), as {shown} does, or as one JSON "
+            "array")
 
 
 def _listed_records(sample: DataFrame) -> str | None:

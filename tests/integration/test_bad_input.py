@@ -779,12 +779,18 @@ def test_a_file_of_another_format_than_the_run_reads_says_so(tmp_path: Path, spa
 def test_a_json_file_that_wraps_its_events_in_one_record_names_the_list_to_write_out(
         wrapped: dict, shown: str, tmp_path: Path, spark: SparkSession) -> None:
     """A web API answers with one record around its items (`{"data": [{…}, …]}`): typed from the file, the stream
-    would be that record, so the run names the field that holds the events and how to write them out."""
+    would be that record, and a declared stream finds none of its columns, so the run names the field that holds
+    the events and how to write them out."""
     rows = [{"unit": "u1", "ts": 1, "speed": 5.0, "label": "x"}, {"unit": "u1", "ts": 2, "speed": 6.0, "label": "y"}]
     text = json.dumps(wrapped, indent=2).replace('"$rows"', json.dumps(rows))
     result = run_without_schema(tmp_path, text.encode(), file="answer.json")
     assert result.exit_code == 2, result.output
     assert_one_error_line(result.output, shown.format(path=tmp_path / "answer.json"))
+    new_lake(tmp_path / "declared", spark)  # a stream with a schema is told the same
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "answer.json"),
+                                       "--lake", str(tmp_path / "declared")])
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, shown.format(path="FILE"))
 
 
 def test_a_line_that_does_not_read_as_a_row_is_quarantined_whole_and_types_no_column(
