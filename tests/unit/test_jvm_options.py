@@ -2,7 +2,8 @@
 as one argument wherever the file is (the option strings pielake gives a driver are split into arguments by
 Spark's own launcher, which PySpark and spark-submit run, and each file keeps its whole name, spaces and quotes
 included), and it starts in a UTF-8 locale. A JVM started in the C locale with a lake in a folder beyond ASCII
-is tests/integration/test_concurrency.py's (`cli_runs.ONE_CORE`)."""
+is tests/integration/test_concurrency.py's (`cli_runs.ONE_CORE`). It keeps its jars where Python looks for them,
+and it is the Spark pielake runs on, not another that SPARK_HOME names."""
 
 from __future__ import annotations
 
@@ -14,11 +15,14 @@ from pathlib import Path
 
 import pyspark
 import pytest
+from click.testing import CliRunner
 
+from pielake.cli import main
 from pielake.engine import class_archive
 from pielake.engine.class_archive import QUIET, archive_path
-from pielake.engine.jvm import UTF8_LOCALE, file_option, utf8_locale
+from pielake.engine.jvm import UTF8_LOCALE, check_spark_home, file_option, utf8_locale
 from pielake.engine.settings import IVY_CACHE, JAVA_OPTIONS, java_options
+from pielake.exitcodes import EXIT_USAGE
 from pielake.lake.catalog import Metastore
 from pielake.vocabulary import CATALOG_DIR
 
@@ -92,3 +96,34 @@ def test_spark_keeps_the_jars_it_resolves_in_the_home_python_sees(tmp_path: Path
     assert resolved.returncode == 0, resolved.stderr
     jars = resolved.stdout.split()
     assert jars and all(jar.startswith(f"{home / IVY_CACHE.name}/jars/") for jar in jars), jars
+
+
+def spark_home(folder: Path, core_jar: str | None) -> Path:
+    """A Spark installation as far as its version shows: `jars/` holding its core jar (`core_jar`), if any."""
+    (folder / "jars").mkdir(parents=True)
+    if core_jar is not None:
+        (folder / "jars" / core_jar).write_bytes(b"")
+    return folder
+
+
+@pytest.mark.parametrize(("core_jar", "said"), [
+    ("spark-core_2.12-3.5.1.jar", "is Spark 3.5.1, and pielake runs on Spark"),
+    (None, "is no Spark (it has no jars/spark-core_*.jar)"),
+], ids=["another version", "no Spark"])
+def test_a_spark_home_of_another_spark_is_refused_before_a_jvm_starts(core_jar: str | None, said: str,
+                                                                     tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """PySpark starts the Spark SPARK_HOME names: a machine's own Spark 3.5 would fail with no word of why."""
+    monkeypatch.setenv("SPARK_HOME", str(spark_home(tmp_path / "spark", core_jar)))
+    (tmp_path / "lake").mkdir()
+    result = CliRunner().invoke(main, ["sql", "--lake", str(tmp_path / "lake"), "SELECT 1"])
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert said in result.output and "unset it for pielake (`env -u SPARK_HOME pielake …`)" in result.output
+
+
+def test_a_spark_home_of_pielake_s_own_spark_is_taken(tmp_path: Path) -> None:
+    same = spark_home(tmp_path / "spark", f"spark-core_2.13-{pyspark.__version__}.jar")
+    major, minor, _ = pyspark.__version__.split(".", 2)
+    patch = spark_home(tmp_path / "patch", f"spark-core_2.13-{major}.{minor}.99.jar")  # a cluster's, say
+    for home in (None, str(Path(pyspark.__file__).parent), str(same), str(patch)):
+        check_spark_home({} if home is None else {"SPARK_HOME": home})
