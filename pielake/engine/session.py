@@ -261,11 +261,28 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
     except PySparkRuntimeError as error:
         if error.getCondition() != "JAVA_GATEWAY_EXITED":
             raise
-        raise PielakeError("Spark's JVM stopped as it started; its output says why (Spark needs Java 17 or later, "
-                           "on PATH or in JAVA_HOME)") from None
+        raise _stopped_as_it_started(console) from None
     session.sparkContext.setLogLevel("ERROR")
     _quiet_query_context()
     return session
+
+
+UNRESOLVED = "unresolved dependency"  # what Spark's launcher says of a package Ivy could not fetch
+
+
+def _stopped_as_it_started(console: Path | None) -> PielakeError:
+    """Why a JVM stopped as it started, as far as its output (`console`, whose last lines are shown) tells: the
+    packages' jars not fetched (a machine that reaches no Maven repository, at its first Spark start), or else,
+    as a rule, no Java that runs Spark."""
+    said = console.read_text(encoding="utf-8", errors="replace") if console is not None and console.is_file() else ""
+    if UNRESOLVED in said:
+        return PielakeError(f"Spark could not fetch the jars of its packages (Delta's) into {IVY_CACHE}: its output "
+                            "names the addresses it could not reach. Its first start needs Maven Central "
+                            "(repo1.maven.org), reached directly or through a proxy Java is told of "
+                            '(JAVA_TOOL_OPTIONS="-Dhttps.proxyHost=… -Dhttps.proxyPort=…"); later ones read the '
+                            "jars from there")
+    return PielakeError("Spark's JVM stopped as it started; its output says why (Spark needs Java 17 or later, on "
+                        "PATH or in JAVA_HOME)")
 
 
 def connect_session(address: EngineAddress) -> SparkSession:

@@ -353,3 +353,20 @@ def test_a_run_whose_jvm_cannot_start_ends_in_one_line_after_spark_s_own_reason(
     assert done.stderr.splitlines()[-1] == ("error: Spark's JVM stopped as it started; its output says why (Spark "
                                             "needs Java 17 or later, on PATH or in JAVA_HOME)")
     assert "Traceback" not in done.stderr
+
+
+def test_a_first_spark_start_that_reaches_no_maven_repository_says_so_in_one_line(tmp_path: Path) -> None:
+    """A machine whose first Spark start cannot fetch Delta's jars (offline, or behind a proxy Java is not told
+    of; here a proxy at a closed port, with an Ivy cache of its own under HOME): the addresses Spark could not
+    reach, then what it needs, not Java's trace alone and a guess at Java's version."""
+    (tmp_path / "lake").mkdir()
+    unreachable = " ".join(f"-D{scheme}.proxy{part}" for scheme in ("http", "https")
+                           for part in ("Host=127.0.0.1", f"Port={free_port()}"))
+    done = subprocess.run([str(Path(sys.executable).parent / "pielake"), "sql", "--lake", str(tmp_path / "lake"),
+                           "SELECT 1"], env={**os.environ, "HOME": str(tmp_path), "JAVA_TOOL_OPTIONS": unreachable},
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert "Server access error at url https://repo1.maven.org/maven2/io/delta/" in done.stderr
+    assert done.stderr.splitlines()[-1].startswith(
+        f"error: Spark could not fetch the jars of its packages (Delta's) into {tmp_path / '.ivy2.5.2'}: its output "
+        "names the addresses it could not reach. Its first start needs Maven Central"), done.stderr
