@@ -69,7 +69,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "queries"
 
 def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     """Print a PielakeError as its message alone and exit with its exit code (EXIT_USAGE, or EXIT_FINDINGS for
-    a failed data-quality gate); so too a disk being full (`no_space`), whatever raised it."""
+    a failed data-quality gate); so too what the machine did to it, a full disk or a killed JVM (`for_the_user`)."""
 
     @wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

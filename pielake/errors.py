@@ -30,6 +30,9 @@ class NoSpaceError(PielakeError):
 
 
 NO_SPACE = "No space left on device"  # ENOSPC as the C library words it, and so the JVM's IOException
+# What a run that the machine stopped leaves: Delta commits are whole, and a run redoes what the last one left undone
+RUN_AGAIN = ("then run the query again: each table keeps its last whole commit, and the next run redoes what this "
+             "one left undone")
 
 
 def no_space(error: BaseException) -> NoSpaceError | None:
@@ -39,9 +42,7 @@ def no_space(error: BaseException) -> NoSpaceError | None:
     redoes what this one left undone."""
     for raised in _chain(error):
         if (isinstance(raised, OSError) and raised.errno == errno.ENOSPC) or NO_SPACE in str(raised):
-            return NoSpaceError("a disk this run writes to is full: free space there, then run the query again; "
-                                "each table keeps its last whole commit, and the next run redoes what this one left "
-                                "undone")
+            return NoSpaceError(f"a disk this run writes to is full: free space there, {RUN_AGAIN}")
     return None
 
 
@@ -70,9 +71,7 @@ def jvm_lost(error: BaseException) -> JvmLostError | None:
            "short of memory" if ended == -signal.SIGKILL else f"exited with code {ended}; its log (<lake>/_logs/) "
            "says why")
     return JvmLostError(f"Spark's JVM ended in the middle of the run: it {how}. Give the run more memory, or "
-                        "Spark a smaller heap (PIELAKE_DRIVER_MEMORY, 2500m unless set) where the input is small, "
-                        "then run the query again: each table keeps its last whole commit, and the next run "
-                        "redoes what this one left undone")
+                        f"Spark a smaller heap (PIELAKE_DRIVER_MEMORY) where the input is small, {RUN_AGAIN}")
 
 
 def for_the_user(error: BaseException) -> PielakeError | None:
