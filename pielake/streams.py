@@ -41,6 +41,9 @@ PRIMITIVE_TYPES = {"STRING", "BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TI
                    "BOOLEAN", "TIMESTAMP", "DATE"}
 _DDL_COLUMN = re.compile(r"^\s*(\S+)\s+([A-Za-z_]+(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?)\s*$")
 PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A whole number as a stream's file writes one, and a time given for such a stream (`typed_time`): ASCII digits, as
+# Python's `int` also reads `1_000` and other scripts' digits, which no file's times are.
+WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
 UTF_8 = "utf-8"
 SCHEMA_EXAMPLE = "write one setting a line, as schemas/CarSensors.yaml does (stream, keys, time, columns)"
 

@@ -35,8 +35,8 @@ task say its file, line, column and error.
 it (`airflow backfill create --dag-id pielake_<name> ...`) replays missed schedule intervals as micro-batches. Of a
 query registered with `landing`, it runs when files land, and its first task, `take_landed`, takes them.
 `pielake_<name>_backfill` (no schedule, params `from`, `to`, `events`; over several streams `events_<Stream>`
-for each) is the repair of docs/semantics.md §7: it re-admits late and historical events in a range and
-recomputes from before it.
+for each; a bound checked by the trigger form where it can be, `_bound`) is the repair of docs/semantics.md §7:
+it re-admits late and historical events in a range and recomputes from before it.
 """
 
 from __future__ import annotations
@@ -77,10 +77,13 @@ from pielake.query.analyzer import QueryPlan, bind_declared, load_query_file
 from pielake.query.hierarchy import check_upstreams
 from pielake.streams import (
     FORMATS,
+    TIMESTAMP_UNIT,
+    WHOLE_NUMBER,
     as_given,
     check_skip_lines,
     check_time_unit,
     check_zone_named,
+    declared_schema,
     events_files,
     files_by_stream,
     format_of,
@@ -484,6 +487,17 @@ TIME_AS_WRITTEN = ("as the streams write their times: a whole number of their un
                    "time for streams of TIMESTAMPs (2026-01-01T06:00:00Z)")
 
 
+def _bound(registration: Registration, description: str) -> Param:
+    """A backfill's bound as the trigger form takes it: a whole number, for streams whose schema (the lake's, or
+    `schemas/`) gives their times in a numeric unit, which Airflow checks before it makes the run, as the run
+    checks it (`WHOLE_NUMBER`, `pielake.spark.query.typed_time`); any text otherwise, which the run checks."""
+    declared = declared_schema(registration.plan.sources[0].stream, Path(_lake()))
+    if declared is None or declared.time_unit == TIMESTAMP_UNIT:
+        return Param(type="string", description=description)
+    return Param(type="string", pattern=rf"^\s*{WHOLE_NUMBER.pattern}\s*$",
+                 description=f"{description}; for these streams, a whole number of {declared.time_unit}")
+
+
 def backfill_dag(registration: Registration, registry: Registry = STAGES) -> DAG:
     """Manual repair of a time range (docs/semantics.md §7). It and the scheduled DAG write the same tables, and
     max_active_runs only keeps runs of one DAG apart: the query's run lock keeps the two apart, each run's first
@@ -496,8 +510,8 @@ def backfill_dag(registration: Registration, registry: Registry = STAGES) -> DAG
         files = {f"events_{stream}": (f"{stream}={{{{ params['events_{stream}'] }}}}",
                                       f"optional history file of stream {stream} to add in the range")
                  for stream in streams}
-    params = {"from": Param(type="string", description=f"start of the range, {TIME_AS_WRITTEN}"),
-              "to": Param(type="string", description=f"end of the range, inclusive, {TIME_AS_WRITTEN}"),
+    params = {"from": _bound(registration, f"start of the range, {TIME_AS_WRITTEN}"),
+              "to": _bound(registration, f"end of the range, inclusive, {TIME_AS_WRITTEN}"),
               **{param: Param("", type="string", description=said) for param, (_, said) in files.items()}}
     dag = DAG(f"pielake_{name}_backfill", schedule=None, start_date=START_DATE, catchup=False,
               max_active_runs=1, default_args=DEFAULT_ARGS, params=params, tags=["pielake", "backfill"],

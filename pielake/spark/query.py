@@ -8,7 +8,6 @@ per symbol, the attributes RETURN aggregates read); an interval stream's rows be
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -31,7 +30,7 @@ from pielake.spark.arrow_predicates import ArrowDeclinedError, ArrowInput
 from pielake.spark.compile import predicate
 from pielake.spark.patterns import read_runs
 from pielake.spark.runs import EncodedRuns, EventFiles, Partial, Reading, RunSpec, encode_runs
-from pielake.streams import NARROW_INTEGER_TYPES, TIMESTAMP_UNIT, StreamSchema, declared_schema
+from pielake.streams import NARROW_INTEGER_TYPES, TIMESTAMP_UNIT, WHOLE_NUMBER, StreamSchema, declared_schema
 
 _FLOATING = ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
 # Whole numbers are summed as 38-digit decimals, which no sum of fewer than 10^19 BIGINTs overflows, so that a
@@ -40,11 +39,6 @@ _FLOATING = ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
 EXACT_SUM = "DECIMAL(38,0)"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # kernel time 0 of a TIMESTAMP stream
 MICROSECOND = timedelta(microseconds=1)
-
-
-# A whole number as a stream's file writes one: ASCII digits, as Python's `int` also reads `1_000` and other
-# scripts' digits, which no file's times are.
-WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
 
 
 def iso_micros(text: str) -> int:
