@@ -59,6 +59,7 @@ from pielake.streams import (
     events_files,
     files_by_stream,
     load_schema,
+    named_file,
 )
 
 if TYPE_CHECKING:
@@ -185,7 +186,7 @@ def _unchecked(plan: QueryPlan, schemas: list[StreamSchema], lake: Path | None) 
 
 def _query_beside(folder: Path, name: str) -> QueryPlan | None:
     """The query `name` as a file in `folder` (`<name>.tpq`, any case), where a query over its matches finds it."""
-    found = next((p for p in sorted(folder.glob("*.tpq")) if p.stem.lower() == name.lower()), None)
+    found = named_file(folder, name, ".tpq")
     if found is None:
         return None
     try:

@@ -403,21 +403,23 @@ def declared_schema(stream: str, lake_root: Path | None, schemas_dir: Path = SCH
 
 def declared_file(stream: str, lake_root: Path | None, schemas_dir: Path = SCHEMAS_DIR) -> Path | None:
     """The file `declared_schema` reads the stream's schema from, or None."""
-    kept = _schema_path(stream, lake_streams(lake_root)) if lake_root is not None else None
-    return kept or _schema_path(stream, schemas_dir)
+    kept = named_file(lake_streams(lake_root), stream, ".yaml") if lake_root is not None else None
+    return kept or named_file(schemas_dir, stream, ".yaml")
 
 
 def load_schema(stream: str, directory: Path = SCHEMAS_DIR) -> StreamSchema | None:
     """The schema of `stream` from `directory/<stream>.yaml` (case-insensitive), or None if there is none."""
-    return _schema_at(_schema_path(stream, directory))
+    return _schema_at(named_file(directory, stream, ".yaml"))
 
 
 def _schema_at(path: Path | None) -> StreamSchema | None:
     return None if path is None else from_mapping(read_yaml(path, SCHEMA_EXAMPLE), str(path))
 
 
-def _schema_path(stream: str, directory: Path) -> Path | None:
-    return next((p for p in sorted(directory.glob("*.yaml")) if p.stem.lower() == stream.lower()), None)
+def named_file(directory: Path, name: str, suffix: str) -> Path | None:
+    """The file `<name><suffix>` in `directory`, its name in any case (as a query names streams and queries), or
+    None: a stream's schema, a query's file, a stream's or query's own gate suite."""
+    return next((p for p in sorted(directory.glob(f"*{suffix}")) if p.stem.lower() == name.lower()), None)
 
 
 def events_files(plan: QueryPlan, given: Sequence[str]) -> dict[str, object]:

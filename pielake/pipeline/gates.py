@@ -47,7 +47,7 @@ from pielake.pipeline.scope import derived_tables
 from pielake.semantics.relations import RELATIONS
 from pielake.spark.pairs import by_constraint
 from pielake.spark.query import case_on
-from pielake.streams import TIMESTAMP_UNIT, StreamSchema
+from pielake.streams import TIMESTAMP_UNIT, StreamSchema, named_file
 
 EXPECTATIONS_DIR = Path(__file__).resolve().parents[2] / "expectations"
 
@@ -115,7 +115,7 @@ def suite_files(gate: str, scope: str) -> list[Path]:
     events gate's scope is a stream, as `schemas/<stream>.yaml` names it, so that an expectation on one stream's
     column checks that stream alone; the other gates' scope is a query, as its file names it, since they check
     its tables."""
-    own = next((p for p in sorted((EXPECTATIONS_DIR / gate).glob("*.json")) if p.stem.lower() == scope.lower()), None)
+    own = named_file(EXPECTATIONS_DIR / gate, scope, ".json")
     return [EXPECTATIONS_DIR / f"{gate}.json", *([own] if own else [])]
 
 
