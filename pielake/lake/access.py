@@ -21,9 +21,9 @@ def check_writable(lake_dir: str) -> None:
     """Refuse a lake this account may not write: its folder (or the folder it would be created in), or one of the
     folders in it (its tables, locks and logs, which a run of another account may have made)."""
     root = Path(lake_dir).resolve()
-    existing = next(p for p in (root, *root.parents) if p.exists())
+    existing = _existing(root)
     inside = sorted(p for p in root.iterdir() if p.is_dir()) if existing == root else []
-    denied = next((p for p in (existing, *inside) if not os.access(p, os.W_OK | os.X_OK)), None)
+    denied = next((p for p in (existing, *inside) if not _writable(p)), None)
     if denied is not None:
         read = f", or read the lake with `pielake sql --lake {lake_dir}`" if existing == root else ""
         raise PielakeError(f"{_account()} may not write the lake {lake_dir} ({denied} is {_owner(denied)}'s and "
@@ -35,10 +35,19 @@ def log_folder(lake_dir: str) -> Path:
     """Where a command writes Spark's own output: the lake's `_logs/`, or, for a reader who may not write the
     lake, a folder of this account's own in the temporary folder."""
     logs = Path(lake_dir) / V.LOGS_DIR
-    existing = next(p for p in (logs, *logs.parents) if p.exists())
-    if os.access(existing, os.W_OK | os.X_OK):
+    if _writable(_existing(logs)):
         return logs
     return Path(tempfile.gettempdir()) / f"pielake-{os.getuid()}" / V.LOGS_DIR
+
+
+def _existing(path: Path) -> Path:
+    """`path`, or the folder nearest it that exists: where it would be created."""
+    return next(p for p in (path, *path.parents) if p.exists())
+
+
+def _writable(folder: Path) -> bool:
+    """Whether this account may create files in `folder`."""
+    return os.access(folder, os.W_OK | os.X_OK)
 
 
 def _account() -> str:
