@@ -1197,8 +1197,9 @@ def _listed_records(sample: DataFrame) -> str | None:
     JSON text: `_flattened`), or None. One small Spark job, on the way to an error only."""
     text = [f.name for f in sample.schema.fields if isinstance(f.dataType, T.StringType) and f.name != CORRUPT_RECORD]
     first = sample.select(*text).first() if text else None
-    return next((c for c in text if isinstance(first[c], str) and LISTED_RECORDS.match(first[c])), None) \
-        if first is not None else None
+    if first is None:
+        return None
+    return next((c for c in text if isinstance(first[c], str) and LISTED_RECORDS.match(first[c])), None)
 
 
 def _title_fields(path: str) -> tuple[int, list[str]] | None:
