@@ -2,7 +2,9 @@
 writes the lake is refused before Spark starts, naming the folder and its owner; one that reads it keeps Spark's
 log in a folder of the reader's own. Each check runs in a process of an account that may read the lake but not
 write it: the tests' own account with the lake made read-only, or, where the tests run as root (whom no mode bits
-stop), the account `nobody`."""
+stop), the account `nobody` as the real account, which is what access(2), and so pielake, asks of. The effective
+account stays root's, so that the child still loads the modules of Python's own library a command imports late,
+which may lie in root's home (a pyenv Python), out of nobody's reach."""
 
 from __future__ import annotations
 
@@ -51,10 +53,9 @@ def as_reader(call: Callable[[], Any]) -> Any:
         os.close(read)
         code = 0
         try:
-            if os.getuid() == 0:
-                os.setgroups([])
-                os.setgid(NOBODY)
-                os.setuid(NOBODY)
+            if os.getuid() == 0:  # nobody, as access(2) judges: by the real account
+                os.setresgid(NOBODY, 0, 0)
+                os.setresuid(NOBODY, 0, 0)
             answer = json.dumps(call())
         except BaseException as error:  # said to the parent, which fails the test with it
             answer, code = json.dumps(repr(error)), 1
