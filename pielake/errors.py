@@ -12,6 +12,7 @@ import signal
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
+from pielake.engine.memory import allowed_mb
 from pielake.exitcodes import EXIT_JVM_LOST, EXIT_NO_SPACE, EXIT_USAGE
 
 MAX_LISTED_ERRORS = 5
@@ -67,9 +68,11 @@ def jvm_lost(error: BaseException) -> JvmLostError | None:
     ended = None if process is None else process.poll()
     if ended is None:
         return None
-    how = ("was killed (SIGKILL), as the system kills the largest process where the machine or its container runs "
-           "short of memory" if ended == -signal.SIGKILL else f"exited with code {ended}; its log (<lake>/_logs/) "
-           "says why")
+    allowed = allowed_mb()
+    here = "" if allowed is None else f" (this process may use {allowed:,} MB)"
+    how = (f"was killed (SIGKILL), as the system kills the largest process where the machine or its container runs "
+           f"short of memory{here}" if ended == -signal.SIGKILL else f"exited with code {ended}; its log "
+           "(<lake>/_logs/) says why")
     return JvmLostError(f"Spark's JVM ended in the middle of the run: it {how}. Give the run more memory, or "
                         f"Spark a smaller heap (PIELAKE_DRIVER_MEMORY) where the input is small, {RUN_AGAIN}")
 

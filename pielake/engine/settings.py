@@ -11,13 +11,16 @@ from importlib.metadata import version
 from pathlib import Path
 
 from pielake.engine.class_archive import archive_options
+from pielake.engine.memory import BESIDE_HEAP_MB, allowed_mb
 from pielake.environment import number
 from pielake.errors import PielakeError
 
 DEFAULT_MASTER = "local[*]"
 # The heap of a run's Spark (in local mode all of it): enough for the chain benchmarks at 10^7 events and 18
-# symbols, no faster when larger (docs/performance.md). Raise it (PIELAKE_DRIVER_MEMORY) for larger inputs.
-DEFAULT_DRIVER_MEMORY = "2500m"
+# symbols, no faster when larger (docs/performance.md). Raise it (PIELAKE_DRIVER_MEMORY) for larger inputs. Where
+# the machine or its container allows less than it and what runs beside it, the default is what they leave.
+DEFAULT_HEAP_MB = 2500
+DEFAULT_DRIVER_MEMORY = f"{DEFAULT_HEAP_MB}m"
 HEAP_SIZE = re.compile(r"([1-9][0-9]*)([kmgt]?)", re.IGNORECASE)  # the JVM's own form of a size (`-Xmx`): bytes, k … t
 # Spark refuses a driver whose JVM holds less than 450 MB (one and a half times the 300 MB it reserves for itself),
 # and a JVM given `-Xmx` holds a little less than that: 512m is the smallest round heap it starts with.
@@ -110,18 +113,27 @@ def driver_gate_rows() -> int:
 
 
 def driver_heap() -> str:
-    """The driver's heap (in local mode all of Spark's): `PIELAKE_DRIVER_MEMORY` or `DEFAULT_DRIVER_MEMORY`; a
-    PielakeError, before any JVM starts, for a size the driver's JVM would not start with (its `-Xmx` takes whole
-    numbers only: `2.5g` stopped it with a Java traceback) or one too small for Spark."""
+    """The driver's heap (in local mode all of Spark's): `PIELAKE_DRIVER_MEMORY`, else `default_heap` of the memory
+    this process may use; a PielakeError, before any JVM starts, for a size the driver's JVM would not start with
+    (its `-Xmx` takes whole numbers only: `2.5g` stopped it with a Java traceback) or one too small for Spark."""
     raw = os.environ.get("PIELAKE_DRIVER_MEMORY", "").strip()
     if not raw:
-        return DEFAULT_DRIVER_MEMORY
+        return default_heap(allowed_mb())
     found = HEAP_SIZE.fullmatch(raw)
     if found is None or int(found[1]) * 1024 ** "bkmgt".index(found[2].lower() or "b") < SMALLEST_HEAP_MB * 2**20:
         raise PielakeError(f"PIELAKE_DRIVER_MEMORY='{raw}' is not a heap the driver's JVM starts Spark with: write a "
                            f"whole number of m or g, at least {SMALLEST_HEAP_MB}m (as 2500m or 8g), or unset it for "
                            f"{DEFAULT_DRIVER_MEMORY}")
     return raw
+
+
+def default_heap(allowed: int | None) -> str:
+    """`DEFAULT_DRIVER_MEMORY`, or where `allowed` MB (the machine's, or its container's) hold less than it and
+    `BESIDE_HEAP_MB`, what they leave, never under `SMALLEST_HEAP_MB`: the JVM takes the heap it is given as its own
+    to fill before it collects, so a heap the container cannot hold gets the JVM killed, not a slower run."""
+    if allowed is None or allowed - BESIDE_HEAP_MB >= DEFAULT_HEAP_MB:
+        return DEFAULT_DRIVER_MEMORY
+    return f"{max(SMALLEST_HEAP_MB, allowed - BESIDE_HEAP_MB)}m"
 
 
 def delta_package() -> str:

@@ -6,6 +6,9 @@ and the same command run again once the machine has room gives the tables one cl
   for Python's own writes.
 - A JVM killed as the system's out-of-memory killer kills one, with SIGKILL, in the middle of the run's events
   append: the run ends with exit code 71, and its lock is free for the next run.
+- A container with less memory than the default heap and what runs beside it: the run is in a memory control
+  group of the test's own, of 1,536 MB: the run's JVM gets the heap that leaves room beside it, and the run
+  finishes.
 """
 
 from __future__ import annotations
@@ -15,12 +18,16 @@ import shutil
 import signal
 import subprocess
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
 import pytest
 from pyspark.sql import SparkSession
 
+from pielake.engine.memory import CGROUPS, MB, allowed_mb
 from pielake.exitcodes import EXIT_JVM_LOST, EXIT_NO_SPACE
 from tests.integration.cli_runs import ONE_CORE, assert_one_clean_run, run_command
 
@@ -41,6 +48,36 @@ mount -o remount,size=64m "$lake"
 echo "room: exit $?"
 cp -r "$lake" "$copy"
 """
+
+
+# Runs the command given after the control group's folder in that group.
+IN_THE_GROUP = 'echo $$ > "$0/cgroup.procs" && exec "$@"'
+
+
+@contextmanager
+def a_memory_group(mb: int) -> Iterator[Path]:
+    """A memory control group of `mb` MB of this test's own (cgroup v1 or v2), removed once its processes end."""
+    v1 = CGROUPS / "memory"
+    parent, limit = (v1, "memory.limit_in_bytes") if v1.is_dir() else (CGROUPS, "memory.max")
+    group = parent / f"pielake-test-{uuid.uuid4().hex}"
+    try:
+        group.mkdir()
+        (group / limit).write_text(str(mb * MB))
+    except OSError as error:
+        if group.exists():
+            group.rmdir()
+        pytest.skip(f"this account makes no memory control group here ({error})")
+    try:
+        yield group
+    finally:
+        deadline = time.monotonic() + 60
+        while group.exists():
+            try:
+                group.rmdir()
+            except OSError:  # the JVM still exiting after its Python
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
 
 def in_a_mount_namespace() -> list[str]:
@@ -85,6 +122,44 @@ def test_a_run_whose_jvm_is_killed_says_so_in_one_line_and_run_again_gives_the_c
     last = said.strip().splitlines()[-1]
     assert last.startswith("error: Spark's JVM ended in the middle of the run: it was killed (SIGKILL), as the "
                            "system kills the largest process where") and "Traceback" not in said, said
+    assert f"(this process may use {allowed_mb():,} MB)" in last, last
     again = subprocess.run(command, env=ONE_CORE, capture_output=True, text=True, timeout=600, check=False)
     assert again.returncode == 0, again.stdout + again.stderr
     assert_one_clean_run(spark, root)
+
+
+def test_a_run_in_a_container_smaller_than_the_default_heap_sizes_its_heap_to_it_and_gives_the_clean_tables(
+        tmp_path: Path, spark: SparkSession) -> None:
+    """In a group of 1,536 MB a run of 10^6 events was killed with the default heap and finished with 768m;
+    `tests/unit/test_memory.py` reads the limits of the other kinds of system."""
+    root, command = run_command(tmp_path, "small")
+    env = {name: value for name, value in ONE_CORE.items() if name != "PIELAKE_DRIVER_MEMORY"}
+    with a_memory_group(1_536) as group:
+        run = subprocess.Popen(["sh", "-c", IN_THE_GROUP, str(group), *command], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+        jvm = the_jvm(run)
+        said = run.communicate(timeout=600)[0]
+    assert run.returncode == 0, said
+    assert "-Xmx768m" in jvm, jvm
+    assert_one_clean_run(spark, root)
+
+
+def the_jvm(run: subprocess.Popen) -> list[str]:
+    """The command line of Spark's JVM that `run` starts, once it has started: not the short-lived one of Spark's
+    launcher, which writes the other's command line."""
+    deadline = time.monotonic() + 300
+    while run.poll() is None and time.monotonic() < deadline:
+        found = [line for line in map(_java_command, psutil.Process(run.pid).children(recursive=True))
+                 if line and "org.apache.spark.launcher.Main" not in line]
+        if found:
+            return found[0]
+        time.sleep(0.05)
+    raise AssertionError("the run started no JVM")
+
+
+def _java_command(process: psutil.Process) -> list[str]:
+    """`process`'s command line where it is a JVM, else none (nor for one that has ended)."""
+    try:
+        return process.cmdline() if process.name() == "java" else []
+    except psutil.NoSuchProcess:
+        return []

@@ -1,6 +1,6 @@
-"""The driver's heap: `PIELAKE_DRIVER_MEMORY`, else 2.5 GB, for sessions built here and for spark-submit, which
-starts the driver's JVM before the job runs (the Airflow DAG test checks the JVM of a real step); and the JVM options
-and the table defaults that go with it."""
+"""The driver's heap: `PIELAKE_DRIVER_MEMORY`, else 2.5 GB or what a smaller machine or container leaves, for
+sessions built here and for spark-submit, which starts the driver's JVM before the job runs (the Airflow DAG test
+checks the JVM of a real step); and the JVM options and the table defaults that go with it."""
 
 from __future__ import annotations
 
@@ -8,11 +8,14 @@ import re
 
 import pytest
 
+from pielake.engine.memory import BESIDE_HEAP_MB
 from pielake.engine.settings import (
     CODEGEN_CACHE_ENTRIES,
     DEFAULT_DRIVER_MEMORY,
+    DEFAULT_HEAP_MB,
     JAVA_OPTIONS,
     LOG_RETENTION_DEFAULT,
+    default_heap,
     driver_heap,
     java_options,
     master_settings,
@@ -27,8 +30,27 @@ def heap_argument(arguments: list[str]) -> str:
 
 def test_spark_submit_gets_the_default_heap(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PIELAKE_DRIVER_MEMORY", raising=False)
+    monkeypatch.setattr("pielake.engine.settings.allowed_mb", lambda: 24_105)
     assert driver_heap() == DEFAULT_DRIVER_MEMORY == "2500m"
     assert heap_argument(submit_arguments()) == "2500m"
+
+
+@pytest.mark.parametrize(("allowed_mb", "heap"), [
+    (None, "2500m"), (24_105, "2500m"), (DEFAULT_HEAP_MB + BESIDE_HEAP_MB, "2500m"),
+    (DEFAULT_HEAP_MB + BESIDE_HEAP_MB - 1, "2499m"), (2_048, "1280m"), (1_536, "768m"), (1_280, "512m"),
+    (1_000, "512m")])
+def test_the_default_heap_leaves_a_small_container_what_runs_beside_the_heap(
+        allowed_mb: int | None, heap: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A heap the container cannot hold got the JVM killed in the middle of the run, however small its input."""
+    monkeypatch.delenv("PIELAKE_DRIVER_MEMORY", raising=False)
+    monkeypatch.setattr("pielake.engine.settings.allowed_mb", lambda: allowed_mb)
+    assert default_heap(allowed_mb) == driver_heap() == heap_argument(submit_arguments()) == heap
+
+
+def test_a_heap_set_in_the_environment_is_kept_in_a_small_container(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PIELAKE_DRIVER_MEMORY", "3g")
+    monkeypatch.setattr("pielake.engine.settings.allowed_mb", lambda: 1_280)
+    assert driver_heap() == "3g"
 
 
 def test_the_environment_sets_the_heap(monkeypatch: pytest.MonkeyPatch) -> None:
