@@ -23,10 +23,11 @@ suites expect them to be true.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
@@ -50,6 +51,7 @@ from pielake.spark.query import case_on
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema, named_file
 
 EXPECTATIONS_DIR = Path(__file__).resolve().parents[2] / "expectations"
+READ_COLUMNS = ("column", "column_A", "column_B")  # GX's arguments that name one column an expectation reads
 
 
 class SuiteError(PielakeError):
@@ -84,10 +86,11 @@ class GateResult:
         return f"gate {self.gate}: {self.evaluated} expectations FAILED{own}: {failed} (report: {self.report})"
 
 
-def load_suite(gate: str, fill: dict[str, Any], scope: str) -> dict[str, Any]:
+def load_suite(gate: str, fill: dict[str, Any], scope: str, columns: Collection[str]) -> dict[str, Any]:
     """The suite of `gate` for `scope` (`suite_files`) with the query's columns written in (`expectations`), the
     values of its GX suite parameters (`parameters`) taken from `fill`, and the files it was read from (`files`);
-    a SuiteError where GX could not run it as written.
+    a SuiteError where GX could not run it as written, or where it reads a column the gate's frame, of `columns`,
+    does not have (`_reads_present`).
 
     A kwarg `"$each_x"` repeats the expectation for every item of `fill["each_x"]`; any other `"$y"` is
     `fill["y"]`, or, where that is a dict, its entry for the current item (a column's type, say).
@@ -104,7 +107,8 @@ def load_suite(gate: str, fill: dict[str, Any], scope: str) -> dict[str, Any]:
                 raise SuiteError(f"{where}: the {gate} gate fills in no {', '.join(unknown)}; it fills in "
                                  f"{', '.join(fill)} (as \"$name\", or {{\"$PARAMETER\": \"name\"}})")
             parameters.update({name: fill[name] for name in given})
-            expanded += [_buildable(where, _one_column_unique(item["type"], filled))
+            expanded += [_buildable(where, _reads_present(where, gate, columns,
+                                                                _one_column_unique(item["type"], filled)))
                          for filled in _filled(kwargs, fill)]
     return {"expectations": expanded, "parameters": parameters, "files": [_shown(path) for path in files]}
 
@@ -164,6 +168,25 @@ def _buildable(where: str, expectation: dict[str, Any]) -> dict[str, Any]:
     return expectation
 
 
+def _reads_present(where: str, gate: str, columns: Collection[str], expectation: dict[str, Any]) -> dict[str, Any]:
+    """`expectation`, if each column it reads is one of `columns`: else a SuiteError at `where` naming the column
+    and the nearest there. GX would report such a column as the expectation failing on the data, which is the
+    suite's mistake, not the data's. An expectation of the table's shape (`expect_table_…`) names columns as what
+    it expects the table to have, which is its check, not a mistake."""
+    if expectation["type"].startswith("expect_table_"):
+        return expectation
+    kwargs, listed = expectation["kwargs"], expectation["kwargs"].get("column_list")
+    named = [kwargs[k] for k in READ_COLUMNS if isinstance(kwargs.get(k), str)]
+    named += [c for c in listed if isinstance(c, str)] if isinstance(listed, list) else []
+    missing = next((c for c in named if c not in columns), None)
+    if missing is None:
+        return expectation
+    near = [c for c in columns if c.lower() == missing.lower()] or difflib.get_close_matches(missing, [*columns], 1)
+    hint = f"; did you mean '{near[0]}'" if near else ""
+    raise SuiteError(f"{where}: the {gate} gate's rows have no column '{missing}'{hint} (they have "
+                     f"{', '.join(columns)})")
+
+
 def _shown(path: Path) -> str:
     """A suite's file as its author knows it: `expectations/<gate>.json`."""
     return str(path.relative_to(EXPECTATIONS_DIR.parent))
@@ -210,7 +233,7 @@ def run_gate(job: QueryJob, gate: str, checked: Callable[..., Frame], *, last: b
 
     def validated(context: Any, suffix: str, stream: StreamSchema | None) -> tuple[dict[str, Any], Any, list[str]]:
         frame, fill = checked(job, stream) if several else checked(job)
-        suite = load_suite(gate, fill, job.plan.name if stream is None else stream.name)
+        suite = load_suite(gate, fill, job.plan.name if stream is None else stream.name, frame.columns)
         return _validate(context, job, f"{job.plan.name}.{gate}{suffix}", suite, frame)
 
     with gx_project.project(job.lake.root) as context:

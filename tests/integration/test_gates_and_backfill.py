@@ -161,7 +161,7 @@ def test_a_gate_gives_the_same_verdict_on_the_driver_as_on_spark(lake: Lake, tmp
         monkeypatch.setenv("PIELAKE_DRIVER_GATE_ROWS", rows_on_driver)
         checked = STAGES.step(plan, f"check_{gate}").stage.gate.frame_function()
         frame, fill = checked(job)
-        engine = batch_data(frame, load_suite(gate, fill, "mid")["expectations"])[1]
+        engine = batch_data(frame, load_suite(gate, fill, "mid", frame.columns)["expectations"])[1]
         try:
             return engine, run_gate(job, gate, checked, last=False)
         except GateError as stopped:
@@ -251,9 +251,9 @@ def test_a_run_whose_input_is_missing_ends_and_frees_the_query_for_the_next(lake
 
 def test_a_suite_extended_with_a_mistake_stops_the_run_at_its_gate_saying_what_to_change(lake: Lake, tmp_path: Path,
                                                                                        suites: Path) -> None:
-    """Users extend the suites (`expectations/`): an expectation GX has no such type of ends the run at its gate
-    with the suite's error, and one on a column the stream does not have fails the gate naming the column; either
-    way nothing is published and the next run may start."""
+    """Users extend the suites (`expectations/`): an expectation GX has no such type of, or one on a column the
+    stream does not have, ends the run at its gate with the suite's error, not as a failed gate (the data is not
+    at fault); nothing is published and the next run may start."""
     plan = load_query(QUERY, "mid")
     events = write(tmp_path / "a.json", EVENTS[:10])
     extend_suite(suites, "events", {"type": "expect_column_values_to_be_betwen",
@@ -264,11 +264,12 @@ def test_a_suite_extended_with_a_mistake_stops_the_run_at_its_gate_saying_what_t
     shutil.copy(Path(__file__).parents[2] / "expectations" / "events.json", suites / "events.json")
     extend_suite(suites, "events", {"type": "expect_column_values_to_be_between",
                                     "kwargs": {"column": "speed", "min_value": 0}})
-    with pytest.raises(GateError, match=r'expect_column_values_to_be_between\(speed\) \(Error: The column "speed" '
-                                        r"in BatchData does not exist\.\)"):
+    with pytest.raises(SuiteError, match=r"expectations/events\.json, expectation 6 "
+                                         r"\(expect_column_values_to_be_between\): the events gate's rows have no "
+                                         r"column 'speed' \(they have m, ts, v, run_id\)"):
         run_query(lake, plan, "no-such-column", RunRequest(events_path=events))
     runs = {r.run_id: r for r in lake.read("runs").collect()}
-    assert {run_id: r.status for run_id, r in runs.items()} == {"misspelt": "failed", "no-such-column": "stopped"}
+    assert {run_id: r.status for run_id, r in runs.items()} == {"misspelt": "failed", "no-such-column": "failed"}
     assert "did you mean" in runs["misspelt"].steps[-1].failed[0]
     assert not lake.exists(results_table("mid")) and RunLock(lake.root, "mid").holder() is None
 
