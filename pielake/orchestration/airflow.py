@@ -32,7 +32,8 @@ no other query's DAGs: it becomes a DAG of its own, unscheduled, tagged `broken`
 task say its file, line, column and error.
 
 `pielake_<name>` runs every micro-batch (incremental mode, one run at a time, in order). Airflow's own backfill of
-it (`airflow backfill create --dag-id pielake_<name> ...`) replays missed schedule intervals as micro-batches. Of a
+it (`airflow backfill create --dag-id pielake_<name> ...`) replays missed schedule intervals as micro-batches: their
+events are admitted where no later interval has run, else quarantined as `late` for the backfill DAG below. Of a
 query registered with `landing`, it runs when files land, and its first task, `take_landed`, takes them.
 `pielake_<name>_backfill` (no schedule, params `from`, `to`, `events`; over several streams `events_<Stream>`
 for each; a bound checked by the trigger form where it can be, `_bound`) is the repair of docs/semantics.md §7:
