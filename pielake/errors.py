@@ -12,7 +12,7 @@ import signal
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
-from pielake.engine.memory import allowed_mb
+from pielake.engine.memory import LEAST_MB, allowed_mb
 from pielake.exitcodes import EXIT_JVM_LOST, EXIT_NO_SPACE, EXIT_USAGE
 
 MAX_LISTED_ERRORS = 5
@@ -73,8 +73,9 @@ def jvm_lost(error: BaseException) -> JvmLostError | None:
     how = (f"was killed (SIGKILL), as the system kills the largest process where the machine or its container runs "
            f"short of memory{here}" if ended == -signal.SIGKILL else f"exited with code {ended}; its log "
            "(<lake>/_logs/) says why")
-    return JvmLostError(f"Spark's JVM ended in the middle of the run: it {how}. Give the run more memory, or "
-                        f"Spark a smaller heap (PIELAKE_DRIVER_MEMORY) where the input is small, {RUN_AGAIN}")
+    fix = (f"Give the run at least {LEAST_MB:,} MB" if allowed is not None and allowed < LEAST_MB else
+           "Give the run more memory, or Spark a smaller heap (PIELAKE_DRIVER_MEMORY) where the input is small")
+    return JvmLostError(f"Spark's JVM ended in the middle of the run: it {how}. {fix}, {RUN_AGAIN}")
 
 
 def for_the_user(error: BaseException) -> PielakeError | None:

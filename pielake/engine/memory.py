@@ -21,6 +21,10 @@ NO_LIMIT = 2**62
 # Python's (the command, Spark's Python workers). In a container of 1,280 MB a run's JVM with a heap of 512m
 # finished and one with 2500m was killed; in one of 1,536 MB a heap of 900m finished (docs/operations.md).
 BESIDE_HEAP_MB = 768
+# Spark refuses a driver whose JVM holds less than 450 MB (one and a half times the 300 MB it reserves for itself),
+# and a JVM given `-Xmx` holds a little less than that: 512m is the smallest round heap it starts with.
+SMALLEST_HEAP_MB = 512
+LEAST_MB = SMALLEST_HEAP_MB + BESIDE_HEAP_MB  # the least a run fits in
 
 
 def allowed_mb(cgroups: Path = CGROUPS, own: Path = OWN_CGROUPS, meminfo: Path = MEMINFO) -> int | None:

@@ -11,7 +11,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from pielake.engine.class_archive import archive_options
-from pielake.engine.memory import BESIDE_HEAP_MB, allowed_mb
+from pielake.engine.memory import BESIDE_HEAP_MB, SMALLEST_HEAP_MB, allowed_mb
 from pielake.environment import number
 from pielake.errors import PielakeError
 
@@ -22,9 +22,6 @@ DEFAULT_MASTER = "local[*]"
 DEFAULT_HEAP_MB = 2500
 DEFAULT_DRIVER_MEMORY = f"{DEFAULT_HEAP_MB}m"
 HEAP_SIZE = re.compile(r"([1-9][0-9]*)([kmgt]?)", re.IGNORECASE)  # the JVM's own form of a size (`-Xmx`): bytes, k … t
-# Spark refuses a driver whose JVM holds less than 450 MB (one and a half times the 300 MB it reserves for itself),
-# and a JVM given `-Xmx` holds a little less than that: 512m is the smallest round heap it starts with.
-SMALLEST_HEAP_MB = 512
 # The JDK copies a heap buffer written to (or read from) a file channel through a direct buffer, and keeps that
 # buffer for its thread for good, as large as the largest copy so far. Spark's task threads live as long as the
 # session and move blocks to and from disk in large slices, so without a cap each keeps a buffer as large as the

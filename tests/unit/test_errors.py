@@ -1,13 +1,17 @@
 """A disk that is full is said as such whatever raised it (`pielake.errors.no_space`): Python's OSError of a write
-(a lock, a log), or an error raised while handling one, as Python shows the chain.
+(a lock, a log), or an error raised while handling one, as Python shows the chain. A JVM the system killed is said
+with the memory this process may use (`pielake.errors.jvm_lost`).
 `tests/integration/test_machine_limits.py` fills a real file system under a run, where it is the JVM that meets it."""
 
 from __future__ import annotations
 
+import signal
+from types import SimpleNamespace
+
 import pytest
 
-from pielake.errors import NoSpaceError, PielakeError, no_space
-from pielake.exitcodes import EXIT_NO_SPACE
+from pielake.errors import JvmLostError, NoSpaceError, PielakeError, jvm_lost, no_space
+from pielake.exitcodes import EXIT_JVM_LOST, EXIT_NO_SPACE
 
 
 def write_to_a_full_disk() -> None:
@@ -42,3 +46,23 @@ def test_an_error_raised_while_handling_a_full_disk_is_said_as_the_full_disk() -
 def test_other_errors_are_not_a_full_disk() -> None:
     assert no_space(PermissionError(13, "Permission denied", "/lake")) is None
     assert no_space(PielakeError("no query file at q.tpq")) is None
+
+
+@pytest.mark.parametrize(("allowed_mb", "said"), [
+    (1_024, "short of memory (this process may use 1,024 MB). Give the run at least 1,280 MB, then run the query "
+            "again"),
+    (24_105, "short of memory (this process may use 24,105 MB). Give the run more memory, or Spark a smaller heap "
+             "(PIELAKE_DRIVER_MEMORY) where the input is small, then run the query again"),
+    (None, "short of memory. Give the run more memory"),
+], ids=["a container too small for any run", "a machine with room", "a system that says no memory"])
+def test_a_jvm_the_system_killed_is_said_with_the_memory_this_process_may_use(
+        allowed_mb: int | None, said: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where less than a run's least is allowed, a smaller heap cannot help: the heap is at Spark's least already."""
+    from py4j.protocol import Py4JNetworkError  # noqa: PLC0415 (what py4j raises when the JVM is gone)
+    from pyspark import SparkContext  # noqa: PLC0415
+
+    monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=SimpleNamespace(poll=lambda: -signal.SIGKILL)))
+    monkeypatch.setattr("pielake.errors.allowed_mb", lambda: allowed_mb)
+    lost = jvm_lost(Py4JNetworkError("Answer from Java side is empty"))
+    assert isinstance(lost, JvmLostError) and lost.exit_code == EXIT_JVM_LOST
+    assert said in str(lost), str(lost)
