@@ -33,6 +33,13 @@ JAVA_OPTIONS = "-Djdk.nio.maxCachedBufferSize=262144 -XX:+UseParallelGC"
 # the page cache, so compressing them (LZ4) spends CPU to save disk space only. A cluster's shuffles cross the
 # network, where compression pays: they keep Spark's default.
 LOCAL_SHUFFLES = {"spark.shuffle.compress": "false", "spark.shuffle.spill.compress": "false"}
+# A local session's driver serves its own ports (Spark's RPC, and the block manager, which hands out the session's
+# cached and shuffled rows) to itself alone, and Spark asks no one on them for a secret unless `spark.authenticate`
+# is set; by default it binds them to the machine's network address. Bound to loopback, no one off the machine
+# reaches them, whatever address the engine serves its clients on (`--host`). A cluster's executors connect back
+# to the driver: a cluster session keeps Spark's binding.
+LOOPBACK = "127.0.0.1"
+LOCAL_DRIVER = {"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK}
 # Spark compiles the code it generates for a query's stages (Janino) and keeps the classes in a cache keyed by their
 # source, 100 by default. One run of a chain query plans about twice that many, so with the default the next run of
 # the same query finds every class evicted, compiles them again, and HotSpot compiles their hot loops again. Room
@@ -181,9 +188,10 @@ def java_options(*, short_lived: bool = False) -> dict[str, str]:
 
 
 def master_settings(master: str) -> dict[str, str]:
-    """The settings that depend on where the session runs: uncompressed shuffles in local mode. An Airflow step
-    takes its master from the `spark_default` connection, unknown when the DAG is built: it keeps Spark's."""
-    return dict(LOCAL_SHUFFLES) if master.startswith("local") else {}
+    """The settings that depend on where the session runs: in local mode, uncompressed shuffles and the driver's
+    ports on loopback. An Airflow step takes its master from the `spark_default` connection, known only when the
+    task runs, which adds them then (`pielake.orchestration.submit`)."""
+    return {**LOCAL_SHUFFLES, **LOCAL_DRIVER} if master.startswith("local") else {}
 
 
 def submit_settings(*, short_lived: bool = False) -> SubmitSettings:

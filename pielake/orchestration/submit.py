@@ -20,7 +20,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 
 class StepSubmitOperator(SparkSubmitOperator):
-    """One step (`step`) of the run `run` of the query in the file `query`, on the lake `lake`, by spark-submit."""
+    """One step (`step`) of the run `run` of the query in the file `query`, on the lake `lake`, by spark-submit,
+    with the settings of the master the task's connection names, as Spark's provider reads it
+    (`pielake.engine.settings.master_settings`)."""
 
     template_fields = (*SparkSubmitOperator.template_fields, "run")
 
@@ -29,6 +31,7 @@ class StepSubmitOperator(SparkSubmitOperator):
         self.query, self.lake, self.run, self.step = query, lake, run, step
 
     def execute(self, context: Any) -> None:
+        from pielake.engine.settings import master_settings  # noqa: PLC0415
         from pielake.orchestration.cleared import skip_if_cleared_alone  # noqa: PLC0415
         from pielake.pipeline.run_folder import run_end  # noqa: PLC0415
         from pielake.pipeline.runner import ended  # noqa: PLC0415 (the DAG file's parse imports no Spark)
@@ -40,6 +43,7 @@ class StepSubmitOperator(SparkSubmitOperator):
             raise AirflowSkipException(over)
         skip_if_cleared_alone(context.get("ti"), self.lake, self.query, self.run, self.step)
         before = run_end(Path(self.lake), plan.name, self.run)
+        self.conf = {**(self.conf or {}), **master_settings(self._get_hook()._connection["master"])}
         try:
             super().execute(context)
         except AirflowException as failed:

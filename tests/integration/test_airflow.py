@@ -26,7 +26,7 @@ import psutil
 import pytest
 from pyspark.sql import SparkSession
 
-from pielake.engine.settings import JAVA_OPTIONS, driver_heap
+from pielake.engine.settings import JAVA_OPTIONS, driver_heap, master_settings
 from pielake.lake.delta import Lake
 from pielake.lake.lock import RunLock
 from pielake.query.analyzer import load_query
@@ -182,6 +182,8 @@ def test_a_spark_submit_run_killed_mid_task_and_retried_writes_the_reference_tab
     assert killed, "the situations task was not killed while writing"
     assert f"-Xmx{driver_heap()}" in killed[0], "spark-submit gives the step's JVM pielake's driver heap"
     assert set(JAVA_OPTIONS.split()) <= set(killed[0]), "and pielake's JVM options"
+    assert {f"{k}={v}" for k, v in master_settings("local[2]").items()} <= set(killed[0]), \
+        "and the settings of the connection's local master, known only as the task runs"
     log = run.stdout + run.stderr
     assert run.returncode == 0 and "state=success" in log, log[-4000:]
     assert "up_for_retry" in log.lower()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import ipaddress
 import json
 import os
 import signal
@@ -128,8 +129,23 @@ def test_the_engines_jvm_maps_the_class_archive_though_it_has_delta_on_its_class
         engine: EngineForTests) -> None:
     """The engine's JVM needs Delta's jars on its class path for the JDBC endpoint; put after Spark's own, they
     leave it the class archive every other driver JVM maps."""
+    assert maps_the_class_archive(engine_jvm(engine).pid)
+
+
+def engine_jvm(engine: EngineForTests) -> psutil.Process:
     [jvm] = [p for p in psutil.Process(engine_pid(engine)).children(recursive=True) if p.name() == "java"]
-    assert maps_the_class_archive(jvm.pid)
+    return jvm
+
+
+def test_the_engine_listens_on_its_host_alone(engine: EngineForTests) -> None:
+    """Its clients' ports on the address it was given (`--host`, here 127.0.0.1), and Spark's own (RPC, the block
+    manager), which ask no one for a secret, on loopback: Spark bound those to the machine's network address.
+    Spark's Python workers are its children too."""
+    server = psutil.Process(engine_pid(engine))
+    ports = [c.laddr for p in (server, *server.children(recursive=True)) for c in p.net_connections(kind="inet")
+             if c.status == psutil.CONN_LISTEN]
+    assert {engine.address.port, engine.address.port + 1} <= {a.port for a in ports}, ports  # Connect, runs
+    assert all(ipaddress.ip_address(a.ip.removeprefix("::ffff:")).is_loopback for a in ports), ports
 
 
 def test_a_second_engine_on_the_lake_and_a_client_without_the_token_are_refused(engine: EngineForTests,

@@ -3,12 +3,14 @@ settings and Spark's (`build_session`)."""
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pyspark.sql.functions as F
 import pytest
 from py4j.clientserver import ClientServerConnection
@@ -72,6 +74,15 @@ def test_a_local_session_starts_with_uncompressed_shuffles(spark: SparkSession) 
     conf = spark.sparkContext.getConf()
     assert spark.sparkContext.master.startswith("local")
     assert conf.get("spark.shuffle.compress") == conf.get("spark.shuffle.spill.compress") == "false"
+
+
+def test_a_local_session_s_jvm_listens_on_loopback_alone(spark: SparkSession) -> None:
+    """Spark's RPC and block manager, which hands out the session's rows, ask no one for a secret by default:
+    Spark bound them to the machine's network address, where anyone on its network reached them."""
+    jvm = psutil.Process(spark.sparkContext._gateway.proc.pid)
+    ports = [c.laddr for c in jvm.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+    assert len(ports) >= 2, ports  # the RPC, the block manager (and py4j's gateway)
+    assert all(ipaddress.ip_address(a.ip.removeprefix("::ffff:")).is_loopback for a in ports), ports
 
 
 def vm_option(spark: SparkSession, name: str) -> str:

@@ -94,12 +94,13 @@ def test_tables_a_spark_submit_step_creates_keep_the_log_of_pielake_keep_days(mo
 
 
 @pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local-cluster[2,1,1024]"])
-def test_a_local_session_does_not_compress_its_shuffles(master: str) -> None:
-    assert master_settings(master) == {"spark.shuffle.compress": "false", "spark.shuffle.spill.compress": "false"}
+def test_a_local_session_does_not_compress_its_shuffles_and_binds_its_driver_to_loopback(master: str) -> None:
+    assert master_settings(master) == {"spark.shuffle.compress": "false", "spark.shuffle.spill.compress": "false",
+                                       "spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
 
 
 @pytest.mark.parametrize("master", ["spark://host:7077", "yarn", "k8s://https://host:6443"])
-def test_a_cluster_session_keeps_spark_s_shuffle_compression(master: str) -> None:
+def test_a_cluster_session_keeps_spark_s_shuffle_compression_and_binding(master: str) -> None:
     assert master_settings(master) == {}
 
 
