@@ -18,8 +18,8 @@ MB = 2**20
 # Where no limit is set, cgroup v2 writes `max` and v1 the largest page-aligned 64-bit number: both mean none.
 NO_LIMIT = 2**62
 # Memory a run's processes use beside Spark's heap: the JVM's own (classes, compiled code, threads, buffers) and
-# Python's (the command, Spark's Python workers). In a container of 1,280 MB a run's JVM with a heap of 512m
-# finished and one with 2500m was killed; in one of 1,536 MB a heap of 900m finished (docs/operations.md).
+# Python's (the command, Spark's Python workers): in a container of 1,536 MB a run of 10^6 events was killed with a
+# heap of 2500m and finished with 900m, and in one of 1,280 MB with 512m (docs/performance.md).
 BESIDE_HEAP_MB = 768
 # Spark refuses a driver whose JVM holds less than 450 MB (one and a half times the 300 MB it reserves for itself),
 # and a JVM given `-Xmx` holds a little less than that: 512m is the smallest round heap it starts with.

@@ -107,9 +107,9 @@ def load_suite(gate: str, fill: dict[str, Any], scope: str, columns: Collection[
                 raise SuiteError(f"{where}: the {gate} gate fills in no {', '.join(unknown)}; it fills in "
                                  f"{', '.join(fill)} (as \"$name\", or {{\"$PARAMETER\": \"name\"}})")
             parameters.update({name: fill[name] for name in given})
-            expanded += [_buildable(where, _reads_present(where, gate, columns,
-                                                                _one_column_unique(item["type"], filled)))
-                         for filled in _filled(kwargs, fill)]
+            for filled in _filled(kwargs, fill):
+                expectation = _one_column_unique(item["type"], filled)
+                expanded.append(_buildable(where, _reads_present(where, gate, columns, expectation)))
     return {"expectations": expanded, "parameters": parameters, "files": [_shown(path) for path in files]}
 
 
