@@ -36,7 +36,7 @@ it (`airflow backfill create --dag-id pielake_<name> ...`) replays missed schedu
 events are admitted where no later interval has run, else quarantined as `late` for the backfill DAG below. Of a
 query registered with `landing`, it runs when files land, and its first task, `take_landed`, takes them.
 `pielake_<name>_backfill` (no schedule, params `from`, `to`, `events`; over several streams `events_<Stream>`
-for each; a bound checked by the trigger form where it can be, `_bound`) is the repair of docs/semantics.md §7:
+for each; a bound checked by the trigger form where it can be, `_bounds`) is the repair of docs/semantics.md §7:
 it re-admits late and historical events in a range and recomputes from before it.
 """
 
@@ -488,15 +488,22 @@ TIME_AS_WRITTEN = ("as the streams write their times: a whole number of their un
                    "time for streams of TIMESTAMPs (2026-01-01T06:00:00Z)")
 
 
-def _bound(registration: Registration, description: str) -> Param:
-    """A backfill's bound as the trigger form takes it: a whole number, for streams whose schema (the lake's, or
-    `schemas/`) gives their times in a numeric unit, which Airflow checks before it makes the run, as the run
-    checks it (`WHOLE_NUMBER`, `pielake.spark.query.typed_time`); any text otherwise, which the run checks."""
+def _bounds(registration: Registration) -> dict[str, Param]:
+    """A backfill's `from` and `to` as the trigger form takes them: whole numbers, for streams whose schema (the
+    lake's, or `schemas/`, read once for both) gives their times in a numeric unit, which Airflow checks before it
+    makes the run, as the run checks them (`WHOLE_NUMBER`, `pielake.spark.query.typed_time`); any text otherwise,
+    which the run checks."""
     declared = declared_schema(registration.plan.sources[0].stream, Path(_lake()))
-    if declared is None or declared.time_unit == TIMESTAMP_UNIT:
-        return Param(type="string", description=description)
-    return Param(type="string", pattern=rf"^\s*{WHOLE_NUMBER.pattern}\s*$",
-                 description=f"{description}; for these streams, a whole number of {declared.time_unit}")
+    numeric = declared is not None and declared.time_unit != TIMESTAMP_UNIT
+
+    def bound(description: str) -> Param:
+        if not numeric:
+            return Param(type="string", description=description)
+        return Param(type="string", pattern=rf"^\s*{WHOLE_NUMBER.pattern}\s*$",
+                     description=f"{description}; for these streams, a whole number of {declared.time_unit}")
+
+    return {"from": bound(f"start of the range, {TIME_AS_WRITTEN}"),
+            "to": bound(f"end of the range, inclusive, {TIME_AS_WRITTEN}")}
 
 
 def backfill_dag(registration: Registration, registry: Registry = STAGES) -> DAG:
@@ -511,8 +518,7 @@ def backfill_dag(registration: Registration, registry: Registry = STAGES) -> DAG
         files = {f"events_{stream}": (f"{stream}={{{{ params['events_{stream}'] }}}}",
                                       f"optional history file of stream {stream} to add in the range")
                  for stream in streams}
-    params = {"from": _bound(registration, f"start of the range, {TIME_AS_WRITTEN}"),
-              "to": _bound(registration, f"end of the range, inclusive, {TIME_AS_WRITTEN}"),
+    params = {**_bounds(registration),
               **{param: Param("", type="string", description=said) for param, (_, said) in files.items()}}
     dag = DAG(f"pielake_{name}_backfill", schedule=None, start_date=START_DATE, catchup=False,
               max_active_runs=1, default_args=DEFAULT_ARGS, params=params, tags=["pielake", "backfill"],
