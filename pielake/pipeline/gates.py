@@ -51,7 +51,7 @@ from pielake.spark.query import case_on
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema, named_file
 
 EXPECTATIONS_DIR = Path(__file__).resolve().parents[2] / "expectations"
-READ_COLUMNS = ("column", "column_A", "column_B")  # GX's arguments that name one column an expectation reads
+NAMED_COLUMNS = ("column", "column_A", "column_B")  # GX's arguments that name one column of an expectation
 
 
 class SuiteError(PielakeError):
@@ -175,10 +175,7 @@ def _reads_present(where: str, gate: str, columns: Collection[str], expectation:
     it expects the table to have, which is its check, not a mistake."""
     if expectation["type"].startswith("expect_table_"):
         return expectation
-    kwargs, listed = expectation["kwargs"], expectation["kwargs"].get("column_list")
-    named = [kwargs[k] for k in READ_COLUMNS if isinstance(kwargs.get(k), str)]
-    named += [c for c in listed if isinstance(c, str)] if isinstance(listed, list) else []
-    missing = next((c for c in named if c not in columns), None)
+    missing = next((c for c in _named_columns(expectation["kwargs"]) if c not in columns), None)
     if missing is None:
         return expectation
     near = [c for c in columns if c.lower() == missing.lower()] or difflib.get_close_matches(missing, [*columns], 1)
@@ -307,12 +304,15 @@ def batch_data(frame: DataFrame, expectations: list[dict[str, Any]]) -> tuple[An
 
 def _checked_columns(expectations: list[dict[str, Any]]) -> list[str]:
     """Every column an expectation names, once, in the suite's order."""
-    named: list[str] = []
-    for e in expectations:
-        kwargs = e["kwargs"]
-        named += [kwargs[arg] for arg in ("column", "column_A", "column_B") if arg in kwargs]
-        named += kwargs.get("column_list", [])
-    return list(dict.fromkeys(named))
+    return list(dict.fromkeys(c for e in expectations for c in _named_columns(e["kwargs"])))
+
+
+def _named_columns(kwargs: dict[str, Any]) -> list[str]:
+    """The columns an expectation's `kwargs` name, in order (`NAMED_COLUMNS`, then `column_list`); a value of
+    another type is not a column, and GX refuses it as it builds the expectation (`_buildable`)."""
+    listed = kwargs.get("column_list")
+    return [kwargs[arg] for arg in NAMED_COLUMNS if isinstance(kwargs.get(arg), str)] + (
+        [c for c in listed if isinstance(c, str)] if isinstance(listed, list) else [])
 
 
 def _collected(column: Column, kind: T.DataType) -> Column:
