@@ -480,6 +480,9 @@ def engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Spark Connect's port; runs are served on the next one."),
         click.option("--jdbc-port", type=click.IntRange(1, 65535), default=10000, show_default=True,
                      help="The JDBC/ODBC (Thrift) endpoint's port."),
+        click.option("--ui-port", type=click.IntRange(1, 65535), default=None,
+                     help="Serve Spark's UI on this port, on --host (default: no UI; it asks no one for a token: "
+                          "see SECURITY.md)."),
         click.option("--refresh", type=Span(0.5, "seconds"), default=30.0, show_default=True,
                      help="Seconds between looks for new lake tables to register."),
         click.option("--metastore-url", default=None,

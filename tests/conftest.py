@@ -97,12 +97,14 @@ def long_lived_environment() -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if k not in SHORT_LIVED_JVM}, "PIELAKE_SPARK_MASTER": "local[2]"}
 
 
-def start_engine(lake: Path, *, warm_up: int = 0) -> EngineForTests:
+def start_engine(lake: Path, *, warm_up: int = 0, ui: bool = False) -> EngineForTests:
     """An engine on `lake`, on free ports, with the long-lived JVM an engine is (not the tests' short-lived one),
-    after `warm_up` micro-batches of its warm-up (none unless asked: a test restarting engines pays each one)."""
+    after `warm_up` micro-batches of its warm-up (none unless asked: a test restarting engines pays each one),
+    serving Spark's UI if `ui`."""
     engine = EngineForTests(lake, EngineAddress("127.0.0.1"), long_lived_environment())
+    ui_port = ("--ui-port", str(free_port())) if ui else ()
     started = engine.cli("start", "--port", str(free_ports(2)), "--jdbc-port", str(free_port()), "--refresh", "1",
-                         "--warm-up", str(warm_up))
+                         "--warm-up", str(warm_up), *ui_port)
     assert started.returncode == 0, started.stdout + started.stderr
     return EngineForTests(lake, lake_engine(lake), engine.environment)
 
@@ -126,12 +128,13 @@ def engine(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator
     """One engine for the test run, on a lake of its own (runs name their lakes), started by the first worker that
     asks and shared by every worker (pytest-xdist): an engine is a long-lived JVM, and two would split the
     machine's cores and memory between them. It warms up as a user's does, with one micro-batch: the tests that
-    run on it find its code paths compiled. The last worker done with it stops it."""
+    run on it find its code paths compiled. It serves Spark's UI, which its tests read. The last worker done with
+    it stops it."""
     shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
     lake, users = shared / "engine-lake", shared / "engine-users"
     with _exclusive(shared / "engine.lock"):
         started = (EngineForTests(lake, lake_engine(lake), long_lived_environment()) if _users(users, 1) > 1
-                   else start_engine(lake, warm_up=1))
+                   else start_engine(lake, warm_up=1, ui=True))
     yield started
     with _exclusive(shared / "engine.lock"):
         if _users(users, -1) == 0:

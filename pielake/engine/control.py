@@ -49,13 +49,14 @@ def _pid(lake_dir: str | Path) -> int | None:
     return None
 
 
-def serve_here(*, lake_dir: str, host: str, port: int, jdbc_port: int, refresh: float, metastore_url: str | None,
-               metastore_driver: str | None, metastore_user: str | None, packages: tuple[str, ...],
-               master: str | None, warm_up: int, stop: threading.Event, say: Callable[[str], None]) -> None:
+def serve_here(*, lake_dir: str, host: str, port: int, jdbc_port: int, ui_port: int | None, refresh: float,
+               metastore_url: str | None, metastore_driver: str | None, metastore_user: str | None,
+               packages: tuple[str, ...], master: str | None, warm_up: int, stop: threading.Event,
+               say: Callable[[str], None]) -> None:
     """Run the engine in this process (`pielake engine serve`) until `stop` is set."""
     from pielake.engine.server import EnginePorts, serve  # noqa: PLC0415 (Spark, only where the engine runs)
 
-    serve(lake_dir, EnginePorts(host, port, jdbc_port, refresh), token=os.environ.get("PIELAKE_ENGINE_TOKEN"),
+    serve(lake_dir, EnginePorts(host, port, jdbc_port, refresh, ui_port), token=os.environ.get("PIELAKE_ENGINE_TOKEN"),
           metastore=Metastore(metastore_url, metastore_driver, metastore_user), master=master, packages=packages,
           warm_up_runs=warm_up, stop=stop, say=say)
 
@@ -97,9 +98,10 @@ def status(lake_dir: str) -> str:
         raise PielakeError(f"the engine of {Path(lake_dir).resolve()} does not answer: {error}") from None
     running = ", ".join(said["running"]) or "nothing"
     held = ", ".join(said["held"]) or "none"
+    ui = f", {said['ui']} (Spark UI)" if said.get("ui") else ""
     return (f"engine of {Path(lake_dir).resolve()}: pid {said['pid']}, Spark {said['spark']} on {said['master']}, "
             f"since {said['started_at']}\n  {address.connect_url.split(';')[0]} (Spark Connect), {address.runs_url} "
-            f"(runs); running: {running}; runs held between their steps: {held}")
+            f"(runs){ui}; running: {running}; runs held between their steps: {held}")
 
 
 def stop(lake_dir: str) -> str:

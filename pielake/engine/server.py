@@ -58,7 +58,7 @@ from pielake import vocabulary as V
 from pielake.engine.client import ENGINE_FILE, EngineAddress, RunOrder
 from pielake.engine.held import HeldRuns, RunKey
 from pielake.engine.session import build_session, resolve_jars
-from pielake.engine.settings import WARM_UP_RUNS, delta_package
+from pielake.engine.settings import WARM_UP_RUNS, SparkUi, delta_package
 from pielake.engine.warm_up import warm_up
 from pielake.errors import PielakeError, for_the_user, spark_said
 from pielake.exitcodes import EXIT_INTERNAL, EXIT_INTERRUPTED
@@ -82,13 +82,18 @@ CANCEL_EVERY_SECONDS = 0.1
 
 @dataclass(frozen=True)
 class EnginePorts:
-    """Where an engine listens: `host`, Spark Connect on `port`, runs on `port + 1`, JDBC on `jdbc_port`; and how
-    often it looks for new lake tables to register."""
+    """Where an engine listens: `host`, Spark Connect on `port`, runs on `port + 1`, JDBC on `jdbc_port`, Spark's
+    UI on `ui_port` if given; and how often it looks for new lake tables to register."""
 
     host: str = "127.0.0.1"
     port: int = 15002
     jdbc_port: int = 10000
     refresh: float = 30.0
+    ui_port: int | None = None
+
+    @property
+    def ui(self) -> SparkUi | None:
+        return None if self.ui_port is None else SparkUi(self.host, self.ui_port)
 
     @property
     def jdbc_url(self) -> str:
@@ -98,16 +103,21 @@ class EnginePorts:
         """Fail with one line if a port is taken, by another process or by another of the engine's servers: the
         servers would fail later, deep in their logs."""
         own = {self.port: "Spark Connect's (--port)", self.port + 1: "pielake's runs' (--port + 1)"}
-        if self.jdbc_port in own:
-            raise PielakeError(f"--jdbc-port {self.jdbc_port} is {own[self.jdbc_port]} port; pass another --jdbc-port")
-        for port in (self.port, self.port + 1, self.jdbc_port):
+        chosen = {"--jdbc-port": (self.jdbc_port, "the JDBC endpoint's (--jdbc-port)"),
+                  "--ui-port": (self.ui_port, "Spark UI's (--ui-port)")}
+        for option, (port, whose) in chosen.items():
+            if port in own:
+                raise PielakeError(f"{option} {port} is {own[port]} port; pass another {option}")
+            if port is not None:
+                own[port] = whose
+        for port, whose in own.items():
             with socket.socket() as probe:
                 probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 try:
                     probe.bind((self.host, port))
                 except OSError as error:
-                    raise PielakeError(f"cannot listen on {self.host}:{port} ({error.strerror}); pass other "
-                                       "ports (--port, --jdbc-port) or stop what uses them") from None
+                    raise PielakeError(f"cannot listen on {self.host}:{port}, {whose} port ({error.strerror}); "
+                                       "pass another, or stop what uses it") from None
 
 
 @contextmanager
@@ -191,7 +201,7 @@ def _cap_malloc_arenas(arenas: int = ENGINE_ARENAS) -> None:
 
 def _engine_session(root: Path, ports: EnginePorts, address: EngineAddress, *, metastore: Metastore,
                     master: str | None, packages: Sequence[str]) -> SparkSession:
-    return build_session(master, app_name="pielake-engine", packages=packages,
+    return build_session(master, app_name="pielake-engine", packages=packages, ui=ports.ui,
                          system_jars=resolve_jars([delta_package(), *packages]), conf={
         **metastore.spark_conf(root),
         "spark.hadoop.hive.server2.thrift.bind.host": ports.host,
@@ -214,9 +224,10 @@ def _serve(spark: SparkSession, root: Path, ports: EnginePorts, address: EngineA
     try:
         runs.start()
         _publish_address(folder, address, ports, root)
+        ui = f", {spark.sparkContext.uiWebUrl} (Spark UI)" if ports.ui else ""
         say(f"ready: {address.connect_url.split(';')[0]} (Spark Connect), {address.runs_url} (runs), "
-            f"{ports.jdbc_url} (JDBC); {len(registration.listed or ())} tables of {root} ({len(registered)} newly "
-            "registered)")
+            f"{ports.jdbc_url} (JDBC){ui}; {len(registration.listed or ())} tables of {root} ({len(registered)} "
+            "newly registered)")
         while not stop.wait(ports.refresh):
             for name in registration.refresh():
                 say(f"registered {name}")
@@ -247,7 +258,8 @@ class RunService:
 
     def status(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "started_at": self.started.isoformat(), "spark": self.spark.version,
-                "master": self.spark.sparkContext.master, "running": sorted(self.running.values()),
+                "master": self.spark.sparkContext.master, "ui": self.spark.sparkContext.uiWebUrl,
+                "running": sorted(self.running.values()),
                 "held": sorted(f"{k.query} {k.run_id}" for k in self.held.held())}
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

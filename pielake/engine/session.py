@@ -33,15 +33,18 @@ from pielake.engine.settings import (
     DEFAULT_MASTER,
     IVY,
     IVY_CACHE,
+    SparkUi,
     driver_heap,
     engine_settings,
     master_settings,
+    ui_settings,
     workers_python,
 )
 from pielake.errors import PielakeError
 from pielake.query.parser import MAX_NESTING
 
 SYSTEM_JARS = "SPARK_DIST_CLASSPATH"  # what Spark's launcher appends to the driver JVM's class path
+LOCAL_IP = "SPARK_LOCAL_IP"  # the address Spark's UI listens on, unless it listens on every one
 # PySpark's loggers of the query context of every SQL error Spark raises (pyspark.errors.exceptions)
 QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 # Spark's warehouse, where its catalog keeps tables it manages, is `./spark-warehouse` unless set, and Spark makes
@@ -166,24 +169,41 @@ def _resolution_record(packages: Sequence[str]) -> Path:
     return IVY_CACHE / "pielake-resolved" / f"{key}.txt"
 
 
-@contextmanager
-def _on_system_class_path(jars: Sequence[str]) -> Iterator[None]:
-    """While the block starts a JVM, `jars` go on its system class path after Spark's own.
+def _system_class_path(jars: Sequence[str]) -> dict[str, str]:
+    """The environment that puts `jars` on a JVM's system class path after Spark's own.
 
     Spark's launcher puts `spark.driver.extraClassPath` before its jars and `SPARK_DIST_CLASSPATH` (meant for a
     Hadoop of one's own, whose value is kept) after them. The class archive (`pielake.engine.class_archive`) was
     written for Spark's class path, and a JVM maps it only if that path begins its own: after, not before.
     """
-    before = os.environ.get(SYSTEM_JARS)
-    if jars:
-        os.environ[SYSTEM_JARS] = os.pathsep.join([*filter(None, [before]), *jars])
+    if not jars:
+        return {}
+    return {SYSTEM_JARS: os.pathsep.join([*filter(None, [os.environ.get(SYSTEM_JARS)]), *jars])}
+
+
+def ui_address(ui: SparkUi | None, master: str) -> dict[str, str]:
+    """The environment that binds Spark's UI to `ui.host`: Spark binds it to `SPARK_LOCAL_IP`, else to every
+    interface, whatever the driver's own settings say. On a cluster master that variable also names the address
+    executors connect back to, so it is left to the user there (SECURITY.md)."""
+    if ui is None or not master.startswith("local"):
+        return {}
+    return {LOCAL_IP: ui.host}
+
+
+@contextmanager
+def _environment_within(variables: Mapping[str, str]) -> Iterator[None]:
+    """`variables` in this process's environment while the block starts a JVM, which inherits them; restored
+    after, as this process may start other JVMs."""
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(SYSTEM_JARS, None)
-        else:
-            os.environ[SYSTEM_JARS] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def end_jvm(gateway: JavaGateway) -> None:
@@ -203,7 +223,7 @@ def checked_master(master: str) -> str:
                        "k8s://HOST:PORT (--master, or PIELAKE_SPARK_MASTER)")
 
 
-def build_session(master: str | None = None, app_name: str = "pielake", *, ui: bool = False,
+def build_session(master: str | None = None, app_name: str = "pielake", *, ui: SparkUi | None = None,
                   shuffle_partitions: int | None = None, driver_memory: str | None = None,
                   conf: Mapping[str, str] | None = None, packages: Sequence[str] = (),
                   system_jars: Sequence[str] = (), console: Path | None = None,
@@ -213,7 +233,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
     Args:
         master: Spark master URL; `PIELAKE_SPARK_MASTER` or `local[*]` when not given.
         app_name: the application name shown in the Spark UI and logs.
-        ui: start the Spark UI (off for tests and CLI runs).
+        ui: where Spark's UI listens (the engine's, if asked for); None: no UI.
         shuffle_partitions: `spark.sql.shuffle.partitions`; defaults to 4 x the local cores, enough to keep every
             core busy without thousands of tiny tasks on small data (adaptive execution coalesces the rest).
         driver_memory: `spark.driver.memory`, when not `driver_heap()`. Under spark-submit the driver's JVM is
@@ -238,7 +258,6 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         # The runs kernel concatenates a task's batches: fewer, larger batches cost it fewer concatenations
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
-        .config("spark.ui.enabled", str(ui).lower())
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", driver_memory or driver_heap())
         .config("spark.databricks.delta.snapshotPartitions", "2")
@@ -253,10 +272,12 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: b
         # within the columns a stage wraps it in, takes more.
         .config("spark.sql.analyzer.maxIterations", str(4 * MAX_NESTING))
     )
-    for key, value in {**engine_settings(short_lived=short_lived), **master_settings(master), **(conf or {})}.items():
+    for key, value in {**engine_settings(short_lived=short_lived), **ui_settings(ui), **master_settings(master),
+                       **(conf or {})}.items():
         builder = builder.config(key, value)
     try:
-        with _jvm_start(), _console_to(console), _on_system_class_path(system_jars):
+        with (_jvm_start(), _console_to(console),
+              _environment_within({**_system_class_path(system_jars), **ui_address(ui, master)})):
             session = configure_spark_with_delta_pip(builder, extra_packages=list(packages)).getOrCreate()
     except PySparkRuntimeError as error:
         if error.getCondition() != "JAVA_GATEWAY_EXITED":

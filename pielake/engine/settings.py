@@ -194,6 +194,23 @@ def master_settings(master: str) -> dict[str, str]:
     return {**LOCAL_SHUFFLES, **LOCAL_DRIVER} if master.startswith("local") else {}
 
 
+@dataclass(frozen=True)
+class SparkUi:
+    """Where Spark's UI listens: the engine's, when asked for (`pielake engine start --ui-port`), on the address
+    the engine serves its clients on."""
+
+    host: str
+    port: int
+
+
+def ui_settings(ui: SparkUi | None) -> dict[str, str]:
+    """Spark's UI off (None), or on `ui.port` with its buttons that kill jobs and stages off: the UI asks no one
+    who they are, so whoever reached it could otherwise stop any run's jobs."""
+    if ui is None:
+        return {"spark.ui.enabled": "false"}
+    return {"spark.ui.enabled": "true", "spark.ui.port": str(ui.port), "spark.ui.killEnabled": "false"}
+
+
 def submit_settings(*, short_lived: bool = False) -> SubmitSettings:
     return SubmitSettings(delta_package(), driver_heap(), workers_python(), short_lived)
 

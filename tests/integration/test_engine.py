@@ -12,12 +12,15 @@ import io
 import ipaddress
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlsplit
+from urllib.request import urlopen
 
 import psutil
 import pytest
@@ -137,15 +140,39 @@ def engine_jvm(engine: EngineForTests) -> psutil.Process:
     return jvm
 
 
+def spark_ui(engine: EngineForTests) -> str:
+    """The address of the engine's Spark UI, as `pielake engine status` says it."""
+    said = engine.cli("status")
+    assert said.returncode == 0, said.stderr
+    [url] = re.findall(r"(http://\S+) \(Spark UI\)", said.stdout)
+    return url
+
+
 def test_the_engine_listens_on_its_host_alone(engine: EngineForTests) -> None:
-    """Its clients' ports on the address it was given (`--host`, here 127.0.0.1), and Spark's own (RPC, the block
-    manager), which ask no one for a secret, on loopback: Spark bound those to the machine's network address.
-    Spark's Python workers are its children too."""
+    """Its clients' ports and Spark's UI on the address it was given (`--host`, here 127.0.0.1), and Spark's own
+    (RPC, the block manager), which ask no one for a secret, on loopback: Spark bound those to the machine's
+    network address, and binds its UI to every one unless told. Spark's Python workers are its children too."""
     server = psutil.Process(engine_pid(engine))
     ports = [c.laddr for p in (server, *server.children(recursive=True)) for c in p.net_connections(kind="inet")
              if c.status == psutil.CONN_LISTEN]
-    assert {engine.address.port, engine.address.port + 1} <= {a.port for a in ports}, ports  # Connect, runs
+    ui = urlsplit(spark_ui(engine)).port
+    assert {engine.address.port, engine.address.port + 1, ui} <= {a.port for a in ports}, ports  # Connect, runs, UI
     assert all(ipaddress.ip_address(a.ip.removeprefix("::ffff:")).is_loopback for a in ports), ports
+
+
+def test_the_engines_spark_ui_shows_its_jobs_and_hides_its_token_and_kill_buttons(engine: EngineForTests) -> None:
+    """`--ui-port`: Spark's UI of the engine's application, whose jobs are the runs' (its warm-up's at least); its
+    settings shown with the clients' token redacted, and its buttons that kill jobs and stages off, as it asks no
+    one who they are."""
+    application = f"{spark_ui(engine)}/api/v1/applications"
+    [app] = json.loads(urlopen(application, timeout=30).read())
+    assert app["name"] == "pielake-engine"
+    assert json.loads(urlopen(f"{application}/{app['id']}/jobs", timeout=30).read())
+    environment = urlopen(f"{application}/{app['id']}/environment", timeout=30).read().decode()
+    assert engine.address.token and engine.address.token not in environment
+    settings = dict(json.loads(environment)["sparkProperties"])
+    assert settings["spark.ui.killEnabled"] == "false"
+    assert settings["spark.connect.authenticate.token"].endswith("(redacted)")
 
 
 def test_a_second_engine_on_the_lake_and_a_client_without_the_token_are_refused(engine: EngineForTests,

@@ -306,17 +306,26 @@ def test_an_engine_on_a_taken_port_says_so_in_one_line_before_starting_spark(tmp
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        invoke(["engine", "serve", "--lake", str(tmp_path), "--port", str(free_ports(2)), "--jdbc-port", str(port)],
-               EXIT_USAGE, f"cannot listen on 127.0.0.1:{port}")
+        for option, whose in (("--jdbc-port", "the JDBC endpoint's"), ("--ui-port", "Spark UI's")):
+            others = {"--jdbc-port": str(free_port())} | {option: str(port)}
+            invoke(["engine", "serve", "--lake", str(tmp_path), "--port", str(free_ports(2)),
+                    *(part for pair in others.items() for part in pair)],
+                   EXIT_USAGE, f"cannot listen on 127.0.0.1:{port}, {whose} ({option}) port")
     assert signal.getsignal(signal.SIGTERM) is handler  # the engine's TERM handler went with it
 
 
-@pytest.mark.parametrize(("offset", "named"), [(0, "Spark Connect's (--port)"), (1, "pielake's runs' (--port + 1)")])
-def test_an_engine_whose_jdbc_port_is_one_of_its_other_ports_says_so_in_one_line(offset: int, named: str,
-                                                                                  tmp_path: Path) -> None:
-    port = free_ports(2)
-    invoke(["engine", "serve", "--lake", str(tmp_path), "--port", str(port), "--jdbc-port", str(port + offset)],
-           EXIT_USAGE, f"--jdbc-port {port + offset} is {named} port; pass another --jdbc-port")
+@pytest.mark.parametrize(("option", "offset", "named"), [
+    ("--jdbc-port", 0, "Spark Connect's (--port)"),
+    ("--jdbc-port", 1, "pielake's runs' (--port + 1)"),
+    ("--ui-port", 1, "pielake's runs' (--port + 1)"),
+    ("--ui-port", 2, "the JDBC endpoint's (--jdbc-port)"),
+])
+def test_an_engine_port_that_is_one_of_its_other_ports_says_so_in_one_line(option: str, offset: int, named: str,
+                                                                           tmp_path: Path) -> None:
+    port = free_ports(3)
+    ports = {"--port": port, "--jdbc-port": port + 2} | {option: port + offset}
+    invoke(["engine", "serve", "--lake", str(tmp_path), *(part for o, p in ports.items() for part in (o, str(p)))],
+           EXIT_USAGE, f"{option} {port + offset} is {named} port; pass another {option}")
 
 
 def test_an_engine_on_a_lake_another_engine_serves_names_it_in_one_line_before_starting_spark(tmp_path: Path) -> None:

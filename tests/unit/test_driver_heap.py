@@ -9,17 +9,20 @@ import re
 import pytest
 
 from pielake.engine.memory import BESIDE_HEAP_MB
+from pielake.engine.session import ui_address
 from pielake.engine.settings import (
     CODEGEN_CACHE_ENTRIES,
     DEFAULT_DRIVER_MEMORY,
     DEFAULT_HEAP_MB,
     JAVA_OPTIONS,
     LOG_RETENTION_DEFAULT,
+    SparkUi,
     default_heap,
     driver_heap,
     java_options,
     master_settings,
     submit_arguments,
+    ui_settings,
 )
 from pielake.errors import PielakeError
 
@@ -102,6 +105,16 @@ def test_a_local_session_does_not_compress_its_shuffles_and_binds_its_driver_to_
 @pytest.mark.parametrize("master", ["spark://host:7077", "yarn", "k8s://https://host:6443"])
 def test_a_cluster_session_keeps_spark_s_shuffle_compression_and_binding(master: str) -> None:
     assert master_settings(master) == {}
+
+
+def test_spark_s_ui_is_off_unless_asked_for_and_binds_where_the_engine_listens_on_a_local_master() -> None:
+    """Spark binds its UI to `SPARK_LOCAL_IP`, else to every interface; on a cluster master that variable is also
+    the address executors connect back to, which a loopback address would break."""
+    ui = SparkUi("127.0.0.1", 4040)
+    assert ui_settings(None) == {"spark.ui.enabled": "false"}
+    assert ui_settings(ui) == {"spark.ui.enabled": "true", "spark.ui.port": "4040", "spark.ui.killEnabled": "false"}
+    assert ui_address(ui, "local[2]") == {"SPARK_LOCAL_IP": "127.0.0.1"}
+    assert ui_address(ui, "spark://host:7077") == ui_address(None, "local[2]") == {}
 
 
 def test_spark_submit_gets_the_settings_of_its_master() -> None:
