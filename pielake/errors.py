@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import signal
+import sys
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
@@ -58,11 +59,13 @@ def jvm_lost(error: BaseException) -> JvmLostError | None:
 
     A JVM that ends in the middle of a run was, as a rule, killed by the system for want of memory (Linux's
     out-of-memory killer, a container's limit), with SIGKILL, which it cannot answer: py4j then raises only that
-    the JVM's side is gone. A run's commits are whole, so running it again with more memory redoes what it left.
+    the JVM's side is gone, in whichever form the call it was making meets it (an empty answer, a reset or a
+    refused connection, a call that "failed" with no error from Java), and the code that was cleaning up after
+    it may raise another. A run's commits are whole, so running it again with more memory redoes what it left.
     """
-    if not any(type(raised).__name__ == "Py4JNetworkError" for raised in _chain(error)):
-        return None
-    from pyspark import SparkContext  # noqa: PLC0415 (py4j raised it: PySpark is loaded)
+    if "pyspark" not in sys.modules or not any(_from_py4j(raised) for raised in _chain(error)):
+        return None  # no JVM of this process's own: a client of an engine imports no Spark
+    from pyspark import SparkContext  # noqa: PLC0415 (loaded already)
 
     process = getattr(SparkContext._gateway, "proc", None)
     ended = None if process is None else process.poll()
@@ -76,6 +79,11 @@ def jvm_lost(error: BaseException) -> JvmLostError | None:
     fix = (f"Give the run at least {LEAST_MB:,} MB" if allowed is not None and allowed < LEAST_MB else
            "Give the run more memory, or Spark a smaller heap (PIELAKE_DRIVER_MEMORY) where the input is small")
     return JvmLostError(f"Spark's JVM ended in the middle of the run: it {how}. {fix}, {RUN_AGAIN}")
+
+
+def _from_py4j(error: BaseException) -> bool:
+    """`error` is py4j's (`Py4JError` and its kinds) or a connection's that py4j's socket met."""
+    return type(error).__module__.startswith("py4j") or isinstance(error, ConnectionError)
 
 
 def for_the_user(error: BaseException) -> PielakeError | None:

@@ -64,6 +64,21 @@ def _quiet_query_context() -> None:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
+class Py4jOnTheRoot(logging.Filter):
+    """Drops what py4j logs on the root logger: where its JVM has gone it logs each failed call's traceback there
+    (`logging.exception`, which also sets up a handler on the console), ahead of the error the call raises, which
+    is what pielake tells the user (`pielake.errors.jvm_lost`) or shows with its trace."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "py4j" not in Path(record.pathname).parts
+
+
+def _quiet_py4j() -> None:
+    root = logging.getLogger()
+    if not any(isinstance(f, Py4jOnTheRoot) for f in root.filters):
+        root.addFilter(Py4jOnTheRoot())
+
+
 @contextmanager
 def _jvm_start() -> Iterator[None]:
     """What a JVM started here starts within: the machine's turn to start one that resolves jars, and a UTF-8
@@ -285,6 +300,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: S
         raise _stopped_as_it_started(console) from None
     session.sparkContext.setLogLevel("ERROR")
     _quiet_query_context()
+    _quiet_py4j()
     return session
 
 

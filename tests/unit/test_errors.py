@@ -5,11 +5,14 @@ with the memory this process may use (`pielake.errors.jvm_lost`).
 
 from __future__ import annotations
 
+import logging
 import signal
+import sys
 from types import SimpleNamespace
 
 import pytest
 
+from pielake.engine.session import Py4jOnTheRoot
 from pielake.errors import JvmLostError, NoSpaceError, PielakeError, jvm_lost, no_space
 from pielake.exitcodes import EXIT_JVM_LOST, EXIT_NO_SPACE
 
@@ -66,3 +69,50 @@ def test_a_jvm_the_system_killed_is_said_with_the_memory_this_process_may_use(
     lost = jvm_lost(Py4JNetworkError("Answer from Java side is empty"))
     assert isinstance(lost, JvmLostError) and lost.exit_code == EXIT_JVM_LOST
     assert said in str(lost), str(lost)
+
+
+def failed_call_then_cleanup() -> None:
+    """What a run meets when its JVM is killed while Python builds a plan: py4j's call fails with no error from
+    Java (`Py4JError`), and the `finally` that releases the run's checkpoints finds the connection refused."""
+    from py4j.protocol import Py4JError  # noqa: PLC0415 (what py4j raises when the JVM is gone)
+
+    try:
+        raise Py4JError("An error occurred while calling o500.and")
+    finally:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+
+def test_any_form_in_which_py4j_meets_a_killed_jvm_is_said_as_the_killed_jvm(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyspark import SparkContext  # noqa: PLC0415
+
+    monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=SimpleNamespace(poll=lambda: -signal.SIGKILL)))
+    with pytest.raises(ConnectionRefusedError) as raised:
+        failed_call_then_cleanup()
+    assert isinstance(jvm_lost(raised.value), JvmLostError)
+    assert jvm_lost(ValueError("a bug of pielake's")) is None
+
+
+def test_py4j_meeting_a_jvm_that_still_runs_or_a_refused_engine_client_is_not_a_killed_jvm(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pyspark import SparkContext  # noqa: PLC0415
+
+    monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=SimpleNamespace(poll=lambda: None)))
+    with pytest.raises(ConnectionRefusedError) as raised:
+        failed_call_then_cleanup()
+    assert jvm_lost(raised.value) is None
+    monkeypatch.delitem(sys.modules, "pyspark")  # a client of an engine, which imports no Spark
+    assert jvm_lost(ConnectionRefusedError(111, "Connection refused")) is None
+
+
+def test_what_py4j_logs_on_the_root_logger_is_dropped_and_nothing_else() -> None:
+    """py4j logs a failed call's traceback with `logging.exception`, on the root logger, ahead of the error the
+    call raises, which is what pielake tells."""
+    import py4j.java_gateway  # noqa: PLC0415
+
+    def record(pathname: str) -> logging.LogRecord:
+        return logging.LogRecord("root", logging.ERROR, pathname, 1060, "Exception while sending command.", None,
+                                 None)
+
+    assert not Py4jOnTheRoot().filter(record(py4j.java_gateway.__file__))
+    assert Py4jOnTheRoot().filter(record(__file__))
