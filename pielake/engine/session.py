@@ -29,6 +29,7 @@ from pyspark.sql import SparkSession
 
 from pielake.engine.client import EngineAddress
 from pielake.engine.jvm import check_spark_home, utf8_locale
+from pielake.engine.scratch import own_folder
 from pielake.engine.settings import (
     DEFAULT_MASTER,
     IVY,
@@ -287,8 +288,9 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: S
         # within the columns a stage wraps it in, takes more.
         .config("spark.sql.analyzer.maxIterations", str(4 * MAX_NESTING))
     )
-    for key, value in {**engine_settings(short_lived=short_lived), **ui_settings(ui), **master_settings(master),
-                       **(conf or {})}.items():
+    scratch = own_folder() if master.startswith("local") else None  # a cluster's executors have their own
+    for key, value in {**engine_settings(short_lived=short_lived, scratch=scratch), **ui_settings(ui),
+                       **master_settings(master), **(conf or {})}.items():
         builder = builder.config(key, value)
     try:
         with (_jvm_start(), _console_to(console),

@@ -125,8 +125,11 @@ def starting_its_ingest(run: subprocess.Popen[str], _root: Path) -> str:
 @pytest.mark.parametrize("moment", [appending_its_events, starting_its_ingest])
 def test_a_run_whose_jvm_is_killed_says_so_in_one_line_and_run_again_gives_the_clean_tables(
         moment: Callable[[subprocess.Popen[str], Path], str], tmp_path: Path, spark: SparkSession) -> None:
+    """The JVM's temporary files (Spark's blocks among them), which it cannot delete, are in the run's scratch
+    folder, and the next run removes them."""
     root, command = run_command(tmp_path, "killed")
-    run = subprocess.Popen(command, env=ONE_CORE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    environment = {**ONE_CORE, "TMPDIR": str(tmp_path)}  # a scratch space no other test's run cleans
+    run = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     before = moment(run, root)
     [jvm] = [p for p in psutil.Process(run.pid).children(recursive=True) if p.name() == "java"]
     jvm.send_signal(signal.SIGKILL)  # the JVM alone, as the out-of-memory killer takes the largest process
@@ -136,8 +139,11 @@ def test_a_run_whose_jvm_is_killed_says_so_in_one_line_and_run_again_gives_the_c
     assert last.startswith("error: Spark's JVM ended in the middle of the run: it was killed (SIGKILL), as the "
                            "system kills the largest process where") and "Traceback" not in said, said
     assert f"(this process may use {allowed_mb():,} MB)" in last, last
-    again = subprocess.run(command, env=ONE_CORE, capture_output=True, text=True, timeout=600, check=False)
+    [left] = (tmp_path / f"pielake-scratch-{os.getuid()}").glob(f"{run.pid}-*")
+    assert {"blockmgr", "spark"} <= {path.name.split("-")[0] for path in left.iterdir()}, list(left.iterdir())
+    again = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=600, check=False)
     assert again.returncode == 0, again.stdout + again.stderr
+    assert not left.exists()
     assert_one_clean_run(spark, root)
 
 
