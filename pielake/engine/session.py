@@ -37,6 +37,7 @@ from pielake.engine.settings import (
     SparkUi,
     driver_heap,
     engine_settings,
+    is_local,
     master_settings,
     ui_settings,
     workers_python,
@@ -201,7 +202,7 @@ def ui_address(ui: SparkUi | None, master: str) -> dict[str, str]:
     """The environment that binds Spark's UI to `ui.host`: Spark binds it to `SPARK_LOCAL_IP`, else to every
     interface, whatever the driver's own settings say. On a cluster master that variable also names the address
     executors connect back to, so it is left to the user there (SECURITY.md)."""
-    if ui is None or not master.startswith("local"):
+    if ui is None or not is_local(master):
         return {}
     return {LOCAL_IP: ui.host}
 
@@ -288,7 +289,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: S
         # within the columns a stage wraps it in, takes more.
         .config("spark.sql.analyzer.maxIterations", str(4 * MAX_NESTING))
     )
-    scratch = own_folder() if master.startswith("local") else None  # a cluster's executors have their own
+    scratch = own_folder() if is_local(master) else None  # a cluster's executors have their own
     for key, value in {**engine_settings(short_lived=short_lived, scratch=scratch), **ui_settings(ui),
                        **master_settings(master), **(conf or {})}.items():
         builder = builder.config(key, value)

@@ -196,7 +196,13 @@ def master_settings(master: str) -> dict[str, str]:
     """The settings that depend on where the session runs: in local mode, uncompressed shuffles and the driver's
     ports on loopback. An Airflow step takes its master from the `spark_default` connection, known only when the
     task runs, which adds them then (`pielake.orchestration.submit`)."""
-    return {**LOCAL_SHUFFLES, **LOCAL_DRIVER} if master.startswith("local") else {}
+    return {**LOCAL_SHUFFLES, **LOCAL_DRIVER} if is_local(master) else {}
+
+
+def is_local(master: str) -> bool:
+    """`master` runs the session on this machine (`local`, `local[N]`, `local-cluster[…]`): no executor elsewhere
+    connects back to the driver, and its scratch space and ports are this machine's alone."""
+    return master.startswith("local")
 
 
 @dataclass(frozen=True)
