@@ -6,10 +6,16 @@ on the run. So the client sends the query's text and the run's request; the engi
 
 An engine listens on two ports of one host: Spark Connect on `port` (SQL clients, notebooks, `pielake sql
 --remote`) and pielake's runs on `port + 1`, both behind the same token.
+
+A client reaches an engine on this machine's loopback directly, whatever proxy the environment names
+(`http_proxy`, `https_proxy`, `grpc_proxy`): Python's HTTP client and gRPC both send a loopback address through
+such a proxy unless `no_proxy` lists it, where it reaches the proxy's own machine, and the token with it. An engine
+elsewhere is reached as the environment says, through its proxy where it names one.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import random
 import socket
@@ -53,6 +59,16 @@ class EngineAddress:
         """The host as Spark Connect clients name it. With a token, Spark's client sends it over TLS unless the
         host is `localhost`, so a loopback engine is named so."""
         return "localhost" if self.host in ("127.0.0.1", "localhost") else self.host
+
+    @property
+    def on_loopback(self) -> bool:
+        """Whether the engine is on this machine's loopback, which no proxy reaches."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
 
     @property
     def connect_url(self) -> str:
@@ -140,8 +156,10 @@ def _post(address: EngineAddress, path: str, body: dict[str, Any], timeout: floa
                                      headers={"Content-Type": "application/json",
                                               **({"Authorization": f"Bearer {address.token}"} if address.token
                                                  else {})})
+    proxy = _proxy(address)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": proxy} if proxy else {}))
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
+        with opener.open(request, timeout=timeout) as answer:
             for line in answer:
                 if line.strip():
                     yield json.loads(line)
@@ -149,9 +167,19 @@ def _post(address: EngineAddress, path: str, body: dict[str, Any], timeout: floa
         raise EngineError(f"the engine at {address.runs_url} refused: {refused.read().decode().strip()}") from None
     except (TimeoutError, urllib.error.URLError, ConnectionError) as lost:
         reason = getattr(lost, "reason", lost)
+        through = (f", through the proxy {proxy} that http_proxy names: list the engine's host in no_proxy to reach "
+                   "it directly" if proxy else "")
         raise EngineError(f"no answer from the engine at sc://{address.host}:{address.port} (its runs at "
-                          f"{address.runs_url}: {reason}); is it running? `pielake engine status --lake LAKE`",
-                          EXIT_UNAVAILABLE) from None
+                          f"{address.runs_url}: {reason}{through}); is it running? `pielake engine status --lake "
+                          "LAKE`", EXIT_UNAVAILABLE) from None
+
+
+def _proxy(address: EngineAddress) -> str | None:
+    """The proxy the environment sends the engine's runs through: none for an engine on loopback, else the one
+    `http_proxy` names unless `no_proxy` lists the engine's host."""
+    if address.on_loopback or urllib.request.proxy_bypass(address.host):
+        return None
+    return urllib.request.getproxies().get("http")
 
 
 def run_on_engine(address: EngineAddress, order: RunOrder, say: Callable[[str], None],

@@ -325,12 +325,20 @@ def _stopped_as_it_started(console: Path | None) -> PielakeError:
                         "PATH or in JAVA_HOME)")
 
 
+GRPC_PROXY_OPTION = "grpc.enable_http_proxy"  # gRPC's channel option: 0 ignores the proxy the environment names
+
+
 def connect_session(address: EngineAddress) -> SparkSession:
     """A Spark Connect session of an engine (`pielake.engine.server`): the engine's application runs what it
     asks, this process only plans."""
+    from pyspark.sql.connect.client import DefaultChannelBuilder  # noqa: PLC0415 (gRPC: the Connect client's alone)
+    from pyspark.sql.connect.session import SparkSession as ConnectSession  # noqa: PLC0415
+
     _check_answers(address)
     _quiet_query_context()
-    return SparkSession.builder.remote(address.connect_url).getOrCreate()
+    direct = [(GRPC_PROXY_OPTION, 0)] if address.on_loopback else []  # no proxy reaches the loopback (client.py)
+    channel = DefaultChannelBuilder(address.connect_url, channelOptions=direct)
+    return ConnectSession.builder.channelBuilder(channel).getOrCreate()
 
 
 def _check_answers(address: EngineAddress, timeout: float = 10.0) -> None:

@@ -28,7 +28,7 @@ from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
 from pielake.cli import main
-from pielake.engine.client import EngineAddress, EngineError, RunOrder, run_on_engine
+from pielake.engine.client import EngineAddress, EngineError, RunOrder, free_port, run_on_engine
 from pielake.exitcodes import EXIT_INTERRUPTED, EXIT_UNAVAILABLE
 from pielake.lake.delta import Lake
 from pielake.lake.lock import RunLock
@@ -92,6 +92,28 @@ def test_runs_sent_to_the_engine_publish_the_reference_tables(engine: EngineForT
     for match in find_matches(EVENTS, load_query(QUERY, "mid")):
         expected[match.status] = expected.get(match.status, 0) + 1
     assert {r["status"]: int(r["n"]) for r in rows} == expected
+
+
+def test_a_client_whose_environment_names_a_proxy_reaches_the_engine_on_loopback_directly(
+        engine: EngineForTests, tmp_path: Path) -> None:
+    """Behind a proxy the environment names for every address, as a shell or an Airflow worker on a company
+    network is (here one at a port where nothing listens): a run sent to the engine and a query through Spark
+    Connect reach it, as Python's HTTP client and gRPC would otherwise send both, with the token, to the proxy."""
+    root = new_lake(tmp_path / "lake")
+    proxy = f"http://127.0.0.1:{free_port()}"
+    env = {**{k: v for k, v in process_env().items() if k.lower() != "no_proxy"},
+           **dict.fromkeys(("http_proxy", "https_proxy", "grpc_proxy", "HTTP_PROXY", "HTTPS_PROXY"), proxy)}
+    pielake, remote = str(Path(sys.executable).parent / "pielake"), engine.address.connect_url
+    run = subprocess.run([pielake, "run", str(root / "mid.tpq"), "--events", write(tmp_path / "e.json", EVENTS),
+                          "--lake", str(root), "--remote", remote], env=env, capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    read = subprocess.run([pielake, "sql", "--lake", str(root), "--remote", remote, "--format", "csv",
+                           "SELECT count(*) AS n FROM matches_mid"], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert read.returncode == 0, read.stderr[-2000:]
+    [counted] = csv.DictReader(io.StringIO(read.stdout))
+    assert int(counted["n"]) == len(find_matches(EVENTS, load_query(QUERY, "mid"))) > 0
 
 
 def stop_a_run_on_the_engine_as_it_starts(engine: EngineForTests, root: Path, events: Path, run_id: str) -> None:

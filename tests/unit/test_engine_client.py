@@ -1,0 +1,69 @@
+"""The engine's thin client (`pielake.engine.client`) behind a proxy the environment names: an engine on loopback
+is reached directly, one elsewhere through the proxy, and a failure there names the proxy and how to pass it by.
+`tests/integration/test_engine.py` sends a run and a Spark Connect query to a real engine behind such a proxy."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from pielake.engine.client import EngineAddress, EngineError, engine_status, free_port
+
+PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY")
+
+
+class Status(BaseHTTPRequestHandler):
+    """What an engine's runs port answers to `/status`: one JSON line."""
+
+    def do_POST(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(json.dumps({"lake": "here"}).encode() + b"\n")
+
+    def log_message(self, *_: object) -> None:
+        """Quiet: the test reads the answer, not the server's log."""
+
+
+@pytest.fixture
+def runs_port() -> Iterator[int]:
+    """A server on loopback answering as an engine's runs port does; its Spark Connect port is the one before."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Status)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+@pytest.fixture
+def closed_proxy(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A proxy, named as a shell behind one names it, at a port where nothing listens."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    proxy = f"http://127.0.0.1:{free_port()}"
+    for name in PROXY_VARIABLES[:4]:
+        monkeypatch.setenv(name, proxy)
+    return proxy
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_an_engine_on_loopback_is_reached_past_the_proxy(host: str, runs_port: int, closed_proxy: str) -> None:
+    assert engine_status(EngineAddress(host, runs_port - 1)) == {"lake": "here"}
+
+
+def test_an_engine_elsewhere_is_reached_through_the_proxy_whose_failure_is_named(closed_proxy: str) -> None:
+    elsewhere = EngineAddress("192.0.2.10", 15002)  # a documentation address: only the proxy is ever dialled
+    with pytest.raises(EngineError) as failed:
+        engine_status(elsewhere, timeout=5)
+    assert f"through the proxy {closed_proxy} that http_proxy names: list the engine's host in no_proxy to reach it " \
+           "directly" in str(failed.value)
+
+
+def test_an_engine_no_proxy_lists_is_reached_directly(closed_proxy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("no_proxy", "192.0.2.10")
+    with pytest.raises(EngineError) as failed:
+        engine_status(EngineAddress("192.0.2.10", 15002), timeout=0.5)  # dialled directly: no answer in time
+    assert "proxy" not in str(failed.value)
