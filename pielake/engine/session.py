@@ -34,6 +34,7 @@ from pielake.engine.settings import (
     DEFAULT_MASTER,
     IVY,
     IVY_CACHE,
+    LOOPBACK,
     SparkUi,
     driver_heap,
     engine_settings,
@@ -325,20 +326,26 @@ def _stopped_as_it_started(console: Path | None) -> PielakeError:
                         "PATH or in JAVA_HOME)")
 
 
-GRPC_PROXY_OPTION = "grpc.enable_http_proxy"  # gRPC's channel option: 0 ignores the proxy the environment names
+NO_GRPC_PROXY = "no_grpc_proxy"  # the hosts gRPC reaches directly, whatever proxy the environment names
 
 
 def connect_session(address: EngineAddress) -> SparkSession:
     """A Spark Connect session of an engine (`pielake.engine.server`): the engine's application runs what it
     asks, this process only plans."""
-    from pyspark.sql.connect.client import DefaultChannelBuilder  # noqa: PLC0415 (gRPC: the Connect client's alone)
-    from pyspark.sql.connect.session import SparkSession as ConnectSession  # noqa: PLC0415
-
     _check_answers(address)
     _quiet_query_context()
-    direct = [(GRPC_PROXY_OPTION, 0)] if address.on_loopback else []  # no proxy reaches the loopback (client.py)
-    channel = DefaultChannelBuilder(address.connect_url, channelOptions=direct)
-    return ConnectSession.builder.channelBuilder(channel).getOrCreate()
+    if address.on_loopback:
+        _grpc_direct_to_loopback()
+    return SparkSession.builder.remote(address.connect_url).getOrCreate()
+
+
+def _grpc_direct_to_loopback() -> None:
+    """Let this process's gRPC channels reach loopback past the proxy the environment names (no proxy reaches this
+    machine's loopback, `pielake.engine.client`). gRPC sends even a loopback address through `grpc_proxy`,
+    `https_proxy` or `http_proxy` unless `no_grpc_proxy`, else `no_proxy`, lists it; the hosts either lists
+    already stay listed."""
+    listed = os.environ.get(NO_GRPC_PROXY) or os.environ.get("no_proxy") or os.environ.get("NO_PROXY") or ""
+    os.environ[NO_GRPC_PROXY] = ",".join(filter(None, [listed, "localhost", LOOPBACK]))
 
 
 def _check_answers(address: EngineAddress, timeout: float = 10.0) -> None:
