@@ -4,9 +4,10 @@ A local Spark session keeps its shuffle and spilled blocks (`blockmgr-*`), the f
 (`spark-*`), Spark Connect's artifacts and Hive's session resources in temporary folders, and deletes them as its
 JVM exits. A JVM the system kills (the out-of-memory killer, a container's limit, `kill -9`) deletes nothing, and
 what it shuffled stays on the disk (docs/operations.md, "Scratch space"). So each process that builds a session
-gives its JVM one folder under `SCRATCH` (`SPARK_LOCAL_DIRS` and the JVM's `java.io.tmpdir`) and holds a lock on it
-for its life; the next process to build a session removes every folder whose lock no one holds. A `SPARK_LOCAL_DIRS`
-the user set (a larger disk) still decides where the blocks go.
+gives its JVM one folder under `SCRATCH` (Spark's `spark.local.dir` and the JVM's `java.io.tmpdir`) and holds a lock
+on it for its life; the next process to build a session removes every folder whose lock no one holds.
+`SPARK_LOCAL_DIRS`, which Spark reads before `spark.local.dir`, still decides where the blocks go where it is set (a
+larger disk).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from pathlib import Path
 from typing import IO
 
 SCRATCH = Path(tempfile.gettempdir()) / f"pielake-scratch-{os.getuid()}"
-LOCAL_DIRS = "SPARK_LOCAL_DIRS"
 OWNER = ".owner"  # the file each folder's process holds its lock on
 MAKING_SECONDS = 60  # far longer than a folder takes to be made and locked
 _held: dict[Path, tuple[Path, IO[str]]] = {}  # root: this process's folder, and the file whose lock it holds
@@ -45,15 +45,6 @@ def own_folder(root: Path = SCRATCH) -> Path | None:
         return None
     _held[root] = (folder, owner)
     return folder
-
-
-def local_dirs(folder: Path | None) -> dict[str, str]:
-    """The environment that gives a local session's JVM `folder` for its blocks, unless the user's own
-    `SPARK_LOCAL_DIRS` says where. Spark reads that variable before `spark.local.dir`, and where the setting is
-    given it logs at every start that a cluster manager will override it, which on a local master none does."""
-    if folder is None or os.environ.get(LOCAL_DIRS):
-        return {}
-    return {LOCAL_DIRS: str(folder)}
 
 
 def remove_left(root: Path) -> list[Path]:

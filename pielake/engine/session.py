@@ -29,7 +29,7 @@ from pyspark.sql import SparkSession
 
 from pielake.engine.client import EngineAddress
 from pielake.engine.jvm import check_spark_home, utf8_locale
-from pielake.engine.scratch import local_dirs, own_folder
+from pielake.engine.scratch import own_folder
 from pielake.engine.settings import (
     DEFAULT_MASTER,
     IVY,
@@ -294,9 +294,9 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: S
     for key, value in {**engine_settings(short_lived=short_lived, scratch=scratch), **ui_settings(ui),
                        **master_settings(master), **(conf or {})}.items():
         builder = builder.config(key, value)
-    inherited = {**_system_class_path(system_jars), **ui_address(ui, master), **local_dirs(scratch)}
     try:
-        with _jvm_start(), _console_to(console), _environment_within(inherited):
+        with (_jvm_start(), _console_to(console),
+              _environment_within({**_system_class_path(system_jars), **ui_address(ui, master)})):
             session = configure_spark_with_delta_pip(builder, extra_packages=list(packages)).getOrCreate()
     except PySparkRuntimeError as error:
         if error.getCondition() != "JAVA_GATEWAY_EXITED":

@@ -173,10 +173,11 @@ class SubmitSettings:
 def engine_settings(*, short_lived: bool = False, scratch: Path | None = None) -> dict[str, str]:
     """What every pielake session has, built here or by spark-submit: UTC, room for the generated code of a few
     queries (`CODEGEN_CACHE_ENTRIES`), the log retention of the tables it creates (`keep_days`), the Ivy cache
-    of its jars (`IVY_CACHE`) and the JVM options (`java_options`), with a local session's folder for its
-    temporary files where it has one of its process's own (`pielake.engine.scratch`)."""
+    of its jars (`IVY_CACHE`), the JVM options (`java_options`); and a local session's folder for its temporary
+    files, where it has one of its process's own (`pielake.engine.scratch`)."""
+    local_dir = {} if scratch is None else {"spark.local.dir": str(scratch)}
     return {"spark.sql.session.timeZone": "UTC", "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
-            LOG_RETENTION_DEFAULT: log_retention(keep_days()), IVY: str(IVY_CACHE),
+            LOG_RETENTION_DEFAULT: log_retention(keep_days()), IVY: str(IVY_CACHE), **local_dir,
             **java_options(short_lived=short_lived, scratch=scratch)}
 
 
@@ -185,7 +186,7 @@ def java_options(*, short_lived: bool = False, scratch: Path | None = None) -> d
     `extraJavaOptions`, so a user's own (in spark-defaults.conf, or the lake metastore's) still apply. The driver
     also maps the class archive, where setup built one (`pielake.engine.class_archive`), a `short_lived` one
     compiles with C1 alone (`SHORT_LIVED_JIT`), and one given a `scratch` folder keeps its temporary files there
-    (what Spark Connect and Hive keep outside Spark's block folders)."""
+    (what Spark Connect and Hive keep outside `spark.local.dir`)."""
     tmpdir = "" if scratch is None else file_option("-Djava.io.tmpdir=", scratch)
     driver = " ".join(filter(None, [JAVA_OPTIONS, archive_options(), SHORT_LIVED_JIT if short_lived else "", tmpdir]))
     return {"spark.driver.defaultJavaOptions": driver, "spark.executor.defaultJavaOptions": JAVA_OPTIONS}

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pielake.engine import scratch
-from pielake.engine.scratch import LOCAL_DIRS, MAKING_SECONDS, OWNER, local_dirs, own_folder, remove_left
+from pielake.engine.scratch import MAKING_SECONDS, OWNER, own_folder, remove_left
 
 # A process that takes its scratch folder under the root given, says it, and lives until its input closes.
 HOLDER = "import sys; from pathlib import Path; from pielake.engine.scratch import own_folder; " \
@@ -75,12 +75,3 @@ def test_a_root_another_account_made_is_not_used(tmp_path: Path) -> None:
     root.mkdir(mode=0o777)
     os.chown(root, 65534, 65534)
     assert own_folder(root) is None and list(root.iterdir()) == []
-
-
-def test_the_jvm_is_given_the_folder_for_its_blocks_unless_the_user_named_one(tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(LOCAL_DIRS, raising=False)
-    assert local_dirs(tmp_path) == {LOCAL_DIRS: str(tmp_path)}
-    assert local_dirs(None) == {}  # a cluster's executors keep their own
-    monkeypatch.setenv(LOCAL_DIRS, "/big/disk")
-    assert local_dirs(tmp_path) == {}
