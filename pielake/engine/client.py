@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import random
 import socket
 import urllib.error
@@ -35,6 +36,7 @@ DEFAULT_PORT = 15002  # Spark Connect's own default port
 MAX_PORT = 65534  # an engine serves its runs on the port after Spark Connect's
 FIRST_CHOSEN_PORT = 20000  # `free_ports` draws from here up, above the ports services usually take
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+NO_GRPC_PROXY = "no_grpc_proxy"  # the hosts gRPC reaches directly, whatever proxy the environment names
 ENGINE_FILE = "engine.json"  # `<lake>/_engine/engine.json`: the address of the lake's running engine
 
 
@@ -180,6 +182,18 @@ def _proxy(address: EngineAddress) -> str | None:
     if address.on_loopback or urllib.request.proxy_bypass(address.host):
         return None
     return urllib.request.getproxies().get("http")
+
+
+def grpc_direct_to_loopback(address: EngineAddress) -> None:
+    """Let this process's gRPC channels (Spark Connect's) reach an engine on loopback past the proxy the
+    environment names, as `_proxy` lets the runs' HTTP client: gRPC sends even a loopback address through
+    `grpc_proxy`, `https_proxy` or `http_proxy` unless `no_grpc_proxy`, else `no_proxy`, lists the host it dials
+    (`client_host`). The hosts either lists already stay listed; an engine elsewhere is left to them."""
+    if not address.on_loopback:
+        return
+    listed = os.environ.get(NO_GRPC_PROXY) or os.environ.get("no_proxy") or os.environ.get("NO_PROXY") or ""
+    hosts = listed.split(",") if listed else []
+    os.environ[NO_GRPC_PROXY] = ",".join(hosts + [address.client_host] * (address.client_host not in hosts))
 
 
 def run_on_engine(address: EngineAddress, order: RunOrder, say: Callable[[str], None],

@@ -27,14 +27,13 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
-from pielake.engine.client import EngineAddress
+from pielake.engine.client import EngineAddress, grpc_direct_to_loopback
 from pielake.engine.jvm import check_spark_home, utf8_locale
 from pielake.engine.scratch import own_folder
 from pielake.engine.settings import (
     DEFAULT_MASTER,
     IVY,
     IVY_CACHE,
-    LOOPBACK,
     SparkUi,
     driver_heap,
     engine_settings,
@@ -326,26 +325,13 @@ def _stopped_as_it_started(console: Path | None) -> PielakeError:
                         "PATH or in JAVA_HOME)")
 
 
-NO_GRPC_PROXY = "no_grpc_proxy"  # the hosts gRPC reaches directly, whatever proxy the environment names
-
-
 def connect_session(address: EngineAddress) -> SparkSession:
     """A Spark Connect session of an engine (`pielake.engine.server`): the engine's application runs what it
     asks, this process only plans."""
     _check_answers(address)
     _quiet_query_context()
-    if address.on_loopback:
-        _grpc_direct_to_loopback()
+    grpc_direct_to_loopback(address)
     return SparkSession.builder.remote(address.connect_url).getOrCreate()
-
-
-def _grpc_direct_to_loopback() -> None:
-    """Let this process's gRPC channels reach loopback past the proxy the environment names (no proxy reaches this
-    machine's loopback, `pielake.engine.client`). gRPC sends even a loopback address through `grpc_proxy`,
-    `https_proxy` or `http_proxy` unless `no_grpc_proxy`, else `no_proxy`, lists it; the hosts either lists
-    already stay listed."""
-    listed = os.environ.get(NO_GRPC_PROXY) or os.environ.get("no_proxy") or os.environ.get("NO_PROXY") or ""
-    os.environ[NO_GRPC_PROXY] = ",".join(filter(None, [listed, "localhost", LOOPBACK]))
 
 
 def _check_answers(address: EngineAddress, timeout: float = 10.0) -> None:
