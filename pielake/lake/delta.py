@@ -44,6 +44,7 @@ RUN_COMMITS_KEPT = "interval 30 days"  # how long a table remembers which runs c
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+NEW_TABLES = "spark.databricks.delta.properties.defaults."  # + a property: what a table a write creates takes
 
 
 def quoted_identifier(name: str) -> str:
@@ -314,8 +315,7 @@ class Lake:
         `RUN_COMMITS_KEPT`, the longest a retry is expected to wait (a repeat after that applies again).
         """
         with settings_within(self.spark, {TXN_APP_ID: writer, TXN_VERSION: "0",
-                                          "spark.databricks.delta.properties.defaults.setTransactionRetentionDuration":
-                                              RUN_COMMITS_KEPT}):
+                                          f"{NEW_TABLES}setTransactionRetentionDuration": RUN_COMMITS_KEPT}):
             yield
 
     def optimize(self, table: str, *, order: tuple[str, ...] = (), file_bytes: int | None = None) -> tuple[int, int]:
@@ -406,17 +406,19 @@ class Lake:
 
     def append(self, df: DataFrame, table: str, *, change_feed: bool = False, writer: str | None = None,
                replace: bool = False) -> None:
-        """Append `df` (with `replace`, write it in place of the table's rows and columns); a table created here with
-        `change_feed` records its inserts for `inserted_since`. With a `writer`, the write is made `once`; the
-        table is created before, outside it (creating it is a commit too, and would leave the write nothing to
-        do)."""
-        if change_feed and not self.exists(table):
-            (DeltaTable.createIfNotExists(self.spark).location(self.path(table)).addColumns(df.schema)
-             .property("delta.enableChangeDataFeed", "true")
-             .property("delta.setTransactionRetentionDuration", RUN_COMMITS_KEPT).execute())
+        """Append `df` (with `replace`, write it in place of the table's rows and columns); with a `writer`, the
+        write is made `once`. A table this write creates with `change_feed` records its inserts for
+        `inserted_since` from its first commit, and remembers its writers' commits as long as `once` says: the
+        write takes those properties from the session (`NEW_TABLES`), so the table is created by the commit of its
+        first rows, not by a commit of its own before them, which took about three times as long again
+        (docs/performance.md)."""
+        created = {} if not change_feed or self.exists(table) else {
+            f"{NEW_TABLES}enableChangeDataFeed": "true",
+            f"{NEW_TABLES}setTransactionRetentionDuration": RUN_COMMITS_KEPT}
         write = df.write.format("delta")
         write = write.mode("overwrite").option("overwriteSchema", "true") if replace else write.mode("append")
-        with self.writing(), self.once(writer) if writer is not None else nullcontext():
+        with self.writing(), settings_within(self.spark, created), \
+                self.once(writer) if writer is not None else nullcontext():
             write.save(self.path(table))
 
     def inserted_since(self, table: str, version: int) -> DataFrame | None:

@@ -5,12 +5,13 @@ micro-batch whose last run is older than the log compares every event instead of
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from pielake.engine.settings import LOG_RETENTION_DEFAULT, keep_days, log_retention
-from pielake.lake.delta import LOG_RETENTION, Lake
+from pielake.lake.delta import LOG_RETENTION, RUN_COMMITS_KEPT, Lake
 
 EVENTS = "events_s"
 
@@ -18,6 +19,11 @@ EVENTS = "events_s"
 def retention(lake: Lake, table: str) -> str:
     [row] = lake.spark.sql(f"SHOW TBLPROPERTIES delta.`{lake.path(table)}` ('{LOG_RETENTION}')").collect()
     return row["value"]
+
+
+def properties(lake: Lake, table: str) -> dict[str, str]:
+    shown = lake.spark.sql(f"SHOW TBLPROPERTIES delta.`{lake.path(table)}`").collect()
+    return {row["key"]: row["value"] for row in shown}
 
 
 def test_log_retention_is_the_days_kept_in_hours_and_never_under_one() -> None:
@@ -61,7 +67,7 @@ def test_maintenance_gives_a_table_made_without_pielake_s_settings_the_retention
 def test_the_change_feed_is_not_read_where_the_log_no_longer_reaches_back(spark: SparkSession,
                                                                           tmp_path: Path) -> None:
     lake = Lake(spark, tmp_path)
-    for start in range(0, 120, 10):  # the creation, then twelve appends: Delta checkpoints at version 10
+    for start in range(0, 120, 10):  # twelve appends, the first creating the table: Delta checkpoints at version 10
         lake.append(spark.range(start, start + 10), EVENTS, change_feed=True)
     log = Path(lake.path(EVENTS)) / "_delta_log"
     assert (log / f"{10:020d}.checkpoint.parquet").exists()
@@ -70,7 +76,7 @@ def test_the_change_feed_is_not_read_where_the_log_no_longer_reaches_back(spark:
     assert lake.inserted_since(EVENTS, 3) is None
     since_ten = lake.inserted_since(EVENTS, 10)
     assert since_ten is not None
-    assert sorted(r.id for r in since_ten.collect()) == list(range(100, 120))
+    assert sorted(r.id for r in since_ten.collect()) == list(range(110, 120))
     assert lake.read(EVENTS).count() == 120
 
 
@@ -90,3 +96,21 @@ def test_the_change_feed_is_read_only_from_a_table_that_records_it_with_or_witho
         recorded = lake.inserted_since(EVENTS, seen[EVENTS])
         assert recorded is not None and sorted(r.id for r in recorded.collect()) == [5, 6, 7], checksums
         assert lake.inserted_since("events_plain", seen["events_plain"]) is None, checksums
+
+
+def test_a_stream_s_table_is_created_by_the_commit_of_its_first_events_and_records_its_changes_from_it(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """One commit makes the table and holds the run's events, made once: run again, the write appends nothing. The
+    properties it is created with are the table's alone, not the session's for the tables after it."""
+    lake = Lake(spark, tmp_path)
+    started = datetime.now(UTC)
+    for _ in range(2):
+        lake.append(spark.range(0, 5), EVENTS, change_feed=True, writer="run-1")
+    assert lake.version(EVENTS) == 0 and lake.committed_by(EVENTS, "run-1", started)
+    created = properties(lake, EVENTS)
+    assert (created["delta.enableChangeDataFeed"], created["delta.setTransactionRetentionDuration"]) == (
+        "true", RUN_COMMITS_KEPT)
+    changes = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0)
+    assert sorted(r.id for r in changes.load(lake.path(EVENTS)).collect()) == [0, 1, 2, 3, 4]
+    lake.append(spark.range(3), "events_plain")
+    assert "delta.enableChangeDataFeed" not in properties(lake, "events_plain")
