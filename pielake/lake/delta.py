@@ -410,7 +410,7 @@ class Lake:
         write is made `once`. A table this write creates with `change_feed` records its inserts for
         `inserted_since` from its first commit, and remembers its writers' commits as long as `once` says: the
         write takes those properties from the session (`NEW_TABLES`), so the table is created by the commit of its
-        first rows, not by a commit of its own before them, which took about three times as long again
+        first rows, not by a commit of its own before them: a stream's first run makes one commit fewer
         (docs/performance.md)."""
         created = {} if not change_feed or self.exists(table) else {
             f"{NEW_TABLES}enableChangeDataFeed": "true",
