@@ -23,7 +23,7 @@ from pielake.engine.client import (
     grpc_direct_to_loopback,
 )
 
-PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY", NO_GRPC_PROXY)
+PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "no_proxy", "NO_PROXY")
 
 
 class Status(BaseHTTPRequestHandler):
@@ -53,7 +53,7 @@ def closed_proxy(monkeypatch: pytest.MonkeyPatch) -> str:
     """A proxy, named as a shell behind one names it, at a port where nothing listens."""
     for name in PROXY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv(NO_GRPC_PROXY, "")  # which the client under test sets: undone after each test
+    monkeypatch.setenv(NO_GRPC_PROXY, "")  # empty; the client under test sets it: undone after each test
     proxy = f"http://127.0.0.1:{free_port()}"
     for name in PROXY_VARIABLES[:4]:
         monkeypatch.setenv(name, proxy)
