@@ -24,7 +24,8 @@ def is_checkpoint(df: DataFrame) -> bool:
 
 def hold(df: DataFrame) -> tuple[DataFrame, int]:
     """`df`'s rows held as a local checkpoint, in memory and spilled to local disk past it (as they are, if `df`
-    is one), and how many there are.
+    is one), and how many there are. They are held serialized (PySpark's `MEMORY_AND_DISK`): kept as rows they
+    are read faster but take about four times the heap (docs/performance.md, "Where a whole run's CPU goes").
 
     One Spark job computes, stores and counts them: the checkpoint is taken lazily and the count of its blocks
     is what stores them. An eager checkpoint runs a count of its own and throws it away, and counting after it
