@@ -599,7 +599,8 @@ def maintain_command(query_file: str, *, lake_dir: str, keep_days: float, lock_w
               help="Write a sample stream for this query instead, as CSV (OUT/<stream>.csv): its stream's columns "
                    "(schemas/), else those the query reads.")
 @click.option("--columns", type=click.IntRange(min=1), default=4, show_default=True, help="Boolean columns a_1..a_n.")
-@click.option("--keys", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--keys", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Keys 0..K-1, the events dealt evenly; consecutive keys share a file.")
 @click.option("--seed", type=click.IntRange(min=0), default=42, show_default=True)
 @click.option("--layout", type=click.Choice(["parquet", "csv", "tpstream-csv"]), default="parquet", show_default=True,
               help="tpstream-csv: the headerless id,a_1,...,a_n,t1,t2 files of the PieStream/TPStream engines.")

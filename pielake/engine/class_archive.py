@@ -90,8 +90,7 @@ def build(say: Callable[[str], None] = print) -> Path:
 def _train(work: Path, options: str) -> None:
     """A batch run of a small chain query, then a micro-batch, in a session whose JVM has `options`; the JVM's
     exit awaited, since it writes the archive as it exits."""
-    import pyarrow as pa  # noqa: PLC0415 (only setup trains)
-    import pyarrow.compute as pc  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415 (only setup trains)
     import pyarrow.csv as pacsv  # noqa: PLC0415
     from pyspark import SparkContext  # noqa: PLC0415
 
@@ -100,10 +99,10 @@ def _train(work: Path, options: str) -> None:
     from pielake.lake.delta import Lake  # noqa: PLC0415
     from pielake.pipeline.job import RunRequest  # noqa: PLC0415
     from pielake.pipeline.runner import run_query  # noqa: PLC0415
-    from pielake.pipeline.synthetic import key_table  # noqa: PLC0415
+    from pielake.pipeline.synthetic import keys_table  # noqa: PLC0415
     from pielake.query.analyzer import load_query  # noqa: PLC0415
 
-    events = pa.concat_tables(key_table(k, 2_000, 3, 7) for k in range(2))
+    events = keys_table([(k, 2_000) for k in range(2)], 3, 7)
     files = [work / "history.csv", work / "landed.csv"]
     pacsv.write_csv(events.filter(pc.less(events["ts"], 1_500)), files[0])
     pacsv.write_csv(events.filter(pc.greater_equal(events["ts"], 1_500)), files[1])

@@ -3,8 +3,9 @@
 TPStream's law (the TPStream paper's experiments, PieStream's Figure 4): boolean columns with random true runs.
 Per key, events arrive one per time unit (ts = 0, 1, 2, ...). Each column a_i starts with a gap, then alternates
 true runs of U[10, 100] events and gaps of U[10, 50] events (bounds inclusive). Everything is vectorised with
-numpy and seeded per key and column, so the same arguments always give the same files, whatever the chunking;
-keys are written in parallel, one process per core.
+numpy and seeded per key and column, so the same arguments always give the same events, whatever the chunking.
+Consecutive keys share a file: a stream of many short keys is a few files, not a file per key, which a run would
+open one by one; the files are written in parallel, one process per core.
 
 A sample stream for a query (`query_events`) has the columns of the query's stream (its schema in `schemas/`,
 or the columns the query reads, typed by how it reads them), so a query can be tried before there is data for it.
@@ -47,11 +48,13 @@ def column(length: int, rng: np.random.Generator) -> np.ndarray:
     return np.repeat(values, lengths)[:length]
 
 
-def key_table(key: int, events: int, columns: int, seed: int) -> pa.Table:
-    data: dict[str, pa.Array] = {"id": pa.array(np.full(events, key, dtype=np.int64)),
-                                 "ts": pa.array(np.arange(events, dtype=np.int64))}
+def keys_table(keys: Sequence[tuple[int, int]], columns: int, seed: int) -> pa.Table:
+    """The events of `keys`, each a (key, events), one key after another: every column drawn per key as numpy
+    arrays and joined once, so many short keys cost no Arrow table each."""
+    data = {"id": np.concatenate([np.full(events, key, dtype=np.int64) for key, events in keys]),
+            "ts": np.concatenate([np.arange(events, dtype=np.int64) for _, events in keys])}
     for c in range(1, columns + 1):
-        data[f"a_{c}"] = pa.array(column(events, np.random.default_rng([seed, key, c])))
+        data[f"a_{c}"] = np.concatenate([column(events, np.random.default_rng([seed, key, c])) for key, events in keys])
     return pa.table(data)
 
 
@@ -60,8 +63,7 @@ def write_landings(paths: Sequence[Path], *, keys: int, history: int, per_slice:
     """Events of `keys` keys as CSV files in time order, as they land: `paths[0]` holds each key's first `history`
     events, each later path the next `per_slice` of each key. A batch run of the first and micro-batches of the
     rest see a stream that goes on in time (the freshness bench, the engine's warm-up)."""
-    events = pa.concat_tables(key_table(k, history + (len(paths) - 1) * per_slice, columns, seed)
-                              for k in range(keys))
+    events = keys_table([(k, history + (len(paths) - 1) * per_slice) for k in range(keys)], columns, seed)
     bounds = [0, *(history + per_slice * n for n in range(len(paths)))]
     for path, (low, high) in zip(paths, pairwise(bounds), strict=True):
         pacsv.write_csv(events.filter(pc.and_(pc.greater_equal(events["ts"], low), pc.less(events["ts"], high))), path)
@@ -69,17 +71,19 @@ def write_landings(paths: Sequence[Path], *, keys: int, history: int, per_slice:
 
 def generate(out: Path, events: int, *, columns: int = 4, keys: int = 1, seed: int = 42,
              layout: str = "parquet") -> list[Path]:
-    """Write `events` events over `keys` keys into `out`; returns the files written.
+    """Write `events` events over `keys` keys into `out`; returns the files written, in key order.
 
     layout: "parquet" (id, ts, a_1..a_n) or "csv" (header), or "tpstream-csv": the headerless `id,a_1..a_n,t1,t2`
     layout of the PieStream/TPStream engines, where [t1, t2) = [ts, ts + 1).
     """
     out.mkdir(parents=True, exist_ok=True)
-    tasks = [(out, key, count, columns, seed, layout) for key, count in enumerate(_per_key(events, keys))]
-    if keys == 1:
-        return _write_key(tasks[0])
-    with ProcessPoolExecutor(max_workers=min(keys, os.cpu_count() or 1)) as pool:
-        return [path for paths in pool.map(_write_key, tasks) for path in paths]
+    cores = os.cpu_count() or 1
+    groups = _key_groups(_per_key(events, keys), min(ROWS_PER_FILE, -(-events // cores)))
+    tasks = [(out, group, columns, seed, layout) for group in groups]
+    if len(tasks) == 1:
+        return _write_keys(tasks[0])
+    with ProcessPoolExecutor(max_workers=min(len(tasks), cores)) as pool:
+        return [path for paths in pool.map(_write_keys, tasks) for path in paths]
 
 
 def _per_key(events: int, keys: int) -> list[int]:
@@ -87,11 +91,29 @@ def _per_key(events: int, keys: int) -> list[int]:
     return [events // keys + (1 if k < events % keys else 0) for k in range(keys)]
 
 
-def _write_key(task: tuple[Path, int, int, int, int, str]) -> list[Path]:
-    out, key, count, columns, seed, layout = task
-    table = key_table(key, count, columns, seed)
-    return [_write(table.slice(start, ROWS_PER_FILE), out / f"key{key:05d}-part{part:04d}", layout, columns)
-            for part, start in enumerate(range(0, count, ROWS_PER_FILE))]
+def _key_groups(counts: Sequence[int], most: int) -> list[list[tuple[int, int]]]:
+    """The keys, as (key, events) with `counts[key]` events, in groups of consecutive keys that hold at most `most`
+    events together; a key with more is a group of its own. A group is one process's work, and each key is in one
+    group, so it is drawn once; `generate` gives `most` as a core's share, so there is a group a core where the
+    keys allow it."""
+    groups: list[list[tuple[int, int]]] = []
+    held = 0
+    for key, count in enumerate(counts):
+        if not groups or held + count > most:
+            groups.append([])
+            held = 0
+        groups[-1].append((key, count))
+        held += count
+    return groups
+
+
+def _write_keys(task: tuple[Path, list[tuple[int, int]], int, int, str]) -> list[Path]:
+    """A group's keys, whole and in order, in files of at most `ROWS_PER_FILE` events."""
+    out, group, columns, seed, layout = task
+    table = keys_table(group, columns, seed)
+    stem = f"keys{group[0][0]:05d}-{group[-1][0]:05d}"
+    return [_write(table.slice(start, ROWS_PER_FILE), out / f"{stem}-part{part:04d}", layout, columns)
+            for part, start in enumerate(range(0, len(table), ROWS_PER_FILE))]
 
 
 def _write(table: pa.Table, stem: Path, layout: str, columns: int) -> Path:

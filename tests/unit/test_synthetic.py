@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import csv
+import os
 from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 from click.testing import CliRunner
 
 from pielake.bench.queries import TPSTREAM_QUERIES, shape_query
 from pielake.cli import main
-from pielake.pipeline.synthetic import GAP, RUN
+from pielake.pipeline import synthetic
+from pielake.pipeline.synthetic import GAP, RUN, keys_table
 from pielake.query.analyzer import load_query
 
 
@@ -59,6 +62,36 @@ def test_the_same_seed_gives_the_same_events_and_another_seed_others(tmp_path: P
         return ds.dataset(tmp_path / name).to_table().sort_by([("id", "ascending"), ("ts", "ascending")]).to_pylist()
 
     assert events("a", 1) == events("b", 1) != events("c", 2)
+
+
+def test_many_short_keys_are_a_few_files_each_key_whole_in_one(tmp_path: Path) -> None:
+    """A run opens the files it is given one by one: 2,000 keys of 5 events are at most a file a core, not 2,000
+    files, and no key is split between two of them."""
+    result = CliRunner().invoke(main, ["generate", str(tmp_path), "--events", "10000", "--keys", "2000",
+                                       "--layout", "csv"])
+    assert result.exit_code == 0, result.output
+    files = sorted(tmp_path.glob("*.csv"))
+    assert 1 <= len(files) <= (os.cpu_count() or 1)
+    keys = [[int(row["id"]) for row in csv.DictReader(path.open())] for path in files]
+    assert [k for ids in keys for k in ids] == sorted(k for k in range(2000) for _ in range(5))
+    assert all(a[-1] < b[0] for a, b in pairwise(keys))
+
+
+def test_a_key_longer_than_a_file_is_split_over_files_in_time_order(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(synthetic, "ROWS_PER_FILE", 1000)
+    CliRunner().invoke(main, ["generate", str(tmp_path), "--events", "2500"])
+    files = sorted(tmp_path.glob("*.parquet"))
+    assert [f.name for f in files] == [f"keys00000-00000-part000{p}.parquet" for p in range(3)]
+    assert [ds.dataset(f).to_table()["ts"].to_pylist() for f in files] == [
+        list(range(0, 1000)), list(range(1000, 2000)), list(range(2000, 2500))]
+
+
+def test_a_key_s_events_are_the_same_whichever_keys_are_drawn_with_it() -> None:
+    """Each key is seeded by itself, so how keys are grouped into files changes no event."""
+    apart = pa.concat_tables([keys_table([(3, 400)], 3, 11), keys_table([(4, 250)], 3, 11)]).combine_chunks()
+    assert keys_table([(3, 400), (4, 250)], 3, 11).equals(apart)
+    assert not keys_table([(3, 400), (4, 250)], 3, 12).equals(apart)
 
 
 def test_the_tpstream_layout_is_headerless_id_flags_t1_t2(tmp_path: Path) -> None:
