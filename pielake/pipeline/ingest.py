@@ -105,6 +105,7 @@ NO_VERSION = -1  # the stream's table did not exist yet
 ADMITTED = "__admitted"
 PAYLOADS, COPY = "__payloads", "__copy"  # how many payloads a row's natural key has in the file; which copy it is
 DROPPED = "__dropped"  # an exact duplicate: neither staged nor quarantined, counted
+CONFLICTING = "conflicting_duplicate"  # the reason of every copy of a natural key with several payloads in the input
 UNIX_DIGITS = "DECIMAL(24,6)"  # a Unix time to the microsecond, exactly (a DOUBLE cast to a time is not)
 ROWS_PER_EVENTS_FILE = 1_000_000
 MIN_ROWS_PER_CORE = 100_000  # fewer events a core than this are one file, as a micro-batch's are
@@ -642,7 +643,8 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
     both read from them, so the window over the natural key and the join with the ingested events run once a
     run, not once for each output. What is held is narrow (the stream's columns, the verdict, and the raw row
     only of a quarantined one): holding every cast row as well, so that the join's time range is not read from
-    the file again, made a 10^6-row ingest slower, not faster (docs/performance.md)."""
+    the file again, made a 10^6-row ingest slower, not faster (docs/performance.md). The raw rows of copies that
+    conflict within the input are read from it again, only when it has any (`_with_raw_rows`)."""
     if not raws:
         raws = [lake.spark.createDataFrame([], _as_text(stream))]
     table = events_table(stream)
@@ -663,8 +665,11 @@ def ingest_rows(lake: Lake, raws: list[DataFrame], stream: StreamSchema, run_id:
             marks, horizons = hold(marks)
             staged = staged.unionByName(marks)
         written = lake.staging.overwrite(staged.withColumn(V.RUN_ID, F.lit(run_id)), staged_as, commit_note=str(seen))
-        bad = judged.filter(F.col(V.REASON).isNotNull()).select(
-            V.REASON, V.RAW, F.lit(run_id).alias(V.RUN_ID), F.current_timestamp().alias("quarantined_at"))
+        bad = judged.filter(F.col(V.REASON).isNotNull())
+        if written - horizons < rows_in:  # some rows were not staged: quarantined, or dropped as duplicates
+            bad = _with_raw_rows(bad, checked, stream)
+        bad = bad.select(V.REASON, V.RAW, F.lit(run_id).alias(V.RUN_ID),
+                         F.current_timestamp().alias("quarantined_at"))
         quarantined, reasons = _quarantine(lake, bad, stream, run_id)
     finally:
         release(judged)
@@ -683,25 +688,48 @@ def _judge(lake: Lake, stream: StreamSchema, checked: DataFrame, version: int,
        payloads are all `conflicting_duplicate`;
     3. against the events `version` of the stream's table holds, an identical event is dropped, a different one
        is a `conflicting_duplicate`;
-    4. the run's own rule (`admission`) refuses what is left with its reason."""
+    4. the run's own rule (`admission`) refuses what is left with its reason.
+
+    The window over the natural key moves and sorts every row, so it carries the raw row (`raw`) only of a row
+    that rule 1, 3 or 4 may quarantine, which most rows of a large input are not (docs/performance.md). Rule 2's
+    copies are known only after the window: `_with_raw_rows` reads theirs from the input again."""
     good = F.col(V.REASON).isNull()
     # A bad row has no payload: the set of a key's payloads leaves it out, and its copies come after the good ones.
-    same_key = Window.partitionBy(*stream.natural_key)
-    rows = (_with_ingested(lake, stream, checked, version=version)
+    # One order serves both of the window's functions, so the rows are sorted once.
+    in_order = Window.partitionBy(*stream.natural_key).orderBy(F.col(PAYLOAD).asc_nulls_last())
+    same_key = in_order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    rows = _with_ingested(lake, stream, checked, version=version)
+    refusable = ~good | F.col(OLD_PAYLOAD).isNotNull()
+    if admission is not None:
+        rows = admission.judge(rows)
+        refusable = refusable | ~F.col(ADMITTED)
+    rows = (rows.withColumn(V.RAW, F.when(refusable, F.col(V.RAW)))
             .withColumn(PAYLOAD, F.when(good, _payload(stream)))
             .withColumn(PAYLOADS, F.size(F.collect_set(PAYLOAD).over(same_key)))
-            .withColumn(COPY, F.row_number().over(same_key.orderBy(F.col(PAYLOAD).asc_nulls_last()))))
+            .withColumn(COPY, F.row_number().over(in_order)))
     first = good & (F.col(PAYLOADS) == 1) & (F.col(COPY) == 1)
     fresh = first & F.col(OLD_PAYLOAD).isNull()
     reason = (F.when(~good, F.col(V.REASON))
-              .when(F.col(PAYLOADS) > 1, F.lit("conflicting_duplicate"))
+              .when(F.col(PAYLOADS) > 1, F.lit(CONFLICTING))
               .when(first & _other_values(F.col(PAYLOAD)),
-                    F.lit("conflicting_duplicate: differs from an ingested event")))
+                    F.lit(f"{CONFLICTING}: differs from an ingested event")))
     if admission is not None:
-        rows = admission.judge(rows)
         reason = reason.when(fresh & ~F.col(ADMITTED), F.lit(admission.reason))
     dropped = good & (F.col(PAYLOADS) == 1) & ~fresh & reason.isNull()
     return rows.withColumns({V.REASON: reason, DROPPED: dropped})  # both judged on the rows as they came
+
+
+def _with_raw_rows(bad: DataFrame, checked: DataFrame, stream: StreamSchema) -> DataFrame:
+    """The judged rows `bad` (`_judge`'s columns) with the raw row of each: the copies that conflict within the
+    input (`CONFLICTING`) are all the good rows of their natural keys in `checked`, read from it again with
+    theirs. Only an input with such copies is read again; finding that out is one job over the held verdicts."""
+    in_input = F.col(V.REASON) == CONFLICTING
+    if bad.filter(in_input).isEmpty():
+        return bad
+    keys = bad.filter(in_input).select(*stream.natural_key).distinct()
+    again = checked.filter(F.col(V.REASON).isNull()).join(keys, list(stream.natural_key), "left_semi")
+    return bad.filter(~in_input).unionByName(again.select(
+        *stream.column_names, F.lit(CONFLICTING).alias(V.REASON), F.lit(False).alias(DROPPED), V.RAW))
 
 
 def _quarantine(lake: Lake, bad: DataFrame, stream: StreamSchema, run_id: str) -> tuple[int, str]:

@@ -145,6 +145,16 @@ def reasons(lake: Lake, run_id: str) -> tuple[str, ...]:
     return tuple(sorted(r["reason"] for r in rows))
 
 
+def assert_kept_as_read(lake: Lake, run_id: str, header: bytes, body: bytes) -> None:
+    """Every row the run quarantined keeps the row as read (docs/semantics.md §1): a line of the file, or, of a
+    row that reads, its fields under the header's names, an empty field as null."""
+    names, lines = header.decode().strip().split(","), body.decode(errors="replace").splitlines()
+    for row in lake.read("quarantine_dirty").filter(F.col("run_id") == run_id).collect():
+        assert row["raw"] is not None, row
+        fields = None if row["reason"] == MALFORMED_REASON else json.loads(row["raw"])
+        assert (row["raw"] if fields is None else ",".join(fields[n] or "" for n in names)) in lines, row
+
+
 def assert_accounted(report: IngestReport, *, rows_in: int, events: int, quarantined: int, dropped: int) -> None:
     assert report.rows_in == report.events + report.quarantined + report.duplicates_dropped
     assert (report.rows_in, report.events, report.quarantined, report.duplicates_dropped) == (
@@ -160,6 +170,7 @@ def test_bad_row_is_accounted_for_with_its_reason(name: str, tmp_path: Path, spa
     assert_accounted(report, rows_in=rows_in, events=case.events, quarantined=len(case.reasons),
                      dropped=case.dropped)
     assert reasons(lake, "r1") == tuple(sorted(case.reasons))
+    assert_kept_as_read(lake, "r1", case.header, case.body)
     assert lake.read("events_dirty").count() == case.events
 
 
@@ -172,6 +183,7 @@ def test_bad_row_of_a_stream_without_a_key_is_accounted_for_with_its_reason(name
     assert_accounted(report, rows_in=case.body.count(b"\n"), events=case.events, quarantined=len(case.reasons),
                      dropped=case.dropped)
     assert reasons(lake, "r1") == tuple(sorted(case.reasons))
+    assert_kept_as_read(lake, "r1", case.header, case.body)
     assert lake.read("events_dirty").count() == case.events
 
 
@@ -183,6 +195,7 @@ def test_bad_interval_row_is_accounted_for_with_its_reason(name: str, tmp_path: 
     assert_accounted(report, rows_in=case.body.count(b"\n"), events=case.events, quarantined=len(case.reasons),
                      dropped=case.dropped)
     assert reasons(lake, "r1") == tuple(sorted(case.reasons))
+    assert_kept_as_read(lake, "r1", case.header, case.body)
     assert lake.read("events_dirty").count() == case.events
 
 
@@ -195,10 +208,11 @@ def test_an_interval_row_starting_at_or_before_its_keys_processed_time_is_late(t
     run_query(lake, load_query(QUERY, "dirty"), "r1", RunRequest(events_path=str(tmp_path / "first.csv"),
                                                                  fmt="csv", checks=False))
     # (u1, 5, 6) with another payload conflicts with the ingested row; (u1, 5, 7) would be a row of its own, late.
-    report = ingest_file(lake, SPANS_HEADER + b"u1,4,30,50,x\nu1,5,6,50,y\nu1,5,7,50,x\nu1,6,8,50,x\n", "r2",
-                         mode="incremental")
+    body = b"u1,4,30,50,x\nu1,5,6,50,y\nu1,5,7,50,x\nu1,6,8,50,x\n"
+    report = ingest_file(lake, SPANS_HEADER + body, "r2", mode="incremental")
     assert_accounted(report, rows_in=4, events=1, quarantined=3, dropped=0)
     assert reasons(lake, "r2") == ("conflicting_duplicate: differs from an ingested event", "late", "late")
+    assert_kept_as_read(lake, "r2", SPANS_HEADER, body)
 
 
 def test_exact_duplicates_across_micro_batches_are_dropped_once(tmp_path: Path, spark: SparkSession) -> None:
@@ -214,10 +228,12 @@ def test_late_events_of_a_micro_batch_are_quarantined(tmp_path: Path, spark: Spa
     (tmp_path / "first.csv").write_bytes(HEADER + b"u1,1,50,x\nu1,5,50,x\nu2,1,5,x\n")
     run_query(lake, load_query(QUERY, "dirty"), "r1", RunRequest(events_path=str(tmp_path / "first.csv"),
                                                                  fmt="csv", checks=False))
-    report = ingest_file(lake, HEADER + b"u1,3,50,x\nu1,5,50,y\nu1,6,50,x\nu2,2,5,x\n", "r2", mode="incremental")
+    body = b"u1,3,50,x\nu1,5,50,y\nu1,6,50,x\nu2,2,5,x\n"
+    report = ingest_file(lake, HEADER + body, "r2", mode="incremental")
     # u1 is processed up to 5: 3 is late, and (u1, 5) with another payload conflicts with the ingested event.
     assert_accounted(report, rows_in=4, events=2, quarantined=2, dropped=0)
     assert reasons(lake, "r2") == ("conflicting_duplicate: differs from an ingested event", "late")
+    assert_kept_as_read(lake, "r2", HEADER, body)
 
 
 def test_late_events_of_a_stream_without_a_key_are_quarantined(tmp_path: Path, spark: SparkSession) -> None:
