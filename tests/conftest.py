@@ -87,9 +87,18 @@ class EngineForTests:
     environment: dict[str, str]
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """`pielake engine ARGS --lake LAKE` as a user runs it."""
+        """`pielake engine ARGS --lake LAKE` as a user runs it, from a folder that holds a `pielake` package of its
+        own (another checkout, say): the engine runs the installed pielake, not the folder's."""
         return subprocess.run([str(Path(sys.executable).parent / "pielake"), "engine", *args, "--lake", str(self.lake)],
-                              env=self.environment, capture_output=True, text=True, timeout=600, check=False)
+                              env=self.environment, capture_output=True, text=True, timeout=600, check=False,
+                              cwd=another_pielake(self.lake.parent / "elsewhere"))
+
+
+def another_pielake(folder: Path) -> Path:
+    """`folder`, holding a `pielake` package that cannot be imported."""
+    (folder / "pielake").mkdir(parents=True, exist_ok=True)
+    (folder / "pielake" / "__init__.py").write_text('raise ImportError("not the installed pielake")\n')
+    return folder
 
 
 def long_lived_environment() -> dict[str, str]:

@@ -68,7 +68,8 @@ def start(lake_dir: str, options: dict[str, Any]) -> str:
                            f"{status(lake_dir).splitlines()[0]}")
     folder = _folder(lake_dir)
     log = folder / "engine.log"
-    argv = [sys.executable, "-m", "pielake.cli", "engine", "serve", "--lake", str(Path(lake_dir).resolve())]
+    # `-P`: the engine runs the pielake installed with this Python, not a `pielake` folder where it is started.
+    argv = [sys.executable, "-P", "-m", "pielake.cli", "engine", "serve", "--lake", str(Path(lake_dir).resolve())]
     for name, value in options.items():
         flag = "--" + name.replace("_", "-")
         values = value if isinstance(value, tuple) else (value,)

@@ -17,6 +17,7 @@ from pielake.pipeline.runner import Run, run_query
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import find_matches
 from pielake.streams import save_schema
+from tests.conftest import another_pielake
 from tests.integration.cli_runs import ONE_CORE, assert_one_clean_run, run_command
 from tests.integration.test_gates_and_backfill import EVENTS, QUERY, STREAM, write
 from tests.spark.kernels import reference_rows, spark_rows
@@ -32,8 +33,10 @@ WITHIN 10 s
 
 def test_two_runs_at_once_one_stops_cleanly_and_tables_stay_whole(tmp_path: Path, spark: SparkSession) -> None:
     commands = [run_command(tmp_path, run_id) for run_id in ("r1", "r2")]
-    runs = [subprocess.Popen(command, env=ONE_CORE, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            for _, command in commands]
+    # Started where a cron job may start, in a folder holding a checkout of another pielake: they run the installed.
+    elsewhere = another_pielake(tmp_path / "home")
+    runs = [subprocess.Popen(command, env=ONE_CORE, cwd=elsewhere, text=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE) for _, command in commands]
     outputs = [run.communicate(timeout=900) for run in runs]
     codes = [run.returncode for run in runs]
     assert sorted(codes) == [0, 3], outputs
