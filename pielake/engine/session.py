@@ -207,12 +207,6 @@ def ui_address(ui: SparkUi | None, master: str) -> dict[str, str]:
     return {LOCAL_IP: ui.host}
 
 
-# Spark starts its Python workers as `python -m pielake.engine.worker_daemon` in the directory the session was
-# started in; without Python's safe path that directory comes first on their path, and a `pielake` folder there
-# (another checkout) would be run in place of the installed pielake.
-SAFE_PATH = {"PYTHONSAFEPATH": "1"}
-
-
 @contextmanager
 def _environment_within(variables: Mapping[str, str]) -> Iterator[None]:
     """`variables` in this process's environment while the block starts a JVM, which inherits them; restored
@@ -301,7 +295,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: S
         builder = builder.config(key, value)
     try:
         with (_jvm_start(), _console_to(console),
-              _environment_within({**_system_class_path(system_jars), **ui_address(ui, master), **SAFE_PATH})):
+              _environment_within({**_system_class_path(system_jars), **ui_address(ui, master)})):
             session = configure_spark_with_delta_pip(builder, extra_packages=list(packages)).getOrCreate()
     except PySparkRuntimeError as error:
         if error.getCondition() != "JAVA_GATEWAY_EXITED":

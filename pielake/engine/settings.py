@@ -170,14 +170,21 @@ class SubmitSettings:
                 **engine_settings(short_lived=self.short_lived)}
 
 
+# Spark starts its Python workers as `python -m pielake.engine.worker_daemon` in the directory its process started
+# in, which would come first on their path: a `pielake` folder there (a cron job's home, another checkout) would run
+# in place of the installed pielake. Python's safe path leaves that directory out.
+SAFE_PATH = "spark.executorEnv.PYTHONSAFEPATH"
+
+
 def engine_settings(*, short_lived: bool = False, scratch: Path | None = None) -> dict[str, str]:
     """What every pielake session has, built here or by spark-submit: UTC, room for the generated code of a few
     queries (`CODEGEN_CACHE_ENTRIES`), the log retention of the tables it creates (`keep_days`), the Ivy cache
-    of its jars (`IVY_CACHE`), the JVM options (`java_options`); and a local session's folder for its temporary
-    files, where it has one of its process's own (`pielake.engine.scratch`)."""
+    of its jars (`IVY_CACHE`), the JVM options (`java_options`), Python's safe path for its Python workers
+    (`SAFE_PATH`); and a local session's folder for its temporary files, where it has one of its process's own
+    (`pielake.engine.scratch`)."""
     local_dir = {} if scratch is None else {"spark.local.dir": str(scratch)}
     return {"spark.sql.session.timeZone": "UTC", "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
-            LOG_RETENTION_DEFAULT: log_retention(keep_days()), IVY: str(IVY_CACHE), **local_dir,
+            LOG_RETENTION_DEFAULT: log_retention(keep_days()), IVY: str(IVY_CACHE), SAFE_PATH: "1", **local_dir,
             **java_options(short_lived=short_lived, scratch=scratch)}
 
 
