@@ -60,6 +60,16 @@ class Route:
     remote: bool = False
     runner: str | None = None  # Airflow's runner; None: the CLI
 
+    @property
+    def front(self) -> str:
+        """What a user starts (the CLI, Airflow) or times (a whole run): the route's name before its comma."""
+        return self.name.partition(", ")[0]
+
+    @property
+    def on_engine(self) -> bool:
+        """Its runs, or its run's steps, are sent to the lake's engine."""
+        return self.remote or self.runner == "engine"
+
 
 ROUTES = (
     Route("CLI, in process", "micro-batch", 10),
@@ -254,7 +264,24 @@ def summary(timings: list[Timing], events: int) -> str:
                  else f"`pielake run` of {events:,} events, start to exit")
         met = "✓" if median <= route.target_s else "✗"
         rows.append(f"| {route.name} | {timed} | {median:.1f} | {low:.1f}, {high:.1f} | ≤ {route.target_s:g} {met} |")
-    return "\n".join(rows) + f"\n\n(median of {rounds} rounds, routes alternated within each round)\n"
+    faster = "; ".join(f"{front} {', '.join(f'{r:.1f}x' for r in ratios)}" for front, ratios in speedups(timings))
+    return "\n".join(rows) + f"\n\n(median of {rounds} rounds, routes alternated within each round)\n" + (
+        f"\nHow many times faster each route ran on the engine than without it, round by round: {faster}.\n"
+        if faster else "")
+
+
+def speedups(timings: list[Timing]) -> list[tuple[str, list[float]]]:
+    """Per front (`Route.front`), how many times faster its route on the engine was than its route without one,
+    round by round. The machine's speed changes from hour to hour, and both routes of a round ran in the same
+    minutes: the ratios compare tables of different hours, where the medians do not."""
+    seconds = {(t.route, t.round): t.total_s for t in timings}
+    out = []
+    for engine in (r for r in ROUTES if r.on_engine):
+        alone = next(r for r in ROUTES if r.front == engine.front and not r.on_engine)
+        rounds = sorted(n for name, n in seconds if name == engine.name and (alone.name, n) in seconds)
+        if rounds:
+            out.append((engine.front, [seconds[(alone.name, n)] / seconds[(engine.name, n)] for n in rounds]))
+    return out
 
 
 def write_csv(timings: list[Timing], path: Path) -> Path:
