@@ -59,7 +59,6 @@ def test_the_freshness_figures_name_each_route_its_median_and_whether_it_meets_i
     assert "(median of 3 rounds" in text and (tmp_path / "freshness.png").stat().st_size > 0
 
 
-
 def test_the_freshness_figures_say_how_many_times_faster_each_route_ran_on_the_engine_round_by_round() -> None:
     """Each round's ratio is of that round's two routes; a round that lacks one of them gives none."""
     seconds = {"CLI, in process": (30.0, 45.0), "CLI, engine": (10.0, 9.0), "whole run, in process": (40.0, 50.0),
@@ -69,6 +68,7 @@ def test_the_freshness_figures_say_how_many_times_faster_each_route_ran_on_the_e
     assert freshness.speedups(timings) == [("CLI", [3.0, 5.0]), ("whole run", [4.0, 2.5])]
     assert "round by round: CLI 3.0x, 5.0x; whole run 4.0x, 2.5x." in freshness.summary(timings, 1_000_000)
     assert "times faster" not in freshness.summary(timings[4:6], 1_000_000)  # one side alone
+
 
 def test_the_landed_slices_follow_the_history_without_a_gap_or_an_overlap(tmp_path: Path) -> None:
     history, slices = freshness.split(tmp_path, 10_000, 2)
