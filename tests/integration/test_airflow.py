@@ -35,7 +35,7 @@ from tests.dags.test_dag_integrity import EXPECTED_GRAPH, SPANS
 from tests.helpers import drawn, json_lines
 from tests.integration.conftest import BIN, QUERY, ROOT, airflow_command, assert_tables_equal_the_reference
 
-pytestmark = pytest.mark.heavy(seconds=580)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=770)  # about this long in CI: scheduled first
 
 
 def kill_mid_write(lake: Path, app_name: str, table: str, killed: list[list[str]], done: threading.Event) -> None:

@@ -31,7 +31,7 @@ from pielake.pipeline.runner import Run, run_query
 from pielake.query.analyzer import load_query
 from pielake.streams import StreamSchema, lake_streams, load_schema, parse_ddl, save_schema
 
-pytestmark = pytest.mark.heavy(seconds=210)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=590)  # about this long in CI: scheduled first
 
 QUERY = """FROM Dirty D PARTITION BY D.unit
 DEFINE Fast AS D.speed > 10, Tagged AS D.label = 'x'

@@ -32,7 +32,7 @@ from pielake.semantics.reference import Match, derive_situations, find_matches
 from pielake.streams import StreamSchema, lake_streams, load_schema, save_schema
 from tests.helpers import process_env
 
-pytestmark = pytest.mark.heavy(seconds=200)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=130)  # about this long in CI: scheduled first
 
 QUERY = """FROM TestSensors T PARTITION BY T.unit
 DEFINE Hot AS T.temp > 50, Busy AS T.load >= 0.8 AT LEAST 2 s

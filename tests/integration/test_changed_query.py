@@ -23,7 +23,7 @@ from tests.integration.test_incremental import situation_rows
 from tests.integration.test_queries_over_matches import _hand_case, case_lake, events_file
 from tests.spark.kernels import reference_rows, spark_rows
 
-pytestmark = pytest.mark.heavy(seconds=60)
+pytestmark = pytest.mark.heavy(seconds=55)
 
 
 def test_a_micro_batch_of_a_changed_query_is_refused_and_a_batch_run_starts_it_over(spark: SparkSession,

@@ -22,7 +22,7 @@ from tests.helpers import process_env
 from tests.integration.cli_runs import assert_one_clean_run, run_command
 from tests.integration.test_gates_and_backfill import QUERY
 
-pytestmark = pytest.mark.heavy(seconds=175)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=120)  # about this long in CI: scheduled first
 
 SCRIPT = Path(__file__).parents[2] / "infra" / "spark-cluster.sh"
 TABLES = ("events_line", "situations_mid", "pairs_mid", "matches_mid", "progress_mid")

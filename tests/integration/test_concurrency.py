@@ -22,7 +22,7 @@ from tests.integration.cli_runs import ONE_CORE, assert_one_clean_run, run_comma
 from tests.integration.test_gates_and_backfill import EVENTS, QUERY, STREAM, write
 from tests.spark.kernels import reference_rows, spark_rows
 
-pytestmark = pytest.mark.heavy(seconds=250)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=100)  # about this long in CI: scheduled first
 
 PEAK = """FROM Line PARTITION BY m
 DEFINE High AS v > 5, Low AS v < 2

@@ -24,7 +24,7 @@ from pielake.lake.delta import Lake
 from tests.helpers import process_env
 from tests.integration.cli_runs import ONE_CORE, assert_one_clean_run, run_command
 
-pytestmark = pytest.mark.heavy(seconds=310)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=100)  # about this long in CI: scheduled first
 
 KILL_POINTS = ("quarantine_line", "events_line", "results_mid")
 BAD_ROW = {"m": None, "ts": 99, "v": 1.0}  # a NULL key: quarantined

@@ -19,7 +19,7 @@ from pielake.semantics.reference import StreamEvents, find_matches_of, matches_s
 from pielake.streams import load_schema
 from tests.spark.kernels import reference_rows, spark_rows
 
-pytestmark = pytest.mark.heavy(seconds=110)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=30)  # about this long in CI: scheduled first
 
 QUERIES = Path(__file__).parents[2] / "examples" / "queries"
 

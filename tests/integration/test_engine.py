@@ -45,7 +45,7 @@ from tests.helpers import maps_the_class_archive, process_env
 from tests.integration.test_gates_and_backfill import EVENTS, QUERY, STREAM, write
 from tests.spark.kernels import reference_rows, spark_rows
 
-pytestmark = pytest.mark.heavy(seconds=240)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=280)  # about this long in CI: scheduled first
 
 
 def cli(*args: str, code: int = 0) -> str:

@@ -49,7 +49,7 @@ from pielake.streams import StreamSchema, save_schema
 from tests.helpers import browser_text, extend_suite, json_lines
 from tests.spark.kernels import reference_rows, spark_rows
 
-pytestmark = pytest.mark.heavy(seconds=320)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=400)  # about this long in CI: scheduled first
 
 STREAM = StreamSchema("Line", ("m",), "ts", "s", (("m", "STRING"), ("ts", "BIGINT"), ("v", "DOUBLE")))
 QUERY = """FROM Line PARTITION BY m

@@ -28,7 +28,7 @@ from pielake.streams import StreamSchema, save_schema
 from tests.helpers import json_lines
 from tests.spark.kernels import reference_rows, spark_rows
 
-pytestmark = pytest.mark.heavy(seconds=150)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=70)  # about this long in CI: scheduled first
 
 STREAM = StreamSchema("Plant", (), "ts", "s", (("ts", "BIGINT"), ("temp", "DOUBLE"), ("valve", "BOOLEAN")))
 QUERY = """FROM Plant

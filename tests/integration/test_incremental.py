@@ -25,7 +25,7 @@ from tests.helpers import json_lines
 from tests.spark.kernels import reference_rows, spark_rows
 from tests.strategies import UNTIL, Case, kernel_time, scenario, two_streams
 
-pytestmark = pytest.mark.heavy(seconds=600)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=540)  # about this long in CI: scheduled first
 
 
 BAD_SPANS = {"empty_interval": 0, "end_before_start": -1, "null_end": None}  # a bad row's end, from its start

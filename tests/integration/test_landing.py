@@ -25,7 +25,7 @@ from pielake.lake.delta import Lake
 from tests.helpers import drawn, json_lines, land
 from tests.integration.conftest import BIN, QUERY, airflow_command, assert_tables_equal_the_reference
 
-pytestmark = pytest.mark.heavy(seconds=125)  # about this long in CI
+pytestmark = pytest.mark.heavy(seconds=235)  # about this long in CI
 
 
 @pytest.fixture

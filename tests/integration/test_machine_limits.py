@@ -31,7 +31,7 @@ from pielake.engine.memory import CGROUPS, MB, allowed_mb
 from pielake.exitcodes import EXIT_JVM_LOST, EXIT_NO_SPACE
 from tests.integration.cli_runs import ONE_CORE, assert_one_clean_run, run_command
 
-pytestmark = pytest.mark.heavy(seconds=150)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=205)  # about this long in CI: scheduled first
 
 # Runs the command given after the lake's folder, a copy of its schemas and the copy to make of the lake: first on
 # a tmpfs of 96 KiB mounted on the lake's folder, then with room; a tmpfs ends with its namespace, so the lake is

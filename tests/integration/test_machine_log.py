@@ -20,7 +20,7 @@ from pielake.streams import load_schema
 from tests.helpers import local_zone
 from tests.spark.kernels import reference_rows, spark_rows
 
-pytestmark = pytest.mark.heavy(seconds=150)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=50)  # about this long in CI: scheduled first
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 QUERY = EXAMPLES / "queries" / "alarm_before_repair.tpq"

@@ -25,7 +25,7 @@ from pielake.query.analyzer import load_query
 from tests.helpers import drawn, files_read, json_lines, land
 from tests.integration.conftest import QUERY, airflow_command, assert_tables_equal_the_reference
 
-pytestmark = pytest.mark.heavy(seconds=250)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=150)  # about this long in CI: scheduled first
 
 MICRO_BATCHES = 6  # each writes files of a few rows: enough files to compact
 TABLES = ["events_flags", "results_flag_pairs"]

@@ -20,7 +20,7 @@ from pielake.streams import save_schema
 from tests.conftest import FIXTURES
 from tests.spark.kernels import reference_rows, spark_rows
 
-pytestmark = pytest.mark.heavy(seconds=200)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=80)  # about this long in CI: scheduled first
 
 GOLDEN = FIXTURES / "queries" / "valid"
 VALID = sorted(GOLDEN.glob("*.tpq"))

@@ -26,7 +26,7 @@ from tests.integration.test_incremental import MICRO_SETTINGS, micro_batches, si
 from tests.spark.kernels import reference_rows, spark_rows
 from tests.strategies import RELATION_NAMES, Case
 
-pytestmark = pytest.mark.heavy(seconds=240)
+pytestmark = pytest.mark.heavy(seconds=190)
 
 PREDICATES = ("M.nb >= 1", "M.nb >= 2", "M.sa > 3", "NOT (M.nb >= 2)", "M.a_te > M.b_ts")
 

@@ -23,7 +23,7 @@ from pielake.vocabulary import COMPLETE
 from tests.spark.kernels import reference_rows, spark_rows
 from tests.strategies import kernel_time
 
-pytestmark = pytest.mark.heavy(seconds=120)
+pytestmark = pytest.mark.heavy(seconds=80)
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 QUERY = EXAMPLES / "queries" / "moving_at_berth.tpq"

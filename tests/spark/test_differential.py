@@ -16,7 +16,7 @@ from pielake.semantics.reference import find_matches
 from tests.spark.kernels import LAYOUTS, SHUFFLED, Kernels, reference_rows, spark_rows
 from tests.strategies import Case, scenario, wide_scenario
 
-pytestmark = pytest.mark.heavy(seconds=150)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=110)  # about this long in CI: scheduled first
 
 
 def drawn(examples: int) -> settings:

@@ -20,7 +20,7 @@ from pielake.streams import StreamSchema
 from tests.helpers import drawn
 from tests.spark.kernels import AN_EVENT_A_TASK, SHUFFLED, Kernels, reference_rows, spark_rows, stream_of
 
-pytestmark = pytest.mark.heavy(seconds=100)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=95)  # about this long in CI: scheduled first
 
 # One key per situation layout; together they hold every relation at least once, open ends and boundaries too.
 LAYOUTS = {

@@ -26,7 +26,7 @@ from pielake.engine.settings import JAVA_OPTIONS
 from tests.helpers import maps_the_class_archive
 
 ROOT = Path(__file__).parents[2]
-pytestmark = pytest.mark.heavy(seconds=40)  # about this long in CI, two runs of a query: scheduled first
+pytestmark = pytest.mark.heavy(seconds=25)  # about this long in CI, two runs of a query: scheduled first
 
 
 def direct_bytes(spark: SparkSession) -> int:

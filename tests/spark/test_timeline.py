@@ -18,7 +18,7 @@ from pielake.vocabulary import PROVISIONAL
 from tests.spark.kernels import SHUFFLED, Kernels, reference_rows, spark_rows
 from tests.strategies import Case, kernel_time, two_streams
 
-pytestmark = pytest.mark.heavy(seconds=150)  # about this long in CI: scheduled first
+pytestmark = pytest.mark.heavy(seconds=115)  # about this long in CI: scheduled first
 
 QUERY = "FROM S, R PARTITION BY key DEFINE A AS S.a, B AS R.b PATTERN A {relation} B WITHIN 10 s RETURN max(B.x) AS mb"
 
