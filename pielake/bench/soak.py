@@ -31,6 +31,7 @@ from pielake.bench.freshness import Bench, split, start, stop
 from pielake.bench.pages import write_block
 from pielake.bench.queries import chain_query
 from pielake.engine.client import engine_status
+from pielake.engine.jvm import spark_jvm
 from pielake.errors import PielakeError
 
 SAMPLES = 10  # readings over the runs, besides the one before the first
@@ -68,7 +69,9 @@ def _heap_used_kb(heap_info: str) -> int | None:
 
 def read(engine: psutil.Process, runs: int, last_run_s: float) -> Reading:
     """The engine's memory now (module docstring)."""
-    [jvm] = [child for child in engine.children(recursive=True) if child.name() == "java"]
+    jvm = spark_jvm(engine)
+    if jvm is None:
+        raise PielakeError(f"the engine (pid {engine.pid}) has no JVM")
     _jcmd(jvm.pid, "GC.run")
     heap = _heap_used_kb(_jcmd(jvm.pid, "GC.heap_info"))
     counters = dict(re.findall(r"^java\.cls\.(\w+)=(\d+)$", _jcmd(jvm.pid, "PerfCounter.print"), flags=re.M))

@@ -16,6 +16,9 @@ PySpark starts the Spark that `SPARK_HOME` names, where it is set, rather than i
 installed by hand, or another project's, often set it. Spark of another version fails in ways that do not name it
 (a launcher that is not there, classes that differ), and Delta's jars fit one Spark, so such a SPARK_HOME is
 refused, naming the version it holds and how to go on.
+
+Whoever watches a run's JVM (its memory, its class archive, a kill) finds it among the run's descendants, where
+Spark's Python workers start and end all the time: so it is looked for among the processes that are still there.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from collections.abc import Mapping
 from importlib.metadata import version
 from importlib.util import find_spec
 from pathlib import Path
+
+import psutil
 
 from pielake.errors import PielakeError
 
@@ -61,3 +66,15 @@ def check_spark_home(environ: Mapping[str, str]) -> None:
     raise PielakeError(f"SPARK_HOME={home} is {what}, and pielake runs on Spark {wanted}, whose PySpark starts the "
                        "Spark SPARK_HOME names: unset it for pielake (`env -u SPARK_HOME pielake …`), or point it "
                        f"at a Spark {wanted}")
+
+
+def spark_jvm(process: psutil.Process) -> psutil.Process | None:
+    """The JVM of Spark under `process`, or none while it is not up: not the short-lived JVM of Spark's launcher,
+    which only writes the other's command line, and none of the processes that end while they are looked at."""
+    for child in process.children(recursive=True):
+        try:
+            if child.name() == "java" and "org.apache.spark.launcher.Main" not in child.cmdline():
+                return child
+        except psutil.Error:  # it ended, or is a zombie, since it was listed
+            continue
+    return None

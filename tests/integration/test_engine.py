@@ -29,6 +29,7 @@ from pyspark.sql import SparkSession
 
 from pielake.cli import main
 from pielake.engine.client import EngineAddress, EngineError, RunOrder, free_port, run_on_engine
+from pielake.engine.jvm import spark_jvm
 from pielake.exitcodes import EXIT_INTERRUPTED, EXIT_UNAVAILABLE
 from pielake.lake.delta import Lake
 from pielake.lake.lock import RunLock
@@ -158,7 +159,8 @@ def test_the_engines_jvm_maps_the_class_archive_though_it_has_delta_on_its_class
 
 
 def engine_jvm(engine: EngineForTests) -> psutil.Process:
-    [jvm] = [p for p in psutil.Process(engine_pid(engine)).children(recursive=True) if p.name() == "java"]
+    jvm = spark_jvm(psutil.Process(engine_pid(engine)))
+    assert jvm is not None, "the engine has no JVM"
     return jvm
 
 
@@ -175,11 +177,19 @@ def test_the_engine_listens_on_its_host_alone(engine: EngineForTests) -> None:
     (RPC, the block manager), which ask no one for a secret, on loopback: Spark bound those to the machine's
     network address, and binds its UI to every one unless told. Spark's Python workers are its children too."""
     server = psutil.Process(engine_pid(engine))
-    ports = [c.laddr for p in (server, *server.children(recursive=True)) for c in p.net_connections(kind="inet")
-             if c.status == psutil.CONN_LISTEN]
+    ports = [address for p in (server, *server.children(recursive=True)) for address in listening(p)]
     ui = urlsplit(spark_ui(engine)).port
-    assert {engine.address.port, engine.address.port + 1, ui} <= {a.port for a in ports}, ports  # Connect, runs, UI
-    assert all(ipaddress.ip_address(a.ip.removeprefix("::ffff:")).is_loopback for a in ports), ports
+    assert {engine.address.port, engine.address.port + 1, ui} <= {port for _, port in ports}, ports  # Connect, runs, UI
+    assert all(ipaddress.ip_address(host.removeprefix("::ffff:")).is_loopback for host, _ in ports), ports
+
+
+def listening(process: psutil.Process) -> list[tuple[str, int]]:
+    """The addresses (host, port) `process` listens on: none once it has ended (a Python worker's task done)."""
+    try:
+        return [(c.laddr.ip, c.laddr.port) for c in process.net_connections(kind="inet")
+                if c.status == psutil.CONN_LISTEN]
+    except psutil.NoSuchProcess:
+        return []
 
 
 def test_the_engines_spark_ui_shows_its_jobs_and_hides_its_token_and_kill_buttons(engine: EngineForTests) -> None:

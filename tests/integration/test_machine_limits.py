@@ -27,6 +27,7 @@ import psutil
 import pytest
 from pyspark.sql import SparkSession
 
+from pielake.engine.jvm import spark_jvm
 from pielake.engine.memory import CGROUPS, MB, allowed_mb
 from pielake.exitcodes import EXIT_JVM_LOST, EXIT_NO_SPACE
 from tests.integration.cli_runs import ONE_CORE, assert_one_clean_run, run_command
@@ -131,7 +132,8 @@ def test_a_run_whose_jvm_is_killed_says_so_in_one_line_and_run_again_gives_the_c
     environment = {**ONE_CORE, "TMPDIR": str(tmp_path)}  # a scratch space no other test's run cleans
     run = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     before = moment(run, root)
-    [jvm] = [p for p in psutil.Process(run.pid).children(recursive=True) if p.name() == "java"]
+    jvm = spark_jvm(psutil.Process(run.pid))
+    assert jvm is not None, before
     jvm.send_signal(signal.SIGKILL)  # the JVM alone, as the out-of-memory killer takes the largest process
     said = before + run.communicate(timeout=300)[0]
     assert run.returncode == EXIT_JVM_LOST, said
@@ -164,21 +166,11 @@ def test_a_run_in_a_container_smaller_than_the_default_heap_sizes_its_heap_to_it
 
 
 def the_jvm(run: subprocess.Popen) -> list[str]:
-    """The command line of Spark's JVM that `run` starts, once it has started: not the short-lived one of Spark's
-    launcher, which writes the other's command line."""
+    """The command line of Spark's JVM that `run` starts, once it has started."""
     deadline = time.monotonic() + 300
     while run.poll() is None and time.monotonic() < deadline:
-        found = [line for line in map(_java_command, psutil.Process(run.pid).children(recursive=True))
-                 if line and "org.apache.spark.launcher.Main" not in line]
-        if found:
-            return found[0]
+        jvm = spark_jvm(psutil.Process(run.pid))
+        if jvm is not None:
+            return jvm.cmdline()
         time.sleep(0.05)
     raise AssertionError("the run started no JVM")
-
-
-def _java_command(process: psutil.Process) -> list[str]:
-    """`process`'s command line where it is a JVM, else none (nor for one that has ended)."""
-    try:
-        return process.cmdline() if process.name() == "java" else []
-    except psutil.NoSuchProcess:
-        return []
