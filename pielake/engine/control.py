@@ -9,6 +9,7 @@ in 30 s.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -110,11 +111,18 @@ def stop(lake_dir: str) -> str:
     pid = _pid(lake_dir)
     if pid is None:
         return f"no engine runs on {Path(lake_dir).resolve()}"
-    os.kill(pid, signal.SIGTERM)
+    _send(os.kill, pid, signal.SIGTERM)
     deadline = time.monotonic() + STOPPING_SECONDS
     while time.monotonic() < deadline and _pid(lake_dir) is not None:
         time.sleep(0.5)
     if _pid(lake_dir) is not None:
-        os.killpg(pid, signal.SIGKILL)
+        _send(os.killpg, pid, signal.SIGKILL)
     engine_file(lake_dir).unlink(missing_ok=True)
     return f"stopped the engine of {Path(lake_dir).resolve()} (pid {pid})"
+
+
+def _send(kill: Callable[[int, int], None], pid: int, signal_number: int) -> None:
+    """Send a signal to the engine found running a moment ago, which may have ended since (stopped by another
+    `stop`, or crashed): its lock is free only once its process is gone, so an engine that is gone is stopped."""
+    with contextlib.suppress(ProcessLookupError):
+        kill(pid, signal_number)
