@@ -65,8 +65,11 @@ def serve_here(*, lake_dir: str, host: str, port: int, jdbc_port: int, ui_port: 
 def start(lake_dir: str, options: dict[str, Any]) -> str:
     """Start the engine in the background and wait until it serves; returns what it said when ready."""
     if _pid(lake_dir) is not None:
-        raise PielakeError(f"an engine already runs on {Path(lake_dir).resolve()}: "
-                           f"{status(lake_dir).splitlines()[0]}")
+        try:
+            said = status(lake_dir).splitlines()[0]
+        except PielakeError as unready:
+            said = str(unready)
+        raise PielakeError(f"an engine already runs on {Path(lake_dir).resolve()}: {said}")
     folder = _folder(lake_dir)
     log = folder / "engine.log"
     # `-P`: the engine runs the pielake installed with this Python, not a `pielake` folder where it is started.
@@ -92,7 +95,12 @@ def start(lake_dir: str, options: dict[str, Any]) -> str:
 
 
 def status(lake_dir: str) -> str:
-    """Where the lake's engine listens and what it runs, said by the engine itself."""
+    """Where the lake's engine listens and what it runs, said by the engine itself. An engine holds the lake's
+    engine lock from its start, and writes its address only once Spark is up: until then it is starting."""
+    starting = None if engine_file(lake_dir).exists() or not engine_file(lake_dir).parent.is_dir() else _pid(lake_dir)
+    if starting is not None:
+        raise PielakeError(f"the engine of {Path(lake_dir).resolve()} (pid {starting}) is starting: it answers once "
+                           "Spark is up")
     address = lake_engine(lake_dir)
     try:
         said = engine_status(address)

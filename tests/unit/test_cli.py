@@ -338,6 +338,20 @@ def test_an_engine_on_a_lake_another_engine_serves_names_it_in_one_line_before_s
                 str(free_port())], EXIT_USAGE, f"an engine already runs on {tmp_path.resolve()} (pid 4242)")
 
 
+def test_an_engine_starting_on_the_lake_is_said_starting_and_a_second_one_is_refused_in_one_line(
+        tmp_path: Path) -> None:
+    """The first holds the lake's engine lock from its start, and writes its address only once Spark is up."""
+    (tmp_path / "_engine").mkdir()
+    with (tmp_path / "_engine" / "engine.lock").open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write("pid 4242")
+        held.flush()
+        starting = f"the engine of {tmp_path.resolve()} (pid 4242) is starting: it answers once Spark is up"
+        invoke(["engine", "status", "--lake", str(tmp_path)], EXIT_USAGE, starting)
+        invoke(["engine", "start", "--lake", str(tmp_path)], EXIT_USAGE,
+               f"an engine already runs on {tmp_path.resolve()}: {starting}")
+
+
 def test_the_command_line_imports_no_spark_until_a_command_runs_one() -> None:
     """A run sent to an engine (`--remote`) is a thin client: importing Spark, pandas or Great Expectations would
     cost it more time than the engine spends on a small micro-batch. Asked in a fresh interpreter, since this
