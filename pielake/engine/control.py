@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pielake import vocabulary as V
 from pielake.engine.client import EngineError, engine_file, engine_status, lake_engine
@@ -42,12 +42,27 @@ def _pid(lake_dir: str | Path) -> int | None:
     folder = _folder(lake_dir)
     with (folder / "engine.lock").open("a+", encoding="utf-8") as handle:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # Shared: commands that look at once (a status beside a stop) do not take each other for the engine.
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            handle.seek(0)
-            return int(handle.read().split()[1])  # "pid N", as the engine wrote it
+            return _holder(handle)
         fcntl.flock(handle, fcntl.LOCK_UN)
     return None
+
+
+def _holder(handle: TextIO) -> int:
+    """The pid of the engine that holds the lock, `pid N`, which it writes right after it takes the lock: read
+    until it is there."""
+    deadline = time.monotonic() + 1
+    while True:
+        handle.seek(0)
+        said = handle.read().split()
+        if len(said) == 2 and said[1].isdigit():
+            return int(said[1])
+        if time.monotonic() > deadline:
+            raise PielakeError(f"the engine lock {handle.name} is held, but names no process ({' '.join(said)!r});"
+                               " `fuser` names the process that holds it")
+        time.sleep(0.01)
 
 
 def serve_here(*, lake_dir: str, host: str, port: int, jdbc_port: int, ui_port: int | None, refresh: float,

@@ -42,6 +42,7 @@ import secrets
 import select
 import socket
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -50,7 +51,7 @@ from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TextIO
 
 from pyspark.sql import SparkSession
 
@@ -126,12 +127,10 @@ def engine_lock(root: Path) -> Iterator[Path]:
     folder = root / V.ENGINE_DIR
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / "engine.lock").open("a+", encoding="utf-8") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _take(handle):
             handle.seek(0)
             raise PielakeError(f"an engine already runs on {root} ({handle.read().strip() or 'starting'}): use it "
-                               "(--remote), or stop it first (pielake engine stop)") from None
+                               "(--remote), or stop it first (pielake engine stop)")
         handle.truncate(0)
         handle.write(f"pid {os.getpid()}")
         handle.flush()
@@ -139,6 +138,21 @@ def engine_lock(root: Path) -> Iterator[Path]:
             yield folder
         finally:
             (folder / ENGINE_FILE).unlink(missing_ok=True)
+            handle.truncate(0)  # an engine that has ended names no process
+
+
+def _take(handle: TextIO, wait: float = 1.0) -> bool:
+    """Hold the lock `handle` exclusively, waiting up to `wait` s: a command that looks for the engine
+    (`pielake.engine.control`) holds it shared for an instant, where an engine holds it for its life."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
 
 
 def _publish_address(folder: Path, address: EngineAddress, ports: EnginePorts, root: Path) -> None:
