@@ -1,9 +1,11 @@
 """Small builders shared by tests: event streams drawn as strings, one character per event; a file landed as
 writers land one; a gate's suite extended; a process in another time zone; a free port; the environment of the
-processes tests start; the rows a Spark session holds; a page's text as a browser shows it."""
+processes tests start; the rows a Spark session holds; a page's text as a browser shows it; the lake's engine lock
+held as an engine or a command holds it."""
 
 from __future__ import annotations
 
+import fcntl
 import html
 import json
 import os
@@ -14,10 +16,11 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pyspark.sql import DataFrame, SparkSession
 
+from pielake import vocabulary as V
 from pielake.engine.class_archive import archive_path
 from pielake.engine.settings import SHORT_LIVED_JIT
 
@@ -123,3 +126,15 @@ def files_read(df: DataFrame) -> list[int]:
     leaves = plan.collectLeaves()
     metrics = [leaves.apply(i).metrics() for i in range(leaves.size())]
     return [m.apply("numFiles").value() for m in metrics if m.contains("numFiles")]
+
+
+def held_lock(lake: Path, said: str, how: int = fcntl.LOCK_EX) -> TextIO:
+    """The lake's engine lock file, open, saying `said`, held `how` by this handle: exclusive as an engine holds it
+    for its life, shared as a command holds it for the instant it looks for one."""
+    lock = lake / V.ENGINE_DIR / "engine.lock"
+    lock.parent.mkdir(exist_ok=True)
+    handle = lock.open("a+", encoding="utf-8")
+    handle.write(said)
+    handle.flush()
+    fcntl.flock(handle, how | fcntl.LOCK_NB)
+    return handle

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
@@ -21,6 +20,7 @@ from pielake.cli import main
 from pielake.engine.client import free_port, free_ports
 from pielake.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 from pielake.streams import StreamSchema, lake_streams, save_schema
+from tests.helpers import held_lock
 
 EXAMPLE = str(Path(__file__).parents[2] / "examples" / "queries" / "aggressive_driving.tpq")
 
@@ -329,11 +329,7 @@ def test_an_engine_port_that_is_one_of_its_other_ports_says_so_in_one_line(optio
 
 
 def test_an_engine_on_a_lake_another_engine_serves_names_it_in_one_line_before_starting_spark(tmp_path: Path) -> None:
-    (tmp_path / "_engine").mkdir()
-    with (tmp_path / "_engine" / "engine.lock").open("w") as held:
-        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        held.write("pid 4242")
-        held.flush()
+    with held_lock(tmp_path, "pid 4242"):
         invoke(["engine", "serve", "--lake", str(tmp_path), "--port", str(free_ports(2)), "--jdbc-port",
                 str(free_port())], EXIT_USAGE, f"an engine already runs on {tmp_path.resolve()} (pid 4242)")
 
@@ -341,11 +337,7 @@ def test_an_engine_on_a_lake_another_engine_serves_names_it_in_one_line_before_s
 def test_an_engine_starting_on_the_lake_is_said_starting_and_a_second_one_is_refused_in_one_line(
         tmp_path: Path) -> None:
     """The first holds the lake's engine lock from its start, and writes its address only once Spark is up."""
-    (tmp_path / "_engine").mkdir()
-    with (tmp_path / "_engine" / "engine.lock").open("w") as held:
-        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        held.write("pid 4242")
-        held.flush()
+    with held_lock(tmp_path, "pid 4242"):
         starting = f"the engine of {tmp_path.resolve()} (pid 4242) is starting: it answers once Spark is up"
         invoke(["engine", "status", "--lake", str(tmp_path)], EXIT_USAGE, starting)
         invoke(["engine", "start", "--lake", str(tmp_path)], EXIT_USAGE,

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import TextIO
 
 import pytest
 
@@ -18,17 +17,7 @@ from pielake import vocabulary as V
 from pielake.engine import control
 from pielake.engine.server import engine_lock
 from pielake.errors import PielakeError
-
-
-def held_lock(lake: Path, said: str, how: int) -> TextIO:
-    """The lake's engine lock file, open, saying `said`, held `how` (shared or exclusive) by this handle."""
-    lock = lake / V.ENGINE_DIR / "engine.lock"
-    lock.parent.mkdir(exist_ok=True)
-    handle = lock.open("a+", encoding="utf-8")
-    handle.write(said)
-    handle.flush()
-    fcntl.flock(handle, how | fcntl.LOCK_NB)
-    return handle
+from tests.helpers import held_lock
 
 
 def test_an_engine_that_ends_as_it_is_stopped_is_said_stopped(tmp_path: Path) -> None:
