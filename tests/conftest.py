@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pielake.engine.client import EngineAddress, free_port, free_ports, lake_engine
+from pielake.engine.client import SPARK_REMOTE, EngineAddress, free_port, free_ports, lake_engine
 from pielake.engine.session import build_session
 from tests.helpers import SHORT_LIVED_JVM
 
@@ -109,10 +109,13 @@ def long_lived_environment() -> dict[str, str]:
 def start_engine(lake: Path, *, warm_up: int = 0, ui: bool = False) -> EngineForTests:
     """An engine on `lake`, on free ports, with the long-lived JVM an engine is (not the tests' short-lived one),
     after `warm_up` micro-batches of its warm-up (none unless asked: a test restarting engines pays each one),
-    serving Spark's UI if `ui`."""
-    engine = EngineForTests(lake, EngineAddress("127.0.0.1"), long_lived_environment())
+    serving Spark's UI if `ui`. It is started as from a shell that names it for its notebooks (`SPARK_REMOTE`, PySpark's
+    default), as a user who runs on it keeps one: its own Spark is classic all the same."""
+    port = free_ports(2)
+    engine = EngineForTests(lake, EngineAddress("127.0.0.1"),
+                            {**long_lived_environment(), SPARK_REMOTE: f"sc://localhost:{port}"})
     ui_port = ("--ui-port", str(free_port())) if ui else ()
-    started = engine.cli("start", "--port", str(free_ports(2)), "--jdbc-port", str(free_port()), "--refresh", "1",
+    started = engine.cli("start", "--port", str(port), "--jdbc-port", str(free_port()), "--refresh", "1",
                          "--warm-up", str(warm_up), *ui_port)
     assert started.returncode == 0, started.stdout + started.stderr
     return EngineForTests(lake, lake_engine(lake), engine.environment)

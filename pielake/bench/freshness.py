@@ -35,7 +35,7 @@ from pathlib import Path
 from pielake import vocabulary as V
 from pielake.bench.pages import write_block
 from pielake.bench.queries import chain_query
-from pielake.engine.client import EngineAddress, free_port, free_ports, lake_engine
+from pielake.engine.client import CONNECT_MARKS, EngineAddress, free_port, free_ports, lake_engine
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 from pielake.pipeline.synthetic import write_landings
@@ -47,7 +47,6 @@ QUERY = "chain4"
 BIN = Path(sys.executable).parent
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 AIRFLOW_SETTINGS = DAGS.parent / "infra" / "airflow.env"
-CONNECT_MARKS = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,10 @@ FIRST_CHOSEN_PORT = 20000  # `free_ports` draws from here up, above the ports se
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 NO_GRPC_PROXY = "no_grpc_proxy"  # the hosts gRPC reaches directly, whatever proxy the environment names
 ENGINE_FILE = "engine.json"  # `<lake>/_engine/engine.json`: the address of the lake's running engine
+# PySpark's own default for where a session runs: a session that names no master connects to the Spark Connect
+# address `SPARK_REMOTE` names, and a process that has a Connect session is marked `SPARK_CONNECT_MODE_ENABLED`.
+SPARK_REMOTE = "SPARK_REMOTE"
+CONNECT_MARKS = (SPARK_REMOTE, "SPARK_CONNECT_MODE_ENABLED")
 
 
 class EngineError(PielakeError):
@@ -101,6 +105,17 @@ class EngineAddress:
         token = unquote(params["token"]) if "token" in params else None
         return cls(parsed.hostname, _port(url, parsed.netloc.rpartition(":")[2] if ":" in parsed.netloc else ""),
                    token)
+
+
+def classic_spark() -> None:
+    """Make the Spark this process starts the classic Spark it asks for, whatever PySpark's Connect defaults its
+    environment holds (`CONNECT_MARKS`): with `SPARK_REMOTE` set, PySpark's builder and Spark's launcher both refuse
+    a master (a shell or an Airflow worker that names an engine for its notebooks and tasks starts an engine, runs
+    with `--master`, or submits a step), and while `SPARK_CONNECT_MODE_ENABLED` is set PySpark's functions build
+    Spark Connect's columns, which a classic session cannot run. The JVM and the processes it starts inherit the
+    environment without them."""
+    for mark in CONNECT_MARKS:
+        os.environ.pop(mark, None)
 
 
 def _port(url: str, given: str) -> int:

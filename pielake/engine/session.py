@@ -27,7 +27,7 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
-from pielake.engine.client import EngineAddress, grpc_direct_to_loopback
+from pielake.engine.client import EngineAddress, classic_spark, grpc_direct_to_loopback
 from pielake.engine.jvm import check_spark_home, utf8_locale
 from pielake.engine.scratch import own_folder
 from pielake.engine.settings import (
@@ -263,6 +263,7 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: S
             (`SHORT_LIVED_JIT`).
     """
     master = checked_master(master or os.environ.get("PIELAKE_SPARK_MASTER", DEFAULT_MASTER))
+    classic_spark()
     python = os.environ["PYSPARK_PYTHON"] = workers_python()  # PySpark's own launches read the environment too
     partitions = shuffle_partitions or 4 * (os.cpu_count() or 2)
     builder = (

@@ -360,14 +360,12 @@ def _task(dag: DAG, registration: Registration, step: Step, request: dict[str, A
 def _spark_submit(**arguments: Any) -> BaseOperator:
     """A spark-submit task on the `spark_default` connection: a run's step (`step` given) ends as its run's folder
     says (`pielake.orchestration.submit`), maintenance as spark-submit's exit code says. Spark's provider is
-    imported here rather than with this module: Airflow parses the DAG file again before every task it runs, and
-    that import is half of the parse (about 0.2 s of each task's start), which no task of a query on the engine
-    needs."""
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator  # noqa: PLC0415
+    imported here (by `pielake.orchestration.submit`) rather than with this module: Airflow parses the DAG file
+    again before every task it runs, and that import is half of the parse (about 0.2 s of each task's start),
+    which no task of a query on the engine needs."""
+    from pielake.orchestration.submit import ClassicSubmitOperator, StepSubmitOperator  # noqa: PLC0415
 
-    from pielake.orchestration.submit import StepSubmitOperator  # noqa: PLC0415
-
-    operator = StepSubmitOperator if "step" in arguments else SparkSubmitOperator
+    operator = StepSubmitOperator if "step" in arguments else ClassicSubmitOperator
     return operator(conn_id="spark_default", **arguments)
 
 

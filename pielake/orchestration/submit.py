@@ -18,8 +18,19 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
+from pielake.engine.client import classic_spark
 
-class StepSubmitOperator(SparkSubmitOperator):
+
+class ClassicSubmitOperator(SparkSubmitOperator):
+    """A spark-submit of one of pielake's jobs, which starts a Spark of its own on the connection's master, in a
+    worker whose environment may name an engine for other tasks (`classic_spark`)."""
+
+    def execute(self, context: Any) -> None:
+        classic_spark()
+        super().execute(context)
+
+
+class StepSubmitOperator(ClassicSubmitOperator):
     """One step (`step`) of the run `run` of the query in the file `query`, on the lake `lake`, by spark-submit,
     with the settings of the master the task's connection names, as Spark's provider reads it
     (`pielake.engine.settings.master_settings`)."""

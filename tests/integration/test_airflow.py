@@ -26,6 +26,7 @@ import psutil
 import pytest
 from pyspark.sql import SparkSession
 
+from pielake.engine.client import free_port
 from pielake.engine.settings import JAVA_OPTIONS, driver_heap, master_settings
 from pielake.lake.delta import Lake
 from pielake.lake.lock import RunLock
@@ -165,7 +166,8 @@ def assert_level_two_equals_the_reference(spark: SparkSession, airflow: dict[str
 def test_a_spark_submit_run_killed_mid_task_and_retried_writes_the_reference_tables(airflow: dict[str, str],
                                                                                      tmp_path: Path,
                                                                                      spark: SparkSession) -> None:
-    """Where no engine runs (`PIELAKE_RUNNER=spark-submit`), each step is a spark-submit of `jobs/step.py`."""
+    """Where no engine runs (`PIELAKE_RUNNER=spark-submit`), each step is a spark-submit of `jobs/step.py`: in a
+    worker whose environment names a Spark Connect server for other tasks (`SPARK_REMOTE`) too."""
     lake = tmp_path / "lake"
     killed: list[list[str]] = []
     done = threading.Event()
@@ -174,7 +176,8 @@ def test_a_spark_submit_run_killed_mid_task_and_retried_writes_the_reference_tab
     watcher.start()
     try:
         run = subprocess.run([str(BIN / "airflow"), "dags", "test", "pielake_flag_pairs"], text=True,
-                             env={**airflow, "PIELAKE_LAKE": str(lake), "PIELAKE_RUNNER": "spark-submit"},
+                             env={**airflow, "PIELAKE_LAKE": str(lake), "PIELAKE_RUNNER": "spark-submit",
+                                  "SPARK_REMOTE": f"sc://localhost:{free_port()}"},
                              capture_output=True, timeout=1200, check=False)
     finally:
         done.set()

@@ -140,6 +140,16 @@ def test_sql_csv_output_starts_with_a_header(lake: Path) -> None:
     assert output.splitlines() == ["unit,ts", "u1,1", "u1,2"]
 
 
+def test_sql_on_a_master_runs_in_this_process_from_a_shell_that_names_an_engine(
+        lake: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shell set up for an engine's notebooks (`SPARK_REMOTE`, PySpark's default): `--master` runs in this process
+    all the same, where PySpark's builder and Spark's launcher would refuse a master beside that address."""
+    monkeypatch.setenv("SPARK_REMOTE", f"sc://localhost:{free_port()}")
+    output = run(["sql", "--lake", str(lake), "--format", "csv", "--master", "local[2]",
+                  "SELECT count(*) AS n FROM events_testsensors"]).output
+    assert output.splitlines() == ["n", "18"]
+
+
 def test_sql_of_a_table_the_lake_does_not_have_lists_the_tables_it_has(lake: Path) -> None:
     result = run(["sql", "--lake", str(lake), "SELECT * FROM matches_hotbusy"], code=2)
     assert "[TABLE_OR_VIEW_NOT_FOUND]" in result.output
