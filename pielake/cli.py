@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import sys
 import threading
@@ -29,6 +30,7 @@ from pielake.engine import control
 from pielake.engine.client import (
     DEFAULT_PORT,
     MAX_PORT,
+    SPARK_REMOTE,
     EngineAddress,
     EngineError,
     RunOrder,
@@ -255,17 +257,37 @@ def spark_options(command: Callable[..., Any]) -> Callable[..., Any]:
             raise click.UsageError("--master is where Spark runs in this process, and --remote sends the work to an "
                                    "engine, which runs on its own master (`pielake engine start --master`): give "
                                    "one of them")
+        if kwargs.get("master") is None and kwargs.get("remote") is None:
+            kwargs["remote"] = _remote_of_environment()
         return command(*args, **kwargs)
 
     optioned = click.option("--verbose", is_flag=True, expose_value=False, callback=_keep_verbose,
                             help="Show Spark's own output here (by default in <lake>/_logs/).")(one_place)
     optioned = click.option("--remote", default=None, metavar="[sc://HOST:PORT]", is_flag=False, flag_value="lake",
                             callback=_engine_address,
-                            help="Run on an engine: its address, or alone for the engine running on the lake."
+                            help="Run on an engine: its address, or alone for the engine running on the lake. "
+                                 f"Default: the engine {SPARK_REMOTE} names, if set and no --master is given."
                             )(optioned)
     return click.option("--master", default=None,
                         help="Spark master URL of an in-process run (default: local[*], or PIELAKE_SPARK_MASTER)."
                         )(optioned)
+
+
+def _remote_of_environment() -> str | None:
+    """The engine `SPARK_REMOTE` names, for a command given neither --master nor --remote: PySpark connects a
+    session that names no master there, so a shell set up for an engine's notebooks sends pielake's work to it
+    too. The command says so, as the environment chose it, not the command line."""
+    named = os.environ.get(SPARK_REMOTE, "").strip()
+    if not named:
+        return None
+    try:
+        address = EngineAddress.parse(named)
+    except PielakeError as wrong:
+        raise click.UsageError(f"{SPARK_REMOTE}: {wrong}; or unset it, or pass --master, to run in this process"
+                               ) from None
+    _say(f"on the engine at sc://{address.host}:{address.port}, which {SPARK_REMOTE} names (--master runs in this "
+         "process)")
+    return named
 
 
 def session(master: str | None, remote: str | None, lake_dir: str) -> SparkSession:

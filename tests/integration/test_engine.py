@@ -83,11 +83,14 @@ def test_runs_sent_to_the_engine_publish_the_reference_tables(engine: EngineForT
     assert_tables_equal_the_reference(spark, root, EVENTS)
     assert {r.run_id: r.status for r in Lake(spark, root).read("runs").collect()} == {"b1": "published",
                                                                                       "m1": "published"}
-    # A process of its own: Spark Connect's client and the tests' classic session cannot share one process.
-    read = subprocess.run([str(Path(sys.executable).parent / "pielake"), "sql", "--lake", str(root), "--remote",
-                           remote, "--format", "csv", "SELECT status, count(*) AS n FROM matches_mid GROUP BY status"],
-                          capture_output=True, text=True, timeout=300, check=False)
+    # A process of its own: Spark Connect's client and the tests' classic session cannot share one process. Its
+    # shell names the engine as PySpark's clients are told of one (SPARK_REMOTE), for every command.
+    read = subprocess.run([str(Path(sys.executable).parent / "pielake"), "sql", "--lake", str(root), "--format",
+                           "csv", "SELECT status, count(*) AS n FROM matches_mid GROUP BY status"],
+                          env={**os.environ, "SPARK_REMOTE": remote}, capture_output=True, text=True, timeout=300,
+                          check=False)
     assert read.returncode == 0, read.stderr[-2000:]
+    assert f"on the engine at sc://localhost:{engine.address.port}, which SPARK_REMOTE names" in read.stderr
     rows = list(csv.DictReader(io.StringIO(read.stdout)))
     expected = {}
     for match in find_matches(EVENTS, load_query(QUERY, "mid")):

@@ -216,6 +216,25 @@ def test_an_engine_address_nothing_listens_at_is_refused_at_once(tmp_path: Path)
            f"no answer from the engine at sc://localhost:{port} (its runs at http://localhost:{port + 1}: ")
 
 
+def test_the_engine_spark_remote_names_is_where_a_command_runs_unless_master_says_this_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PySpark's own default: a shell set up for an engine's notebooks (`SPARK_REMOTE`) sends pielake's work there
+    too, says so without the token, and `--master` still runs in this process; an address of another kind (PySpark's
+    `local`, which starts a Connect server of its own) is refused, saying how to run instead."""
+    (tmp_path / "q.tpq").write_text("FROM S DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s")
+    port = free_ports(2)
+    monkeypatch.setenv("SPARK_REMOTE", f"sc://localhost:{port}/;token=secret")
+    run = ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "q.tpq"), "--lake", str(tmp_path)]
+    said = invoke(run, EXIT_UNAVAILABLE, f"on the engine at sc://localhost:{port}, which SPARK_REMOTE names "
+                                         "(--master runs in this process)").output
+    assert f"no answer from the engine at sc://localhost:{port}" in said and "secret" not in said
+    invoke(["sql", "--lake", str(tmp_path / "nowhere"), "SELECT 1", "--master", "local[1]"], EXIT_USAGE,
+           f"no lake at {tmp_path / 'nowhere'}: there is no such folder")  # in process: its check before Spark
+    monkeypatch.setenv("SPARK_REMOTE", "local")
+    invoke(run, EXIT_USAGE, "SPARK_REMOTE: 'local' is not an engine address; write sc://HOST:PORT (e.g. "
+                            "sc://localhost:15002); or unset it, or pass --master, to run in this process")
+
+
 def test_ctrl_c_while_a_run_on_the_engine_goes_on_says_how_it_stops(tmp_path: Path) -> None:
     """The engine stops a run whose client has gone (`tests/integration/test_engine.py`): the user is told where it
     stops, and what to do."""
