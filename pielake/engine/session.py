@@ -20,7 +20,9 @@ from pathlib import Path
 
 from delta import configure_spark_with_delta_pip
 from py4j.java_gateway import JavaGateway
+from py4j.protocol import Py4JJavaError
 from pyspark import SparkConf
+from pyspark import __file__ as pyspark_file
 from pyspark import __version__ as pyspark_version
 from pyspark.errors import PySparkRuntimeError
 from pyspark.java_gateway import launch_gateway
@@ -302,10 +304,29 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: S
         if error.getCondition() != "JAVA_GATEWAY_EXITED":
             raise
         raise _stopped_as_it_started(console) from None
+    except Py4JJavaError as refused:
+        raise _context_refused(refused) from None
     session.sparkContext.setLogLevel("ERROR")
     _quiet_query_context()
     _quiet_py4j()
     return session
+
+
+def _context_refused(error: Py4JJavaError) -> PielakeError:
+    """Spark's JVM started and its context did not: Java's reason, and the file of settings Spark read besides
+    pielake's, if there is one (`spark-defaults.conf` of SPARK_CONF_DIR, else of Spark's home), where such a
+    reason often lies (an event log folder that does not exist, a master or a memory no machine has)."""
+    defaults = _defaults_file()
+    read = f" (Spark also read {defaults}: a setting there may be the cause)" if defaults is not None else ""
+    return PielakeError(f"Spark did not start: {error.java_exception.toString()}{read}")
+
+
+def _defaults_file() -> Path | None:
+    """The `spark-defaults.conf` Spark's launcher reads, besides the settings pielake gives it: SPARK_CONF_DIR's,
+    else that of Spark's home (pyspark's own, unless SPARK_HOME names another), if it exists."""
+    home = os.environ.get("SPARK_HOME") or str(Path(pyspark_file).parent)
+    found = Path(os.environ.get("SPARK_CONF_DIR") or Path(home) / "conf") / "spark-defaults.conf"
+    return found if found.is_file() else None
 
 
 UNRESOLVED = "unresolved dependency"  # what Spark's launcher says of a package Ivy could not fetch

@@ -389,6 +389,24 @@ def test_a_run_whose_jvm_cannot_start_ends_in_one_line_after_spark_s_own_reason(
     assert "Traceback" not in done.stderr
 
 
+def test_a_spark_whose_settings_file_keeps_it_from_starting_says_why_in_one_line(tmp_path: Path) -> None:
+    """Spark reads the `spark-defaults.conf` of SPARK_CONF_DIR besides pielake's settings, as for any application:
+    one its context cannot start with (an event log folder that does not exist) ends in one line naming Java's
+    reason and the file, not PySpark's traceback."""
+    conf, lake = tmp_path / "conf", tmp_path / "lake"
+    conf.mkdir()
+    lake.mkdir()
+    (conf / "spark-defaults.conf").write_text(f"spark.eventLog.enabled true\nspark.eventLog.dir file://{tmp_path}/none\n")
+    done = subprocess.run([str(Path(sys.executable).parent / "pielake"), "sql", "--lake", str(lake), "SELECT 1"],
+                          env={**os.environ, "SPARK_CONF_DIR": str(conf)}, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        f"error: Spark did not start: java.io.FileNotFoundException: File file:{tmp_path}/none does not exist (Spark "
+        f"also read {conf / 'spark-defaults.conf'}: a setting there may be the cause)"), done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_a_first_spark_start_that_reaches_no_maven_repository_says_so_in_one_line(tmp_path: Path) -> None:
     """A machine whose first Spark start cannot fetch Delta's jars (offline, or behind a proxy Java is not told
     of; here a proxy at a closed port, with an Ivy cache of its own under HOME): the addresses Spark could not
