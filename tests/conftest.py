@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 
 from pielake.engine.client import SPARK_REMOTE, EngineAddress, free_port, free_ports, lake_engine
 from pielake.engine.session import build_session
-from tests.helpers import SHORT_LIVED_JVM
+from tests.helpers import SHORT_LIVED_JVM, edge_node_hadoop
 
 # Importing Airflow (the landing trigger's tests do) sets the root logger to INFO, with a handler on the stdout pytest
 # captures: py4j's INFO line for each connection it closes as a worker exits would then be written to a closed stream.
@@ -109,11 +109,13 @@ def long_lived_environment() -> dict[str, str]:
 def start_engine(lake: Path, *, warm_up: int = 0, ui: bool = False) -> EngineForTests:
     """An engine on `lake`, on free ports, with the long-lived JVM an engine is (not the tests' short-lived one),
     after `warm_up` micro-batches of its warm-up (none unless asked: a test restarting engines pays each one),
-    serving Spark's UI if `ui`. It is started as from a shell that names it for its notebooks (`SPARK_REMOTE`, PySpark's
-    default), as a user who runs on it keeps one: its own Spark is classic all the same."""
+    serving Spark's UI if `ui`. It is started as from the shell of a cluster's edge node, which names it for its
+    notebooks (`SPARK_REMOTE`, PySpark's default) and an HDFS as Hadoop's default filesystem: its own Spark is
+    classic, and its lake this machine's folder, all the same."""
     port = free_ports(2)
     engine = EngineForTests(lake, EngineAddress("127.0.0.1"),
-                            {**long_lived_environment(), SPARK_REMOTE: f"sc://localhost:{port}"})
+                            {**long_lived_environment(), SPARK_REMOTE: f"sc://localhost:{port}",
+                             "HADOOP_CONF_DIR": str(edge_node_hadoop(lake.parent / f"{lake.name}-hadoop"))})
     ui_port = ("--ui-port", str(free_port())) if ui else ()
     started = engine.cli("start", "--port", str(port), "--jdbc-port", str(free_port()), "--refresh", "1",
                          "--warm-up", str(warm_up), *ui_port)

@@ -1,7 +1,7 @@
 """Small builders shared by tests: event streams drawn as strings, one character per event; a file landed as
 writers land one; a gate's suite extended; a process in another time zone; a free port; the environment of the
 processes tests start; the rows a Spark session holds; a page's text as a browser shows it; the lake's engine lock
-held as an engine or a command holds it."""
+held as an engine or a command holds it; the Hadoop configuration of a cluster's edge node."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from pielake import vocabulary as V
 from pielake.engine.class_archive import archive_path
+from pielake.engine.client import free_port
 from pielake.engine.settings import SHORT_LIVED_JIT
 
 # The query the Airflow and registry tests schedule: two flags of one keyed stream.
@@ -138,3 +139,14 @@ def held_lock(lake: Path, said: str, how: int = fcntl.LOCK_EX) -> TextIO:
     handle.flush()
     fcntl.flock(handle, how | fcntl.LOCK_NB)
     return handle
+
+
+def edge_node_hadoop(folder: Path) -> Path:
+    """A Hadoop configuration folder (HADOOP_CONF_DIR) as a cluster's edge node has one, whose default filesystem
+    is an HDFS (here one that does not answer, tried once): a path without a scheme is read there unless the
+    session says otherwise."""
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = {"fs.defaultFS": f"hdfs://127.0.0.1:{free_port()}", "ipc.client.connect.max.retries": "0"}
+    properties = "".join(f"<property><name>{k}</name><value>{v}</value></property>" for k, v in settings.items())
+    (folder / "core-site.xml").write_text(f'<?xml version="1.0"?><configuration>{properties}</configuration>\n')
+    return folder

@@ -176,16 +176,24 @@ class SubmitSettings:
 SAFE_PATH = "spark.executorEnv.PYTHONSAFEPATH"
 
 
+# A lake, and events named by a path, are this machine's files, which pielake reads and writes beside Spark (the
+# lake's locks, schemas, runs and Great Expectations' project; a file's header and encoding). So a path without a
+# scheme is one of the local filesystem, also where a Hadoop configuration (HADOOP_CONF_DIR, as on a cluster's edge
+# node) makes another filesystem the default, which would put the lake's Delta tables apart from the rest of it.
+# Other filesystems are read by their URL (hdfs://HOST/…, s3a://…).
+LOCAL_PATHS = {"spark.hadoop.fs.defaultFS": "file:///"}
+
+
 def engine_settings(*, short_lived: bool = False, scratch: Path | None = None) -> dict[str, str]:
     """What every pielake session has, built here or by spark-submit: UTC, room for the generated code of a few
     queries (`CODEGEN_CACHE_ENTRIES`), the log retention of the tables it creates (`keep_days`), the Ivy cache
     of its jars (`IVY_CACHE`), the JVM options (`java_options`), Python's safe path for its Python workers
-    (`SAFE_PATH`); and a local session's folder for its temporary files, where it has one of its process's own
-    (`pielake.engine.scratch`)."""
+    (`SAFE_PATH`), paths of this machine's files (`LOCAL_PATHS`); and a local session's folder for its temporary
+    files, where it has one of its process's own (`pielake.engine.scratch`)."""
     local_dir = {} if scratch is None else {"spark.local.dir": str(scratch)}
     return {"spark.sql.session.timeZone": "UTC", "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
-            LOG_RETENTION_DEFAULT: log_retention(keep_days()), IVY: str(IVY_CACHE), SAFE_PATH: "1", **local_dir,
-            **java_options(short_lived=short_lived, scratch=scratch)}
+            LOG_RETENTION_DEFAULT: log_retention(keep_days()), IVY: str(IVY_CACHE), SAFE_PATH: "1", **LOCAL_PATHS,
+            **local_dir, **java_options(short_lived=short_lived, scratch=scratch)}
 
 
 def java_options(*, short_lived: bool = False, scratch: Path | None = None) -> dict[str, str]:

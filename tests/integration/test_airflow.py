@@ -33,7 +33,7 @@ from pielake.lake.lock import RunLock
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import StreamEvents, find_matches_of, matches_stream
 from tests.dags.test_dag_integrity import EXPECTED_GRAPH, SPANS
-from tests.helpers import drawn, json_lines
+from tests.helpers import drawn, edge_node_hadoop, json_lines
 from tests.integration.conftest import BIN, QUERY, ROOT, airflow_command, assert_tables_equal_the_reference
 
 pytestmark = pytest.mark.heavy(seconds=770)  # about this long in CI: scheduled first
@@ -166,8 +166,9 @@ def assert_level_two_equals_the_reference(spark: SparkSession, airflow: dict[str
 def test_a_spark_submit_run_killed_mid_task_and_retried_writes_the_reference_tables(airflow: dict[str, str],
                                                                                      tmp_path: Path,
                                                                                      spark: SparkSession) -> None:
-    """Where no engine runs (`PIELAKE_RUNNER=spark-submit`), each step is a spark-submit of `jobs/step.py`: in a
-    worker whose environment names a Spark Connect server for other tasks (`SPARK_REMOTE`) too."""
+    """Where no engine runs (`PIELAKE_RUNNER=spark-submit`), each step is a spark-submit of `jobs/step.py`: on a
+    worker of a cluster's edge node too, whose environment names a Spark Connect server for other tasks
+    (`SPARK_REMOTE`) and an HDFS as Hadoop's default filesystem."""
     lake = tmp_path / "lake"
     killed: list[list[str]] = []
     done = threading.Event()
@@ -177,7 +178,8 @@ def test_a_spark_submit_run_killed_mid_task_and_retried_writes_the_reference_tab
     try:
         run = subprocess.run([str(BIN / "airflow"), "dags", "test", "pielake_flag_pairs"], text=True,
                              env={**airflow, "PIELAKE_LAKE": str(lake), "PIELAKE_RUNNER": "spark-submit",
-                                  "SPARK_REMOTE": f"sc://localhost:{free_port()}"},
+                                  "SPARK_REMOTE": f"sc://localhost:{free_port()}",
+                                  "HADOOP_CONF_DIR": str(edge_node_hadoop(tmp_path / "hadoop"))},
                              capture_output=True, timeout=1200, check=False)
     finally:
         done.set()
