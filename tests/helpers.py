@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from pielake import vocabulary as V
 from pielake.engine.class_archive import archive_path
-from pielake.engine.client import free_port
+from pielake.engine.client import ENGINE_LOCK, free_port
 from pielake.engine.settings import SHORT_LIVED_JIT
 
 # The query the Airflow and registry tests schedule: two flags of one keyed stream.
@@ -132,7 +132,7 @@ def files_read(df: DataFrame) -> list[int]:
 def held_lock(lake: Path, said: str, how: int = fcntl.LOCK_EX) -> TextIO:
     """The lake's engine lock file, open, saying `said`, held `how` by this handle: exclusive as an engine holds it
     for its life, shared as a command holds it for the instant it looks for one."""
-    lock = lake / V.ENGINE_DIR / "engine.lock"
+    lock = lake / V.ENGINE_DIR / ENGINE_LOCK
     lock.parent.mkdir(exist_ok=True)
     handle = lock.open("a+", encoding="utf-8")
     handle.write(said)

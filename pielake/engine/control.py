@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pielake import vocabulary as V
-from pielake.engine.client import EngineError, engine_file, engine_status, lake_engine
+from pielake.engine.client import ENGINE_LOCK, EngineError, engine_file, engine_status, lake_engine
 from pielake.errors import PielakeError
 from pielake.lake.catalog import Metastore
 
@@ -40,7 +40,7 @@ def _pid(lake_dir: str | Path) -> int | None:
     """The running engine's process, if one runs: it holds the lake's engine lock (`engine_lock`) while it lives,
     and a process that died has let go of it, whatever is left of it."""
     folder = _folder(lake_dir)
-    with (folder / "engine.lock").open("a+", encoding="utf-8") as handle:
+    with (folder / ENGINE_LOCK).open("a+", encoding="utf-8") as handle:
         try:
             # Shared: commands that look at once (a status beside a stop) do not take each other for the engine.
             fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)

@@ -56,7 +56,7 @@ from typing import Any, ClassVar, TextIO
 from pyspark.sql import SparkSession
 
 from pielake import vocabulary as V
-from pielake.engine.client import ENGINE_FILE, EngineAddress, RunOrder
+from pielake.engine.client import ENGINE_FILE, ENGINE_LOCK, EngineAddress, RunOrder
 from pielake.engine.held import HeldRuns, RunKey
 from pielake.engine.session import build_session, resolve_jars
 from pielake.engine.settings import WARM_UP_RUNS, SparkUi, delta_package
@@ -126,7 +126,7 @@ def engine_lock(root: Path) -> Iterator[Path]:
     """Hold the lake's engine lock for this process, or say which engine holds it. Yields the engine folder."""
     folder = root / V.ENGINE_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    with (folder / "engine.lock").open("a+", encoding="utf-8") as handle:
+    with (folder / ENGINE_LOCK).open("a+", encoding="utf-8") as handle:
         if not _take(handle):
             handle.seek(0)
             raise PielakeError(f"an engine already runs on {root} ({handle.read().strip() or 'starting'}): use it "

@@ -27,8 +27,9 @@ import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
+from pielake import vocabulary as V
 from pielake.cli import main
-from pielake.engine.client import EngineAddress, EngineError, RunOrder, free_port, run_on_engine
+from pielake.engine.client import ENGINE_LOCK, EngineAddress, EngineError, RunOrder, free_port, run_on_engine
 from pielake.engine.jvm import spark_jvm
 from pielake.exitcodes import EXIT_INTERRUPTED, EXIT_UNAVAILABLE
 from pielake.lake.delta import Lake
@@ -151,7 +152,7 @@ def test_the_engine_warms_up_before_it_serves_and_leaves_nothing_of_its_warm_up(
 
 def engine_pid(engine: EngineForTests) -> int:
     """The engine's process, as its lock file names it (the JVM is its child)."""
-    return int((engine.lake / "_engine" / "engine.lock").read_text().split()[1])
+    return int((engine.lake / V.ENGINE_DIR / ENGINE_LOCK).read_text().split()[1])
 
 
 def test_the_engines_jvm_maps_the_class_archive_though_it_has_delta_on_its_class_path(

@@ -15,6 +15,7 @@ import pytest
 
 from pielake import vocabulary as V
 from pielake.engine import control
+from pielake.engine.client import ENGINE_LOCK
 from pielake.engine.server import engine_lock
 from pielake.errors import PielakeError
 from tests.helpers import held_lock
@@ -46,5 +47,5 @@ def test_an_engine_starts_beside_a_command_that_looks_for_one_and_names_no_proce
     with held_lock(tmp_path, "", fcntl.LOCK_SH) as looking:
         threading.Timer(0.2, fcntl.flock, (looking, fcntl.LOCK_UN)).start()
         with engine_lock(tmp_path):
-            assert (tmp_path / V.ENGINE_DIR / "engine.lock").read_text(encoding="utf-8") == f"pid {os.getpid()}"
-    assert (tmp_path / V.ENGINE_DIR / "engine.lock").read_text(encoding="utf-8") == ""
+            assert (tmp_path / V.ENGINE_DIR / ENGINE_LOCK).read_text(encoding="utf-8") == f"pid {os.getpid()}"
+    assert (tmp_path / V.ENGINE_DIR / ENGINE_LOCK).read_text(encoding="utf-8") == ""
