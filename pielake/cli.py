@@ -37,6 +37,7 @@ from pielake.engine.client import (
     engine_for,
     run_on_engine,
 )
+from pielake.engine.jvm import check_own_pyspark, check_spark_environment
 from pielake.engine.settings import WARM_UP_RUNS, keep_days, short_lived
 from pielake.environment import longest
 from pielake.errors import PielakeError, QueryError, for_the_user
@@ -247,9 +248,12 @@ def _engine_address(_context: click.Context, _parameter: click.Parameter, value:
                              "command's arguments, or give it an address")
 
 
-def spark_options(command: Callable[..., Any]) -> Callable[..., Any]:
+def spark_options(command: Callable[..., Any], *, thin_client: bool = False) -> Callable[..., Any]:
     """Where a command's Spark work runs: in this process (on `--master`), or on an engine (`--remote`), which
-    runs on the master it was started with; both given is refused, as one of them would be ignored."""
+    runs on the master it was started with; both given is refused, as one of them would be ignored. An
+    environment whose Spark is not pielake's is refused before the command imports Spark: in process, or on an
+    engine through Spark Connect's client, which is pyspark too; a `thin_client` command sends a run on an
+    engine without it."""
 
     @wraps(command)
     def one_place(*args: Any, **kwargs: Any) -> Any:
@@ -259,10 +263,14 @@ def spark_options(command: Callable[..., Any]) -> Callable[..., Any]:
                                    "one of them")
         if kwargs.get("master") is None and kwargs.get("remote") is None:
             kwargs["remote"] = _remote_of_environment()
+        if kwargs.get("remote") is None:
+            check_spark_environment(os.environ)
+        elif not thin_client:
+            check_own_pyspark(os.environ)
         return command(*args, **kwargs)
 
     optioned = click.option("--verbose", is_flag=True, expose_value=False, callback=_keep_verbose,
-                            help="Show Spark's own output here (by default in <lake>/_logs/).")(one_place)
+                            help="Show Spark's own output here (by default in <lake>/_logs/).")(user_errors(one_place))
     optioned = click.option("--remote", default=None, metavar="[sc://HOST:PORT]", is_flag=False, flag_value="lake",
                             callback=_engine_address,
                             help="Run on an engine: its address, or alone for the engine running on the lake. "
@@ -329,7 +337,7 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Run the data-quality gates (expectations/) before publishing."),
     ]):
         command = option(command)
-    return spark_options(command)
+    return spark_options(command, thin_client=True)
 
 
 def _followed(order: RunOrder, address: EngineAddress) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 from pielake import vocabulary as V
 from pielake.engine.client import ENGINE_LOCK, EngineError, engine_file, engine_status, lake_engine
+from pielake.engine.jvm import check_spark_environment
 from pielake.errors import PielakeError
 from pielake.lake.catalog import Metastore
 
@@ -70,6 +71,7 @@ def serve_here(*, lake_dir: str, host: str, port: int, jdbc_port: int, ui_port: 
                packages: tuple[str, ...], master: str | None, warm_up: int, stop: threading.Event,
                say: Callable[[str], None]) -> None:
     """Run the engine in this process (`pielake engine serve`) until `stop` is set."""
+    check_spark_environment(os.environ)
     from pielake.engine.server import EnginePorts, serve  # noqa: PLC0415 (Spark, only where the engine runs)
 
     serve(lake_dir, EnginePorts(host, port, jdbc_port, refresh, ui_port), token=os.environ.get("PIELAKE_ENGINE_TOKEN"),
@@ -78,7 +80,9 @@ def serve_here(*, lake_dir: str, host: str, port: int, jdbc_port: int, ui_port: 
 
 
 def start(lake_dir: str, options: dict[str, Any]) -> str:
-    """Start the engine in the background and wait until it serves; returns what it said when ready."""
+    """Start the engine in the background and wait until it serves; returns what it said when ready. An
+    environment whose Spark is not pielake's is refused here, in one line, not in the engine's log."""
+    check_spark_environment(os.environ)
     if _pid(lake_dir) is not None:
         try:
             said = status(lake_dir).splitlines()[0]

@@ -15,7 +15,11 @@ scripts and slim containers often run, that is ASCII, and a lake in `/data/Münc
 PySpark starts the Spark that `SPARK_HOME` names, where it is set, rather than its own: machines where Spark was
 installed by hand, or another project's, often set it. Spark of another version fails in ways that do not name it
 (a launcher that is not there, classes that differ), and Delta's jars fit one Spark, so such a SPARK_HOME is
-refused, naming the version it holds and how to go on.
+refused, naming the version it holds and how to go on. So is a pyspark that Python finds before pielake's own
+(Hadoop distributions often put their Spark's `python/` on `PYTHONPATH`), whose Spark would start in its place;
+and `PYSPARK_SUBMIT_ARGS`, a notebook's way of giving spark-submit's arguments to the JVM PySpark starts, which
+Spark's launcher reads after pielake's settings, so its `--master` or `--driver-memory` wins over the run's own
+(`--master local[2]` would quietly run on YARN), or, without the word `pyspark-shell` last, the JVM does not start.
 
 Whoever watches a run's JVM (its memory, its class archive, a kill) finds it among the run's descendants, where
 Spark's Python workers start and end all the time: so it is looked for among the processes that are still there.
@@ -26,7 +30,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, distribution, version
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -35,6 +39,9 @@ import psutil
 from pielake.errors import PielakeError
 
 UTF8_LOCALE = "C.UTF-8"
+SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"
+OWN_SUBMIT_ARGS = "pyspark-shell"  # PySpark's own default: no argument besides those pielake gives
+GATEWAY_PORT = "PYSPARK_GATEWAY_PORT"  # set for a Python process whose JVM runs already (spark-submit's driver)
 
 
 def file_option(option: str, path: Path) -> str:
@@ -66,6 +73,47 @@ def check_spark_home(environ: Mapping[str, str]) -> None:
     raise PielakeError(f"SPARK_HOME={home} is {what}, and pielake runs on Spark {wanted}, whose PySpark starts the "
                        "Spark SPARK_HOME names: unset it for pielake (`env -u SPARK_HOME pielake …`), or point it "
                        f"at a Spark {wanted}")
+
+
+def check_own_pyspark(environ: Mapping[str, str]) -> None:
+    """Refuse a pyspark that Python imports in place of the one installed with pielake: one of another folder
+    first on Python's path (`PYTHONPATH` in `environ`, as a rule), checked before anything imports it. The
+    archive of the same pyspark within its own folder (`python/lib/pyspark.zip`), which spark-submit puts on its
+    driver's path, is pielake's own."""
+    found = find_spec("pyspark")
+    try:
+        own = Path(str(distribution("pyspark").locate_file("pyspark"))).resolve()
+    except PackageNotFoundError:  # pyspark not installed as a package: nothing to tell it apart from
+        return
+    if found is None or found.origin is None or Path(found.origin).resolve().is_relative_to(own):
+        return
+    folder = Path(found.origin).parent.parent
+    named = any(entry and Path(entry).resolve() == folder for entry in environ.get("PYTHONPATH", "").split(":"))
+    how = ("PYTHONPATH names that folder: unset it for pielake (`env -u PYTHONPATH pielake …`), or leave the folder "
+           "out of it") if named else "that folder is on Python's path (sys.path) before pielake's environment"
+    raise PielakeError(f"Python imports pyspark from {folder}, not pielake's own pyspark {version('pyspark')} "
+                       f"({own.parent}), and would start that pyspark's Spark: {how}")
+
+
+def check_submit_args(environ: Mapping[str, str]) -> None:
+    """Refuse `PYSPARK_SUBMIT_ARGS` in `environ` other than PySpark's own default where pielake starts a JVM: Spark
+    would start with those arguments besides, and in place of, the run's own (module docstring)."""
+    given = environ.get(SUBMIT_ARGS, OWN_SUBMIT_ARGS).strip()
+    if given in ("", OWN_SUBMIT_ARGS) or GATEWAY_PORT in environ:  # spark-submit started this process's JVM
+        return
+    raise PielakeError(f"{SUBMIT_ARGS}='{given}' would give the Spark pielake starts other arguments than its own "
+                       "(its --master and driver heap win over the run's): unset it for pielake (`env -u "
+                       f"{SUBMIT_ARGS} pielake …`); settings every session is to have go in spark-defaults.conf "
+                       "(in SPARK_CONF_DIR), which Spark reads beneath pielake's own settings")
+
+
+def check_spark_environment(environ: Mapping[str, str]) -> None:
+    """Refuse an environment (`environ`) in which the Spark pielake starts would not be its own, or not on its own
+    arguments (module docstring): checked before the Spark is imported where it can be, so that the refusal is one
+    line and not the traceback of another pyspark's import."""
+    check_own_pyspark(environ)
+    check_spark_home(environ)
+    check_submit_args(environ)
 
 
 def spark_jvm(process: psutil.Process) -> psutil.Process | None:

@@ -30,7 +30,7 @@ from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 from pielake.engine.client import EngineAddress, classic_spark, grpc_direct_to_loopback
-from pielake.engine.jvm import check_spark_home, utf8_locale
+from pielake.engine.jvm import check_spark_environment, utf8_locale
 from pielake.engine.scratch import own_folder
 from pielake.engine.settings import (
     DEFAULT_MASTER,
@@ -86,14 +86,15 @@ def _quiet_py4j() -> None:
 @contextmanager
 def _jvm_start() -> Iterator[None]:
     """What a JVM started here starts within: the machine's turn to start one that resolves jars, and a UTF-8
-    locale in the environment it inherits from this process (`pielake.engine.jvm.utf8_locale`); a SPARK_HOME of
-    another Spark is refused first (`check_spark_home`).
+    locale in the environment it inherits from this process (`pielake.engine.jvm.utf8_locale`); another pyspark
+    first on Python's path, a SPARK_HOME of another Spark and spark-submit arguments of the environment's are
+    refused first (`check_spark_environment`).
 
     Two JVMs resolving into an empty Ivy cache at once corrupt each other's download ("Downloaded file size (0)
     doesn't match expected Content Length", then the gateway exits), as two test workers on a fresh machine do.
     A start takes seconds, so taking turns costs little.
     """
-    check_spark_home(os.environ)
+    check_spark_environment(os.environ)
     os.environ.update(utf8_locale(os.environ))
     IVY_CACHE.mkdir(parents=True, exist_ok=True)
     with (IVY_CACHE / ".pielake-start.lock").open("a") as lock:

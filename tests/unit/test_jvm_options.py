@@ -3,7 +3,8 @@ as one argument wherever the file is (the option strings pielake gives a driver 
 Spark's own launcher, which PySpark and spark-submit run, and each file keeps its whole name, spaces and quotes
 included), and it starts in a UTF-8 locale. A JVM started in the C locale with a lake in a folder beyond ASCII
 is tests/integration/test_concurrency.py's (`cli_runs.ONE_CORE`). It keeps its jars where Python looks for them,
-and it is the Spark pielake runs on, not another that SPARK_HOME names."""
+and it is the Spark pielake runs on, not another that SPARK_HOME names or another pyspark ahead of pielake's on
+Python's path, started on pielake's own arguments, not those of a notebook's PYSPARK_SUBMIT_ARGS."""
 
 from __future__ import annotations
 
@@ -20,7 +21,15 @@ from click.testing import CliRunner
 from pielake.cli import main
 from pielake.engine import class_archive
 from pielake.engine.class_archive import QUIET, archive_path
-from pielake.engine.jvm import UTF8_LOCALE, check_spark_home, file_option, utf8_locale
+from pielake.engine.jvm import (
+    GATEWAY_PORT,
+    SUBMIT_ARGS,
+    UTF8_LOCALE,
+    check_spark_home,
+    check_submit_args,
+    file_option,
+    utf8_locale,
+)
 from pielake.engine.settings import IVY_CACHE, JAVA_OPTIONS, java_options
 from pielake.exitcodes import EXIT_USAGE
 from pielake.lake.catalog import Metastore
@@ -127,3 +136,59 @@ def test_a_spark_home_of_pielake_s_own_spark_is_taken(tmp_path: Path) -> None:
     patch = spark_home(tmp_path / "patch", f"spark-core_2.13-{major}.{minor}.99.jar")  # a cluster's, say
     for home in (None, str(Path(pyspark.__file__).parent), str(same), str(patch)):
         check_spark_home({} if home is None else {"SPARK_HOME": home})
+
+
+def test_spark_submit_arguments_of_the_environment_are_refused_before_a_jvm_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A notebook's `PYSPARK_SUBMIT_ARGS` reaches Spark's launcher after pielake's settings: its --master would
+    win over the run's (here a YARN that is not there, on which the JVM stops with Java's usage text)."""
+    monkeypatch.setenv(SUBMIT_ARGS, "--master yarn --driver-memory 2g pyspark-shell")
+    (tmp_path / "lake").mkdir()
+    result = CliRunner().invoke(main, ["sql", "--lake", str(tmp_path / "lake"), "SELECT 1"])
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert f"unset it for pielake (`env -u {SUBMIT_ARGS} pielake …`)" in result.output
+    assert "'--master yarn --driver-memory 2g pyspark-shell'" in result.output
+
+
+def test_spark_submit_arguments_that_change_nothing_or_reach_no_jvm_are_taken() -> None:
+    """PySpark's own default, and a process spark-submit started, whose JVM runs already (an Airflow step)."""
+    for environ in ({}, {SUBMIT_ARGS: "pyspark-shell"}, {SUBMIT_ARGS: " "},
+                    {SUBMIT_ARGS: "--master yarn pyspark-shell", GATEWAY_PORT: "40123"}):
+        check_submit_args(environ)
+
+
+def pielake_with(python_path: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """`pielake …` in a process whose PYTHONPATH is `python_path`."""
+    return subprocess.run([str(Path(sys.executable).parent / "pielake"), *arguments], text=True,
+                          env={**os.environ, "PYTHONPATH": python_path}, capture_output=True, timeout=60, check=False)
+
+
+def test_another_pyspark_first_on_python_s_path_is_refused_before_it_is_imported(tmp_path: Path) -> None:
+    """A Hadoop distribution's `PYTHONPATH=$SPARK_HOME/python`: pielake would import that pyspark and start its
+    Spark, and failed in its imports' traceback. A run sent to an engine imports no pyspark, and is not refused."""
+    other = tmp_path / "spark" / "python"
+    (other / "pyspark").mkdir(parents=True)
+    (other / "pyspark" / "__init__.py").write_text('__version__ = "3.5.1"\n')
+    (tmp_path / "lake").mkdir()
+    lake = str(tmp_path / "lake")
+    for command in (["sql", "--lake", lake, "SELECT 1"], ["sql", "--lake", lake, "--remote", "sc://localhost:1", "x"],
+                    ["engine", "start", "--lake", lake]):
+        refused = pielake_with(str(other), *command)
+        assert refused.returncode == EXIT_USAGE, refused.stderr
+        assert refused.stderr.startswith(f"error: Python imports pyspark from {other}, not pielake's own pyspark "
+                                         f"{pyspark.__version__}"), refused.stderr
+        assert "unset it for pielake (`env -u PYTHONPATH pielake …`)" in refused.stderr
+    sent = pielake_with(str(other), "run", "--lake", lake, "--remote", "sc://localhost:1", "--events",
+                        str(tmp_path / "none.csv"), str(Path(__file__).parents[2] / "examples/queries/"
+                                                        "aggressive_driving.tpq"))
+    assert sent.stderr.startswith("error: no answer from the engine at sc://localhost:1"), sent.stderr
+
+
+def test_pyspark_s_own_archive_on_python_s_path_is_pielake_s_pyspark(tmp_path: Path) -> None:
+    """spark-submit puts `python/lib/pyspark.zip` of pyspark's own folder first on its driver's path."""
+    archive = Path(pyspark.__file__).parent / "python" / "lib" / "pyspark.zip"
+    checked = subprocess.run([sys.executable, "-c", "import os; from pielake.engine.jvm import check_own_pyspark; "
+                              "check_own_pyspark(os.environ); import pyspark; print(pyspark.__file__)"],
+                             env={**os.environ, "PYTHONPATH": str(archive)}, text=True, capture_output=True,
+                             timeout=60, check=False)
+    assert checked.returncode == 0 and str(archive) in checked.stdout, checked.stderr
