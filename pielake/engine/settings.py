@@ -169,6 +169,13 @@ class SubmitSettings:
         return {"spark.pyspark.python": self.python, "spark.pyspark.driver.python": sys.executable,
                 **engine_settings(short_lived=self.short_lived)}
 
+    @property
+    def environment(self) -> dict[str, str]:
+        """The interpreters in spark-submit's environment too, in place of the shell's: pyspark's `spark-submit`
+        script finds Spark's home by running `PYSPARK_DRIVER_PYTHON`, which a notebook's shell sets to `jupyter`
+        (or a Python without pyspark), and the launcher then finds no Spark."""
+        return {"PYSPARK_PYTHON": self.python, "PYSPARK_DRIVER_PYTHON": sys.executable}
+
 
 # Spark starts its Python workers as `python -m pielake.engine.worker_daemon` in the directory its process started
 # in, which would come first on their path: a `pielake` folder there (a cron job's home, another checkout) would run

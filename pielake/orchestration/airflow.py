@@ -319,13 +319,13 @@ def registrations(folder: Path) -> list[Registration | Broken]:
 
 
 def operator_arguments(*, short_lived: bool = False) -> dict[str, object]:
-    """The `SparkSubmitOperator` arguments every step shares (`pielake.engine.session.submit_settings`), and the
+    """The `SparkSubmitOperator` arguments every step shares (`pielake.engine.settings.submit_settings`), and the
     environment its Python finds pielake's jobs in, in a UTF-8 locale (`pielake.engine.jvm.utf8_locale`). A
     `short_lived` step's driver compiles with C1 alone (`SHORT_LIVED_JIT`): a step of a micro-batch ends before
     C2's compilations pay back, as a micro-batch run in process does."""
     settings = submit_settings(short_lived=short_lived)
     return {"packages": settings.packages, "driver_memory": settings.driver_memory, "conf": settings.conf,
-            "env_vars": {"PYSPARK_PYTHON": settings.python, "PYTHONPATH": str(PROJECT), **utf8_locale(os.environ)}}
+            "env_vars": {**settings.environment, "PYTHONPATH": str(PROJECT), **utf8_locale(os.environ)}}
 
 
 def _lake() -> str:

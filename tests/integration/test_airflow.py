@@ -27,6 +27,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pielake.engine.client import free_port
+from pielake.engine.jvm import SUBMIT_ARGS
 from pielake.engine.settings import JAVA_OPTIONS, driver_heap, master_settings
 from pielake.lake.delta import Lake
 from pielake.lake.lock import RunLock
@@ -168,7 +169,8 @@ def test_a_spark_submit_run_killed_mid_task_and_retried_writes_the_reference_tab
                                                                                      spark: SparkSession) -> None:
     """Where no engine runs (`PIELAKE_RUNNER=spark-submit`), each step is a spark-submit of `jobs/step.py`: on a
     worker of a cluster's edge node too, whose environment names a Spark Connect server for other tasks
-    (`SPARK_REMOTE`) and an HDFS as Hadoop's default filesystem."""
+    (`SPARK_REMOTE`), an HDFS as Hadoop's default filesystem, and, for its notebooks, Jupyter as PySpark's
+    driver (which has no pyspark, and is not even installed here) and arguments of their own for spark-submit."""
     lake = tmp_path / "lake"
     killed: list[list[str]] = []
     done = threading.Event()
@@ -179,7 +181,8 @@ def test_a_spark_submit_run_killed_mid_task_and_retried_writes_the_reference_tab
         run = subprocess.run([str(BIN / "airflow"), "dags", "test", "pielake_flag_pairs"], text=True,
                              env={**airflow, "PIELAKE_LAKE": str(lake), "PIELAKE_RUNNER": "spark-submit",
                                   "SPARK_REMOTE": f"sc://localhost:{free_port()}",
-                                  "HADOOP_CONF_DIR": str(edge_node_hadoop(tmp_path / "hadoop"))},
+                                  "HADOOP_CONF_DIR": str(edge_node_hadoop(tmp_path / "hadoop")),
+                                  "PYSPARK_DRIVER_PYTHON": "jupyter", SUBMIT_ARGS: "--master yarn pyspark-shell"},
                              capture_output=True, timeout=1200, check=False)
     finally:
         done.set()
