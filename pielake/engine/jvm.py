@@ -19,7 +19,8 @@ refused, naming the version it holds and how to go on. So is a pyspark that Pyth
 (Hadoop distributions often put their Spark's `python/` on `PYTHONPATH`), whose Spark would start in its place;
 and `PYSPARK_SUBMIT_ARGS`, a notebook's way of giving spark-submit's arguments to the JVM PySpark starts, which
 Spark's launcher reads after pielake's settings, so its `--master` or `--driver-memory` wins over the run's own
-(`--master local[2]` would quietly run on YARN), or, without the word `pyspark-shell` last, the JVM does not start.
+(`--master local[2]` would quietly run on YARN), or, without the word `pyspark-shell` last, the JVM does not start;
+and, for a session on this machine, a `PYSPARK_PYTHON` that cannot import pielake, which its Python workers run.
 
 Whoever watches a run's JVM (its memory, its class archive, a kill) finds it among the run's descendants, where
 Spark's Python workers start and end all the time: so it is looked for among the processes that are still there.
@@ -27,8 +28,12 @@ Spark's Python workers start and end all the time: so it is looked for among the
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
+import subprocess
+import sys
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, distribution, version
 from importlib.util import find_spec
@@ -41,6 +46,9 @@ from pielake.errors import PielakeError
 UTF8_LOCALE = "C.UTF-8"
 SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"
 OWN_SUBMIT_ARGS = "pyspark-shell"  # PySpark's own default: no argument besides those pielake gives
+WORKERS_IMPORTS = "import importlib.util as u, sys; sys.exit(not (u.find_spec('pielake') and u.find_spec('pyspark')))"
+WORKERS_PYTHON_FIX = (f": unset it for pielake (`env -u PYSPARK_PYTHON pielake …`), or name the Python of pielake's "
+                      f"environment ({sys.executable})")
 GATEWAY_PORT = "PYSPARK_GATEWAY_PORT"  # set for a Python process whose JVM runs already (spark-submit's driver)
 
 
@@ -105,6 +113,24 @@ def check_submit_args(environ: Mapping[str, str]) -> None:
                        "(its --master and driver heap win over the run's): unset it for pielake (`env -u "
                        f"{SUBMIT_ARGS} pielake …`); settings every session is to have go in spark-defaults.conf "
                        "(in SPARK_CONF_DIR), which Spark reads beneath pielake's own settings")
+
+
+def check_workers_python(python: str) -> None:
+    """Refuse `python` (`PYSPARK_PYTHON`, as a rule `python3` of a shell's profile) as the interpreter of a local
+    session's Python workers where it cannot import pielake and pyspark: every worker starts with pielake's worker
+    daemon, and the run would stop at its first Python stage, in Spark's traceback. It is asked once, in a process
+    of its own (tens of milliseconds); this process's own interpreter is not asked. Paths are compared as named,
+    not resolved: a virtual environment's `python` links to the system's, which has neither."""
+    named = shutil.which(python)
+    if named is not None and os.path.abspath(named) == os.path.abspath(sys.executable):
+        return
+    said = f"PYSPARK_PYTHON={python}, which Spark's Python workers run,"
+    try:
+        found = subprocess.run([python, "-c", WORKERS_IMPORTS], capture_output=True, timeout=60, check=False)
+    except OSError as failed:
+        raise PielakeError(f"{said} does not run ({failed.strerror}){WORKERS_PYTHON_FIX}") from None
+    if found.returncode != 0:
+        raise PielakeError(f"{said} does not import pielake and pyspark{WORKERS_PYTHON_FIX}")
 
 
 def check_spark_environment(environ: Mapping[str, str]) -> None:

@@ -30,7 +30,7 @@ from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 from pielake.engine.client import EngineAddress, classic_spark, grpc_direct_to_loopback
-from pielake.engine.jvm import check_spark_environment, utf8_locale
+from pielake.engine.jvm import check_spark_environment, check_workers_python, utf8_locale
 from pielake.engine.scratch import own_folder
 from pielake.engine.settings import (
     DEFAULT_MASTER,
@@ -268,6 +268,8 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: S
     master = checked_master(master or os.environ.get("PIELAKE_SPARK_MASTER", DEFAULT_MASTER))
     classic_spark()
     python = os.environ["PYSPARK_PYTHON"] = workers_python()  # PySpark's own launches read the environment too
+    if is_local(master):  # a cluster's executors run a Python of their own machines
+        check_workers_python(python)
     partitions = shuffle_partitions or 4 * (os.cpu_count() or 2)
     builder = (
         SparkSession.builder.master(master).appName(app_name)

@@ -4,7 +4,8 @@ Spark's own launcher, which PySpark and spark-submit run, and each file keeps it
 included), and it starts in a UTF-8 locale. A JVM started in the C locale with a lake in a folder beyond ASCII
 is tests/integration/test_concurrency.py's (`cli_runs.ONE_CORE`). It keeps its jars where Python looks for them,
 and it is the Spark pielake runs on, not another that SPARK_HOME names or another pyspark ahead of pielake's on
-Python's path, started on pielake's own arguments, not those of a notebook's PYSPARK_SUBMIT_ARGS."""
+Python's path, started on pielake's own arguments, not those of a notebook's PYSPARK_SUBMIT_ARGS, whose local
+Python workers run an interpreter that has pielake."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from pielake.engine.jvm import (
     UTF8_LOCALE,
     check_spark_home,
     check_submit_args,
+    check_workers_python,
     file_option,
     utf8_locale,
 )
@@ -192,3 +194,35 @@ def test_pyspark_s_own_archive_on_python_s_path_is_pielake_s_pyspark(tmp_path: P
                              env={**os.environ, "PYTHONPATH": str(archive)}, text=True, capture_output=True,
                              timeout=60, check=False)
     assert checked.returncode == 0 and str(archive) in checked.stdout, checked.stderr
+
+
+def interpreter(folder: Path, *options: str) -> Path:
+    """An executable that runs this Python with `options` (`-S`: without its site-packages, as a system Python
+    runs that has neither pielake nor pyspark)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "python3"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" {" ".join(options)} "$@"\n')
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.parametrize(("python", "said"), [
+    ("bare", "does not import pielake and pyspark"),
+    ("/no/such/python3", "does not run (No such file or directory)"),
+], ids=["a Python without pielake", "no Python there"])
+def test_a_workers_python_without_pielake_is_refused_before_a_jvm_starts(python: str, said: str, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shell's `PYSPARK_PYTHON=python3` ran the workers of a local session with the system's Python: the run
+    stopped at its first Python stage, in 200 lines of Spark's traceback."""
+    named = str(interpreter(tmp_path / "bin", "-S")) if python == "bare" else python
+    monkeypatch.setenv("PYSPARK_PYTHON", named)
+    (tmp_path / "lake").mkdir()
+    result = CliRunner().invoke(main, ["sql", "--lake", str(tmp_path / "lake"), "SELECT 1"])
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert result.output.startswith(f"error: PYSPARK_PYTHON={named}, which Spark's Python workers run, {said}")
+    assert f"or name the Python of pielake's environment ({sys.executable})" in result.output
+
+
+def test_a_workers_python_that_has_pielake_is_taken(tmp_path: Path) -> None:
+    for python in (sys.executable, str(interpreter(tmp_path / "bin"))):
+        check_workers_python(python)
