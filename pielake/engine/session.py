@@ -316,12 +316,18 @@ def build_session(master: str | None = None, app_name: str = "pielake", *, ui: S
 
 
 def _context_refused(error: Py4JJavaError) -> PielakeError:
-    """Spark's JVM started and its context did not: Java's reason, and the file of settings Spark read besides
-    pielake's, if there is one (`spark-defaults.conf` of SPARK_CONF_DIR, else of Spark's home), where such a
-    reason often lies (an event log folder that does not exist, a master or a memory no machine has)."""
+    """Spark's JVM started and its context did not: Java's reason, and the settings read besides pielake's where
+    there are any, where such a reason often lies: the file of Spark's (`spark-defaults.conf` of SPARK_CONF_DIR,
+    else of Spark's home: an event log folder that does not exist, a master no machine answers on), and the
+    options every JVM of the environment takes (`JAVA_OPTIONS_OF_ENVIRONMENT`: an `-Xmx` there wins over the
+    driver heap pielake gives, and Spark then asks for a larger `--driver-memory` in vain)."""
     defaults = _defaults_file()
-    read = f" (Spark also read {defaults}: a setting there may be the cause)" if defaults is not None else ""
-    return PielakeError(f"Spark did not start: {error.java_exception.toString()}{read}")
+    read = [*([f"Spark also read {defaults}"] if defaults is not None else []),
+            *(f"Java also read {name}={os.environ[name]}" for name in JAVA_OPTIONS_OF_ENVIRONMENT
+              if os.environ.get(name))]
+    said = f" ({'; '.join(read)}: a setting there may be the cause)" if read else ""
+    reason = " ".join(error.java_exception.toString().split())  # Spark's advice may span lines
+    return PielakeError(f"Spark did not start: {reason}{said}")
 
 
 def _defaults_file() -> Path | None:
@@ -332,6 +338,7 @@ def _defaults_file() -> Path | None:
     return found if found.is_file() else None
 
 
+JAVA_OPTIONS_OF_ENVIRONMENT = ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS")  # options every JVM started here takes
 UNRESOLVED = "unresolved dependency"  # what Spark's launcher says of a package Ivy could not fetch
 
 

@@ -392,18 +392,20 @@ def test_a_run_whose_jvm_cannot_start_ends_in_one_line_after_spark_s_own_reason(
 def test_a_spark_whose_settings_file_keeps_it_from_starting_says_why_in_one_line(tmp_path: Path) -> None:
     """Spark reads the `spark-defaults.conf` of SPARK_CONF_DIR besides pielake's settings, as for any application:
     one its context cannot start with (an event log folder that does not exist) ends in one line naming Java's
-    reason and the file, not PySpark's traceback."""
+    reason and the file, and the options every JVM of the environment takes (`_JAVA_OPTIONS`, where an `-Xmx`
+    wins over the heap pielake gives), not PySpark's traceback."""
     conf, lake = tmp_path / "conf", tmp_path / "lake"
     conf.mkdir()
     lake.mkdir()
     (conf / "spark-defaults.conf").write_text(f"spark.eventLog.enabled true\nspark.eventLog.dir file://{tmp_path}/none\n")
     done = subprocess.run([str(Path(sys.executable).parent / "pielake"), "sql", "--lake", str(lake), "SELECT 1"],
-                          env={**os.environ, "SPARK_CONF_DIR": str(conf)}, capture_output=True, text=True,
-                          timeout=300, check=False)
+                          env={**os.environ, "SPARK_CONF_DIR": str(conf), "_JAVA_OPTIONS": "-Duser.language=en"},
+                          capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == EXIT_USAGE, done.stderr
     assert done.stderr.splitlines()[-1] == (
         f"error: Spark did not start: java.io.FileNotFoundException: File file:{tmp_path}/none does not exist (Spark "
-        f"also read {conf / 'spark-defaults.conf'}: a setting there may be the cause)"), done.stderr
+        f"also read {conf / 'spark-defaults.conf'}; Java also read _JAVA_OPTIONS=-Duser.language=en: a setting there "
+        "may be the cause)"), done.stderr
     assert "Traceback" not in done.stderr
 
 
