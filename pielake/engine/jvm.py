@@ -64,6 +64,11 @@ def utf8_locale(environ: Mapping[str, str]) -> dict[str, str]:
     return {} if re.search(r"utf-?8", named, re.IGNORECASE) else {"LC_ALL": UTF8_LOCALE}
 
 
+def same_release(held: str | None, wanted: str) -> bool:
+    """Whether the version `held` (None: none known) is of the feature release of `wanted`: 4.0.2 of 4.0.1."""
+    return held is not None and held.split(".")[:2] == wanted.split(".")[:2]
+
+
 def check_spark_home(environ: Mapping[str, str]) -> None:
     """Refuse a `SPARK_HOME` in `environ` that holds another Spark than pyspark's own, by its feature release
     (4.0 takes 4.0.0 and 4.0.2, whose jars Delta's fit alike: a cluster's Spark may be another patch than
@@ -75,7 +80,7 @@ def check_spark_home(environ: Mapping[str, str]) -> None:
     wanted = version("pyspark")
     cores = sorted(Path(home, "jars").glob("spark-core_*.jar"))
     held = cores[0].stem.rsplit("-", 1)[-1] if cores else None
-    if held is not None and held.split(".")[:2] == wanted.split(".")[:2]:
+    if same_release(held, wanted):
         return
     what = f"Spark {held}" if held else "no Spark (it has no jars/spark-core_*.jar)"
     raise PielakeError(f"SPARK_HOME={home} is {what}, and pielake runs on Spark {wanted}, whose PySpark starts the "
@@ -84,8 +89,9 @@ def check_spark_home(environ: Mapping[str, str]) -> None:
 
 
 def check_own_pyspark(environ: Mapping[str, str]) -> None:
-    """Refuse a pyspark that Python imports in place of the one installed with pielake: one of another folder
-    first on Python's path (`PYTHONPATH` in `environ`, as a rule), checked before anything imports it. The
+    """Refuse a pyspark of another release that Python imports in place of the one installed with pielake: one of
+    another folder first on Python's path (`PYTHONPATH` in `environ`, as a rule), checked before anything imports
+    it; one of the same feature release (`same_release`) is taken, as `check_spark_home` takes its Spark. The
     archive of the same pyspark within its own folder (`python/lib/pyspark.zip`), which spark-submit puts on its
     driver's path, is pielake's own."""
     found = find_spec("pyspark")
@@ -95,12 +101,26 @@ def check_own_pyspark(environ: Mapping[str, str]) -> None:
         return
     if found is None or found.origin is None or Path(found.origin).resolve().is_relative_to(own):
         return
-    folder = Path(found.origin).parent.parent
+    package = Path(found.origin).parent
+    held, wanted = declared_version(package), version("pyspark")
+    if same_release(held, wanted):  # a cluster's own Spark of pielake's release, say: its Spark is one Delta fits
+        return
+    folder = package.parent
     named = any(entry and Path(entry).resolve() == folder for entry in environ.get("PYTHONPATH", "").split(":"))
     how = ("PYTHONPATH names that folder: unset it for pielake (`env -u PYTHONPATH pielake …`), or leave the folder "
            "out of it") if named else "that folder is on Python's path (sys.path) before pielake's environment"
-    raise PielakeError(f"Python imports pyspark from {folder}, not pielake's own pyspark {version('pyspark')} "
-                       f"({own.parent}), and would start that pyspark's Spark: {how}")
+    raise PielakeError(f"Python imports pyspark {held or '(of no version it declares)'} from {folder}, not "
+                       f"pielake's own pyspark {wanted} ({own.parent}), and would start that pyspark's Spark: {how}")
+
+
+def declared_version(package: Path) -> str | None:
+    """The version a pyspark folder declares in its `version.py`, read as text: importing it is what is checked."""
+    try:
+        text = (package / "version.py").read_text(encoding="utf-8")
+    except OSError:  # not there, or inside an archive
+        return None
+    found = re.search(r"""__version__[^=]*=\s*['"]([^'"]+)['"]""", text)
+    return found.group(1) if found else None
 
 
 def check_submit_args(environ: Mapping[str, str]) -> None:

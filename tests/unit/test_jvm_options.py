@@ -165,20 +165,26 @@ def pielake_with(python_path: str, *arguments: str) -> subprocess.CompletedProce
                           env={**os.environ, "PYTHONPATH": python_path}, capture_output=True, timeout=60, check=False)
 
 
+def other_pyspark(folder: Path, declared: str) -> Path:
+    """A Spark's `python/` folder as far as its pyspark's version shows: `pyspark/version.py` declaring it."""
+    (folder / "pyspark").mkdir(parents=True)
+    (folder / "pyspark" / "__init__.py").write_text("from pyspark.version import __version__\n")
+    (folder / "pyspark" / "version.py").write_text(f"__version__: str = '{declared}'\n")
+    return folder
+
+
 def test_another_pyspark_first_on_python_s_path_is_refused_before_it_is_imported(tmp_path: Path) -> None:
     """A Hadoop distribution's `PYTHONPATH=$SPARK_HOME/python`: pielake would import that pyspark and start its
     Spark, and failed in its imports' traceback. A run sent to an engine imports no pyspark, and is not refused."""
-    other = tmp_path / "spark" / "python"
-    (other / "pyspark").mkdir(parents=True)
-    (other / "pyspark" / "__init__.py").write_text('__version__ = "3.5.1"\n')
+    other = other_pyspark(tmp_path / "spark" / "python", "3.5.1")
     (tmp_path / "lake").mkdir()
     lake = str(tmp_path / "lake")
     for command in (["sql", "--lake", lake, "SELECT 1"], ["sql", "--lake", lake, "--remote", "sc://localhost:1", "x"],
                     ["engine", "start", "--lake", lake]):
         refused = pielake_with(str(other), *command)
         assert refused.returncode == EXIT_USAGE, refused.stderr
-        assert refused.stderr.startswith(f"error: Python imports pyspark from {other}, not pielake's own pyspark "
-                                         f"{pyspark.__version__}"), refused.stderr
+        assert refused.stderr.startswith(f"error: Python imports pyspark 3.5.1 from {other}, not pielake's own "
+                                         f"pyspark {pyspark.__version__}"), refused.stderr
         assert "unset it for pielake (`env -u PYTHONPATH pielake …`)" in refused.stderr
     sent = pielake_with(str(other), "run", "--lake", lake, "--remote", "sc://localhost:1", "--events",
                         str(tmp_path / "none.csv"), str(Path(__file__).parents[2] / "examples/queries/"
@@ -186,14 +192,17 @@ def test_another_pyspark_first_on_python_s_path_is_refused_before_it_is_imported
     assert sent.stderr.startswith("error: no answer from the engine at sc://localhost:1"), sent.stderr
 
 
-def test_pyspark_s_own_archive_on_python_s_path_is_pielake_s_pyspark(tmp_path: Path) -> None:
-    """spark-submit puts `python/lib/pyspark.zip` of pyspark's own folder first on its driver's path."""
-    archive = Path(pyspark.__file__).parent / "python" / "lib" / "pyspark.zip"
-    checked = subprocess.run([sys.executable, "-c", "import os; from pielake.engine.jvm import check_own_pyspark; "
-                              "check_own_pyspark(os.environ); import pyspark; print(pyspark.__file__)"],
-                             env={**os.environ, "PYTHONPATH": str(archive)}, text=True, capture_output=True,
-                             timeout=60, check=False)
-    assert checked.returncode == 0 and str(archive) in checked.stdout, checked.stderr
+def test_a_pyspark_of_pielake_s_release_first_on_python_s_path_is_taken(tmp_path: Path) -> None:
+    """spark-submit puts `python/lib/pyspark.zip` of pyspark's own folder first on its driver's path; a cluster's
+    own Spark of the same feature release (another patch) starts a Spark Delta's jars fit."""
+    major, minor, _ = pyspark.__version__.split(".", 2)
+    for path in (Path(pyspark.__file__).parent / "python" / "lib" / "pyspark.zip",
+                 other_pyspark(tmp_path / "cluster" / "python", f"{major}.{minor}.99")):
+        checked = subprocess.run([sys.executable, "-c", "import os; from pielake.engine.jvm import check_own_pyspark;"
+                                  " check_own_pyspark(os.environ); import pyspark; print(pyspark.__file__)"],
+                                 env={**os.environ, "PYTHONPATH": str(path)}, text=True, capture_output=True,
+                                 timeout=60, check=False)
+        assert checked.returncode == 0 and str(path) in checked.stdout, checked.stderr
 
 
 def interpreter(folder: Path, *options: str) -> Path:
