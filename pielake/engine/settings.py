@@ -183,6 +183,19 @@ class SubmitSettings:
 SAFE_PATH = "spark.executorEnv.PYTHONSAFEPATH"
 
 
+# The settings a run's results and writes depend on, at Spark 4's own defaults, on which pielake is tested: Spark
+# reads a spark-defaults.conf beneath every session pielake starts (SPARK_CONF_DIR's, a cluster's), and a team's
+# may set them otherwise for its other jobs. They decide which rows of a file parse, and to what
+# (`legacy.timeParserPolicy`: LEGACY parses leniently), whether a value that does not fit fails or becomes null
+# (`ansi.enabled`, `storeAssignmentPolicy`), how a query's names resolve (`caseSensitive`), what an overwrite
+# replaces (`sources.partitionOverwriteMode`: dynamic fails every write that replaces a table's schema), and
+# whether a table pielake creates takes the updates and deletes of its MERGEs (Delta's `appendOnly` default).
+SQL_SEMANTICS = {"spark.sql.ansi.enabled": "true", "spark.sql.caseSensitive": "false",
+                 "spark.sql.legacy.timeParserPolicy": "CORRECTED", "spark.sql.storeAssignmentPolicy": "ANSI",
+                 "spark.sql.sources.partitionOverwriteMode": "STATIC",
+                 "spark.databricks.delta.properties.defaults.appendOnly": "false"}
+
+
 # A lake, and events named by a path, are this machine's files, which pielake reads and writes beside Spark (the
 # lake's locks, schemas, runs and Great Expectations' project; a file's header and encoding). So a path without a
 # scheme is one of the local filesystem, also where a Hadoop configuration (HADOOP_CONF_DIR, as on a cluster's edge
@@ -195,11 +208,13 @@ def engine_settings(*, short_lived: bool = False, scratch: Path | None = None) -
     """What every pielake session has, built here or by spark-submit: UTC, room for the generated code of a few
     queries (`CODEGEN_CACHE_ENTRIES`), the log retention of the tables it creates (`keep_days`), the Ivy cache
     of its jars (`IVY_CACHE`), the JVM options (`java_options`), Python's safe path for its Python workers
-    (`SAFE_PATH`), paths of this machine's files (`LOCAL_PATHS`); and a local session's folder for its temporary
-    files, where it has one of its process's own (`pielake.engine.scratch`)."""
+    (`SAFE_PATH`), paths of this machine's files (`LOCAL_PATHS`), the SQL semantics it is tested on
+    (`SQL_SEMANTICS`); and a local session's folder for its temporary files, where it has one of its process's own
+    (`pielake.engine.scratch`)."""
     local_dir = {} if scratch is None else {"spark.local.dir": str(scratch)}
     return {"spark.sql.session.timeZone": "UTC", "spark.sql.codegen.cache.maxEntries": str(CODEGEN_CACHE_ENTRIES),
             LOG_RETENTION_DEFAULT: log_retention(keep_days()), IVY: str(IVY_CACHE), SAFE_PATH: "1", **LOCAL_PATHS,
+            **SQL_SEMANTICS,
             **local_dir, **java_options(short_lived=short_lived, scratch=scratch)}
 
 
