@@ -32,12 +32,6 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 
 FIXTURES = Path(__file__).parent / "fixtures"
-
-# Spark reads the spark-defaults.conf of SPARK_CONF_DIR beneath every session pielake starts, and a team's sets SQL
-# semantics for its other jobs: every Spark the tests start (their own, the CLI's, the engines', Airflow's
-# spark-submit steps) reads one that sets each setting pielake pins (`SQL_SEMANTICS`) otherwise. A test of
-# another settings file names its own folder.
-os.environ["SPARK_CONF_DIR"] = str(FIXTURES / "team-spark-conf")
 MARKERS = {"unit": pytest.mark.unit, "spark": pytest.mark.spark, "dags": pytest.mark.dags,
            "integration": pytest.mark.integration}
 
