@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -33,6 +34,9 @@ class NoSpaceError(PielakeError):
 
 NO_SPACE = "No space left on device"  # ENOSPC as the C library words it, and so the JVM's IOException
 # What a run that the machine stopped leaves: Delta commits are whole, and a run redoes what the last one left undone
+# How long a JVM whose socket py4j found closed may take to end: the kernel closes a killed process's files before
+# it marks the process ended, so Python can meet the closed socket before the JVM can be waited for
+JVM_END_GRACE_S = 2.0
 RUN_AGAIN = ("then run the query again: each table keeps its last whole commit, and the next run redoes what this "
              "one left undone")
 
@@ -63,14 +67,17 @@ def jvm_lost(error: BaseException) -> JvmLostError | None:
     refused connection, a call that "failed" with no error from Java), and the code that was cleaning up after
     it may raise another. A run's commits are whole, so running it again with more memory redoes what it left.
     """
-    if "pyspark" not in sys.modules or not any(_from_py4j(raised) for raised in _chain(error)):
+    if "pyspark" not in sys.modules or not any(_lost_by_py4j(raised) for raised in _chain(error)):
         return None  # no JVM of this process's own: a client of an engine imports no Spark
     from pyspark import SparkContext  # noqa: PLC0415 (loaded already)
 
     process = getattr(SparkContext._gateway, "proc", None)
-    ended = None if process is None else process.poll()
-    if ended is None:
+    if process is None:
         return None
+    try:
+        ended = process.wait(timeout=JVM_END_GRACE_S)
+    except subprocess.TimeoutExpired:
+        return None  # the JVM runs on: the error is one py4j meets with Java alive
     allowed = allowed_mb()
     here = "" if allowed is None else f" (this process may use {allowed:,} MB)"
     how = (f"was killed (SIGKILL), as the system kills the largest process where the machine or its container runs "
@@ -81,9 +88,11 @@ def jvm_lost(error: BaseException) -> JvmLostError | None:
     return JvmLostError(f"Spark's JVM ended in the middle of the run: it {how}. {fix}, {RUN_AGAIN}")
 
 
-def _from_py4j(error: BaseException) -> bool:
-    """`error` is py4j's (`Py4JError` and its kinds) or a connection's that py4j's socket met."""
-    return type(error).__module__.startswith("py4j") or isinstance(error, ConnectionError)
+def _lost_by_py4j(error: BaseException) -> bool:
+    """`error` is py4j's with no answer from Java (`Py4JError` and its kinds, but for `Py4JJavaError`, which Java
+    sent) or a connection's that py4j's socket met."""
+    from_py4j = type(error).__module__.startswith("py4j") and getattr(error, "java_exception", None) is None
+    return from_py4j or isinstance(error, ConnectionError)
 
 
 def for_the_user(error: BaseException) -> PielakeError | None:

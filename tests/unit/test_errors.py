@@ -6,8 +6,10 @@ with the memory this process may use (`pielake.errors.jvm_lost`).
 from __future__ import annotations
 
 import logging
-import signal
+import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import pytest
@@ -59,16 +61,35 @@ def test_other_errors_are_not_a_full_disk() -> None:
     (None, "short of memory. Give the run more memory"),
 ], ids=["a container too small for any run", "a machine with room", "a system that says no memory"])
 def test_a_jvm_the_system_killed_is_said_with_the_memory_this_process_may_use(
-        allowed_mb: int | None, said: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        allowed_mb: int | None, said: str, killed_jvm: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where less than a run's least is allowed, a smaller heap cannot help: the heap is at Spark's least already."""
     from py4j.protocol import Py4JNetworkError  # noqa: PLC0415 (what py4j raises when the JVM is gone)
-    from pyspark import SparkContext  # noqa: PLC0415
 
-    monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=SimpleNamespace(poll=lambda: -signal.SIGKILL)))
     monkeypatch.setattr("pielake.errors.allowed_mb", lambda: allowed_mb)
     lost = jvm_lost(Py4JNetworkError("Answer from Java side is empty"))
     assert isinstance(lost, JvmLostError) and lost.exit_code == EXIT_JVM_LOST
     assert said in str(lost), str(lost)
+
+
+@contextmanager
+def jvm_of_this_process(command: list[str], monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A process of `command` in the place of this process's JVM, as py4j's gateway holds it; killed at the end."""
+    from pyspark import SparkContext  # noqa: PLC0415
+
+    with subprocess.Popen(command) as process:
+        monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=process))
+        try:
+            yield
+        finally:
+            process.kill()
+
+
+@pytest.fixture
+def killed_jvm(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A JVM that the system kills as Python meets its closed socket: it ends only after the error is raised, as
+    a killed process closes its files before it is marked ended."""
+    with jvm_of_this_process(["sh", "-c", "sleep 0.3; kill -KILL $$"], monkeypatch):
+        yield
 
 
 def failed_call_then_cleanup() -> None:
@@ -82,11 +103,7 @@ def failed_call_then_cleanup() -> None:
         raise ConnectionRefusedError(111, "Connection refused")
 
 
-def test_any_form_in_which_py4j_meets_a_killed_jvm_is_said_as_the_killed_jvm(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    from pyspark import SparkContext  # noqa: PLC0415
-
-    monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=SimpleNamespace(poll=lambda: -signal.SIGKILL)))
+def test_any_form_in_which_py4j_meets_a_killed_jvm_is_said_as_the_killed_jvm(killed_jvm: None) -> None:
     with pytest.raises(ConnectionRefusedError) as raised:
         failed_call_then_cleanup()
     assert isinstance(jvm_lost(raised.value), JvmLostError)
@@ -95,12 +112,11 @@ def test_any_form_in_which_py4j_meets_a_killed_jvm_is_said_as_the_killed_jvm(
 
 def test_py4j_meeting_a_jvm_that_still_runs_or_a_refused_engine_client_is_not_a_killed_jvm(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from pyspark import SparkContext  # noqa: PLC0415
-
-    monkeypatch.setattr(SparkContext, "_gateway", SimpleNamespace(proc=SimpleNamespace(poll=lambda: None)))
-    with pytest.raises(ConnectionRefusedError) as raised:
-        failed_call_then_cleanup()
-    assert jvm_lost(raised.value) is None
+    monkeypatch.setattr("pielake.errors.JVM_END_GRACE_S", 0.2)
+    with jvm_of_this_process(["sleep", "30"], monkeypatch):
+        with pytest.raises(ConnectionRefusedError) as raised:
+            failed_call_then_cleanup()
+        assert jvm_lost(raised.value) is None
     monkeypatch.delitem(sys.modules, "pyspark")  # a client of an engine, which imports no Spark
     assert jvm_lost(ConnectionRefusedError(111, "Connection refused")) is None
 
