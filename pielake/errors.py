@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
-from pielake.engine.memory import LEAST_MB, allowed_mb
+from pielake.engine.memory import LEAST_MB, allowed_mb, heap_of_environment
 from pielake.exitcodes import EXIT_JVM_LOST, EXIT_NO_SPACE, EXIT_USAGE
 
 MAX_LISTED_ERRORS = 5
@@ -84,8 +84,15 @@ def jvm_lost(error: BaseException) -> JvmLostError | None:
            f"short of memory{here}" if ended == -signal.SIGKILL else f"exited with code {ended}; its log "
            "(<lake>/_logs/) says why")
     fix = (f"Give the run at least {LEAST_MB:,} MB" if allowed is not None and allowed < LEAST_MB else
-           "Give the run more memory, or Spark a smaller heap (PIELAKE_DRIVER_MEMORY) where the input is small")
+           f"Give the run more memory, or Spark a smaller heap ({_heap_setting()}) where the input is small")
     return JvmLostError(f"Spark's JVM ended in the middle of the run: it {how}. {fix}, {RUN_AGAIN}")
+
+
+def _heap_setting() -> str:
+    """Where the heap of a run's JVM is set: `PIELAKE_DRIVER_MEMORY`, unless `_JAVA_OPTIONS` sets it over that."""
+    heap = heap_of_environment()
+    return ("PIELAKE_DRIVER_MEMORY" if heap is None else
+            f"the {heap} of _JAVA_OPTIONS, which wins over PIELAKE_DRIVER_MEMORY")
 
 
 def _lost_by_py4j(error: BaseException) -> bool:

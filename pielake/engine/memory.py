@@ -8,7 +8,8 @@ for memory names the limit it met (`pielake.errors.jvm_lost`). Nothing here impo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 CGROUPS = Path("/sys/fs/cgroup")
@@ -33,6 +34,14 @@ def allowed_mb(cgroups: Path = CGROUPS, own: Path = OWN_CGROUPS, meminfo: Path =
     limits = [*_cgroup_limits(cgroups, own), _machine_bytes(meminfo)]
     known = [limit for limit in limits if limit is not None]
     return min(known) // MB if known else None
+
+
+def heap_of_environment(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The heap (`-Xmx…`) that `_JAVA_OPTIONS` gives every JVM started here, or None. Java reads that variable
+    after its command line, so its last `-Xmx` wins over the heap pielake gives Spark's driver; `JAVA_TOOL_OPTIONS`
+    is read before the command line, and its `-Xmx` gives way."""
+    heaps = [option for option in environ.get("_JAVA_OPTIONS", "").split() if option.startswith("-Xmx")]
+    return heaps[-1] if heaps else None
 
 
 def _cgroup_limits(cgroups: Path, own: Path) -> Iterator[int | None]:

@@ -53,19 +53,25 @@ def test_other_errors_are_not_a_full_disk() -> None:
     assert no_space(PielakeError("no query file at q.tpq")) is None
 
 
-@pytest.mark.parametrize(("allowed_mb", "said"), [
-    (1_024, "short of memory (this process may use 1,024 MB). Give the run at least 1,280 MB, then run the query "
-            "again"),
-    (24_105, "short of memory (this process may use 24,105 MB). Give the run more memory, or Spark a smaller heap "
-             "(PIELAKE_DRIVER_MEMORY) where the input is small, then run the query again"),
-    (None, "short of memory. Give the run more memory"),
-], ids=["a container too small for any run", "a machine with room", "a system that says no memory"])
+@pytest.mark.parametrize(("allowed_mb", "java_options", "said"), [
+    (1_024, "", "short of memory (this process may use 1,024 MB). Give the run at least 1,280 MB, then run the "
+                "query again"),
+    (24_105, "", "short of memory (this process may use 24,105 MB). Give the run more memory, or Spark a smaller "
+                 "heap (PIELAKE_DRIVER_MEMORY) where the input is small, then run the query again"),
+    (24_105, "-Duser.language=en -Xmx8g -Xmx30g", "Give the run more memory, or Spark a smaller heap (the -Xmx30g of "
+     "_JAVA_OPTIONS, which wins over PIELAKE_DRIVER_MEMORY) where the input is small"),
+    (None, "", "short of memory. Give the run more memory"),
+], ids=["a container too small for any run", "a machine with room", "a heap of the environment's Java options",
+        "a system that says no memory"])
 def test_a_jvm_the_system_killed_is_said_with_the_memory_this_process_may_use(
-        allowed_mb: int | None, said: str, killed_jvm: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Where less than a run's least is allowed, a smaller heap cannot help: the heap is at Spark's least already."""
+        allowed_mb: int | None, java_options: str, said: str, killed_jvm: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where less than a run's least is allowed, a smaller heap cannot help: the heap is at Spark's least already.
+    An `-Xmx` of `_JAVA_OPTIONS` is the heap to make smaller, as Java takes it over pielake's."""
     from py4j.protocol import Py4JNetworkError  # noqa: PLC0415 (what py4j raises when the JVM is gone)
 
     monkeypatch.setattr("pielake.errors.allowed_mb", lambda: allowed_mb)
+    monkeypatch.setenv("_JAVA_OPTIONS", java_options)
     lost = jvm_lost(Py4JNetworkError("Answer from Java side is empty"))
     assert isinstance(lost, JvmLostError) and lost.exit_code == EXIT_JVM_LOST
     assert said in str(lost), str(lost)

@@ -1,14 +1,17 @@
 """What memory this process may use, read as Linux states it: `/proc/self/cgroup` names the process's control
 groups, `/sys/fs/cgroup` holds their limits (v2 `memory.max`, v1 `memory/…/memory.limit_in_bytes`), and
-`/proc/meminfo` the machine's memory. Each case writes those files as a system of its kind does."""
+`/proc/meminfo` the machine's memory. Each case writes those files as a system of its kind does. Which heap
+Java takes from the environment's Java options, over the one its command line gives, is asked of Java itself."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from pielake.engine.memory import allowed_mb
+from pielake.engine.memory import MB, allowed_mb, heap_of_environment
 
 GIB = 2**30
 MACHINE = "MemTotal:       24684084 kB\nMemFree:        22000000 kB\n"  # 24,105 MB
@@ -67,3 +70,20 @@ def test_a_limit_alone_is_read_without_the_machine_s_memory(tmp_path: Path) -> N
 def test_this_machine_states_its_memory() -> None:
     """Linux always has /proc/meminfo; the suite runs on Linux."""
     assert (allowed_mb() or 0) > 0
+
+
+def java_heap(environ: dict[str, str]) -> int:
+    """The heap, in bytes, that a JVM given `-Xmx200m` on its command line takes in `environ`, as Java says."""
+    said = subprocess.run(["java", "-Xmx200m", "-XX:+PrintFlagsFinal", "-version"], env={**os.environ, **environ},
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+    return int(next(line.split()[3] for line in said.splitlines() if line.split()[1:2] == ["MaxHeapSize"]))
+
+
+@pytest.mark.parametrize(("environ", "heap"), [
+    ({"_JAVA_OPTIONS": "-Xmx100m -Duser.language=en -Xmx120m"}, "-Xmx120m"),
+    ({"JAVA_TOOL_OPTIONS": "-Xmx100m", "_JAVA_OPTIONS": ""}, None),
+], ids=["_JAVA_OPTIONS, read after the command line", "JAVA_TOOL_OPTIONS, read before it"])
+def test_the_heap_of_the_environment_s_java_options_is_the_one_java_takes_over_its_command_line(
+        environ: dict[str, str], heap: str | None) -> None:
+    assert heap_of_environment(environ) == heap
+    assert java_heap(environ) == (120 if heap else 200) * MB
