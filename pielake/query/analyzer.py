@@ -198,7 +198,8 @@ class _Analyzer:
         self.unused_symbols(symbols)
         window = self.query.window.seconds
         if window <= 0:
-            self.error("the window must be longer than zero", self.query.window.span)
+            self.error("the window must be longer than zero", self.query.window.span,
+                       "Give the longest time a match may span, e.g. WITHIN 5 minutes.")
         self.check_not_too_long(window, "window", self.query.window.span)
         returns = self.returns(keys)
         if not self.errors:
@@ -394,7 +395,8 @@ class _Analyzer:
             self.error("the duration's lower bound is above its upper bound", bound.span,
                        "Write BETWEEN <shorter> AND <longer>.")
         if high is not None and high <= 0:
-            self.error("a situation lasts longer than zero, so AT MOST needs a positive duration", bound.span)
+            self.error("a situation lasts longer than zero, so AT MOST needs a positive duration", bound.span,
+                       "Write the longest a situation may last, e.g. AT MOST 10 s, or leave AT MOST out.")
         for limit in (low, high):
             self.check_not_too_long(limit, "duration", bound.span)
         return low, high
@@ -465,7 +467,8 @@ class _Analyzer:
         low, high = SCALAR_FUNCTIONS[call.name]
         if len(call.args) < low or (high is not None and len(call.args) > high):
             wanted = f"{low}" if low == high else f"at least {low}"
-            self.error(f"{call.name}() takes {wanted} argument(s), got {len(call.args)}", call.span)
+            self.error(f"{call.name}() takes {wanted} argument(s), got {len(call.args)}", call.span,
+                       f"Give {call.name}() {wanted} argument(s), separated by commas.")
 
     # ------------------------------------------------------------ PATTERN
 

@@ -115,7 +115,8 @@ class Parser:
 
     def expect_op(self, op: str, context: str) -> Token:
         if not self.at_op(op):
-            raise self.error(f"expected '{op}' {context}, found {self.describe(self.tok)}")
+            raise self.error(f"expected '{op}' {context}, found {self.describe(self.tok)}",
+                             suggestion=f"Write '{op}' {context}.")
         return self.advance()
 
     def name(self, what: str, *, suggestion: str = "Choose another name.") -> ast.Name:
@@ -231,7 +232,8 @@ class Parser:
             if self.at_keyword("MOST"):
                 self.advance()
                 return ast.DurationConstraint(None, self.duration(), self.span_from(start))
-            raise self.error(f"expected LEAST or MOST after AT, found {self.describe(self.tok)}")
+            raise self.error(f"expected LEAST or MOST after AT, found {self.describe(self.tok)}",
+                             suggestion="Write AT LEAST or AT MOST before the duration, e.g. AT LEAST 2 s.")
         if self.at_keyword("BETWEEN"):
             self.advance()
             low = self.duration()
@@ -469,7 +471,8 @@ class Parser:
             self.expect_op(")", "to close the parenthesis")
             return inner
         if token.kind is not Kind.IDENT:
-            raise self.error(f"expected a value, a column or '(', found {self.describe(token)}")
+            raise self.error(f"expected a value, a column or '(', found {self.describe(token)}",
+                             suggestion="Give every operator its operands, e.g. D.speed > 10.")
         word = token.upper()
         if word in {"TRUE", "FALSE"}:
             self.advance()

@@ -79,6 +79,7 @@ def test_invalid_query_error_names_its_position(name: str, line: int, col: int, 
     assert (first.line, first.col) == (line, col)
     assert message in first.description
     assert "^" in first.context  # a caret under the offending text
+    assert first.suggestion, "every error suggests its fix"
 
 
 def test_error_carries_the_offending_text_and_a_suggestion() -> None:
