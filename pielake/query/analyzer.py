@@ -648,10 +648,11 @@ class _Analyzer:
         arg = call.args[0] if len(call.args) == 1 else None
         if call.name == "duration":
             if not (isinstance(arg, ast.Column) and arg.qualifier is None and arg.name.lower() in self.symbols):
-                self.error("duration() takes one symbol, as in duration(B)", call.span)
+                self.error("duration() takes one symbol", call.span, "Write duration(B), B a symbol of DEFINE.")
             return
         if not (isinstance(arg, ast.Column) and arg.qualifier is not None):
-            self.error(f"{call.name}() takes one symbol's column, as in {call.name}(B.speed)", call.span)
+            self.error(f"{call.name}() takes one symbol's column", call.span,
+                       f"Write {call.name}(B.speed), B a symbol of DEFINE and speed a column of its stream.")
             return
         if arg.qualifier.lower() not in self.symbols:
             self.resolve_symbol(ast.Name(arg.qualifier, arg.span))

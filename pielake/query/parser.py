@@ -129,7 +129,8 @@ class Parser:
         """Any identifier, a keyword too: where nothing but a name can stand, a keyword is one."""
         token = self.tok
         if token.kind is not Kind.IDENT:
-            raise self.error(f"expected {what}, found {self.describe(token)}")
+            raise self.error(f"expected {what}, found {self.describe(token)}",
+                             suggestion=f"Write {what} here, letters, digits and '_'.")
         self.advance()
         return ast.Name(token.text, token.span)
 
@@ -244,7 +245,8 @@ class Parser:
     def duration(self) -> ast.Duration:
         token = self.tok
         if token.kind is not Kind.NUMBER:
-            raise self.error(f"expected a duration such as '5 s', found {self.describe(token)}")
+            raise self.error(f"expected a duration such as '5 s', found {self.describe(token)}",
+                             suggestion="Write a number and its unit: us, ms, s, min, h, d or w.")
         self.advance()
         unit_text, unit_token = token.unit, token
         if unit_text is None:
@@ -314,7 +316,9 @@ class Parser:
                 "Patterns relate whole situations (A overlaps B); comparisons of endpoints such as A.ts < B.ts "
                 "are written as the relations they allow, e.g. A overlaps; finished-by; contains B."))
         if token.kind is not Kind.IDENT:
-            raise self.error(f"expected a relation such as 'overlaps', found {self.describe(token)}")
+            raise self.error(f"expected a relation such as 'overlaps', found {self.describe(token)}",
+                             suggestion="Relate two symbols by Allen's relations, e.g. A overlaps B, or A before; "
+                                        "meets B.")
         if token.text in self.symbols:
             raise self.error(f"expected a relation between two symbols, found the symbol '{token.text}'",
                              suggestion="Write <symbol> <relation> <symbol>, e.g. A overlaps B.")
@@ -425,8 +429,6 @@ class Parser:
             items = self.comma_list(self.expr)
             self.expect_op(")", "to close the IN list")
             return ast.InList(left, items, negated, self.span_from(start))
-        if negated:
-            raise self.error("expected BETWEEN or IN after NOT")
         if self.at_keyword("IS"):
             self.advance()
             is_not = False
