@@ -6,6 +6,7 @@ allowed) is the analyzer's job, so that all semantic errors of a query can be re
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -110,8 +111,14 @@ class Parser:
 
     def expect_keyword(self, word: str, suggestion: str | None = None) -> Token:
         if not self.at_keyword(word):
-            raise self.error(f"expected {word}, found {self.describe(self.tok)}", suggestion=suggestion)
+            raise self.error(f"expected {word}, found {self.describe(self.tok)}",
+                             suggestion=self.misspelled(word) or suggestion)
         return self.advance()
+
+    def misspelled(self, word: str) -> str | None:
+        """'Did you mean' `word`, where the word at hand is one of its slips (`PATERN`, `WITHN`), else None."""
+        close = self.tok.kind is Kind.IDENT and difflib.get_close_matches(self.tok.upper(), [word], n=1, cutoff=0.75)
+        return f"Did you mean {word}?" if close else None
 
     def expect_op(self, op: str, context: str) -> Token:
         if not self.at_op(op):
@@ -152,7 +159,7 @@ class Parser:
             partition = self.comma_list(self.column_ref)
         self.expect_keyword("DEFINE", "Define the situations: DEFINE A AS <predicate>, B AS ...")
         defines = self.comma_list(self.define)
-        self.after_defines()
+        self.after_defines(defines[-1])
         pattern = self.constraint_chain()
         while self.at_keyword("AND"):
             self.advance()
@@ -170,10 +177,12 @@ class Parser:
                              suggestion="A query file holds exactly one query; remove the trailing text.")
         return ast.Query(streams, partition, defines, tuple(pattern), window, returns, self.span_from(start))
 
-    def after_defines(self) -> None:
-        """PATTERN follows the definitions. What stands there instead is most often one of two slips, each
-        named: a definition without the comma before it, or a one-dash comment, whose words the last
-        predicate took for a subtraction (`... - Horizontal speed(m/s)`)."""
+    def after_defines(self, last: ast.Define) -> None:
+        """PATTERN follows the definitions. What stands there instead is most often one of a few slips, each
+        named: a definition without the comma before it, a one-dash comment, whose words the last predicate took
+        for a subtraction (`... - Horizontal speed(m/s)`), a misspelled PATTERN, or a predicate that goes on
+        where no condition can (`x NOT > 1`, `y 2`). A clause after it (WITHIN, RETURN) or the query's end means
+        PATTERN is missing."""
         if self.tok.kind is Kind.IDENT and self.ahead().kind is Kind.IDENT and self.ahead().upper() == "AS":
             raise self.error(f"expected ',' before the definition of {self.tok.text}",
                              suggestion="Separate definitions with commas: A AS <predicate>, B AS <predicate>.")
@@ -182,6 +191,12 @@ class Parser:
                 and word.kind is Kind.IDENT and dash.span.line == word.span.line == self.tok.span.line:
             raise self.error(f"expected PATTERN, found {self.describe(self.tok)}", suggestion=(
                 f"If '- {word.text} ...' is meant as a comment, a comment starts with two dashes: '--'."))
+        if not (self.at_keyword("PATTERN", "WITHIN", "RETURN") or self.tok.kind is Kind.EOF
+                or self.misspelled("PATTERN")):
+            raise self.error(f"expected ',' or PATTERN after the predicate of {last.symbol.text}, found "
+                             f"{self.describe(self.tok)}", suggestion=(
+                                 "A predicate is one condition, such as x > 1 AND y < 2; NOT goes before a condition "
+                                 "(NOT x > 1) or before BETWEEN and IN (x NOT IN (1, 2))."))
         self.expect_keyword("PATTERN", "Name the relations: PATTERN A overlaps B AND ...")
 
     def comma_list(self, item):  # type: ignore[no-untyped-def]
@@ -196,8 +211,17 @@ class Parser:
         name = self.name("a stream name")
         alias = None
         if self.tok.kind is Kind.IDENT and self.tok.upper() not in KEYWORDS:
+            self.refuse_misspelled_clause()
             alias = self.name("a stream alias")
         return ast.StreamRef(name, alias, self.span_from(start))
+
+    def refuse_misspelled_clause(self) -> None:
+        """A word after a stream's name is its alias, unless it is a slip of the clause that follows FROM
+        (`DEFNE`, `PARTITON`): read as an alias, it would leave the clause missing one word later."""
+        for clause in ("PARTITION", "DEFINE"):
+            if hint := self.misspelled(clause):
+                raise self.error(f"expected {clause}, found {self.describe(self.tok)}",
+                                 suggestion=f"{hint} A word after a stream's name is read as its alias.")
 
     def column_ref(self) -> ast.Column:
         """`name` or `qualifier.name`. After a qualifier any word is a column's name, so a stream's column that is
