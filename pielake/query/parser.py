@@ -211,17 +211,18 @@ class Parser:
         name = self.name("a stream name")
         alias = None
         if self.tok.kind is Kind.IDENT and self.tok.upper() not in KEYWORDS:
-            self.refuse_misspelled_clause()
+            self.refuse_misspelled_clause(("PARTITION", "DEFINE"), "A word after a stream's name is read as its alias.")
             alias = self.name("a stream alias")
         return ast.StreamRef(name, alias, self.span_from(start))
 
-    def refuse_misspelled_clause(self) -> None:
-        """A word after a stream's name is its alias, unless it is a slip of the clause that follows FROM
-        (`DEFNE`, `PARTITON`): read as an alias, it would leave the clause missing one word later."""
-        for clause in ("PARTITION", "DEFINE"):
+    def refuse_misspelled_clause(self, clauses: tuple[str, ...], read_as: str) -> None:
+        """A word where a name may stand is a name, unless it is a slip of a clause that may follow (`DEFNE` after
+        a stream's name, read as its alias; `WITHN` after a pattern's symbol, read as a relation): read as a name,
+        it would leave the clause missing a word later, where the error would not say why."""
+        for clause in clauses:
             if hint := self.misspelled(clause):
                 raise self.error(f"expected {clause}, found {self.describe(self.tok)}",
-                                 suggestion=f"{hint} A word after a stream's name is read as its alias.")
+                                 suggestion=f"{hint} {read_as}")
 
     def column_ref(self) -> ast.Column:
         """`name` or `qualifier.name`. After a qualifier any word is a column's name, so a stream's column that is
@@ -292,6 +293,7 @@ class Parser:
         B r2 C` (the TPStream paper writes patterns so)."""
         chain = [self.constraint()]
         while self.tok.kind is Kind.IDENT and self.tok.upper() not in KEYWORDS and self.tok.text not in self.symbols:
+            self.refuse_misspelled_clause(("WITHIN",), "A word after a pattern's symbol is read as a relation.")
             alternatives = chain[-1].alternatives
             if len(alternatives) != 1:
                 raise self.error(f"expected AND, found {self.describe(self.tok)}",
