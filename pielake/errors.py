@@ -33,10 +33,10 @@ class NoSpaceError(PielakeError):
 
 
 NO_SPACE = "No space left on device"  # ENOSPC as the C library words it, and so the JVM's IOException
-# What a run that the machine stopped leaves: Delta commits are whole, and a run redoes what the last one left undone
 # How long a JVM whose socket py4j found closed may take to end: the kernel closes a killed process's files before
 # it marks the process ended, so Python can meet the closed socket before the JVM can be waited for
 JVM_END_GRACE_S = 2.0
+# What a run that the machine stopped leaves: Delta commits are whole, and a run redoes what the last one left undone
 RUN_AGAIN = ("then run the query again: each table keeps its last whole commit, and the next run redoes what this "
              "one left undone")
 
