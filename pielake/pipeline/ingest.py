@@ -1021,7 +1021,8 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
     names = {n.lower() for n, _ in columns}
     for needed in [*keys, time]:
         if needed.lower() not in names:
-            hint = _unfound_hint(name, needed, path, fmt, sample, time_column=time,
+            times = tuple(n for n, t in columns if t.upper() in ("TIMESTAMP", "DATE"))
+            hint = _unfound_hint(name, needed, path, fmt, sample, time_column=time, times=times,
                                  skip_lines=request.skip_lines)
             raise PielakeError(f"stream {name} has no schema, and its file {path}, read as {fmt}, has no column "
                                f"'{needed}' (it has {', '.join(sample.columns) or 'none'}); {hint}")
@@ -1185,12 +1186,12 @@ def _as_declared(kind: str) -> str:
 
 
 def _unfound_hint(stream: str, needed: str, path: str, fmt: str, sample: DataFrame, *, time_column: str,
-                  skip_lines: tuple[int, ...]) -> str:
+                  times: tuple[str, ...], skip_lines: tuple[int, ...]) -> str:
     """What to do about a column the query needs that a file without a schema lacks: a file of another format
     reads as one column of unparsed lines (Spark's `_corrupt_record`); a JSON file may hold its events as a list
     in one field (`_listed_records`); a CSV file whose first line is a title (`_title_fields`) has its header below
     it, unless lines are skipped already; else the query or its time column names the column otherwise than the
-    file."""
+    file, and a time column is likeliest one of the file's columns of times (`times`: typed TIMESTAMP or DATE)."""
     if sample.columns == [CORRUPT_RECORD]:
         return f"no line of it reads as {fmt}: pass --format if the file is not {fmt}"
     listed = _listed_records(sample) if fmt == "json" else None
@@ -1204,8 +1205,19 @@ def _unfound_hint(stream: str, needed: str, path: str, fmt: str, sample: DataFra
                 "lines of units follow the header, as in Campbell Scientific's TOA5 files), or declare the stream "
                 f"in schemas/{stream}.yaml with skip_lines")
     if needed == time_column:
-        return f"pass --time-column to name the file's time column, or declare the stream in schemas/{stream}.yaml"
+        return f"{_time_column_fix(times)}, or declare the stream in schemas/{stream}.yaml"
     return f"name the key in PARTITION BY as the file does, or declare the stream in schemas/{stream}.yaml"
+
+
+def _time_column_fix(times: tuple[str, ...]) -> str:
+    """The option that names a file's time column: with its one column of times, where it has one (by the plain
+    name a stream gives it, which a shell takes as it is); the file's columns of times to choose from, where it has
+    several."""
+    if len(times) == 1:
+        return f"pass --time-column {times[0]}, its column of times"
+    if times:
+        return f"pass --time-column with the one of its columns of times ({', '.join(times)}) that times its events"
+    return "pass --time-column to name the file's time column"
 
 
 LISTED_RECORDS = re.compile(r"\s*\[\s*\{")  # the JSON text of a list whose first item is a record

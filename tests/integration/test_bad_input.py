@@ -790,6 +790,28 @@ def test_a_file_of_another_format_than_the_run_reads_says_so(tmp_path: Path, spa
                                          "it reads as json: pass --format if the file is not json")
 
 
+@pytest.mark.parametrize(("content", "fix", "named"), [
+    (b"unit,time,speed,label\nu1,2026-01-01T00:00:30Z,5,x\n", "pass --time-column time, its column of times",
+     "time"),
+    (b"unit,First Seen,speed,label\nu1,2026-01-01,5,x\n", "pass --time-column First_Seen, its column of times",
+     "First_Seen"),
+    (b"unit,start,end,speed,label\nu1,2026-01-01 00:00:30,2026-01-01 00:01:00,5,x\n",
+     "pass --time-column with the one of its columns of times (start, end) that times its events", None),
+    (b"unit,seconds,speed,label\nu1,30,5,x\n", "pass --time-column to name the file's time column", None),
+], ids=["one column of times", "a name made plain", "two columns of times", "times as numbers"])
+def test_a_file_without_the_time_column_is_told_the_option_that_names_it(content: bytes, fix: str, named: str | None,
+                                                                         tmp_path: Path, spark: SparkSession) -> None:
+    """A file exported by another system seldom calls its time column `ts`: where it has one column of times
+    (TIMESTAMPs or dates), the refusal gives the option that names it, which the run then takes as it is."""
+    result = run_without_schema(tmp_path, content)
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, f"; {fix}, or declare the stream in schemas/Dirty.yaml")
+    if named is not None:
+        again = run_without_schema(tmp_path, content, "--no-checks", "--time-column", named)
+        assert again.exit_code == 0, again.output
+        assert "1 rows in = 1 events + 0 quarantined" in again.output
+
+
 @pytest.mark.parametrize(("wrapped", "shown"), [
     ({"data": "$rows"}, "its field data holds a list of records, as a web API's answer wraps its items: pielake "
                         "reads one event a record, so write the list's records one a line (JSON Lines), as `jq -c "
