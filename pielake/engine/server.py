@@ -286,8 +286,9 @@ class RunService:
                 log.debug(format, *args)
 
             def do_POST(self) -> None:
-                if service.address.token and self.headers.get("Authorization") != f"Bearer {service.address.token}":
-                    self._refuse(HTTPStatus.UNAUTHORIZED, "a token is needed: --remote sc://HOST:PORT/;token=...")
+                given = self.headers.get("Authorization")
+                if service.address.token and given != f"Bearer {service.address.token}":
+                    self._refuse(HTTPStatus.UNAUTHORIZED, _token_refusal(given is not None))
                     return
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
                 if self.path == "/status":
@@ -357,6 +358,15 @@ class RunService:
         run.worker = threading.Thread(target=work, name=f"run-{order.run_id}", daemon=True)
         run.worker.start()
         return run
+
+
+def _token_refusal(given: bool) -> str:
+    """Why a request for runs is refused, and how to give the token: a client on the engine's machine reads it
+    where the engine keeps it, from the lake's engine file. The answer names no lake, as its asker is unknown."""
+    said = ("the token given is not this engine's (each start makes a new one unless PIELAKE_ENGINE_TOKEN sets it)"
+            if given else "a token is needed")
+    return (f"{said}: on the engine's machine pass --remote alone, which reads it from the lake's "
+            f"{V.ENGINE_DIR}/{ENGINE_FILE}; elsewhere --remote sc://HOST:PORT/;token=<that file's token>")
 
 
 def _said(error: Exception, run: RunInEngine, doing: str) -> dict[str, Any]:

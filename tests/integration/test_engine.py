@@ -217,10 +217,13 @@ def test_a_second_engine_on_the_lake_and_a_client_without_the_token_are_refused(
     assert again.returncode == 2 and again.stderr.startswith("error: an engine already runs on"), again.stderr
     assert len(again.stderr.strip().splitlines()) == 1
     root = new_lake(tmp_path / "lake")
-    tokenless = EngineAddress(engine.address.host, engine.address.port).connect_url
-    said = cli("run", str(root / "mid.tpq"), "--events", write(tmp_path / "1.json", EVENTS), "--lake", str(root),
-               "--remote", tokenless, code=2)
-    assert said.startswith("error: ") and "a token is needed" in said and len(said.strip().splitlines()) == 1
+    events = write(tmp_path / "1.json", EVENTS)
+    for token, refused in [(None, "a token is needed"), ("guessed", "the token given is not this engine's")]:
+        address = EngineAddress(engine.address.host, engine.address.port, token).connect_url
+        said = cli("run", str(root / "mid.tpq"), "--events", events, "--lake", str(root), "--remote", address, code=2)
+        assert said.startswith("error: the engine at ") and f" refused: {refused}" in said, said
+        assert "pass --remote alone, which reads it from the lake's _engine/engine.json" in said, said
+        assert len(said.strip().splitlines()) == 1 and engine.address.token not in said
 
 
 TASK = """
