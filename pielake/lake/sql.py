@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import difflib
 import io
 import json
 import math
@@ -54,6 +55,7 @@ from pielake.spark.query import utc_clock
 # The statements that read, by their first word; a query may also start with FROM (`FROM t SELECT a`), but so
 # does Hive's multi-insert (`FROM t INSERT INTO u SELECT a`), so a FROM is looked into (`_writes`).
 READING = ("SELECT", "WITH", "FROM", "VALUES", "TABLE", "SHOW", "DESCRIBE", "DESC", "EXPLAIN")
+START_READING = "start with SELECT, WITH, SHOW, DESCRIBE or EXPLAIN"  # what a refusal asks for: the usual ones
 # The words that start a statement that writes where a query could stand: after WITH's queries, and within FROM.
 WRITING = ("INSERT", "DELETE", "UPDATE", "MERGE")
 DELTA_DESCRIBE = re.compile(r"^DESC(?:RIBE)?\s+(HISTORY|DETAIL)\s+`?([A-Za-z_][A-Za-z0-9_]*)`?(?:\s+LIMIT\s+(\d+))?$",
@@ -91,14 +93,26 @@ def check_read_only(statement: str) -> str:
         tokens.pop()
     if any(t.text == ";" for t in tokens):
         raise SqlError("one statement at a time: remove the ';' inside the query")
-    if not tokens or tokens[0].word not in READING:
-        raise SqlError("pielake sql only reads: start with SELECT, WITH, SHOW, DESCRIBE or EXPLAIN")
+    if not tokens:
+        raise SqlError(f"pielake sql only reads, and was given no statement: {START_READING}")
+    if tokens[0].word not in READING:
+        raise SqlError(_not_reading(statement, tokens[0]))
     writing = _writes(tokens)
     if writing is not None:
         line, column = _place(statement, writing.start)
         raise SqlError(f"pielake sql only reads: this statement writes, with {writing.text} at line {line}, column "
                        f"{column}; ask for the rows with a SELECT, and write tables with Spark's own tools")
     return statement[tokens[0].start:tokens[-1].start + len(tokens[-1].text)]
+
+
+def _not_reading(statement: str, first: Token) -> str:
+    """Why a statement whose first word reads nothing is refused: the word and where it stands, and the reading
+    word it misspells, if it is one (`SELEC`)."""
+    line, column = _place(statement, first.start)
+    close = difflib.get_close_matches(first.word, READING, n=1, cutoff=0.75)
+    meant = f"; did you mean {close[0]}?" if close else ""
+    return (f"pielake sql only reads, and this statement starts with {first.text} at line {line}, column {column}: "
+            f"{START_READING}{meant}")
 
 
 def _writes(tokens: list[Token]) -> Token | None:

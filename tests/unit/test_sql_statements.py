@@ -33,8 +33,10 @@ def test_a_statement_is_read_as_sql_reads_it(given: str, statement: str) -> None
 @pytest.mark.parametrize(("given", "said"), [
     ("SELECT 1; DROP TABLE runs", "one statement at a time"),
     ("SELECT 1 -- a comment\n; DROP TABLE runs", "one statement at a time"),
-    ("/* SELECT 1 */ DROP TABLE runs", "only reads"),
-    ("", "only reads"),
+    ("/* SELECT 1 */ DROP TABLE runs", "only reads, and this statement starts with DROP at line 1, column 16: start "
+                                       "with SELECT"),
+    ("\n  SELEC * FROM runs", "starts with SELEC at line 2, column 3: start with SELECT, .*; did you mean SELECT\\?"),
+    ("", "only reads, and was given no statement"),
 ])
 def test_anything_but_one_statement_that_reads_is_refused(given: str, said: str) -> None:
     with pytest.raises(SqlError, match=said):
