@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import difflib
 import math
 import operator
 import re
@@ -1191,7 +1192,8 @@ def _unfound_hint(stream: str, needed: str, path: str, fmt: str, sample: DataFra
     reads as one column of unparsed lines (Spark's `_corrupt_record`); a JSON file may hold its events as a list
     in one field (`_listed_records`); a CSV file whose first line is a title (`_title_fields`) has its header below
     it, unless lines are skipped already; else the query or its time column names the column otherwise than the
-    file, and a time column is likeliest one of the file's columns of times (`times`: typed TIMESTAMP or DATE)."""
+    file: a time column is likeliest one of the file's columns of times (`times`: typed TIMESTAMP or DATE), a key
+    the file's column of the closest name."""
     if sample.columns == [CORRUPT_RECORD]:
         return f"no line of it reads as {fmt}: pass --format if the file is not {fmt}"
     listed = _listed_records(sample) if fmt == "json" else None
@@ -1206,7 +1208,9 @@ def _unfound_hint(stream: str, needed: str, path: str, fmt: str, sample: DataFra
                 f"in schemas/{stream}.yaml with skip_lines")
     if needed == time_column:
         return f"{_time_column_fix(times)}, or declare the stream in schemas/{stream}.yaml"
-    return f"name the key in PARTITION BY as the file does, or declare the stream in schemas/{stream}.yaml"
+    close = difflib.get_close_matches(needed.lower(), [c.lower() for c in sample.columns], n=1)
+    guess = f" (is it {next(c for c in sample.columns if c.lower() == close[0])}?)" if close else ""
+    return f"name the key in PARTITION BY as the file does{guess}, or declare the stream in schemas/{stream}.yaml"
 
 
 def _time_column_fix(times: tuple[str, ...]) -> str:

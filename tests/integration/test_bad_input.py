@@ -812,6 +812,17 @@ def test_a_file_without_the_time_column_is_told_the_option_that_names_it(content
         assert "1 rows in = 1 events + 0 quarantined" in again.output
 
 
+@pytest.mark.parametrize(("header", "guess"), [(b"units,ts,speed,label\n", " (is it units?)"),
+                                              (b"vehicle,ts,speed,label\n", "")], ids=["a close name", "none close"])
+def test_a_file_without_the_key_column_is_asked_for_the_column_of_the_closest_name(header: bytes, guess: str,
+                                                                                   tmp_path: Path,
+                                                                                   spark: SparkSession) -> None:
+    result = run_without_schema(tmp_path, header + b"u1,1,5,x\n")
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, f"has no column 'unit' (it has {header.decode().strip().replace(',', ', ')}"
+                                         f"); name the key in PARTITION BY as the file does{guess}, or declare")
+
+
 @pytest.mark.parametrize(("wrapped", "shown"), [
     ({"data": "$rows"}, "its field data holds a list of records, as a web API's answer wraps its items: pielake "
                         "reads one event a record, so write the list's records one a line (JSON Lines), as `jq -c "
