@@ -8,6 +8,7 @@ allowed: events have scalar attributes.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import zoneinfo
@@ -26,7 +27,7 @@ from pielake.vocabulary import STREAMS_DIR
 from pielake.yaml_file import read_yaml
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
     from pielake.query.analyzer import QueryPlan
 
@@ -171,6 +172,14 @@ def plain_name(text: str) -> str:
     `temperature`, `1st` -> `_1st`)."""
     name = re.sub(r"[^A-Za-z0-9]+", "_", ascii_spelling(text)).strip("_")
     return name if name[:1].isalpha() else f"_{name}"
+
+
+def closest_column(name: str, columns: Iterable[str]) -> str | None:
+    """The column of `columns` whose name is closest to `name`, as `columns` spells it, for a 'did you mean'; None
+    where none is close. Case does not tell a stream's columns apart, so it is not compared."""
+    spelled = {column.lower(): column for column in columns}
+    close = difflib.get_close_matches(name.lower(), list(spelled), n=1)
+    return spelled[close[0]] if close else None
 
 
 def schema_column(name: str, kind: str) -> tuple[str, str]:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import codecs
 import csv
-import difflib
 import math
 import operator
 import re
@@ -89,6 +88,7 @@ from pielake.streams import (
     SchemaError,
     StreamSchema,
     check_time_columns,
+    closest_column,
     declared_file,
     declared_schema,
     fractional,
@@ -1208,8 +1208,8 @@ def _unfound_hint(stream: str, needed: str, path: str, fmt: str, sample: DataFra
                 f"in schemas/{stream}.yaml with skip_lines")
     if needed == time_column:
         return f"{_time_column_fix(times)}, or declare the stream in schemas/{stream}.yaml"
-    close = difflib.get_close_matches(needed.lower(), [c.lower() for c in sample.columns], n=1)
-    guess = f" (is it {next(c for c in sample.columns if c.lower() == close[0])}?)" if close else ""
+    close = closest_column(needed, sample.columns)
+    guess = f" (is it {close}?)" if close else ""
     return f"name the key in PARTITION BY as the file does{guess}, or declare the stream in schemas/{stream}.yaml"
 
 

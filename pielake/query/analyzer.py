@@ -24,7 +24,7 @@ from pielake.query.printer import expr_text
 from pielake.query.tokens import Span
 from pielake.query.typecheck import TIME, check_predicate, check_return, family
 from pielake.semantics import relations as rel
-from pielake.streams import PLAIN_NAME, TIMESTAMP_UNIT, StreamSchema, declared_schema, plain_name
+from pielake.streams import PLAIN_NAME, TIMESTAMP_UNIT, StreamSchema, closest_column, declared_schema, plain_name
 
 # Pure, deterministic functions a predicate or RETURN may call, with their arity (min, max; None = any).
 SCALAR_FUNCTIONS: dict[str, tuple[int, int | None]] = {
@@ -329,9 +329,8 @@ class _Analyzer:
             return name
         if name.lower() in columns:
             return columns[name.lower()]
-        close = difflib.get_close_matches(name.lower(), list(columns), n=1)
-        hint = f"Did you mean '{columns[close[0]]}'?" if close else \
-            f"The stream has: {', '.join(sorted(columns.values()))}."
+        close = closest_column(name, columns.values())
+        hint = f"Did you mean '{close}'?" if close else f"The stream has: {', '.join(sorted(columns.values()))}."
         self.error(f"unknown column '{name}'", span, hint)
         return name
 
