@@ -176,10 +176,16 @@ def plain_name(text: str) -> str:
 
 def closest_column(name: str, columns: Iterable[str]) -> str | None:
     """The column of `columns` whose name is closest to `name`, as `columns` spells it, for a 'did you mean'; None
-    where none is close. Case does not tell a stream's columns apart, so it is not compared."""
+    where none is close. Case does not tell a stream's columns apart, so it is not compared. Short of a close
+    spelling, the one column whose path ends in `name` is meant: a nested record's field is read as the column
+    named by its path (`readings.rpm` is `readings_rpm`), and the field's own name is what a user knows."""
     spelled = {column.lower(): column for column in columns}
     close = difflib.get_close_matches(name.lower(), list(spelled), n=1)
-    return spelled[close[0]] if close else None
+    if close:
+        return spelled[close[0]]
+    field = re.compile(rf"[._]{re.escape(name.lower())}$")  # a path read as a name joins its fields by '_' or '.'
+    ending = [column for lowered, column in spelled.items() if field.search(lowered)]
+    return ending[0] if len(ending) == 1 else None
 
 
 def schema_column(name: str, kind: str) -> tuple[str, str]:

@@ -264,7 +264,7 @@ class _Analyzer:
         of them holds the key columns beside its own). A qualifier names no stream in particular: the key is the
         column of that name in each."""
         if column.qualifier and column.qualifier.lower() not in self.qualifiers:
-            self.error(f"unknown stream alias '{column.qualifier}'", column.span, self._qualifier_hint())
+            self.error(f"unknown stream alias '{column.qualifier}'", column.span, self._qualifier_hint(column))
         if len(self.entries) == 1:
             name = self.known_column(column.name, column.span, 0)
         else:
@@ -334,7 +334,14 @@ class _Analyzer:
         self.error(f"unknown column '{name}'", span, hint)
         return name
 
-    def _qualifier_hint(self) -> str:
+    def _qualifier_hint(self, column: ast.Column) -> str:
+        """How to qualify a column; where `column` is `record.field` of a stream with the column `record_field`,
+        that column: a nested record's field is read as the column named by its path."""
+        path = f"{column.qualifier}_{column.name}".lower()
+        for index, cols in enumerate(self.columns):
+            if cols is not None and path in cols:
+                return (f"A nested record's field is the column named by its path: write {self.label(index)}."
+                        f"{cols[path]}.")
         if len(self.entries) == 1:
             return f"Qualify columns with '{self.label(0)}.' or leave them bare."
         labels = ", ".join(f"'{self.label(i)}.'" for i in range(len(self.entries)))
@@ -431,7 +438,7 @@ class _Analyzer:
                 self.error(f"a predicate cannot refer to symbol '{qualifier}'", column.span,
                            "Predicates test a single event; compare its columns directly (docs/semantics.md §2).")
             else:
-                self.error(f"unknown stream alias '{qualifier}'", column.span, self._qualifier_hint())
+                self.error(f"unknown stream alias '{qualifier}'", column.span, self._qualifier_hint(column))
             return None
         if qualifier is not None:
             entry = self.qualifiers[qualifier.lower()]

@@ -234,8 +234,23 @@ class Parser:
         if self.at_op("."):
             self.advance()
             second = self.word("a column name")
+            if self.at_op("."):
+                raise self.nested_field(first, second, start)
             return ast.Column(second.text, first.text, self.span_from(start))
         return ast.Column(first.text, None, self.span_from(start))
+
+    def nested_field(self, qualifier: ast.Name, record: ast.Name, start: Span) -> QuerySyntaxError:
+        """`S.record.field`: a nested record's field is read as a column of its own, named by its path with '_'
+        between the names (`readings.rpm` is `readings_rpm`), so a column is never more than `S.column`."""
+        path = [record.text]
+        while self.at_op("."):
+            self.advance()
+            path.append(self.word("a field name").text)
+        column = "_".join(path)
+        written = Token(Kind.IDENT, f"{qualifier.text}.{'.'.join(path)}", self.span_from(start))
+        return self.error(f"'{written.text}' names a field inside a record", written,
+                          f"A nested record's field is the column named by its path: write {qualifier.text}.{column} "
+                          f"(docs/operations.md, \"Streams\").")
 
     # ------------------------------------------------------------ DEFINE
 

@@ -276,6 +276,30 @@ def test_unknown_columns_are_errors_when_the_schema_is_known() -> None:
     assert caught.value.first.suggestion == "Did you mean 'speed'?"
 
 
+NESTED = StreamSchema("Iot", ("device_id",), "ts", "s", (("ts", "BIGINT"), ("device_id", "STRING"),
+                      ("readings_rpm", "BIGINT"), ("readings_temp", "DOUBLE"), ("engine_temp", "DOUBLE")))
+
+
+@pytest.mark.parametrize(("predicate", "highlight", "suggestion"), [
+    # a field's own name, where one column's path ends in it; two (`temp`) leave the stream's columns listed
+    ("I.rpm > 2500", "I.rpm", "Did you mean 'readings_rpm'?"),
+    ("I.temp > 85", "I.temp", "The stream has: device_id, engine_temp, readings_rpm, readings_temp, ts."),
+    # the record's path as a JSON reader writes it, qualified or not
+    ("I.readings.rpm > 2500", "I.readings.rpm", "A nested record's field is the column named by its path: write "
+                                                 "I.readings_rpm (docs/operations.md, \"Streams\")."),
+    ("readings.temp > 85", "readings.temp", "A nested record's field is the column named by its path: write "
+                                            "I.readings_temp."),
+])
+def test_a_nested_record_s_field_is_told_the_column_its_path_names(predicate: str, highlight: str,
+                                                                   suggestion: str) -> None:
+    """Ingest reads a nested record's field as the column named by its path (`readings.rpm` is `readings_rpm`): a
+    query that names the field as the record holds it is told that column."""
+    with pytest.raises(QueryError) as caught:
+        load_query(f"FROM Iot I PARTITION BY device_id DEFINE A AS {predicate}, B AS I.engine_temp > 1\n"
+                   "PATTERN A meets B WITHIN 5 s", schemas=NESTED)
+    assert (caught.value.first.highlight, caught.value.first.suggestion) == (highlight, suggestion)
+
+
 def test_a_key_column_may_not_have_the_name_of_a_result_table_column() -> None:
     with pytest.raises(QueryError) as caught:
         load_query("FROM S PARTITION BY kind DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s",
