@@ -1207,7 +1207,7 @@ def _unfound_hint(stream: str, needed: str, path: str, fmt: str, sample: DataFra
                 "lines of units follow the header, as in Campbell Scientific's TOA5 files), or declare the stream "
                 f"in schemas/{stream}.yaml with skip_lines")
     if needed == time_column:
-        return f"{_time_column_fix(times)}, or declare the stream in schemas/{stream}.yaml"
+        return f"{_time_column_fix(times)}, or declare the stream in schemas/{stream}.yaml{_as_intervals(times)}"
     close = closest_column(needed, sample.columns)
     guess = f" (is it {close}?)" if close else ""
     return f"name the key in PARTITION BY as the file does{guess}, or declare the stream in schemas/{stream}.yaml"
@@ -1222,6 +1222,15 @@ def _time_column_fix(times: tuple[str, ...]) -> str:
     if times:
         return f"pass --time-column with the one of its columns of times ({', '.join(times)}) that times its events"
     return "pass --time-column to name the file's time column"
+
+
+def _as_intervals(times: tuple[str, ...]) -> str:
+    """A file with two columns of times may hold a row from one until the other (a machine state, a call): the
+    schema of such an interval stream, which is declared, never inferred (docs/operations.md, "Streams")."""
+    if len(times) != 2:
+        return ""
+    return (f" (as an interval stream, `time: {{start: {times[0]}, end: {times[1]}, unit: timestamp}}`, where each "
+            f"row holds from its {times[0]} until its {times[1]})")
 
 
 LISTED_RECORDS = re.compile(r"\s*\[\s*\{")  # the JSON text of a list whose first item is a record

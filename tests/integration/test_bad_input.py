@@ -10,6 +10,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import json
+import re
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -790,26 +791,49 @@ def test_a_file_of_another_format_than_the_run_reads_says_so(tmp_path: Path, spa
                                          "it reads as json: pass --format if the file is not json")
 
 
+DECLARE = ", or declare the stream in schemas/Dirty.yaml"
+
+
 @pytest.mark.parametrize(("content", "fix", "named"), [
-    (b"unit,time,speed,label\nu1,2026-01-01T00:00:30Z,5,x\n", "pass --time-column time, its column of times",
-     "time"),
-    (b"unit,First Seen,speed,label\nu1,2026-01-01,5,x\n", "pass --time-column First_Seen, its column of times",
-     "First_Seen"),
+    (b"unit,time,speed,label\nu1,2026-01-01T00:00:30Z,5,x\n",
+     f"pass --time-column time, its column of times{DECLARE}", "time"),
+    (b"unit,First Seen,speed,label\nu1,2026-01-01,5,x\n",
+     f"pass --time-column First_Seen, its column of times{DECLARE}", "First_Seen"),
     (b"unit,start,end,speed,label\nu1,2026-01-01 00:00:30,2026-01-01 00:01:00,5,x\n",
-     "pass --time-column with the one of its columns of times (start, end) that times its events", None),
-    (b"unit,seconds,speed,label\nu1,30,5,x\n", "pass --time-column to name the file's time column", None),
+     f"pass --time-column with the one of its columns of times (start, end) that times its events{DECLARE} (as an "
+     "interval stream, `time: {start: start, end: end, unit: timestamp}`, where each row holds from its start until "
+     "its end)", None),
+    (b"unit,seconds,speed,label\nu1,30,5,x\n", f"pass --time-column to name the file's time column{DECLARE}", None),
 ], ids=["one column of times", "a name made plain", "two columns of times", "times as numbers"])
 def test_a_file_without_the_time_column_is_told_the_option_that_names_it(content: bytes, fix: str, named: str | None,
                                                                          tmp_path: Path, spark: SparkSession) -> None:
     """A file exported by another system seldom calls its time column `ts`: where it has one column of times
-    (TIMESTAMPs or dates), the refusal gives the option that names it, which the run then takes as it is."""
+    (TIMESTAMPs or dates), the refusal gives the option that names it, which the run then takes as it is; where it
+    has two, each row may hold from one until the other, as an interval stream's rows do."""
     result = run_without_schema(tmp_path, content)
     assert result.exit_code == 2, result.output
-    assert_one_error_line(result.output, f"; {fix}, or declare the stream in schemas/Dirty.yaml")
+    assert_one_error_line(result.output, f"; {fix}")
     if named is not None:
         again = run_without_schema(tmp_path, content, "--no-checks", "--time-column", named)
         assert again.exit_code == 0, again.output
         assert "1 rows in = 1 events + 0 quarantined" in again.output
+
+
+def test_a_file_with_two_columns_of_times_runs_as_the_interval_stream_its_refusal_describes(
+        tmp_path: Path, spark: SparkSession) -> None:
+    """The `time:` block the refusal gives, declared with the file's columns, is a schema the next run takes: each
+    row holds from its start until its end."""
+    content = b"unit,start,end,speed,label\nu1,2026-01-01 00:00:30,2026-01-01 00:01:00,5,x\n"
+    refused = run_without_schema(tmp_path, content)
+    time = re.search(r"`time: (\{[^`]*\})`", refused.output)
+    assert refused.exit_code == 2 and time, refused.output
+    kept = lake_streams(tmp_path / "lake")
+    kept.mkdir(parents=True, exist_ok=True)
+    (kept / "Dirty.yaml").write_text(f"stream: Dirty\nkeys: [unit]\ntime: {time.group(1)}\ncolumns: unit STRING, "
+                                     "start TIMESTAMP, end TIMESTAMP, speed DOUBLE, label STRING\n")
+    again = run_without_schema(tmp_path, content, "--no-checks")
+    assert again.exit_code == 0, again.output
+    assert "1 rows in = 1 events + 0 quarantined" in again.output
 
 
 @pytest.mark.parametrize(("header", "guess"), [(b"units,ts,speed,label\n", " (is it units?)"),
