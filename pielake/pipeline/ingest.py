@@ -1265,8 +1265,12 @@ def _title_fields(path: str) -> tuple[int, list[str]] | None:
     head = csv_head(files[0], (1,))
     if not head.skipped:
         return None
-    separator = _separator(_fields(head.header, ",", UTF_8))
-    first, second = (_fields(line, separator, UTF_8) for line in (head.skipped[0], head.header))
+    lines = (head.skipped[0], head.header)
+    # The file's separator is its header's. A first line that reads with commas as one name holding `;`, a tab or
+    # `|` is that header (no title is written with a separator other than its file's), and the second line a row,
+    # whose decimal commas (`23,1` in a file of `;`) would read as fields with commas.
+    separator = next((s for s in (_separator(_fields(line, ",", UTF_8)) for line in lines) if s != ","), ",")
+    first, second = (_fields(line, separator, UTF_8) for line in lines)
     return (len(first), second) if len(second) > 1 and len(first) != len(second) else None
 
 

@@ -804,7 +804,10 @@ DECLARE = ", or declare the stream in schemas/Dirty.yaml"
      "interval stream, `time: {start: start, end: end, unit: timestamp}`, where each row holds from its start until "
      "its end)", None),
     (b"unit,seconds,speed,label\nu1,30,5,x\n", f"pass --time-column to name the file's time column{DECLARE}", None),
-], ids=["one column of times", "a name made plain", "two columns of times", "times as numbers"])
+    # a row's decimal comma does not make the header of a file of ';' read as a logger's title
+    (b"unit;Zeit;speed;label\nu1;2026-01-01T00:00:30Z;5,5;x\n",
+     f"pass --time-column Zeit, its column of times{DECLARE}", "Zeit"),
+], ids=["one column of times", "a name made plain", "two columns of times", "times as numbers", "decimal commas"])
 def test_a_file_without_the_time_column_is_told_the_option_that_names_it(content: bytes, fix: str, named: str | None,
                                                                          tmp_path: Path, spark: SparkSession) -> None:
     """A file exported by another system seldom calls its time column `ts`: where it has one column of times
