@@ -523,6 +523,8 @@ def _cast(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> DataFrame:
             typed.append(_from_wall_clock(time, fields[name], raw.schema[source].dataType, stream).alias(name))
         elif present[name.lower()] in text and fractional(kind) and stream.decimal_mark == DECIMAL_COMMA:
             typed.append(_with_decimal_comma(fields[name]).try_cast(kind).alias(name))
+        elif kind == "TIMESTAMP":
+            typed.append(_as_timestamp(fields[name]).alias(name))
         else:
             typed.append(fields[name].try_cast(kind).alias(name))
     line = F.col(CORRUPT_RECORD) if CORRUPT_RECORD in raw.columns else F.lit(None).cast("string")
@@ -555,10 +557,21 @@ def _with_decimal_comma(text: Column) -> Column:
 def _as_time(value: Column, written: str | None) -> Column:
     """A time as a TIMESTAMP: as the stream's schema says its files write it (`time.format`: Unix time, a number
     of seconds read exactly to the microsecond, or text of a Spark datetime pattern), else ISO-8601 text or a
-    value of another type as Spark casts it; NULL where it does not read."""
+    value of another type as Spark casts it (`_as_timestamp`); NULL where it does not read."""
     if written == UNIX_TIME:
         return F.timestamp_micros(F.round(value.try_cast(UNIX_DIGITS) * F.lit(1_000_000)).try_cast("BIGINT"))
-    return value.try_cast("TIMESTAMP") if written is None else F.try_to_timestamp(value, F.lit(written))
+    return _as_timestamp(value) if written is None else F.try_to_timestamp(value, F.lit(written))
+
+
+# A time of day alone (`08:05:00`, `T08:05`), as loggers write a reading's time beside its date in a column of its
+# own. Spark reads it as that time of the day it reads it on, so one file would hold other instants on another
+# day: it names no instant, and reads as none.
+TIME_OF_DAY = r"^\s*T?[0-9]{1,2}:[0-9]{2}"
+
+
+def _as_timestamp(value: Column) -> Column:
+    """`value` as Spark casts it to a TIMESTAMP; NULL where it is a time of day alone (`TIME_OF_DAY`)."""
+    return F.when(~value.cast("string").rlike(TIME_OF_DAY), value.try_cast("TIMESTAMP"))
 
 
 # The end of time text that says its zone, as Spark reads it: a time of day, then an offset (`+02:00`, `-0530`,
@@ -1019,14 +1032,20 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
         raise _nothing_to_type(name, path)
     columns, decimal_mark = _typed_text_columns(sample, tuple(columns), keys, untyped=bool(request.skip_lines),
                                                 time=time)
+    columns, days_apart = _times_of_day_as_text(lake.spark, path, fmt, request.skip_lines, columns)
     names = {n.lower() for n, _ in columns}
     for needed in [*keys, time]:
         if needed.lower() not in names:
-            times = tuple(n for n, t in columns if t.upper() in ("TIMESTAMP", "DATE"))
+            # a date whose time of day stands in a column of its own is no event's time
+            kinds = ("TIMESTAMP",) if days_apart else ("TIMESTAMP", "DATE")
+            times = tuple(n for n, t in columns if t.upper() in kinds)
             hint = _unfound_hint(name, needed, path, fmt, sample, time_column=time, times=times,
-                                 skip_lines=request.skip_lines)
+                                 days_apart=days_apart, skip_lines=request.skip_lines)
             raise PielakeError(f"stream {name} has no schema, and its file {path}, read as {fmt}, has no column "
                                f"'{needed}' (it has {', '.join(sample.columns) or 'none'}); {hint}")
+    if time.lower() in {n.lower() for n in days_apart}:
+        raise PielakeError(f"stream {name} has no schema, and its file {path}, read as {fmt}: "
+                           f"{_days_apart_fix(days_apart)}")
     # A time column the file holds as TIMESTAMPs (or dates) is of unit timestamp: `--time-unit` is a numeric time's.
     time_kind = {n.lower(): t.upper() for n, t in columns}.get(time.lower(), "")
     if time_kind == "DATE":  # daily data: a day's event is at its midnight, UTC, as a time its date casts to
@@ -1063,7 +1082,7 @@ _PAST_MISSING: tuple[tuple[str, Callable[[Column], Column]], ...] = (
     ("BIGINT", lambda v: v.try_cast("BIGINT").isNotNull()),
     ("DOUBLE", lambda v: v.try_cast("DOUBLE").isNotNull()),
     ("BOOLEAN", lambda v: F.lower(v).isin("true", "false")),
-    ("TIMESTAMP", lambda v: v.try_cast("TIMESTAMP").isNotNull()),
+    ("TIMESTAMP", lambda v: _as_timestamp(v).isNotNull()),
 )
 _COMMA_NUMBER = r"^[+-]?[0-9]+(,[0-9]+)?$"
 # A comma before other than three digits is no thousands separator: a decimal comma beyond doubt.
@@ -1093,6 +1112,21 @@ def _typed_text_columns(sample: DataFrame, columns: tuple[tuple[str, str], ...],
         elif seen[f"missing{i}"] or untyped or name.lower() == time.lower():
             typed[name] = next((kind for kind, _ in _PAST_MISSING if seen[f"{kind}{i}"]), "STRING")
     return tuple((n, typed.get(n, kind)) for n, kind in columns), mark
+
+
+def _times_of_day_as_text(spark: SparkSession, path: str, fmt: str, skip_lines: tuple[int, ...],
+                          columns: tuple[tuple[str, str], ...]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """The columns, with those of a CSV or JSON file that Spark types as TIMESTAMPs from times of day alone
+    (`TIME_OF_DAY`) as text, and those columns. Their text is read again from the file's first rows (one small
+    Spark job, only where Spark typed a column as a time): typed, a time of day is already a time of the day it
+    was read on."""
+    stamped = [n for n, kind in columns if kind == "TIMESTAMP"]
+    if fmt not in ("csv", "json") or not stamped:
+        return columns, ()
+    text = read_raw(spark, path, fmt, skip_lines=skip_lines).limit(SCALE_SAMPLE_ROWS)
+    seen = text.agg(*(F.bool_or(F.col(n).cast("string").rlike(TIME_OF_DAY)).alias(n) for n in stamped)).first()
+    days_apart = tuple(n for n in stamped if seen[n])
+    return tuple((n, "STRING" if n in days_apart else kind) for n, kind in columns), days_apart
 
 
 def _text_looks(column: Column, i: int) -> list[Column]:
@@ -1187,12 +1221,13 @@ def _as_declared(kind: str) -> str:
 
 
 def _unfound_hint(stream: str, needed: str, path: str, fmt: str, sample: DataFrame, *, time_column: str,
-                  times: tuple[str, ...], skip_lines: tuple[int, ...]) -> str:
+                  times: tuple[str, ...], days_apart: tuple[str, ...], skip_lines: tuple[int, ...]) -> str:
     """What to do about a column the query needs that a file without a schema lacks: a file of another format
     reads as one column of unparsed lines (Spark's `_corrupt_record`); a JSON file may hold its events as a list
     in one field (`_listed_records`); a CSV file whose first line is a title (`_title_fields`) has its header below
     it, unless lines are skipped already; else the query or its time column names the column otherwise than the
-    file: a time column is likeliest one of the file's columns of times (`times`: typed TIMESTAMP or DATE), a key
+    file: a time column is likeliest one of the file's columns of times (`times`: typed TIMESTAMP or DATE), and
+    where it has none but columns of times of day alone (`days_apart`), a date must join them; a key is likeliest
     the file's column of the closest name."""
     if sample.columns == [CORRUPT_RECORD]:
         return f"no line of it reads as {fmt}: pass --format if the file is not {fmt}"
@@ -1206,11 +1241,19 @@ def _unfound_hint(stream: str, needed: str, path: str, fmt: str, sample: DataFra
                 "loggers write a title before the header: pass --skip-lines 1 (or --skip-lines 1,3,4 where two "
                 "lines of units follow the header, as in Campbell Scientific's TOA5 files), or declare the stream "
                 f"in schemas/{stream}.yaml with skip_lines")
+    if needed == time_column and days_apart and not times:
+        return _days_apart_fix(days_apart)
     if needed == time_column:
         return f"{_time_column_fix(times)}, or declare the stream in schemas/{stream}.yaml{_as_intervals(times)}"
     close = closest_column(needed, sample.columns)
     guess = f" (is it {close}?)" if close else ""
     return f"name the key in PARTITION BY as the file does{guess}, or declare the stream in schemas/{stream}.yaml"
+
+
+def _days_apart_fix(days_apart: tuple[str, ...]) -> str:
+    """What to do with a file whose times of day stand apart from their dates (`_times_of_day_as_text`)."""
+    return (f"its column(s) {', '.join(days_apart)} hold a time of day alone, which names no instant: write each "
+            "row's date and time of day in one column (2026-01-10T08:05:00), and pass --time-column with its name")
 
 
 def _time_column_fix(times: tuple[str, ...]) -> str:

@@ -993,6 +993,34 @@ def test_times_a_logger_writes_in_its_local_time_are_read_as_the_instants_of_the
         datetime(2026, 7, 1, 12, 30), datetime(2026, 8, 1, 10), datetime(2026, 8, 1, 12, 30)]
 
 
+def test_a_time_of_day_alone_names_no_instant_in_a_declared_stream_nor_in_one_typed_from_its_file(
+        tmp_path: Path, spark: SparkSession) -> None:
+    """Spark reads `08:05:00` as that time of the day it reads it on, so one file would hold other instants on
+    another day. A declared stream's row of such a time is quarantined; a file whose only times are times of day
+    beside their dates (as loggers write `Datum;Uhrzeit`) is refused with the fix, also where --time-column names
+    one; a file with a time column keeps its column of times of day as text."""
+    timed = tuple((name, "TIMESTAMP" if name == "ts" else kind) for name, kind in SCHEMA.columns)
+    lake = new_lake(tmp_path / "lake", spark, StreamSchema("Dirty", ("unit",), "ts", "timestamp", timed))
+    (tmp_path / "day.csv").write_bytes(HEADER + b"u1,2026-07-01T12:00:00Z,5,x\nu1,08:05:00,5,x\nu1,T09:10,5,x\n")
+    assert "3 rows in = 1 events + 2 quarantined" in run_dirty(tmp_path, lake, tmp_path / "day.csv")
+    assert reasons(lake, lake.read("quarantine_dirty").first()["run_id"]) == (
+        "cast_failed: ts=08:05:00", "cast_failed: ts=T09:10")
+    apart = b"unit,date,time,speed,label\nu1,2026-01-10,08:05:00,5,x\nu1,2026-01-10,08:10:00,6,x\n"
+    fix = ("its column(s) time hold a time of day alone, which names no instant: write each row's date and time of "
+           "day in one column (2026-01-10T08:05:00), and pass --time-column with its name")
+    (tmp_path / "apart").mkdir()
+    (tmp_path / "beside").mkdir()
+    for options in ((), ("--time-column", "time")):
+        result = run_without_schema(tmp_path / "apart", apart, *options)
+        assert result.exit_code == 2, result.output
+        assert_one_error_line(result.output, fix)
+    beside = b"unit,ts,shift_start,speed,label\nu1,2026-01-10T08:05:00Z,06:00,5,x\n"
+    result = run_without_schema(tmp_path / "beside", beside, "--no-checks")
+    assert result.exit_code == 0, result.output
+    kept = load_schema("Dirty", lake_streams(tmp_path / "beside" / "lake"))
+    assert (kept.type_of("ts"), kept.type_of("shift_start")) == ("TIMESTAMP", "STRING")
+
+
 def test_a_stream_typed_from_its_file_reads_its_times_in_the_zone_a_run_names_and_keeps_it(
         tmp_path: Path, spark: SparkSession) -> None:
     """`--time-zone Europe/Berlin` types an unknown stream whose file writes Berlin's wall clock: its times are that
