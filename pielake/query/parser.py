@@ -26,6 +26,8 @@ KEYWORDS = frozenset({
 # SQL words that have no place in a pattern query; seeing one gets a pointed message instead of a generic one.
 SQL_STATEMENT_WORDS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "DROP", "CREATE", "ALTER", "MERGE",
                                  "TRUNCATE", "GRANT", "UNION", "EXEC", "EXECUTE", "CALL"})
+# SQL's operators that match text against a pattern, which predicates do not have: each gets what to write instead.
+SQL_PATTERN_MATCHING = frozenset({"LIKE", "ILIKE", "RLIKE", "REGEXP", "SIMILAR"})
 # Units a user may write after a number with a space (`70 mph`); glued units (`8m/s2`) may be anything.
 SPACED_UNITS = frozenset({"mph", "kmh", "kph", "mps", "knots", "kn", "kt", "rpm", "hz", "deg", "degrees",
                           "percent", "pct", "km", "cm", "mm", "mi", "ft", "kg", "bar", "psi", "kpa", "volt",
@@ -191,6 +193,10 @@ class Parser:
                 and word.kind is Kind.IDENT and dash.span.line == word.span.line == self.tok.span.line:
             raise self.error(f"expected PATTERN, found {self.describe(self.tok)}", suggestion=(
                 f"If '- {word.text} ...' is meant as a comment, a comment starts with two dashes: '--'."))
+        matching = self.ahead() if self.at_keyword("NOT") else self.tok
+        if matching.kind is Kind.IDENT and matching.upper() in SQL_PATTERN_MATCHING:
+            raise self.error(f"{matching.text} matches text against a pattern, which predicates do not do", matching,
+                             "Compare whole values: x = 'ON', x IN ('ON', 'OPEN'), lower(x) = 'on'.")
         if not (self.at_keyword("PATTERN", "WITHIN", "RETURN") or self.tok.kind is Kind.EOF
                 or self.misspelled("PATTERN")):
             raise self.error(f"expected ',' or PATTERN after the predicate of {last.symbol.text}, found "
