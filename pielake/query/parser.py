@@ -532,6 +532,10 @@ class Parser:
         if word in SQL_STATEMENT_WORDS:
             raise self.error(f"'{token.text}' is SQL; subqueries and statements are not part of a pattern query",
                              suggestion="Predicates compare the event's own columns with values.")
+        if word == "CASE" and self.ahead().kind is Kind.IDENT and self.ahead().upper() == "WHEN":
+            raise self.error("CASE WHEN is SQL; a predicate is a condition, not a choice of values",
+                             suggestion="Write each branch as a condition and join them with OR: "
+                                        "(x > 1 AND y = 'a') OR (x > 5 AND y = 'b').")
         if self.ahead().kind is Kind.OP and self.ahead().text == "(":
             return self.call()
         return self.column_ref()
