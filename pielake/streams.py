@@ -183,7 +183,7 @@ def closest_column(name: str, columns: Iterable[str]) -> str | None:
     close = difflib.get_close_matches(name.lower(), list(spelled), n=1)
     if close:
         return spelled[close[0]]
-    field = re.compile(rf"[._]{re.escape(name.lower())}$")  # a path read as a name joins its fields by '_' or '.'
+    field = re.compile(rf"_{re.escape(name.lower())}$")  # a path read as a plain name joins its fields by '_'
     ending = [column for lowered, column in spelled.items() if field.search(lowered)]
     return ending[0] if len(ending) == 1 else None
 

@@ -519,11 +519,11 @@ def _cast(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> DataFrame:
     for name, kind in stream.columns:
         if name in stream.time_columns and stream.time_unit == TIMESTAMP_UNIT:
             source = present[name.lower()]
-            time = _as_time(fields[name], stream.time_format if source in written else None)
+            time = _as_time(fields[name], stream.time_format if source in written else None, is_text=source in text)
             typed.append(_from_wall_clock(time, fields[name], raw.schema[source].dataType, stream).alias(name))
         elif present[name.lower()] in text and fractional(kind) and stream.decimal_mark == DECIMAL_COMMA:
             typed.append(_with_decimal_comma(fields[name]).try_cast(kind).alias(name))
-        elif kind == "TIMESTAMP":
+        elif present[name.lower()] in text and kind == "TIMESTAMP":
             typed.append(_as_timestamp(fields[name]).alias(name))
         else:
             typed.append(fields[name].try_cast(kind).alias(name))
@@ -554,13 +554,15 @@ def _with_decimal_comma(text: Column) -> Column:
     return F.when(text.contains("."), text).otherwise(F.translate(text, DECIMAL_COMMA, "."))
 
 
-def _as_time(value: Column, written: str | None) -> Column:
+def _as_time(value: Column, written: str | None, *, is_text: bool) -> Column:
     """A time as a TIMESTAMP: as the stream's schema says its files write it (`time.format`: Unix time, a number
-    of seconds read exactly to the microsecond, or text of a Spark datetime pattern), else ISO-8601 text or a
-    value of another type as Spark casts it (`_as_timestamp`); NULL where it does not read."""
+    of seconds read exactly to the microsecond, or text of a Spark datetime pattern), else ISO-8601 text
+    (`_as_timestamp`) or a value of another type as Spark casts it; NULL where it does not read."""
     if written == UNIX_TIME:
         return F.timestamp_micros(F.round(value.try_cast(UNIX_DIGITS) * F.lit(1_000_000)).try_cast("BIGINT"))
-    return _as_timestamp(value) if written is None else F.try_to_timestamp(value, F.lit(written))
+    if written is not None:
+        return F.try_to_timestamp(value, F.lit(written))
+    return _as_timestamp(value) if is_text else value.try_cast("TIMESTAMP")
 
 
 # A time of day alone (`08:05:00`, `T08:05`), as loggers write a reading's time beside its date in a column of its
@@ -569,9 +571,15 @@ def _as_time(value: Column, written: str | None) -> Column:
 TIME_OF_DAY = r"^\s*T?[0-9]{1,2}:[0-9]{2}"
 
 
-def _as_timestamp(value: Column) -> Column:
-    """`value` as Spark casts it to a TIMESTAMP; NULL where it is a time of day alone (`TIME_OF_DAY`)."""
-    return F.when(~value.cast("string").rlike(TIME_OF_DAY), value.try_cast("TIMESTAMP"))
+def _is_time_of_day(text: Column) -> Column:
+    """Whether `text` is a time of day alone (`TIME_OF_DAY`)."""
+    return text.cast("string").rlike(TIME_OF_DAY)
+
+
+def _as_timestamp(text: Column) -> Column:
+    """Text as Spark casts it to a TIMESTAMP; NULL where it is a time of day alone. A value of another type (a
+    Parquet file's TIMESTAMP, a number) is no text to ask."""
+    return F.when(~_is_time_of_day(text), text.try_cast("TIMESTAMP"))
 
 
 # The end of time text that says its zone, as Spark reads it: a time of day, then an offset (`+02:00`, `-0530`,
@@ -1124,7 +1132,7 @@ def _times_of_day_as_text(spark: SparkSession, path: str, fmt: str, skip_lines: 
     if fmt not in ("csv", "json") or not stamped:
         return columns, ()
     text = read_raw(spark, path, fmt, skip_lines=skip_lines).limit(SCALE_SAMPLE_ROWS)
-    seen = text.agg(*(F.bool_or(F.col(n).cast("string").rlike(TIME_OF_DAY)).alias(n) for n in stamped)).first()
+    seen = text.agg(*(F.bool_or(_is_time_of_day(F.col(n))).alias(n) for n in stamped)).first()
     days_apart = tuple(n for n in stamped if seen[n])
     return tuple((n, "STRING" if n in days_apart else kind) for n, kind in columns), days_apart
 
@@ -1241,9 +1249,9 @@ def _unfound_hint(stream: str, needed: str, path: str, fmt: str, sample: DataFra
                 "loggers write a title before the header: pass --skip-lines 1 (or --skip-lines 1,3,4 where two "
                 "lines of units follow the header, as in Campbell Scientific's TOA5 files), or declare the stream "
                 f"in schemas/{stream}.yaml with skip_lines")
-    if needed == time_column and days_apart and not times:
-        return _days_apart_fix(days_apart)
     if needed == time_column:
+        if days_apart and not times:
+            return _days_apart_fix(days_apart)
         return f"{_time_column_fix(times)}, or declare the stream in schemas/{stream}.yaml{_as_intervals(times)}"
     close = closest_column(needed, sample.columns)
     guess = f" (is it {close}?)" if close else ""
