@@ -119,6 +119,10 @@ class StreamSchema:
     # The lines of each of the stream's CSV files that hold neither its column names nor rows, by number (1 is the
     # first), as data loggers write a title before the header and units after it (`check_skip_lines`).
     skip_lines: tuple[int, ...] = ()
+    # The file's columns whose text, joined by a space, writes the event time, where a file writes a date and a
+    # time of day in columns of their own (`Datum;Uhrzeit`, as loggers do): the time column is then made from
+    # them, and the file holds no column of its name. Empty: the file holds the time column.
+    time_from: tuple[str, ...] = ()
 
     @property
     def of_matches(self) -> bool:
@@ -140,6 +144,12 @@ class StreamSchema:
     @property
     def ddl(self) -> str:
         return ", ".join(f"{name} {kind}" for name, kind in self.columns)
+
+    @property
+    def file_columns(self) -> tuple[tuple[str, str], ...]:
+        """The columns the stream's files hold: all but a time column made from others (`time_from`)."""
+        made = self.time_column.lower() if self.time_from else None
+        return tuple((name, kind) for name, kind in self.columns if name.lower() != made)
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -260,12 +270,15 @@ def from_mapping(doc: object, origin: str) -> StreamSchema:
         unit = str(time.get("unit", "s")).lower()
         column, end = (time["start"], time["end"]) if "start" in time else (time["column"], None)
         lag, order, written = time.get("horizon_lag"), tuple(doc.get("order", ())), time.get("format")
-        zone = time.get("zone")
+        zone, parts = time.get("zone"), time.get("from", [])
         mark, encoding, skip = doc.get("decimal", "."), doc.get("encoding", UTF_8), doc.get("skip_lines", ())
     except (KeyError, TypeError) as missing:
         raise SchemaError(f"{origin}: missing {missing}; a schema has stream, keys, columns and time.column "
                           "(or time.start and time.end, for interval rows)") from None
     columns = parse_ddl(ddl)
+    parts = check_time_from(parts, column, end, columns, origin)
+    if parts:
+        columns = (*columns, (column, "TIMESTAMP"))
     names = {n.lower() for n, _ in columns}
     for needed in [*keys, column, *([end] if end else []), *order]:
         if needed.lower() not in names:
@@ -275,6 +288,9 @@ def from_mapping(doc: object, origin: str) -> StreamSchema:
     check_time_unit(unit, origin)
     if lag is not None and (end is None or not isinstance(lag, int) or lag < 0):
         raise SchemaError(f"{origin}: time.horizon_lag is a whole number >= 0, of an interval stream")
+    if parts and unit != TIMESTAMP_UNIT:
+        raise SchemaError(f"{origin}: a time made from a date and a time of day (time.from) is of unit timestamp "
+                          "(unit: timestamp)")
     if written is not None and (unit != TIMESTAMP_UNIT or not isinstance(written, str) or not written.strip()):
         raise SchemaError(f"{origin}: time.format is how a file writes the times of a stream of unit timestamp, as a "
                           f"Spark datetime pattern (format: dd/MM/yyyy HH:mm:ss), or {UNIX_TIME} for seconds since "
@@ -286,14 +302,41 @@ def from_mapping(doc: object, origin: str) -> StreamSchema:
                           f"',' (decimal: ',' for 21,5), not {mark!r}")
     check_encoding(encoding, origin)
     schema = StreamSchema(name, tuple(keys), column, unit, columns, end, lag, order, written, zone, mark, encoding,
-                          check_skip_lines(skip, origin))
+                          check_skip_lines(skip, origin), parts)
     check_time_columns(schema, origin)
     return schema
+
+
+def check_time_from(parts: object, column: str, end: str | None, columns: tuple[tuple[str, str], ...],
+                    origin: str) -> tuple[str, ...]:
+    """The columns a stream's time is made from (`time.from`), as declared: two or more declared columns, of a
+    point stream whose time column is made from them and so not declared itself; else a SchemaError naming where
+    it was given (`origin`) and the fix."""
+    example = (f"time: {{column: {column}, from: [Datum, Uhrzeit], unit: timestamp, format: dd.MM.yyyy HH:mm:ss}} "
+               "makes the time from a date column and a time-of-day column")
+    if parts in ([], ()):
+        return ()
+    declared = {n.lower(): n for n, _ in columns}
+    if end is not None:
+        raise SchemaError(f"{origin}: time.from makes a point stream's time (time.column), not an interval's; "
+                          f"{example}")
+    if not isinstance(parts, list) or len(parts) < 2 or not all(isinstance(p, str) for p in parts) or \
+            len({p.lower() for p in parts}) < len(parts):
+        raise SchemaError(f"{origin}: time.from lists two or more of the file's columns, not {parts!r}; {example}")
+    unknown = [p for p in parts if p.lower() not in declared]
+    if unknown:
+        raise SchemaError(f"{origin}: time.from names column(s) {', '.join(unknown)} not defined in columns; "
+                          f"declare them as the file writes them (Datum STRING, Uhrzeit STRING)")
+    if column.lower() in declared:
+        raise SchemaError(f"{origin}: time.column '{column}' is made from {', '.join(parts)} (time.from), so the file "
+                          f"holds no such column: leave it out of columns, or name the time otherwise")
+    return tuple(declared[p.lower()] for p in parts)
 
 
 def to_mapping(schema: StreamSchema) -> dict:
     time = {"column": schema.time_column} if schema.end_column is None else \
         {"start": schema.time_column, "end": schema.end_column}
+    time |= {"from": list(schema.time_from)} if schema.time_from else {}
     lag = {} if schema.horizon_lag is None else {"horizon_lag": schema.horizon_lag}
     written = {} if schema.time_format is None else {"format": schema.time_format}
     written |= {} if schema.time_zone is None else {"zone": schema.time_zone}
@@ -303,7 +346,7 @@ def to_mapping(schema: StreamSchema) -> dict:
     skip = {"skip_lines": list(schema.skip_lines)} if schema.skip_lines else {}
     return {"stream": schema.name, "keys": list(schema.keys),
             "time": {**time, "unit": schema.time_unit, **written, **lag}, **order, **mark, **encoding, **skip,
-            "columns": schema.ddl}
+            "columns": ", ".join(f"{name} {kind}" for name, kind in schema.file_columns)}
 
 
 ZONE_OFFSET = re.compile(r"(?:(?:UTC|GMT)?[+-]\d{1,2}(?::?\d{2})?|Z)")  # `+02:00`, `-0530`, `UTC+2`, `Z`

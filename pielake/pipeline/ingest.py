@@ -36,11 +36,12 @@ import operator
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import reduce
 from pathlib import Path
 
 import pyspark.sql.functions as F
+import yaml
 from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession, Window
@@ -98,6 +99,7 @@ from pielake.streams import (
     save_schema,
     schema_column,
     schema_file,
+    to_mapping,
 )
 
 PAYLOAD = "__payload"
@@ -478,10 +480,10 @@ def _check_header(names: list[str], group: FileGroup[CsvHead | None]) -> None:
 def _check_columns(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> None:
     """The file's columns are the stream's (in any order and case), or the whole file is refused. `kept`: where
     the lake keeps the schema of a stream it already holds events of, whose columns are then fixed."""
-    declared = {n.lower() for n in stream.column_names}
+    declared = {n.lower() for n, _ in stream.file_columns}
     columns = file_columns(raw)
     present = {c.lower() for c in columns}
-    missing = [n for n in stream.column_names if n.lower() not in present]
+    missing = [n for n, _ in stream.file_columns if n.lower() not in present]
     extra = [c for c in columns if c.lower() not in declared]
     fixed = f"the stream's columns are fixed since its first run ({kept})"
     if missing:
@@ -510,20 +512,25 @@ def _cast(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> DataFrame:
     _check_columns(raw, stream, kept)
     present = {c.lower(): c for c in file_columns(raw)}
     typed = []
-    text = {f.name for f in raw.schema.fields if isinstance(f.dataType, T.StringType)}
+    kinds = {f.name: f.dataType for f in raw.schema.fields}
     # The columns a time format reads: text, and of Unix time numbers too (a file's TIMESTAMPs are times already).
-    numbers = {f.name for f in raw.schema.fields if isinstance(f.dataType, T.NumericType)}
-    written = text | numbers if stream.time_format == UNIX_TIME else text
-    fields = {name: _field(F.col(present[name.lower()]), present[name.lower()] in text, kind)
-              for name, kind in stream.columns}
+    readable = (T.StringType, T.NumericType) if stream.time_format == UNIX_TIME else T.StringType
+    fields = {name: _field(F.col(present[name.lower()]), isinstance(kinds[present[name.lower()]], T.StringType), kind)
+              for name, kind in stream.file_columns}
+    sources = dict(present)
+    if stream.time_from:  # the time's text, from the file's columns that write it (`StreamSchema.time_from`)
+        fields[stream.time_column] = _joined_time(fields, stream.time_from)
+        kinds[stream.time_column], sources[stream.time_column.lower()] = T.StringType(), stream.time_column
+    text = {name for name, kind in kinds.items() if isinstance(kind, T.StringType)}
     for name, kind in stream.columns:
+        source = sources[name.lower()]
         if name in stream.time_columns and stream.time_unit == TIMESTAMP_UNIT:
-            source = present[name.lower()]
-            time = _as_time(fields[name], stream.time_format if source in written else None, is_text=source in text)
-            typed.append(_from_wall_clock(time, fields[name], raw.schema[source].dataType, stream).alias(name))
-        elif present[name.lower()] in text and fractional(kind) and stream.decimal_mark == DECIMAL_COMMA:
+            written = stream.time_format if isinstance(kinds[source], readable) else None
+            time = _as_time(fields[name], written, is_text=source in text)
+            typed.append(_from_wall_clock(time, fields[name], kinds[source], stream).alias(name))
+        elif source in text and fractional(kind) and stream.decimal_mark == DECIMAL_COMMA:
             typed.append(_with_decimal_comma(fields[name]).try_cast(kind).alias(name))
-        elif present[name.lower()] in text and kind == "TIMESTAMP":
+        elif source in text and kind == "TIMESTAMP":
             typed.append(_as_timestamp(fields[name]).alias(name))
         else:
             typed.append(fields[name].try_cast(kind).alias(name))
@@ -531,6 +538,15 @@ def _cast(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> DataFrame:
     as_read = F.to_json(F.struct(*(F.col(c) for c in present.values())), {"ignoreNullFields": "false"})
     return raw.select(*typed, F.coalesce(line, as_read).alias(V.RAW), line.alias(MALFORMED),
                       *(fields[n].cast("string").alias(f"__raw_{n}") for n in stream.column_names))
+
+
+def _joined_time(fields: dict[str, Column], parts: tuple[str, ...]) -> Column:
+    """The text of a time a file writes in several columns (a date, a time of day), joined by a space in their
+    order, as one pattern reads it (`dd.MM.yyyy HH:mm:ss`); NULL where one of them is missing, which leaves the
+    row without a time."""
+    values = [F.trim(fields[part].cast("string")) for part in parts]
+    present = reduce(lambda acc, value: acc & value.isNotNull(), values, F.lit(True))
+    return F.when(present, F.concat_ws(" ", *values))
 
 
 def _field(source: Column, is_text: bool, kind: str) -> Column:
@@ -880,7 +896,7 @@ def events_files(rows: int, cores: int) -> int:
 
 def _as_text(stream: StreamSchema) -> str:
     """The stream's columns all as STRING: raw rows, as a CSV file or a quarantined row's JSON holds them."""
-    return ", ".join(f"`{n}` STRING" for n in stream.column_names)
+    return ", ".join(f"`{n}` STRING" for n, _ in stream.file_columns)
 
 
 def _late_rows(lake: Lake, stream: StreamSchema, event_time: Callable[[Column], Column], low: int,
@@ -1041,6 +1057,9 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
     columns, decimal_mark = _typed_text_columns(sample, tuple(columns), keys, untyped=bool(request.skip_lines),
                                                 time=time)
     columns, days_apart = _times_of_day_as_text(lake.spark, path, fmt, request.skip_lines, columns)
+    apart_fix = _days_apart_fix(lake.spark, StreamSchema(
+        name, keys, time, TIMESTAMP_UNIT, columns, time_zone=request.time_zone, decimal_mark=decimal_mark,
+        skip_lines=request.skip_lines), path, fmt, days_apart) if days_apart else None
     names = {n.lower() for n, _ in columns}
     for needed in [*keys, time]:
         if needed.lower() not in names:
@@ -1048,12 +1067,11 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
             kinds = ("TIMESTAMP",) if days_apart else ("TIMESTAMP", "DATE")
             times = tuple(n for n, t in columns if t.upper() in kinds)
             hint = _unfound_hint(name, needed, path, fmt, sample, time_column=time, times=times,
-                                 days_apart=days_apart, skip_lines=request.skip_lines)
+                                 apart_fix=apart_fix, skip_lines=request.skip_lines)
             raise PielakeError(f"stream {name} has no schema, and its file {path}, read as {fmt}, has no column "
                                f"'{needed}' (it has {', '.join(sample.columns) or 'none'}); {hint}")
     if time.lower() in {n.lower() for n in days_apart}:
-        raise PielakeError(f"stream {name} has no schema, and its file {path}, read as {fmt}: "
-                           f"{_days_apart_fix(days_apart)}")
+        raise PielakeError(f"stream {name} has no schema, and its file {path}, read as {fmt}: {apart_fix}")
     # A time column the file holds as TIMESTAMPs (or dates) is of unit timestamp: `--time-unit` is a numeric time's.
     time_kind = {n.lower(): t.upper() for n, t in columns}.get(time.lower(), "")
     if time_kind == "DATE":  # daily data: a day's event is at its midnight, UTC, as a time its date casts to
@@ -1229,13 +1247,13 @@ def _as_declared(kind: str) -> str:
 
 
 def _unfound_hint(stream: str, needed: str, path: str, fmt: str, sample: DataFrame, *, time_column: str,
-                  times: tuple[str, ...], days_apart: tuple[str, ...], skip_lines: tuple[int, ...]) -> str:
+                  times: tuple[str, ...], apart_fix: str | None, skip_lines: tuple[int, ...]) -> str:
     """What to do about a column the query needs that a file without a schema lacks: a file of another format
     reads as one column of unparsed lines (Spark's `_corrupt_record`); a JSON file may hold its events as a list
     in one field (`_listed_records`); a CSV file whose first line is a title (`_title_fields`) has its header below
     it, unless lines are skipped already; else the query or its time column names the column otherwise than the
     file: a time column is likeliest one of the file's columns of times (`times`: typed TIMESTAMP or DATE), and
-    where it has none but columns of times of day alone (`days_apart`), a date must join them; a key is likeliest
+    where it has none but columns of times of day alone, a date must join them (`apart_fix`); a key is likeliest
     the file's column of the closest name."""
     if sample.columns == [CORRUPT_RECORD]:
         return f"no line of it reads as {fmt}: pass --format if the file is not {fmt}"
@@ -1250,18 +1268,73 @@ def _unfound_hint(stream: str, needed: str, path: str, fmt: str, sample: DataFra
                 "lines of units follow the header, as in Campbell Scientific's TOA5 files), or declare the stream "
                 f"in schemas/{stream}.yaml with skip_lines")
     if needed == time_column:
-        if days_apart and not times:
-            return _days_apart_fix(days_apart)
+        if apart_fix and not times:
+            return apart_fix
         return f"{_time_column_fix(times)}, or declare the stream in schemas/{stream}.yaml{_as_intervals(times)}"
     close = closest_column(needed, sample.columns)
     guess = f" (is it {close}?)" if close else ""
     return f"name the key in PARTITION BY as the file does{guess}, or declare the stream in schemas/{stream}.yaml"
 
 
-def _days_apart_fix(days_apart: tuple[str, ...]) -> str:
-    """What to do with a file whose times of day stand apart from their dates (`_times_of_day_as_text`)."""
-    return (f"its column(s) {', '.join(days_apart)} hold a time of day alone, which names no instant: write each "
-            "row's date and time of day in one column (2026-01-10T08:05:00), and pass --time-column with its name")
+# How files write a date, tried with a time of day after it (`H:mm`, seconds and milliseconds optional) where a
+# file writes the two in columns of their own and the text they join to is not ISO-8601: day first with dots (as
+# German loggers write it), either order with slashes, year first.
+DATE_PATTERNS = ("d.M.yyyy", "d/M/yyyy", "M/d/yyyy", "yyyy/M/d", "d-M-yyyy")
+TIME_OF_DAY_PATTERN = "H:mm[:ss][.SSS]"
+
+
+def _days_apart_fix(spark: SparkSession, stream: StreamSchema, path: str, fmt: str,
+                    days_apart: tuple[str, ...]) -> str:
+    """What to do with a file whose times of day stand apart from their dates (`_times_of_day_as_text`): where one
+    column of times of day and one of dates read as times together on every row of the file's first rows, the
+    schema that makes the stream's time from them (`time.from`), in one line a schema file takes as it is."""
+    said = f"its column(s) {', '.join(days_apart)} hold a time of day alone, which names no instant"
+    made = _made_time(spark, stream, path, fmt, days_apart)
+    if made is None:
+        return (f"{said}: write each row's date and time of day in one column (2026-01-10T08:05:00), and pass "
+                "--time-column with its name")
+    schema, others = made
+    flow = yaml.safe_dump(to_mapping(schema), default_flow_style=True, sort_keys=False, width=math.inf).strip()
+    other = "".join(f", or format: {pattern} if its dates are so written" for pattern in others)
+    return (f"{said}: make the time from {' and '.join(schema.time_from)} by declaring the stream in "
+            f"schemas/{stream.name}.yaml as {flow}{other} (docs/operations.md, \"Streams\")")
+
+
+def _made_time(spark: SparkSession, stream: StreamSchema, path: str, fmt: str,
+               days_apart: tuple[str, ...]) -> tuple[StreamSchema, tuple[str, ...]] | None:
+    """The schema whose time is made from the file's one column of times of day and the one column of dates that
+    reads with it on every row of the file's first rows where both are present, with the other formats that read
+    them as well (`d/M` against `M/d`, where no day is past the 12th); None where no such pair is."""
+    if len(days_apart) != 1:
+        return None
+    text = read_raw(spark, path, fmt, skip_lines=stream.skip_lines).limit(SCALE_SAMPLE_ROWS)
+    [clock] = days_apart
+    dates = [n for n, kind in stream.columns if kind in ("STRING", "DATE") and n != clock and n not in stream.keys]
+    formats = (None, *(f"{date} {TIME_OF_DAY_PATTERN}" for date in DATE_PATTERNS))
+    reads = [_reads_all(F.col(date), F.col(clock), written).alias(f"{i}_{j}")
+             for i, date in enumerate(dates) for j, written in enumerate(formats)]
+    if not reads:
+        return None
+    seen = text.agg(*reads).first()
+    pairs = [(date, [w for j, w in enumerate(formats) if seen[f"{i}_{j}"]]) for i, date in enumerate(dates)]
+    found = [(date, written) for date, written in pairs if written]
+    if len(found) != 1:
+        return None
+    [(date, written)] = found
+    name = next(n for n in (stream.time_column, "ts", "event_time") if n.lower() not in
+                {c.lower() for c in stream.column_names})
+    schema = replace(stream, time_column=name, columns=(*stream.columns, (name, "TIMESTAMP")),
+                     time_format=written[0], time_from=(date, clock))
+    return schema, tuple(w for w in written[1:] if w is not None)
+
+
+def _reads_all(date: Column, clock: Column, written: str | None) -> Column:
+    """Whether every row of a sample that writes both a date and a time of day reads as a time with them joined
+    (`_joined_time`), written as `written` (None: ISO-8601), and at least one row does."""
+    both = date.isNotNull() & clock.isNotNull()
+    joined = F.concat_ws(" ", F.trim(date), F.trim(clock))
+    time = _as_timestamp(joined) if written is None else F.try_to_timestamp(joined, F.lit(written))
+    return F.coalesce(F.bool_and(~both | time.isNotNull()) & F.bool_or(both), F.lit(False))
 
 
 def _time_column_fix(times: tuple[str, ...]) -> str:

@@ -1006,8 +1006,10 @@ def test_a_time_of_day_alone_names_no_instant_in_a_declared_stream_nor_in_one_ty
     assert reasons(lake, lake.read("quarantine_dirty").first()["run_id"]) == (
         "cast_failed: ts=08:05:00", "cast_failed: ts=T09:10")
     apart = b"unit,date,time,speed,label\nu1,2026-01-10,08:05:00,5,x\nu1,2026-01-10,08:10:00,6,x\n"
-    fix = ("its column(s) time hold a time of day alone, which names no instant: write each row's date and time of "
-           "day in one column (2026-01-10T08:05:00), and pass --time-column with its name")
+    fix = ("its column(s) time hold a time of day alone, which names no instant: make the time from date and time by "
+           "declaring the stream in schemas/Dirty.yaml as {stream: Dirty, keys: [unit], time: {column: ts, from: "
+           "[date, time], unit: timestamp}, columns: 'unit STRING, date DATE, time STRING, speed INT, label STRING'} "
+           '(docs/operations.md, "Streams")')
     (tmp_path / "apart").mkdir()
     (tmp_path / "beside").mkdir()
     for options in ((), ("--time-column", "time")):
@@ -1019,6 +1021,39 @@ def test_a_time_of_day_alone_names_no_instant_in_a_declared_stream_nor_in_one_ty
     assert result.exit_code == 0, result.output
     kept = load_schema("Dirty", lake_streams(tmp_path / "beside" / "lake"))
     assert (kept.type_of("ts"), kept.type_of("shift_start")) == ("TIMESTAMP", "STRING")
+
+
+def test_a_file_of_dates_and_times_of_day_runs_with_the_schema_its_refusal_gives(
+        tmp_path: Path, spark: SparkSession) -> None:
+    """A German logger writes each reading's date and time of day in columns of their own (`Datum;Uhrzeit`,
+    `05.12.2026;08:05:00`, decimal commas). The refusal gives the schema that makes the time from them, in one
+    line a schema file takes as it is, with the pattern that reads every row; declared, the next run reads each
+    row at its date's time of day, and a row without its time of day is quarantined, not read at midnight. Where
+    the rows read in two patterns (no day past the 12th), the refusal gives both."""
+    content = (b"unit;Datum;Uhrzeit;speed;label\nu1;05.12.2026;08:05:00;12,5;x\nu1;13.12.2026;23:59;3,0;x\n"
+               b"u1;14.12.2026;;4,0;x\n")
+    refused = run_without_schema(tmp_path, content, "--time-zone", "Europe/Berlin")
+    assert refused.exit_code == 2, refused.output
+    schema = re.search(r"declaring the stream in schemas/Dirty.yaml as (\{.*\}) \(docs/operations.md", refused.output)
+    assert schema, refused.output
+    assert schema.group(1) == ("{stream: Dirty, keys: [unit], time: {column: ts, from: [Datum, Uhrzeit], unit: "
+                               "timestamp, format: 'd.M.yyyy H:mm[:ss][.SSS]', zone: Europe/Berlin}, decimal: ',', "
+                               "columns: 'unit STRING, Datum STRING, Uhrzeit STRING, speed DOUBLE, label STRING'}")
+    kept = lake_streams(tmp_path / "lake")
+    kept.mkdir(parents=True, exist_ok=True)
+    (kept / "Dirty.yaml").write_text(schema.group(1))
+    result = run_without_schema(tmp_path, content, "--no-checks")
+    assert result.exit_code == 0 and "3 rows in = 2 events + 1 quarantined" in result.output, result.output
+    lake = Lake(spark, tmp_path / "lake")
+    assert [(r.ts, r.speed) for r in lake.read("events_dirty").orderBy("ts").collect()] == [
+        (datetime(2026, 12, 5, 7, 5), 12.5), (datetime(2026, 12, 13, 22, 59), 3.0)]
+    assert reasons(lake, lake.read("quarantine_dirty").first()["run_id"]) == ("null_time",)
+    (tmp_path / "slashes").mkdir()
+    refused = run_without_schema(tmp_path / "slashes", b"unit,day,at,speed,label\nu1,01/02/2026,08:05,5,x\n")
+    assert refused.exit_code == 2, refused.output
+    assert_one_error_line(refused.output, "time: {column: ts, from: [day, at], unit: timestamp, format: "
+                                          "'d/M/yyyy H:mm[:ss][.SSS]'}")
+    assert ", or format: M/d/yyyy H:mm[:ss][.SSS] if its dates are so written" in refused.output
 
 
 def test_a_stream_typed_from_its_file_reads_its_times_in_the_zone_a_run_names_and_keeps_it(

@@ -115,6 +115,47 @@ def test_a_time_format_is_a_pattern_of_a_stream_of_unit_timestamp_and_is_kept_wi
             from_mapping({**numeric, "time": {"column": "Timestamp", "unit": unit, "format": written}}, "Ships.yaml")
 
 
+LOGGER = {"stream": "Logger", "keys": ["Geraet"], "columns": "Geraet STRING, Datum STRING, Uhrzeit STRING, T DOUBLE",
+          "time": {"column": "ts", "from": ["Datum", "Uhrzeit"], "unit": "timestamp", "format": "dd.MM.yyyy HH:mm:ss"}}
+
+
+def test_a_time_made_from_a_date_and_a_time_of_day_is_a_timestamp_column_the_files_do_not_hold() -> None:
+    """`time.from` names the file's columns whose text, joined by a space, writes the time (`Datum;Uhrzeit`, as
+    loggers write them): the stream holds a TIMESTAMP column of the time's name besides them, which its files do not
+    hold and its kept schema does not declare."""
+    declared = from_mapping(LOGGER, "Logger.yaml")
+    assert declared.time_from == ("Datum", "Uhrzeit")
+    assert declared.type_of("ts") == "TIMESTAMP"
+    assert [name for name, _ in declared.file_columns] == ["Geraet", "Datum", "Uhrzeit", "T"]
+    kept = to_mapping(declared)
+    assert kept["time"]["from"] == ["Datum", "Uhrzeit"] and kept["columns"] == LOGGER["columns"]
+    assert from_mapping(kept, "kept") == declared
+    assert from_mapping({**LOGGER, "time": {**LOGGER["time"], "from": ["datum", "UHRZEIT"]}}, "x").time_from == (
+        "Datum", "Uhrzeit")  # as the columns spell them
+    assert "from" not in to_mapping(from_mapping({**LOGGER, "columns": "Geraet STRING, ts TIMESTAMP",
+                                                  "time": {"column": "ts", "unit": "timestamp"}}, "x"))["time"]
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    ({"time": {**LOGGER["time"], "from": ["Datum"]}}, "time.from lists two or more of the file's columns, not "
+                                                      "['Datum']"),
+    ({"time": {**LOGGER["time"], "from": "Datum Uhrzeit"}}, "time.from lists two or more of the file's columns"),
+    ({"time": {**LOGGER["time"], "from": ["Datum", "datum"]}}, "time.from lists two or more of the file's columns"),
+    ({"time": {**LOGGER["time"], "from": ["Datum", "Zeit"]}}, "time.from names column(s) Zeit not defined in "
+                                                              "columns; declare them as the file writes them"),
+    ({"columns": LOGGER["columns"] + ", ts TIMESTAMP"}, "time.column 'ts' is made from Datum, Uhrzeit (time.from), so "
+                                                        "the file holds no such column: leave it out of columns"),
+    ({"time": {**LOGGER["time"], "unit": "s", "format": None}}, "a time made from a date and a time of day "
+                                                                "(time.from) is of unit timestamp"),
+    ({"time": {"start": "ts", "end": "Datum", "from": ["Datum", "Uhrzeit"], "unit": "timestamp"}},
+     "time.from makes a point stream's time (time.column), not an interval's"),
+])
+def test_a_time_made_otherwise_than_from_two_declared_columns_of_a_point_stream_is_refused_with_the_fix(
+        change: dict, said: str) -> None:
+    with pytest.raises(SchemaError, match="^Logger.yaml: " + re.escape(said)):
+        from_mapping({**LOGGER, **change}, "Logger.yaml")
+
+
 def test_a_decimal_comma_and_an_encoding_are_kept_with_their_schema_and_what_cannot_be_read_is_refused() -> None:
     """`decimal: ','`: the stream's files write `21,5`, as spreadsheets export in many European locales; a
     stream that says nothing writes a point, and its kept schema says nothing either. `encoding: windows-1252`,
