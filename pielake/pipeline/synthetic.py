@@ -14,6 +14,7 @@ or the columns the query reads, typed by how it reads them), so a query can be t
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -28,10 +29,11 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from pielake.errors import PielakeError
 from pielake.query import ast
 from pielake.query.analyzer import QueryPlan, bind, children, walk
 from pielake.spark import columns as C
-from pielake.streams import INTEGER_TYPES, TIMESTAMP_UNIT, StreamSchema
+from pielake.streams import INTEGER_TYPES, TIMESTAMP_UNIT, UNIX_TIME, StreamSchema
 
 RUN = (10, 100)
 GAP = (10, 50)
@@ -255,7 +257,7 @@ def query_events(plan: QueryPlan, events: int, *, keys: int = 1, seed: int = 42,
     bounds = [b for s in plan.symbols for b in (s.min_seconds, s.max_seconds) if b is not None]
     step = max(1, int(min([plan.window_seconds / EVENTS_PER_WINDOW, *(b / 3 for b in bounds)])))
     rng = np.random.default_rng(seed)
-    fixed = {*stream.keys, stream.time_column}
+    fixed = {*stream.keys, stream.time_column, *stream.time_from}
     draws = {name: _value_draw(kind, literals.get(name.lower(), []), rng) for name, kind in stream.columns
              if name not in fixed}
     rows: list[dict[str, Any]] = []
@@ -273,13 +275,70 @@ def query_events(plan: QueryPlan, events: int, *, keys: int = 1, seed: int = 42,
 
 def write_query_events(plan: QueryPlan, out: Path, events: int, *, keys: int = 1, seed: int = 42,
                        stream: StreamSchema | None = None) -> Path:
-    """`query_events` as a CSV file with a header, `out/<stream>.csv`."""
+    """`query_events` as a CSV file with a header, `out/<stream>.csv`, its times written as the stream's schema
+    reads them (`written_times`)."""
     stream = stream or sample_stream(plan)
     rows = query_events(plan, events, keys=keys, seed=seed, stream=stream)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{plan.one_stream(GENERATES).stream.lower()}.csv"
     time_type = {stream.time_column: "TIMESTAMP"} if stream.time_unit == TIMESTAMP_UNIT else {}
-    table = pa.table({name: pa.array([r[name] for r in rows], C.arrow_type(time_type.get(name, kind)))
-                      for name, kind in stream.columns})
-    pacsv.write_csv(table, path)
+    columns = written_times(stream, [r[stream.time_column] for r in rows])
+    columns |= {name: pa.array([r[name] for r in rows], C.arrow_type(time_type.get(name, kind)))
+                for name, kind in stream.file_columns if name not in columns}
+    pacsv.write_csv(pa.table({name: columns[name] for name, _ in stream.file_columns}), path)
     return path
+
+
+def written_times(stream: StreamSchema, times: list[Any]) -> dict[str, pa.Array]:
+    """A sample's times as the columns a file of the stream writes them in, where the schema says how
+    (`time.format`, `time.from`): Unix time as a number, a pattern's text, and a time made from several columns
+    cut into them at spaces (ingest joins them with one). Text is written as the wall clock of UTC. A stream of
+    other times has none to write otherwise than as values."""
+    if stream.time_unit != TIMESTAMP_UNIT or (stream.time_format is None and not stream.time_from):
+        return {}
+    if stream.time_format == UNIX_TIME:
+        return {stream.time_column: pa.array([t.timestamp() for t in times], pa.float64())}
+    texts = [_as_pattern(t.astimezone(UTC), stream.time_format) for t in times]
+    if not stream.time_from:
+        return {stream.time_column: pa.array(texts, pa.string())}
+    cut = [text.rsplit(" ", len(stream.time_from) - 1) for text in texts]
+    if any(len(parts) != len(stream.time_from) for parts in cut):
+        raise PielakeError(f"stream {stream.name}'s time is made from {len(stream.time_from)} columns "
+                           f"({', '.join(stream.time_from)}), and its format writes a time with fewer spaces: "
+                           "give time.format a space between the parts each column writes")
+    return {part: pa.array([parts[i] for parts in cut], pa.string()) for i, part in enumerate(stream.time_from)}
+
+
+# A Spark datetime pattern's parts a sample writes: quoted text, an optional section's brackets, a run of one
+# letter (a field) and any other character, written as it is.
+_PATTERN_PART = re.compile(r"'([^']*)'|([\[\]])|(([A-Za-z])\4*)|(.)")
+
+
+def _as_pattern(time: datetime, pattern: str | None) -> str:
+    """`time` as text of a Spark datetime pattern's fields of a date and a time of day (y, M, d, H, m, s, S; an
+    optional section written in full), or ISO-8601 where there is no pattern; a PielakeError names any other
+    field, which a sample does not write."""
+    if pattern is None:
+        return time.strftime("%Y-%m-%d %H:%M:%S")
+    written = []
+    for part in _PATTERN_PART.finditer(pattern):
+        quoted, _, run, letter, other = part.groups()
+        if run is None:
+            written.append(quoted or other or "")
+            continue
+        if letter not in _FIELDS:
+            raise PielakeError(f"a sample's time is written in its stream's time.format '{pattern}', whose field "
+                               f"'{run}' it does not write: it writes {', '.join(_FIELDS)}")
+        written.append(_FIELDS[letter](time, len(run)))
+    return "".join(written)
+
+
+_FIELDS: dict[str, Callable[[datetime, int], str]] = {
+    "y": lambda t, n: f"{t.year % 100:02d}" if n == 2 else f"{t.year:0{n}d}",
+    "M": lambda t, n: t.strftime("%B" if n > 3 else "%b") if n >= 3 else f"{t.month:0{n}d}",
+    "d": lambda t, n: f"{t.day:0{n}d}",
+    "H": lambda t, n: f"{t.hour:0{n}d}",
+    "m": lambda t, n: f"{t.minute:0{n}d}",
+    "s": lambda t, n: f"{t.second:0{n}d}",
+    "S": lambda t, n: f"{t.microsecond:06d}"[:n].ljust(n, "0"),
+}

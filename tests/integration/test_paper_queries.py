@@ -5,6 +5,7 @@ query whose columns its stream's schema does not have is refused in lines that n
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,10 @@ from pielake.lake.delta import Lake
 from pielake.pipeline.synthetic import query_events, sample_stream, write_query_events
 from pielake.query.analyzer import load_query_file
 from pielake.semantics.reference import find_matches
-from pielake.streams import save_schema
+from pielake.streams import TIMESTAMP_UNIT, save_schema
 from tests.conftest import FIXTURES
 from tests.spark.kernels import reference_rows, spark_rows
+from tests.strategies import kernel_time
 
 pytestmark = pytest.mark.heavy(seconds=80)  # about this long in CI: scheduled first
 
@@ -48,6 +50,31 @@ def test_a_golden_query_runs_from_the_command_line_and_equals_the_reference(path
     assert result.exit_code == 0 and "Traceback" not in result.output, result.output + repr(result.exception)
     expected = reference_rows(find_matches(query_events(plan, events, keys=2, seed=seed, stream=stream), plan), plan)
     assert spark_rows(Lake(spark, tmp_path / "lake").read(f"matches_{plan.name}"), plan) == expected
+    assert expected, "the sample stream should hold matches to compare"
+
+
+def test_a_sample_stream_writes_its_times_as_its_schema_reads_them(tmp_path: Path, spark: SparkSession) -> None:
+    """A stream whose files write a date and a time of day in columns of their own, in a pattern (`Datum;Uhrzeit`,
+    `dd.MM.yyyy HH:mm:ss`, as a German logger exports them), gets a sample written so: every row is an event at
+    the time the sample drew, and the matches equal the reference's over the sample's events."""
+    plan = load_query_file(GOLDEN / "lng_rollover.tpq")
+    drawn = sample_stream(plan)
+    stream = replace(drawn, time_unit=TIMESTAMP_UNIT, time_format="dd.MM.yyyy HH:mm:ss", time_from=("Datum", "Uhrzeit"),
+                     columns=(*((n, "TIMESTAMP" if n == "ts" else k) for n, k in drawn.columns),
+                              ("Datum", "STRING"), ("Uhrzeit", "STRING")))
+    save_schema(stream, tmp_path / "lake" / "_streams")
+    events, seed = SAMPLES["lng_rollover"]
+    sample = write_query_events(plan, tmp_path / "in", events, keys=2, seed=seed, stream=stream)
+    assert sample.read_text().splitlines()[1].split(",")[-2:] == ['"01.01.2026"', '"00:00:00"']
+    result = CliRunner().invoke(main, ["run", str(GOLDEN / "lng_rollover.tpq"), "--events", str(sample), "--lake",
+                                       str(tmp_path / "lake")])
+    assert result.exit_code == 0 and f"rows in: {events}, staged events: {events}," in result.output, result.output
+    drawn_rows = query_events(plan, events, keys=2, seed=seed, stream=stream)
+    rows = [{**r, "ts": kernel_time(r["ts"].replace(tzinfo=None))} for r in drawn_rows]  # Spark's times are UTC
+    lake = Lake(spark, tmp_path / "lake")
+    assert sorted(kernel_time(r.ts) for r in lake.read("events_lngtanks").collect()) == sorted(r["ts"] for r in rows)
+    expected = reference_rows(find_matches(rows, plan, time_unit_seconds=stream.unit_seconds), plan)
+    assert spark_rows(lake.read(f"matches_{plan.name}"), plan) == expected
     assert expected, "the sample stream should hold matches to compare"
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import os
+from dataclasses import replace
+from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
 
@@ -15,9 +17,11 @@ from click.testing import CliRunner
 
 from pielake.bench.queries import TPSTREAM_QUERIES, shape_query
 from pielake.cli import main
+from pielake.errors import PielakeError
 from pielake.pipeline import synthetic
 from pielake.pipeline.synthetic import GAP, RUN, keys_table
 from pielake.query.analyzer import load_query
+from pielake.streams import TIMESTAMP_UNIT, UNIX_TIME, StreamSchema
 
 
 def runs(flags: np.ndarray) -> list[tuple[bool, int]]:
@@ -109,3 +113,23 @@ def test_every_bench_shape_is_a_valid_query_with_its_symbol_count(shape: str) ->
     plan = load_query(text)
     assert len(plan.symbols) == symbols == (6 if shape in ("chain", "star") else 3)
     assert len(plan.constraints) == (5 if shape in ("chain", "star") else 3)
+
+
+def test_a_sample_writes_its_times_as_its_stream_s_schema_reads_them() -> None:
+    """A sample file of a stream whose schema says how its files write times (`time.format`, `time.from`) writes
+    them so: a pattern's fields (an optional section in full, a quoted letter as text), Unix time as seconds, a
+    time made from a date and a time of day cut at the space between them. A field a sample does not write is
+    named."""
+    at = [datetime(2026, 3, 5, 7, 4, 9, 250_000, tzinfo=UTC)]
+    timed = StreamSchema("S", (), "ts", TIMESTAMP_UNIT, (("ts", "TIMESTAMP"),), time_format="dd/MM/yy'T'H:mm[:ss][.SS]")
+    assert synthetic.written_times(timed, at)["ts"].to_pylist() == ["05/03/26T7:04:09.25"]
+    unix = replace(timed, time_format=UNIX_TIME)
+    assert synthetic.written_times(unix, at)["ts"].to_pylist() == [at[0].timestamp()]
+    parts = replace(timed, time_format="d.M.yyyy HH:mm:ss", time_from=("Datum", "Uhrzeit"),
+                    columns=(("Datum", "STRING"), ("Uhrzeit", "STRING"), ("ts", "TIMESTAMP")))
+    written = synthetic.written_times(parts, at)
+    assert (written["Datum"].to_pylist(), written["Uhrzeit"].to_pylist()) == (["5.3.2026"], ["07:04:09"])
+    assert synthetic.written_times(replace(parts, time_format=None), at)["Datum"].to_pylist() == ["2026-03-05"]
+    assert synthetic.written_times(replace(timed, time_format=None), at) == {}
+    with pytest.raises(PielakeError, match=r"time\.format 'h:mm a', whose field 'h' it does not write"):
+        synthetic.written_times(replace(timed, time_format="h:mm a"), at)
