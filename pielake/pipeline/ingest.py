@@ -1010,6 +1010,14 @@ def keep_streams(lake: Lake, streams: tuple[StreamSchema, ...]) -> None:
             save_schema(stream, lake_streams(lake.root))
 
 
+def _typed_note(stream: StreamSchema, lake_root: Path) -> str:
+    """What a run says of a stream it typed from its file: where the schema is kept, and how it reads the times
+    where it found how the file writes them, which the user should see (day first or month first)."""
+    made = f"from {' and '.join(stream.time_from)} " if stream.time_from else ""
+    written = "" if stream.time_format is None else f", time {stream.time_column} {made}written {stream.time_format}"
+    return f"typed from its file{written}, kept in {schema_file(lake_streams(lake_root), stream.name)}"
+
+
 def _inferred_note(stream: StreamSchema) -> str:
     return (f"Stream {stream.name} has no schema: its columns were typed from its file, as {stream.ddl}; a column "
             f"holding one value that is not a number reads as text. Declare its types in "
@@ -1057,27 +1065,25 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
     columns, decimal_mark = _typed_text_columns(sample, tuple(columns), keys, untyped=bool(request.skip_lines),
                                                 time=time)
     columns, days_apart = _times_of_day_as_text(lake.spark, path, fmt, request.skip_lines, columns)
-    apart_fix = _days_apart_fix(lake.spark, StreamSchema(
-        name, keys, time, TIMESTAMP_UNIT, columns, time_zone=request.time_zone, decimal_mark=decimal_mark,
-        skip_lines=request.skip_lines), path, fmt, days_apart) if days_apart else None
+    draft = StreamSchema(name, keys, time, TIMESTAMP_UNIT, columns, time_zone=request.time_zone,
+                         decimal_mark=decimal_mark, skip_lines=request.skip_lines)
+    made = _time_written(lake.spark, draft, path, fmt, days_apart)
+    columns = made.columns
     names = {n.lower() for n, _ in columns}
     for needed in [*keys, time]:
         if needed.lower() not in names:
-            # a date whose time of day stands in a column of its own is no event's time
-            kinds = ("TIMESTAMP",) if days_apart else ("TIMESTAMP", "DATE")
-            times = tuple(n for n, t in columns if t.upper() in kinds)
-            hint = _unfound_hint(name, needed, path, fmt, sample, time_column=time, times=times,
-                                 apart_fix=apart_fix, skip_lines=request.skip_lines)
+            hint = _unfound_hint(lake.spark, draft, needed, path, fmt, sample=sample, days_apart=days_apart)
             raise PielakeError(f"stream {name} has no schema, and its file {path}, read as {fmt}, has no column "
                                f"'{needed}' (it has {', '.join(sample.columns) or 'none'}); {hint}")
     if time.lower() in {n.lower() for n in days_apart}:
-        raise PielakeError(f"stream {name} has no schema, and its file {path}, read as {fmt}: {apart_fix}")
+        raise PielakeError(f"stream {name} has no schema, and its file {path}, read as {fmt}: "
+                           f"{_days_apart_fix(days_apart)}")
     # A time column the file holds as TIMESTAMPs (or dates) is of unit timestamp: `--time-unit` is a numeric time's.
     time_kind = {n.lower(): t.upper() for n, t in columns}.get(time.lower(), "")
     if time_kind == "DATE":  # daily data: a day's event is at its midnight, UTC, as a time its date casts to
         columns = tuple((n, "TIMESTAMP" if n.lower() == time.lower() else t) for n, t in columns)
         time_kind = "TIMESTAMP"
-    timestamps, written = time_kind == "TIMESTAMP", None
+    timestamps, written = time_kind == "TIMESTAMP", made.time_format
     if fractional(time_kind) and TIME_UNIT_SECONDS.get(unit.lower()) == 1:
         columns, written = _unix_times(StreamSchema(name, keys, time, "s", columns), sample, path)
         timestamps = True
@@ -1086,9 +1092,7 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
         raise PielakeError(f"stream {name} has no schema, and its file {path} holds its times ({time}) as {held}, "
                            f"instants of no zone: --time-zone '{request.time_zone}' is the zone of times written as "
                            "a wall clock (2026-03-02 14:00:00); leave it out")
-    inferred = StreamSchema(name, keys, time, TIMESTAMP_UNIT if timestamps else unit,
-                            columns, time_format=written, time_zone=request.time_zone, decimal_mark=decimal_mark,
-                            skip_lines=request.skip_lines)
+    inferred = replace(made, time_unit=TIMESTAMP_UNIT if timestamps else unit, columns=columns, time_format=written)
     try:
         check_time_columns(inferred, f"{path}, read as {fmt}")
     except SchemaError as unfit:  # a file of a header alone types every column as text: say what it lacks
@@ -1246,15 +1250,16 @@ def _as_declared(kind: str) -> str:
     return "timestamp" if kind == "timestamp_ntz" else kind
 
 
-def _unfound_hint(stream: str, needed: str, path: str, fmt: str, sample: DataFrame, *, time_column: str,
-                  times: tuple[str, ...], apart_fix: str | None, skip_lines: tuple[int, ...]) -> str:
+def _unfound_hint(spark: SparkSession, draft: StreamSchema, needed: str, path: str, fmt: str, *,
+                  sample: DataFrame, days_apart: tuple[str, ...]) -> str:
     """What to do about a column the query needs that a file without a schema lacks: a file of another format
     reads as one column of unparsed lines (Spark's `_corrupt_record`); a JSON file may hold its events as a list
     in one field (`_listed_records`); a CSV file whose first line is a title (`_title_fields`) has its header below
     it, unless lines are skipped already; else the query or its time column names the column otherwise than the
-    file: a time column is likeliest one of the file's columns of times (`times`: typed TIMESTAMP or DATE), and
-    where it has none but columns of times of day alone, a date must join them (`apart_fix`); a key is likeliest
-    the file's column of the closest name."""
+    file: a time column is likeliest one of the file's columns of times (`_columns_of_times`), and where it has
+    none but columns of times of day alone, a date must join them; a key is likeliest the file's column of the
+    closest name."""
+    stream, skip_lines = draft.name, draft.skip_lines
     if sample.columns == [CORRUPT_RECORD]:
         return f"no line of it reads as {fmt}: pass --format if the file is not {fmt}"
     listed = _listed_records(sample) if fmt == "json" else None
@@ -1267,74 +1272,106 @@ def _unfound_hint(stream: str, needed: str, path: str, fmt: str, sample: DataFra
                 "loggers write a title before the header: pass --skip-lines 1 (or --skip-lines 1,3,4 where two "
                 "lines of units follow the header, as in Campbell Scientific's TOA5 files), or declare the stream "
                 f"in schemas/{stream}.yaml with skip_lines")
-    if needed == time_column:
-        if apart_fix and not times:
-            return apart_fix
+    if needed == draft.time_column:
+        times = _columns_of_times(spark, draft, path, fmt, days_apart)
+        if days_apart and not times:
+            return _days_apart_fix(days_apart)
         return f"{_time_column_fix(times)}, or declare the stream in schemas/{stream}.yaml{_as_intervals(times)}"
     close = closest_column(needed, sample.columns)
     guess = f" (is it {close}?)" if close else ""
     return f"name the key in PARTITION BY as the file does{guess}, or declare the stream in schemas/{stream}.yaml"
 
 
-# How files write a date, tried with a time of day after it (`H:mm`, seconds and milliseconds optional) where a
-# file writes the two in columns of their own and the text they join to is not ISO-8601: day first with dots (as
-# German loggers write it), either order with slashes, year first.
+def _days_apart_fix(days_apart: tuple[str, ...]) -> str:
+    """What to do with a file whose times of day stand apart from their dates (`_times_of_day_as_text`) where no
+    one column of dates makes its time with them (`_time_written`)."""
+    return (f"its column(s) {', '.join(days_apart)} hold a time of day alone, which names no instant: write each "
+            "row's date and time of day in one column (2026-01-10T08:05:00) and pass --time-column with its name; "
+            "beside one column of dates, a time of day makes the time with it where --time-column names no "
+            "column of the file (ts, the default)")
+
+
+def _columns_of_times(spark: SparkSession, draft: StreamSchema, path: str, fmt: str,
+                      days_apart: tuple[str, ...]) -> tuple[str, ...]:
+    """The file's columns that hold times: typed TIMESTAMP or DATE (a date whose time of day stands in a column of
+    its own is no event's time), else text that reads as times in one of `TIME_PATTERNS`."""
+    kinds = ("TIMESTAMP",) if days_apart else ("TIMESTAMP", "DATE")
+    typed = tuple(n for n, t in draft.columns if t.upper() in kinds)
+    if typed:
+        return typed
+    texts = [n for n, t in draft.columns if t == "STRING" and n not in draft.keys and n not in days_apart]
+    found = _time_formats(spark, draft, path, fmt, {n: (n,) for n in texts}) if texts else {}
+    return tuple(n for n in texts if found[n])
+
+
+# How files write a time as text that is not ISO-8601, tried where a stream typed from its file has such times: a
+# date, day first with dots (as German loggers write it), in either order with slashes, or year first, then a
+# time of day if any (`H:mm`, its seconds and their fraction if any).
 DATE_PATTERNS = ("d.M.yyyy", "d/M/yyyy", "M/d/yyyy", "yyyy/M/d", "d-M-yyyy")
-TIME_OF_DAY_PATTERN = "H:mm[:ss][.SSS]"
+TIME_PATTERNS = tuple(f"{date}[ H:mm[:ss][.SSS]]" for date in DATE_PATTERNS)
 
 
-def _days_apart_fix(spark: SparkSession, stream: StreamSchema, path: str, fmt: str,
-                    days_apart: tuple[str, ...]) -> str:
-    """What to do with a file whose times of day stand apart from their dates (`_times_of_day_as_text`): where one
-    column of times of day and one of dates read as times together on every row of the file's first rows, the
-    schema that makes the stream's time from them (`time.from`), in one line a schema file takes as it is."""
-    said = f"its column(s) {', '.join(days_apart)} hold a time of day alone, which names no instant"
-    made = _made_time(spark, stream, path, fmt, days_apart)
-    if made is None:
-        return (f"{said}: write each row's date and time of day in one column (2026-01-10T08:05:00), and pass "
-                "--time-column with its name")
-    schema, others = made
-    flow = yaml.safe_dump(to_mapping(schema), default_flow_style=True, sort_keys=False, width=math.inf).strip()
-    other = "".join(f", or format: {pattern} if its dates are so written" for pattern in others)
-    return (f"{said}: make the time from {' and '.join(schema.time_from)} by declaring the stream in "
-            f"schemas/{stream.name}.yaml as {flow}{other} (docs/operations.md, \"Streams\")")
+def _time_written(spark: SparkSession, draft: StreamSchema, path: str, fmt: str,
+                  days_apart: tuple[str, ...]) -> StreamSchema:
+    """The stream typed from its file, with how the file writes its time where Spark found no time: a column of
+    text in one of `TIME_PATTERNS`, or, where the file has no time column of the name asked for, one column of
+    dates beside its one column of times of day (`time.from`). The pattern is the one that reads every one of the
+    file's first rows that writes a time; where two do (`d/M` and `M/d`, no day past the 12th), the run is refused
+    with both, for the user to choose: a guess would move some events by months."""
+    names = {n.lower() for n, _ in draft.columns}
+    time = draft.time_column
+    if time.lower() not in names and len(days_apart) == 1:
+        [clock] = days_apart
+        dates = [n for n, t in draft.columns if t in ("STRING", "DATE") and n != clock and n not in draft.keys]
+        found = _time_formats(spark, draft, path, fmt, {d: (d, clock) for d in dates}) if dates else {}
+        pairs = [(date, formats) for date, formats in found.items() if formats]
+        if len(pairs) != 1:
+            return draft
+        [(date, formats)] = pairs
+        made = replace(draft, columns=(*draft.columns, (time, "TIMESTAMP")), time_from=(date, clock))
+        return _one_format(made, formats, f"{date} and {clock}", path, fmt)
+    if {n.lower(): t for n, t in draft.columns}.get(time.lower()) != "STRING":
+        return draft
+    formats = _time_formats(spark, draft, path, fmt, {time: (time,)})[time]
+    typed = replace(draft, columns=tuple((n, "TIMESTAMP" if n.lower() == time.lower() else t)
+                                         for n, t in draft.columns))
+    return _one_format(typed, formats, time, path, fmt) if formats else draft
 
 
-def _made_time(spark: SparkSession, stream: StreamSchema, path: str, fmt: str,
-               days_apart: tuple[str, ...]) -> tuple[StreamSchema, tuple[str, ...]] | None:
-    """The schema whose time is made from the file's one column of times of day and the one column of dates that
-    reads with it on every row of the file's first rows where both are present, with the other formats that read
-    them as well (`d/M` against `M/d`, where no day is past the 12th); None where no such pair is."""
-    if len(days_apart) != 1:
-        return None
-    text = read_raw(spark, path, fmt, skip_lines=stream.skip_lines).limit(SCALE_SAMPLE_ROWS)
-    [clock] = days_apart
-    dates = [n for n, kind in stream.columns if kind in ("STRING", "DATE") and n != clock and n not in stream.keys]
-    formats = (None, *(f"{date} {TIME_OF_DAY_PATTERN}" for date in DATE_PATTERNS))
-    reads = [_reads_all(F.col(date), F.col(clock), written).alias(f"{i}_{j}")
-             for i, date in enumerate(dates) for j, written in enumerate(formats)]
-    if not reads:
-        return None
-    seen = text.agg(*reads).first()
-    pairs = [(date, [w for j, w in enumerate(formats) if seen[f"{i}_{j}"]]) for i, date in enumerate(dates)]
-    found = [(date, written) for date, written in pairs if written]
-    if len(found) != 1:
-        return None
-    [(date, written)] = found
-    name = next(n for n in (stream.time_column, "ts", "event_time") if n.lower() not in
-                {c.lower() for c in stream.column_names})
-    schema = replace(stream, time_column=name, columns=(*stream.columns, (name, "TIMESTAMP")),
-                     time_format=written[0], time_from=(date, clock))
-    return schema, tuple(w for w in written[1:] if w is not None)
+def _one_format(stream: StreamSchema, formats: tuple[str | None, ...], written_in: str, path: str,
+                fmt: str) -> StreamSchema:
+    """`stream` with its time read in the one of `formats` that reads it; ISO-8601 (None) where it does. Two that
+    read it are refused with the schema of each, in one line a schema file takes as it is."""
+    if None in formats or len(formats) == 1:
+        return replace(stream, time_format=formats[0] if None not in formats else None)
+    first, other = formats[:2]
+    flow = yaml.safe_dump(to_mapping(replace(stream, time_format=first)), default_flow_style=True, sort_keys=False,
+                          width=math.inf).strip()
+    raise PielakeError(f"stream {stream.name} has no schema, and its file {path}, read as {fmt}, writes its times "
+                       f"({written_in}) so that they read both as {first} and as {other}: no day past the 12th tells "
+                       f"day and month apart. Declare the stream in schemas/{stream.name}.yaml as {flow}, or with "
+                       f"format: {other} if its dates are written month first (docs/operations.md, \"Streams\")")
 
 
-def _reads_all(date: Column, clock: Column, written: str | None) -> Column:
-    """Whether every row of a sample that writes both a date and a time of day reads as a time with them joined
-    (`_joined_time`), written as `written` (None: ISO-8601), and at least one row does."""
-    both = date.isNotNull() & clock.isNotNull()
-    joined = F.concat_ws(" ", F.trim(date), F.trim(clock))
-    time = _as_timestamp(joined) if written is None else F.try_to_timestamp(joined, F.lit(written))
-    return F.coalesce(F.bool_and(~both | time.isNotNull()) & F.bool_or(both), F.lit(False))
+def _time_formats(spark: SparkSession, draft: StreamSchema, path: str, fmt: str,
+                  candidates: dict[str, tuple[str, ...]]) -> dict[str, tuple[str | None, ...]]:
+    """For each candidate time (a name, and the file's columns whose text, joined by a space, writes it), the
+    formats, of ISO-8601 (None) and `TIME_PATTERNS`, in which every one of the file's first rows that writes it
+    reads as a time, where one does: one small Spark job over those rows' text."""
+    text = read_raw(spark, path, fmt, skip_lines=draft.skip_lines).limit(SCALE_SAMPLE_ROWS)
+    formats = (None, *TIME_PATTERNS)
+    values = [_joined_time({c: _field(F.col(c), True, "TIMESTAMP") for c in parts}, parts)
+              for parts in candidates.values()]
+    seen = text.agg(*(_reads_all(value, written).alias(f"{i}_{j}") for i, value in enumerate(values)
+                      for j, written in enumerate(formats))).first()
+    return {name: tuple(w for j, w in enumerate(formats) if seen[f"{i}_{j}"]) for i, name in enumerate(candidates)}
+
+
+def _reads_all(value: Column, written: str | None) -> Column:
+    """Whether every present `value` of a sample reads as a time written as `written` (None: ISO-8601), and one
+    does."""
+    time = _as_timestamp(value) if written is None else F.try_to_timestamp(value, F.lit(written))
+    return F.coalesce(F.bool_and(value.isNull() | time.isNotNull()) & F.bool_or(value.isNotNull()), F.lit(False))
 
 
 def _time_column_fix(times: tuple[str, ...]) -> str:
@@ -1408,7 +1445,9 @@ def ingest(ctx: StepContext) -> StageResult:
 
     def work() -> dict[str, int]:
         reports = {stream.name: _ingest_stream(ctx, stream, details) for stream in job.streams}
+        typed = [s for s in job.streams if not s.of_matches and declared_file(s.name, job.lake.root) is None]
         keep_streams(job.lake, job.streams)
+        details.update({f"schema {stream.name}": _typed_note(stream, job.lake.root) for stream in typed})
         if len(reports) > 1:
             details.update({name: report.text() for name, report in reports.items()})
         return IngestReport.sum(reports.values()).rows()

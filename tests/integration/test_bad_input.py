@@ -997,8 +997,9 @@ def test_a_time_of_day_alone_names_no_instant_in_a_declared_stream_nor_in_one_ty
         tmp_path: Path, spark: SparkSession) -> None:
     """Spark reads `08:05:00` as that time of the day it reads it on, so one file would hold other instants on
     another day. A declared stream's row of such a time is quarantined; a file whose only times are times of day
-    beside their dates (as loggers write `Datum;Uhrzeit`) is refused with the fix, also where --time-column names
-    one; a file with a time column keeps its column of times of day as text."""
+    beside their dates (as loggers write `Datum;Uhrzeit`) makes its time from the two, and is refused with the fix
+    where --time-column names the time of day; a file with a time column keeps its column of times of day as
+    text."""
     timed = tuple((name, "TIMESTAMP" if name == "ts" else kind) for name, kind in SCHEMA.columns)
     lake = new_lake(tmp_path / "lake", spark, StreamSchema("Dirty", ("unit",), "ts", "timestamp", timed))
     (tmp_path / "day.csv").write_bytes(HEADER + b"u1,2026-07-01T12:00:00Z,5,x\nu1,08:05:00,5,x\nu1,T09:10,5,x\n")
@@ -1006,16 +1007,18 @@ def test_a_time_of_day_alone_names_no_instant_in_a_declared_stream_nor_in_one_ty
     assert reasons(lake, lake.read("quarantine_dirty").first()["run_id"]) == (
         "cast_failed: ts=08:05:00", "cast_failed: ts=T09:10")
     apart = b"unit,date,time,speed,label\nu1,2026-01-10,08:05:00,5,x\nu1,2026-01-10,08:10:00,6,x\n"
-    fix = ("its column(s) time hold a time of day alone, which names no instant: make the time from date and time by "
-           "declaring the stream in schemas/Dirty.yaml as {stream: Dirty, keys: [unit], time: {column: ts, from: "
-           "[date, time], unit: timestamp}, columns: 'unit STRING, date DATE, time STRING, speed INT, label STRING'} "
-           '(docs/operations.md, "Streams")')
     (tmp_path / "apart").mkdir()
     (tmp_path / "beside").mkdir()
-    for options in ((), ("--time-column", "time")):
-        result = run_without_schema(tmp_path / "apart", apart, *options)
-        assert result.exit_code == 2, result.output
-        assert_one_error_line(result.output, fix)
+    result = run_without_schema(tmp_path / "apart", apart, "--time-column", "time")
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, "its column(s) time hold a time of day alone, which names no instant: write "
+                                         "each row's date and time of day in one column (2026-01-10T08:05:00) and "
+                                         "pass --time-column with its name; beside one column of dates, a time of day "
+                                         "makes the time with it where --time-column names no column of the file")
+    result = run_without_schema(tmp_path / "apart", apart, "--no-checks")
+    assert result.exit_code == 0, result.output
+    assert [r.ts for r in Lake(spark, tmp_path / "apart" / "lake").read("events_dirty").orderBy("ts").collect()] == [
+        datetime(2026, 1, 10, 8, 5), datetime(2026, 1, 10, 8, 10)]
     beside = b"unit,ts,shift_start,speed,label\nu1,2026-01-10T08:05:00Z,06:00,5,x\n"
     result = run_without_schema(tmp_path / "beside", beside, "--no-checks")
     assert result.exit_code == 0, result.output
@@ -1023,37 +1026,48 @@ def test_a_time_of_day_alone_names_no_instant_in_a_declared_stream_nor_in_one_ty
     assert (kept.type_of("ts"), kept.type_of("shift_start")) == ("TIMESTAMP", "STRING")
 
 
-def test_a_file_of_dates_and_times_of_day_runs_with_the_schema_its_refusal_gives(
+def test_a_stream_typed_from_its_file_reads_times_written_as_a_date_and_a_time_of_day_in_the_pattern_they_take(
         tmp_path: Path, spark: SparkSession) -> None:
     """A German logger writes each reading's date and time of day in columns of their own (`Datum;Uhrzeit`,
-    `05.12.2026;08:05:00`, decimal commas). The refusal gives the schema that makes the time from them, in one
-    line a schema file takes as it is, with the pattern that reads every row; declared, the next run reads each
-    row at its date's time of day, and a row without its time of day is quarantined, not read at midnight. Where
-    the rows read in two patterns (no day past the 12th), the refusal gives both."""
+    `05.12.2026;08:05:00`, decimal commas): typed from the file, the stream's time is made from them in the one
+    pattern that reads every row, which the run says and the kept schema holds; a row without its time of day is
+    quarantined, not read at midnight. An AIS file writes `14/11/2026 10:00:00` in one column. Where the rows read
+    in two patterns (no day past the 12th), the run is refused with the schema of one in a line a schema file takes
+    as it is, and the other, and that line declared runs."""
     content = (b"unit;Datum;Uhrzeit;speed;label\nu1;05.12.2026;08:05:00;12,5;x\nu1;13.12.2026;23:59;3,0;x\n"
                b"u1;14.12.2026;;4,0;x\n")
-    refused = run_without_schema(tmp_path, content, "--time-zone", "Europe/Berlin")
-    assert refused.exit_code == 2, refused.output
-    schema = re.search(r"declaring the stream in schemas/Dirty.yaml as (\{.*\}) \(docs/operations.md", refused.output)
-    assert schema, refused.output
-    assert schema.group(1) == ("{stream: Dirty, keys: [unit], time: {column: ts, from: [Datum, Uhrzeit], unit: "
-                               "timestamp, format: 'd.M.yyyy H:mm[:ss][.SSS]', zone: Europe/Berlin}, decimal: ',', "
-                               "columns: 'unit STRING, Datum STRING, Uhrzeit STRING, speed DOUBLE, label STRING'}")
-    kept = lake_streams(tmp_path / "lake")
-    kept.mkdir(parents=True, exist_ok=True)
-    (kept / "Dirty.yaml").write_text(schema.group(1))
-    result = run_without_schema(tmp_path, content, "--no-checks")
+    result = run_without_schema(tmp_path, content, "--time-zone", "Europe/Berlin", "--no-checks")
     assert result.exit_code == 0 and "3 rows in = 2 events + 1 quarantined" in result.output, result.output
+    assert "schema Dirty: typed from its file, time ts from Datum and Uhrzeit written d.M.yyyy[ H:mm[:ss][.SSS]], " \
+           "kept in " in result.output
+    kept = load_schema("Dirty", lake_streams(tmp_path / "lake"))
+    assert (kept.time_from, kept.time_zone, kept.decimal_mark) == (("Datum", "Uhrzeit"), "Europe/Berlin", ",")
     lake = Lake(spark, tmp_path / "lake")
     assert [(r.ts, r.speed) for r in lake.read("events_dirty").orderBy("ts").collect()] == [
         (datetime(2026, 12, 5, 7, 5), 12.5), (datetime(2026, 12, 13, 22, 59), 3.0)]
     assert reasons(lake, lake.read("quarantine_dirty").first()["run_id"]) == ("null_time",)
+    (tmp_path / "ais").mkdir()
+    ais = b"unit,Timestamp,speed,label\nu1,14/11/2026 10:00:00,5,x\nu1,14/11/2026 10:00:30,12,x\n"
+    result = run_without_schema(tmp_path / "ais", ais, "--time-column", "Timestamp", "--no-checks")
+    assert result.exit_code == 0 and "2 rows in = 2 events" in result.output, result.output
+    assert [r.Timestamp for r in Lake(spark, tmp_path / "ais" / "lake").read("events_dirty").orderBy("Timestamp")
+            .collect()] == [datetime(2026, 11, 14, 10), datetime(2026, 11, 14, 10, 0, 30)]
     (tmp_path / "slashes").mkdir()
-    refused = run_without_schema(tmp_path / "slashes", b"unit,day,at,speed,label\nu1,01/02/2026,08:05,5,x\n")
+    slashes = b"unit,day,at,speed,label\nu1,01/02/2026,08:05,5,x\n"
+    refused = run_without_schema(tmp_path / "slashes", slashes)
     assert refused.exit_code == 2, refused.output
-    assert_one_error_line(refused.output, "time: {column: ts, from: [day, at], unit: timestamp, format: "
-                                          "'d/M/yyyy H:mm[:ss][.SSS]'}")
-    assert ", or format: M/d/yyyy H:mm[:ss][.SSS] if its dates are so written" in refused.output
+    assert_one_error_line(refused.output, "writes its times (day and at) so that they read both as d/M/yyyy[ "
+                                          "H:mm[:ss][.SSS]] and as M/d/yyyy[ H:mm[:ss][.SSS]]: no day past the 12th "
+                                          "tells day and month apart")
+    schema = re.search(r"Declare the stream in schemas/Dirty.yaml as (\{.*\}), or with format: M/d/yyyy\[ "
+                       r"H:mm\[:ss\]\[.SSS\]\] if its dates are written month first", refused.output)
+    assert schema, refused.output
+    kept_dir = lake_streams(tmp_path / "slashes" / "lake")
+    kept_dir.mkdir(parents=True, exist_ok=True)
+    (kept_dir / "Dirty.yaml").write_text(schema.group(1))
+    result = run_without_schema(tmp_path / "slashes", slashes, "--no-checks")
+    assert result.exit_code == 0 and "1 rows in = 1 events" in result.output, result.output
+    assert Lake(spark, tmp_path / "slashes" / "lake").read("events_dirty").first().ts == datetime(2026, 2, 1, 8, 5)
 
 
 def test_a_stream_typed_from_its_file_reads_its_times_in_the_zone_a_run_names_and_keeps_it(
