@@ -1293,11 +1293,11 @@ def _days_apart_fix(days_apart: tuple[str, ...]) -> str:
 
 def _columns_of_times(spark: SparkSession, draft: StreamSchema, path: str, fmt: str,
                       days_apart: tuple[str, ...]) -> tuple[str, ...]:
-    """The file's columns that hold times: typed TIMESTAMP or DATE (a date whose time of day stands in a column of
-    its own is no event's time), else text that reads as times in one of `TIME_PATTERNS`."""
+    """The file's columns that hold times: typed TIMESTAMP or DATE, else text that reads as times in one of
+    `TIME_PATTERNS`. A date whose time of day stands in a column of its own (`days_apart`) is no event's time."""
     kinds = ("TIMESTAMP",) if days_apart else ("TIMESTAMP", "DATE")
     typed = tuple(n for n, t in draft.columns if t.upper() in kinds)
-    if typed:
+    if typed or days_apart:
         return typed
     texts = [n for n, t in draft.columns if t == "STRING" and n not in draft.keys and n not in days_apart]
     found = _time_formats(spark, draft, path, fmt, {n: (n,) for n in texts}) if texts else {}

@@ -1015,6 +1015,11 @@ def test_a_time_of_day_alone_names_no_instant_in_a_declared_stream_nor_in_one_ty
                                          "each row's date and time of day in one column (2026-01-10T08:05:00) and "
                                          "pass --time-column with its name; beside one column of dates, a time of day "
                                          "makes the time with it where --time-column names no column of the file")
+    (tmp_path / "clock").mkdir()
+    result = run_without_schema(tmp_path / "clock", b"unit,day,time,speed,label\nu1,Mon,08:05:00,5,x\n")
+    assert result.exit_code == 2, result.output
+    assert_one_error_line(result.output, "has no column 'ts' (it has unit, day, time, speed, label); its column(s) "
+                                         "time hold a time of day alone, which names no instant: write each row's date")
     result = run_without_schema(tmp_path / "apart", apart, "--no-checks")
     assert result.exit_code == 0, result.output
     assert [r.ts for r in Lake(spark, tmp_path / "apart" / "lake").read("events_dirty").orderBy("ts").collect()] == [
