@@ -1106,10 +1106,13 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
 
 # What a text column of an inferred stream may hold instead, tried in this order (as Spark's inference tries
 # them), with the test a present value passes: a number casts, a boolean is written `true` or `false`, a time
-# casts to a TIMESTAMP.
+# casts to a TIMESTAMP. Spark's cast of text to a whole number throws and catches an exception for each value it
+# does not take, so text is first asked whether it is written as one (`_WHOLE`, which every value the cast takes
+# matches), and most text is never cast.
+_WHOLE = r"^\s*[+-]?[0-9]+\s*$"
 _PAST_MISSING: tuple[tuple[str, Callable[[Column], Column]], ...] = (
-    ("INT", lambda v: v.try_cast("INT").isNotNull()),
-    ("BIGINT", lambda v: v.try_cast("BIGINT").isNotNull()),
+    ("INT", lambda v: v.rlike(_WHOLE) & v.try_cast("INT").isNotNull()),
+    ("BIGINT", lambda v: v.rlike(_WHOLE) & v.try_cast("BIGINT").isNotNull()),
     ("DOUBLE", lambda v: v.try_cast("DOUBLE").isNotNull()),
     ("BOOLEAN", lambda v: F.lower(v).isin("true", "false")),
     ("TIMESTAMP", lambda v: _as_timestamp(v).isNotNull()),
@@ -1329,21 +1332,33 @@ def _time_written(spark: SparkSession, draft: StreamSchema, path: str, fmt: str,
             return draft
         [(date, formats)] = pairs
         made = replace(draft, columns=(*draft.columns, (time, "TIMESTAMP")), time_from=(date, clock))
-        return _one_format(made, formats, f"{date} and {clock}", path, fmt)
+        return _one_format(spark, made, formats, path, fmt)
     if {n.lower(): t for n, t in draft.columns}.get(time.lower()) != "STRING":
         return draft
     formats = _time_formats(spark, draft, path, fmt, {time: (time,)})[time]
     typed = replace(draft, columns=tuple((n, "TIMESTAMP" if n.lower() == time.lower() else t)
                                          for n, t in draft.columns))
-    return _one_format(typed, formats, time, path, fmt) if formats else draft
+    return _one_format(spark, typed, formats, path, fmt) if formats else draft
 
 
-def _one_format(stream: StreamSchema, formats: tuple[str | None, ...], written_in: str, path: str,
+def _one_format(spark: SparkSession, stream: StreamSchema, formats: tuple[str | None, ...], path: str,
                 fmt: str) -> StreamSchema:
-    """`stream` with its time read in the one of `formats` that reads it; ISO-8601 (None) where it does. Two that
-    read it are refused with the schema of each, in one line a schema file takes as it is."""
+    """`stream` with its time read in the one of `formats` that reads it; ISO-8601 (None) where it does. Where
+    several read the file's first rows (`d/M` and `M/d`, no day past the 12th in them), the one that reads the
+    most of the whole file's rows: a later day past the 12th tells them apart. Two that read as many are refused
+    with the schema of each, in one line a schema file takes as it is."""
     if None in formats or len(formats) == 1:
         return replace(stream, time_format=formats[0] if None not in formats else None)
+    parts = stream.time_from or (stream.time_column,)
+    text = read_raw(spark, path, fmt, skip_lines=stream.skip_lines)
+    value = _joined_time({c: _field(F.col(c), True, "TIMESTAMP") for c in parts}, parts)
+    read = text.agg(*(F.count(F.try_to_timestamp(value, F.lit(w))).alias(str(i)) for i, w in enumerate(formats)))
+    counts = read.first()
+    most = max(counts)
+    formats = tuple(w for i, w in enumerate(formats) if counts[str(i)] == most)
+    if len(formats) == 1:
+        return replace(stream, time_format=formats[0])
+    written_in = " and ".join(parts)
     first, other = formats[:2]
     flow = yaml.safe_dump(to_mapping(replace(stream, time_format=first)), default_flow_style=True, sort_keys=False,
                           width=math.inf).strip()

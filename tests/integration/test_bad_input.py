@@ -1073,6 +1073,12 @@ def test_a_stream_typed_from_its_file_reads_times_written_as_a_date_and_a_time_o
     result = run_without_schema(tmp_path / "slashes", slashes, "--no-checks")
     assert result.exit_code == 0 and "1 rows in = 1 events" in result.output, result.output
     assert Lake(spark, tmp_path / "slashes" / "lake").read("events_dirty").first().ts == datetime(2026, 2, 1, 8, 5)
+    (tmp_path / "later").mkdir()  # the first 1,000 rows read both ways, a later one day first alone
+    rows = [f"u1,01/02/2026 {i // 60:02d}:{i % 60:02d},5,x" for i in range(1000)] + ["u1,13/02/2026 08:00,5,x"]
+    later = ("unit,Timestamp,speed,label\n" + "\n".join(rows) + "\n").encode()
+    result = run_without_schema(tmp_path / "later", later, "--time-column", "Timestamp", "--no-checks")
+    assert result.exit_code == 0 and "1001 rows in = 1001 events" in result.output, result.output
+    assert load_schema("Dirty", lake_streams(tmp_path / "later" / "lake")).time_format == "d/M/yyyy[ H:mm[:ss][.SSS]]"
 
 
 def test_a_stream_typed_from_its_file_reads_its_times_in_the_zone_a_run_names_and_keeps_it(
