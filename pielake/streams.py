@@ -143,7 +143,7 @@ class StreamSchema:
 
     @property
     def ddl(self) -> str:
-        return ", ".join(f"{name} {kind}" for name, kind in self.columns)
+        return ddl_of(self.columns)
 
     @property
     def file_columns(self) -> tuple[tuple[str, str], ...]:
@@ -162,6 +162,11 @@ class StreamSchema:
 
     def type_of(self, column: str) -> str:
         return {n.lower(): t for n, t in self.columns}[column.lower()]
+
+
+def ddl_of(columns: Iterable[tuple[str, str]]) -> str:
+    """Columns as a schema's DDL string writes them (`a BIGINT, b DOUBLE`), which `parse_ddl` reads back."""
+    return ", ".join(f"{name} {kind}" for name, kind in columns)
 
 
 def parse_ddl(ddl: str) -> tuple[tuple[str, str], ...]:
@@ -346,7 +351,7 @@ def to_mapping(schema: StreamSchema) -> dict:
     skip = {"skip_lines": list(schema.skip_lines)} if schema.skip_lines else {}
     return {"stream": schema.name, "keys": list(schema.keys),
             "time": {**time, "unit": schema.time_unit, **written, **lag}, **order, **mark, **encoding, **skip,
-            "columns": ", ".join(f"{name} {kind}" for name, kind in schema.file_columns)}
+            "columns": ddl_of(schema.file_columns)}
 
 
 ZONE_OFFSET = re.compile(r"(?:(?:UTC|GMT)?[+-]\d{1,2}(?::?\d{2})?|Z)")  # `+02:00`, `-0530`, `UTC+2`, `Z`

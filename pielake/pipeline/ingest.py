@@ -513,15 +513,16 @@ def _cast(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> DataFrame:
     present = {c.lower(): c for c in file_columns(raw)}
     typed = []
     kinds = {f.name: f.dataType for f in raw.schema.fields}
+    text = {name for name, kind in kinds.items() if isinstance(kind, T.StringType)}
     # The columns a time format reads: text, and of Unix time numbers too (a file's TIMESTAMPs are times already).
     readable = (T.StringType, T.NumericType) if stream.time_format == UNIX_TIME else T.StringType
-    fields = {name: _field(F.col(present[name.lower()]), isinstance(kinds[present[name.lower()]], T.StringType), kind)
+    fields = {name: _field(F.col(present[name.lower()]), present[name.lower()] in text, kind)
               for name, kind in stream.file_columns}
     sources = dict(present)
     if stream.time_from:  # the time's text, from the file's columns that write it (`StreamSchema.time_from`)
         fields[stream.time_column] = _joined_time(fields, stream.time_from)
         kinds[stream.time_column], sources[stream.time_column.lower()] = T.StringType(), stream.time_column
-    text = {name for name, kind in kinds.items() if isinstance(kind, T.StringType)}
+        text.add(stream.time_column)
     for name, kind in stream.columns:
         source = sources[name.lower()]
         if name in stream.time_columns and stream.time_unit == TIMESTAMP_UNIT:
@@ -1081,7 +1082,7 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
     # A time column the file holds as TIMESTAMPs (or dates) is of unit timestamp: `--time-unit` is a numeric time's.
     time_kind = {n.lower(): t.upper() for n, t in columns}.get(time.lower(), "")
     if time_kind == "DATE":  # daily data: a day's event is at its midnight, UTC, as a time its date casts to
-        columns = tuple((n, "TIMESTAMP" if n.lower() == time.lower() else t) for n, t in columns)
+        columns = _as_time_column(columns, time)
         time_kind = "TIMESTAMP"
     timestamps, written = time_kind == "TIMESTAMP", made.time_format
     if fractional(time_kind) and TIME_UNIT_SECONDS.get(unit.lower()) == 1:
@@ -1195,8 +1196,13 @@ def _unix_times(stream: StreamSchema, sample: DataFrame, path: str) -> tuple[tup
     seconds cannot hold them. Milliseconds with a fraction, which as seconds lie past the year 5000, are refused
     as whole milliseconds read as seconds are (`_check_time_scale`)."""
     _check_time_scale(stream, sample, path)
-    time = stream.time_column.lower()
-    return tuple((n, "TIMESTAMP" if n.lower() == time else t) for n, t in stream.columns), UNIX_TIME
+    return _as_time_column(stream.columns, stream.time_column), UNIX_TIME
+
+
+def _as_time_column(columns: tuple[tuple[str, str], ...], time: str) -> tuple[tuple[str, str], ...]:
+    """The columns with `time` a TIMESTAMP: the type a stream's time takes where a file writes it otherwise (a
+    date, seconds with a fraction, text in a pattern)."""
+    return tuple((n, "TIMESTAMP" if n.lower() == time.lower() else t) for n, t in columns)
 
 
 def _times_as_text(stream: StreamSchema, sample: DataFrame) -> str:
@@ -1302,7 +1308,7 @@ def _columns_of_times(spark: SparkSession, draft: StreamSchema, path: str, fmt: 
     typed = tuple(n for n, t in draft.columns if t.upper() in kinds)
     if typed or days_apart:
         return typed
-    texts = [n for n, t in draft.columns if t == "STRING" and n not in draft.keys and n not in days_apart]
+    texts = [n for n, t in draft.columns if t == "STRING" and n not in draft.keys]
     found = _time_formats(spark, draft, path, fmt, {n: (n,) for n in texts}) if texts else {}
     return tuple(n for n in texts if found[n])
 
@@ -1321,9 +1327,8 @@ def _time_written(spark: SparkSession, draft: StreamSchema, path: str, fmt: str,
     dates beside its one column of times of day (`time.from`). The pattern is the one that reads every one of the
     file's first rows that writes a time; where two do (`d/M` and `M/d`, no day past the 12th), the run is refused
     with both, for the user to choose: a guess would move some events by months."""
-    names = {n.lower() for n, _ in draft.columns}
-    time = draft.time_column
-    if time.lower() not in names and len(days_apart) == 1:
+    kinds, time = {n.lower(): t for n, t in draft.columns}, draft.time_column
+    if time.lower() not in kinds and len(days_apart) == 1:
         [clock] = days_apart
         dates = [n for n, t in draft.columns if t in ("STRING", "DATE") and n != clock and n not in draft.keys]
         found = _time_formats(spark, draft, path, fmt, {d: (d, clock) for d in dates}) if dates else {}
@@ -1333,11 +1338,10 @@ def _time_written(spark: SparkSession, draft: StreamSchema, path: str, fmt: str,
         [(date, formats)] = pairs
         made = replace(draft, columns=(*draft.columns, (time, "TIMESTAMP")), time_from=(date, clock))
         return _one_format(spark, made, formats, path, fmt)
-    if {n.lower(): t for n, t in draft.columns}.get(time.lower()) != "STRING":
+    if kinds.get(time.lower()) != "STRING":
         return draft
     formats = _time_formats(spark, draft, path, fmt, {time: (time,)})[time]
-    typed = replace(draft, columns=tuple((n, "TIMESTAMP" if n.lower() == time.lower() else t)
-                                         for n, t in draft.columns))
+    typed = replace(draft, columns=_as_time_column(draft.columns, time))
     return _one_format(spark, typed, formats, path, fmt) if formats else draft
 
 
@@ -1351,7 +1355,7 @@ def _one_format(spark: SparkSession, stream: StreamSchema, formats: tuple[str | 
         return replace(stream, time_format=formats[0] if None not in formats else None)
     parts = stream.time_from or (stream.time_column,)
     text = read_raw(spark, path, fmt, skip_lines=stream.skip_lines)
-    value = _joined_time({c: _field(F.col(c), True, "TIMESTAMP") for c in parts}, parts)
+    value = _time_text(parts)
     read = text.agg(*(F.count(F.try_to_timestamp(value, F.lit(w))).alias(str(i)) for i, w in enumerate(formats)))
     counts = read.first()
     most = max(counts)
@@ -1375,11 +1379,15 @@ def _time_formats(spark: SparkSession, draft: StreamSchema, path: str, fmt: str,
     reads as a time, where one does: one small Spark job over those rows' text."""
     text = read_raw(spark, path, fmt, skip_lines=draft.skip_lines).limit(SCALE_SAMPLE_ROWS)
     formats = (None, *TIME_PATTERNS)
-    values = [_joined_time({c: _field(F.col(c), True, "TIMESTAMP") for c in parts}, parts)
-              for parts in candidates.values()]
+    values = [_time_text(parts) for parts in candidates.values()]
     seen = text.agg(*(_reads_all(value, written).alias(f"{i}_{j}") for i, value in enumerate(values)
                       for j, written in enumerate(formats))).first()
     return {name: tuple(w for j, w in enumerate(formats) if seen[f"{i}_{j}"]) for i, name in enumerate(candidates)}
+
+
+def _time_text(parts: tuple[str, ...]) -> Column:
+    """The text of a time the file's text columns `parts` write, as ingest reads it (`_field`, `_joined_time`)."""
+    return _joined_time({c: _field(F.col(c), True, "TIMESTAMP") for c in parts}, parts)
 
 
 def _reads_all(value: Column, written: str | None) -> Column:
