@@ -13,6 +13,7 @@ import os
 import re
 import zoneinfo
 from dataclasses import dataclass
+from datetime import UTC, timedelta, timezone, tzinfo
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -354,21 +355,34 @@ def to_mapping(schema: StreamSchema) -> dict:
             "columns": ddl_of(schema.file_columns)}
 
 
-ZONE_OFFSET = re.compile(r"(?:(?:UTC|GMT)?[+-]\d{1,2}(?::?\d{2})?|Z)")  # `+02:00`, `-0530`, `UTC+2`, `Z`
+# An offset as Spark reads it in a zone's place: `+02:00`, `-0530`, `UTC+2`, `Z`.
+ZONE_OFFSET = re.compile(r"(?:(?:UTC|GMT)?(?P<sign>[+-])(?P<hours>\d{1,2})(?::?(?P<minutes>\d{2}))?|Z)")
 
 
 ZONE_KINDS = "an IANA name (Europe/Berlin, its daylight saving time too) or an offset (+02:00)"
 
 
+def zone_info(zone: str) -> tzinfo:
+    """The zone `zone` names: an offset, or an IANA name Python's zone database knows (a ValueError otherwise)."""
+    offset = ZONE_OFFSET.fullmatch(zone)
+    if offset is None:
+        try:
+            return zoneinfo.ZoneInfo(zone)
+        except zoneinfo.ZoneInfoNotFoundError:
+            raise ValueError(f"no time zone is named {zone!r}") from None
+    if zone == "Z":
+        return UTC
+    sign = -1 if offset["sign"] == "-" else 1
+    return timezone(sign * timedelta(hours=int(offset["hours"]), minutes=int(offset["minutes"] or 0)))
+
+
 def names_zone(zone: object) -> bool:
-    """Whether `zone` names a time zone: an offset, or an IANA name Python's zone database knows."""
+    """Whether `zone` names a time zone (`zone_info`)."""
     if not isinstance(zone, str):
         return False
-    if ZONE_OFFSET.fullmatch(zone):
-        return True
     try:
-        zoneinfo.ZoneInfo(zone)
-    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        zone_info(zone)
+    except ValueError:
         return False
     return True
 

@@ -33,7 +33,7 @@ from pielake.errors import PielakeError
 from pielake.query import ast
 from pielake.query.analyzer import QueryPlan, bind, children, walk
 from pielake.spark import columns as C
-from pielake.streams import INTEGER_TYPES, TIMESTAMP_UNIT, UNIX_TIME, StreamSchema
+from pielake.streams import INTEGER_TYPES, TIMESTAMP_UNIT, UNIX_TIME, StreamSchema, zone_info
 
 RUN = (10, 100)
 GAP = (10, 50)
@@ -292,13 +292,15 @@ def write_query_events(plan: QueryPlan, out: Path, events: int, *, keys: int = 1
 def written_times(stream: StreamSchema, times: list[Any]) -> dict[str, pa.Array]:
     """A sample's times as the columns a file of the stream writes them in, where the schema says how
     (`time.format`, `time.from`): Unix time as a number, a pattern's text, and a time made from several columns
-    cut into them at spaces (ingest joins them with one). Text is written as the wall clock of UTC. A stream of
-    other times has none to write otherwise than as values."""
+    cut into them at spaces (ingest joins them with one). Text is written as the wall clock of the stream's zone
+    (`time.zone`, UTC where it names none), which ingest reads it as. A stream of other times has none to write
+    otherwise than as values."""
     if stream.time_unit != TIMESTAMP_UNIT or (stream.time_format is None and not stream.time_from):
         return {}
     if stream.time_format == UNIX_TIME:
         return {stream.time_column: pa.array([t.timestamp() for t in times], pa.float64())}
-    texts = [_as_pattern(t.astimezone(UTC), stream.time_format) for t in times]
+    zone = UTC if stream.time_zone is None else zone_info(stream.time_zone)
+    texts = [_as_pattern(t.astimezone(zone), stream.time_format) for t in times]
     if not stream.time_from:
         return {stream.time_column: pa.array(texts, pa.string())}
     cut = [text.rsplit(" ", len(stream.time_from) - 1) for text in texts]

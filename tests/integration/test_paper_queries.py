@@ -55,17 +55,19 @@ def test_a_golden_query_runs_from_the_command_line_and_equals_the_reference(path
 
 def test_a_sample_stream_writes_its_times_as_its_schema_reads_them(tmp_path: Path, spark: SparkSession) -> None:
     """A stream whose files write a date and a time of day in columns of their own, in a pattern (`Datum;Uhrzeit`,
-    `dd.MM.yyyy HH:mm:ss`, as a German logger exports them), gets a sample written so: every row is an event at
-    the time the sample drew, and the matches equal the reference's over the sample's events."""
+    `dd.MM.yyyy HH:mm:ss`, as a German logger exports them, in Berlin's wall clock), gets a sample written so: every
+    row is an event at the instant the sample drew, and the matches equal the reference's over the sample's
+    events."""
     plan = load_query_file(GOLDEN / "lng_rollover.tpq")
     drawn = sample_stream(plan)
     stream = replace(drawn, time_unit=TIMESTAMP_UNIT, time_format="dd.MM.yyyy HH:mm:ss", time_from=("Datum", "Uhrzeit"),
+                     time_zone="Europe/Berlin",
                      columns=(*((n, "TIMESTAMP" if n == "ts" else k) for n, k in drawn.columns),
                               ("Datum", "STRING"), ("Uhrzeit", "STRING")))
     save_schema(stream, tmp_path / "lake" / "_streams")
     events, seed = SAMPLES["lng_rollover"]
     sample = write_query_events(plan, tmp_path / "in", events, keys=2, seed=seed, stream=stream)
-    assert sample.read_text().splitlines()[1].split(",")[-2:] == ['"01.01.2026"', '"00:00:00"']
+    assert sample.read_text().splitlines()[1].split(",")[-2:] == ['"01.01.2026"', '"01:00:00"']
     result = CliRunner().invoke(main, ["run", str(GOLDEN / "lng_rollover.tpq"), "--events", str(sample), "--lake",
                                        str(tmp_path / "lake")])
     assert result.exit_code == 0 and f"rows in: {events}, staged events: {events}," in result.output, result.output

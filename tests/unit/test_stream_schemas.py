@@ -5,6 +5,7 @@ its time unit, wherever it is given."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from fractions import Fraction
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from pielake.streams import (
     save_schema,
     schema_column,
     to_mapping,
+    zone_info,
 )
 
 pytestmark = pytest.mark.unit
@@ -188,12 +190,13 @@ def test_a_zone_of_times_written_without_one_is_kept_with_its_schema_and_names_a
     assert declared.time_zone == "Europe/Berlin"
     assert to_mapping(declared)["time"]["zone"] == "Europe/Berlin"
     assert from_mapping(to_mapping(declared), "kept") == declared
-    for offset in ("+02:00", "-0530", "UTC+2", "Z"):
+    for offset, hours in (("+02:00", 2), ("-0530", -5.5), ("UTC+2", 2), ("Z", 0)):
         assert from_mapping({**schema, "time": {**schema["time"], "zone": offset}}, "Hobo.yaml").time_zone == offset
+        assert zone_info(offset).utcoffset(None) == timedelta(hours=hours)
     utc = from_mapping({**schema, "time": {"column": "ts", "unit": "timestamp"}}, "Hobo.yaml")
     assert utc.time_zone is None and "zone" not in to_mapping(utc)["time"]
     said = r"^Hobo.yaml: time.zone is the zone whose wall clock a stream of unit timestamp writes its times in"
-    for time in ({"zone": "Mars/Base"}, {"zone": 2}, {"zone": "Europe/Berlin", "format": "unix"}):
+    for time in ({"zone": "Mars/Base"}, {"zone": 2}, {"zone": "+25:00"}, {"zone": "Europe/Berlin", "format": "unix"}):
         with pytest.raises(SchemaError, match=said):
             from_mapping({**schema, "time": {**schema["time"], **time}}, "Hobo.yaml")
     with pytest.raises(SchemaError, match=said):

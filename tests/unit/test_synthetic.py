@@ -117,9 +117,9 @@ def test_every_bench_shape_is_a_valid_query_with_its_symbol_count(shape: str) ->
 
 def test_a_sample_writes_its_times_as_its_stream_s_schema_reads_them() -> None:
     """A sample file of a stream whose schema says how its files write times (`time.format`, `time.from`) writes
-    them so: a pattern's fields (an optional section in full, a quoted letter as text), Unix time as seconds, a
-    time made from a date and a time of day cut at the space between them. A field a sample does not write is
-    named."""
+    them so: a pattern's fields (an optional section in full, a quoted letter as text) in the wall clock of the
+    stream's zone, Unix time as seconds, a time made from a date and a time of day cut at the space between them.
+    A field a sample does not write is named."""
     at = [datetime(2026, 3, 5, 7, 4, 9, 250_000, tzinfo=UTC)]
     timed = StreamSchema("S", (), "ts", TIMESTAMP_UNIT, (("ts", "TIMESTAMP"),), time_format="dd/MM/yy'T'H:mm[:ss][.SS]")
     assert synthetic.written_times(timed, at)["ts"].to_pylist() == ["05/03/26T7:04:09.25"]
@@ -131,5 +131,8 @@ def test_a_sample_writes_its_times_as_its_stream_s_schema_reads_them() -> None:
     assert (written["Datum"].to_pylist(), written["Uhrzeit"].to_pylist()) == (["5.3.2026"], ["07:04:09"])
     assert synthetic.written_times(replace(parts, time_format=None), at)["Datum"].to_pylist() == ["2026-03-05"]
     assert synthetic.written_times(replace(timed, time_format=None), at) == {}
+    berlin = synthetic.written_times(replace(parts, time_zone="Europe/Berlin"), at)
+    assert (berlin["Datum"].to_pylist(), berlin["Uhrzeit"].to_pylist()) == (["5.3.2026"], ["08:04:09"])
+    assert synthetic.written_times(replace(parts, time_zone="-0530"), at)["Uhrzeit"].to_pylist() == ["01:34:09"]
     with pytest.raises(PielakeError, match=r"time\.format 'h:mm a', whose field 'h' it does not write"):
         synthetic.written_times(replace(timed, time_format="h:mm a"), at)
