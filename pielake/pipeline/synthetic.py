@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from pielake.errors import PielakeError
 from pielake.query import ast
 from pielake.query.analyzer import QueryPlan, bind, children, walk
+from pielake.query.like import like_example
 from pielake.spark import columns as C
 from pielake.streams import INTEGER_TYPES, TIMESTAMP_UNIT, UNIX_TIME, StreamSchema, zone_info
 
@@ -201,16 +202,18 @@ def sample_stream(plan: QueryPlan) -> StreamSchema:
 
 def _literals(plan: QueryPlan) -> dict[str, list[Decimal | str]]:
     """Per column (lower-case), the literals the predicates compare it with: every literal of a comparison,
-    BETWEEN or IN that the column takes part in, and zero where other columns take part too."""
+    BETWEEN or IN that the column takes part in (for a LIKE, a text its pattern holds), and zero where other
+    columns take part too."""
     found: dict[str, list[Decimal | str]] = {}
     for symbol in plan.symbols:
         for node in walk(symbol.predicate):
             compared = (isinstance(node, ast.Binary) and node.op in COMPARISONS) or \
-                isinstance(node, ast.Between | ast.InList)
+                isinstance(node, ast.Between | ast.InList | ast.Like)
             if not compared:
                 continue
             parts = list(walk(node))
-            values = [n.value for n in parts if isinstance(n, ast.Literal) and isinstance(n.value, Decimal | str)]
+            values = [like_example(n.value) if isinstance(node, ast.Like) and isinstance(n.value, str) else n.value
+                      for n in parts if isinstance(n, ast.Literal) and isinstance(n.value, Decimal | str)]
             columns = {n.name.lower() for n in parts if isinstance(n, ast.Column)}
             if len(columns) > 1:  # compared with each other too: values about zero make either side the larger
                 values.append(Decimal(0))

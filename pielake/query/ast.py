@@ -73,6 +73,17 @@ class InList:
 
 
 @dataclass(frozen=True)
+class Like:
+    """`x LIKE 'ab%'`: whether text is held whole by a pattern of SQL's LIKE, which a string literal writes
+    (`pielake.query.like`)."""
+
+    operand: Expr
+    pattern: Literal
+    negated: bool = False
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
 class IsNull:
     operand: Expr
     negated: bool = False
@@ -88,7 +99,7 @@ class Call:
     span: Span = _span()
 
 
-Expr = Column | Literal | Unary | Binary | Between | InList | IsNull | Call
+Expr = Column | Literal | Unary | Binary | Between | InList | Like | IsNull | Call
 
 
 # ---------------------------------------------------------------- clauses

@@ -17,6 +17,7 @@ from typing import Any
 
 from pielake.errors import CompileError
 from pielake.query import ast
+from pielake.query.like import like_regex
 from pielake.query.visitor import ExprVisitor
 
 ColumnResolver = Callable[[ast.Column], Any]
@@ -141,6 +142,13 @@ class Evaluator(ExprVisitor):
         else:
             found = None if None in items else False
         return (None if found is None else not found) if expr.negated else found
+
+    def eval_like(self, expr: ast.Like) -> Any:
+        value = self(expr.operand)
+        if value is None:
+            return None
+        held = like_regex(str(expr.pattern.value)).fullmatch(value) is not None
+        return held != expr.negated
 
     def eval_isnull(self, expr: ast.IsNull) -> Any:
         return (self(expr.operand) is not None) if expr.negated else (self(expr.operand) is None)

@@ -15,6 +15,7 @@ from functools import partial
 
 from pielake.errors import ErrorDetail, QuerySyntaxError, source_excerpt
 from pielake.query import ast
+from pielake.query.like import pattern_fault
 from pielake.query.tokens import Kind, Span, Token, tokenize
 
 MAX_NESTING = 100
@@ -27,7 +28,7 @@ KEYWORDS = frozenset({
 SQL_STATEMENT_WORDS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "DROP", "CREATE", "ALTER", "MERGE",
                                  "TRUNCATE", "GRANT", "UNION", "EXEC", "EXECUTE", "CALL"})
 # SQL's operators that match text against a pattern, which predicates do not have: each gets what to write instead.
-SQL_PATTERN_MATCHING = frozenset({"LIKE", "ILIKE", "RLIKE", "REGEXP", "SIMILAR"})
+SQL_PATTERN_MATCHING = frozenset({"ILIKE", "RLIKE", "REGEXP", "SIMILAR"})
 # Units a user may write after a number with a space (`70 mph`); glued units (`8m/s2`) may be anything.
 SPACED_UNITS = frozenset({"mph", "kmh", "kph", "mps", "knots", "kn", "kt", "rpm", "hz", "deg", "degrees",
                           "percent", "pct", "km", "cm", "mm", "mi", "ft", "kg", "bar", "psi", "kpa", "volt",
@@ -195,8 +196,8 @@ class Parser:
                 f"If '- {word.text} ...' is meant as a comment, a comment starts with two dashes: '--'."))
         matching = self.ahead() if self.at_keyword("NOT") else self.tok
         if matching.kind is Kind.IDENT and matching.upper() in SQL_PATTERN_MATCHING:
-            raise self.error(f"{matching.text} matches text against a pattern, which predicates do not do", matching,
-                             "Compare whole values: x = 'ON', x IN ('ON', 'OPEN'), lower(x) = 'on'.")
+            raise self.error(f"{matching.text} is not how a predicate matches text against a pattern", matching,
+                             "Write SQL's LIKE: x LIKE 'ON%', lower(x) LIKE 'on%' (% any run of characters, _ one).")
         if not (self.at_keyword("PATTERN", "WITHIN", "RETURN") or self.tok.kind is Kind.EOF
                 or self.misspelled("PATTERN")):
             raise self.error(f"expected ',' or PATTERN after the predicate of {last.symbol.text}, found "
@@ -462,7 +463,8 @@ class Parser:
             op = _COMPARISONS[self.advance().text]
             return ast.Binary(op, left, self.sum(), self.span_from(start))
         negated = False
-        if self.at_keyword("NOT") and self.ahead().kind is Kind.IDENT and self.ahead().upper() in {"BETWEEN", "IN"}:
+        if self.at_keyword("NOT") and self.ahead().kind is Kind.IDENT and self.ahead().upper() in {"BETWEEN", "IN",
+                                                                                                   "LIKE"}:
             self.advance()
             negated = True
         if self.at_keyword("BETWEEN") and (negated or not self._between_is_duration()):
@@ -476,6 +478,9 @@ class Parser:
             items = self.comma_list(self.expr)
             self.expect_op(")", "to close the IN list")
             return ast.InList(left, items, negated, self.span_from(start))
+        if self.at_keyword("LIKE"):
+            self.advance()
+            return ast.Like(left, self.like_pattern(), negated, self.span_from(start))
         if self.at_keyword("IS"):
             self.advance()
             is_not = False
@@ -485,6 +490,19 @@ class Parser:
             self.expect_keyword("NULL", "Write IS NULL or IS NOT NULL.")
             return ast.IsNull(left, is_not, self.span_from(start))
         return left
+
+    def like_pattern(self) -> ast.Literal:
+        """The string literal after LIKE, a pattern Spark takes as it is written (`pattern_fault`)."""
+        token = self.tok
+        if token.kind is not Kind.STRING:
+            raise self.error(f"expected a pattern in quotes after LIKE, found {self.describe(token)}",
+                             suggestion="Write x LIKE 'ON%': % stands for any run of characters, _ for one.")
+        fault = pattern_fault(token.text)
+        if fault is not None:
+            raise self.error(f"the LIKE pattern '{token.text}' cannot be read: {fault}", token,
+                             "% stands for any run of characters, _ for one, \\% and \\_ for themselves.")
+        self.advance()
+        return ast.Literal(token.text, span=token.span)
 
     def _between_is_duration(self) -> bool:
         """`speed > 70 BETWEEN 4s AND 30s` is a duration bound; tell it apart by the unit on the low bound."""

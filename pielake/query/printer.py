@@ -66,6 +66,10 @@ def _inlist_text(e: ast.InList) -> str:
     return f"{_operand(e.operand)} {neg}IN ({', '.join(expr_text(i) for i in e.items)})"
 
 
+def _like_text(e: ast.Like) -> str:
+    return f"{_operand(e.operand)} {'NOT ' if e.negated else ''}LIKE {expr_text(e.pattern)}"
+
+
 def _isnull_text(e: ast.IsNull) -> str:
     return f"{_operand(e.operand)} IS {'NOT ' if e.negated else ''}NULL"
 

@@ -7,7 +7,7 @@ over a stream whose types are known is checked here first, and a mix is an error
 - families: number (integers, floating, DECIMAL), string, boolean, time (TIMESTAMP, DATE); NULL fits any;
 - a comparison, BETWEEN, IN, `least`, `greatest` and `coalesce` take one family (a time also takes text, which
   Spark reads as a time);
-- arithmetic and `abs` take numbers, `lower` and `upper` text, AND, OR and NOT conditions;
+- arithmetic and `abs` take numbers, `lower`, `upper` and LIKE text, AND, OR and NOT conditions;
 - a predicate is a condition; in RETURN, `avg` and `sum` take numbers.
 """
 
@@ -110,6 +110,10 @@ class TypeChecker(ExprVisitor):
 
     def family_of_inlist(self, expr: ast.InList) -> str:
         self.same((expr.operand, *expr.items), expr, "IN")
+        return BOOLEAN
+
+    def family_of_like(self, expr: ast.Like) -> str:
+        self.expect(expr.operand, STRING, "LIKE")
         return BOOLEAN
 
     def family_of_isnull(self, expr: ast.IsNull) -> str:

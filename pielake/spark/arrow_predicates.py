@@ -11,7 +11,8 @@ does, and declines the rest (`ArrowDeclinedError`: the run then reads through Sp
 - columns of integer, floating, boolean and string types; literals that are numbers, strings or booleans;
 - `+ - *` on numbers (NULL where a whole-number result is beyond 64 bits, as Spark's `try_` arithmetic gives),
   `/` as `try_divide` (a double; NULL for a zero divisor), comparisons within numbers, strings or booleans,
-  Kleene `AND`/`OR`/`NOT`, `BETWEEN`, `IN`, `IS NULL`, and `abs`, `least`, `greatest` over numbers, `coalesce`.
+  Kleene `AND`/`OR`/`NOT`, `BETWEEN`, `IN`, `LIKE` on strings (Arrow's `match_like` reads `%`, `_` and `\\` as
+  Spark does), `IS NULL`, and `abs`, `least`, `greatest` over numbers, `coalesce`.
 
 NULL propagates as in SQL and a NULL predicate counts as false (docs/semantics.md §1). Events hold no NaN (ingest
 quarantines them, `not_finite`), which is where Spark's ordering of floating values departs from IEEE's.
@@ -152,6 +153,13 @@ class ArrowEvaluator(ExprVisitor):
         _same_family(value, *items)
         found = reduce(pc.or_kleene, (pc.equal(value, item) for item in items))
         return pc.invert(found) if expr.negated else found
+
+    def arrow_like(self, expr: ast.Like) -> Value:
+        value = self(expr.operand)
+        if _family(value) != "string":
+            raise ArrowDeclinedError(f"LIKE on {value.type}")
+        held = pc.match_like(value, str(expr.pattern.value))
+        return pc.invert(held) if expr.negated else held
 
     def arrow_isnull(self, expr: ast.IsNull) -> Value:
         operand = self(expr.operand)

@@ -85,6 +85,10 @@ class Compiler(ExprVisitor):
         found = self(expr.operand).isin(*(self(item) for item in expr.items))
         return ~found if expr.negated else found
 
+    def compile_like(self, expr: ast.Like) -> Column:
+        held = self(expr.operand).like(str(expr.pattern.value))
+        return ~held if expr.negated else held
+
     def compile_isnull(self, expr: ast.IsNull) -> Column:
         operand = self(expr.operand)
         return operand.isNotNull() if expr.negated else operand.isNull()

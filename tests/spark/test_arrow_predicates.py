@@ -23,7 +23,7 @@ STREAM = StreamSchema("S", ("key",), "ts", "s", (("key", "STRING"), ("ts", "BIGI
 XS = [None, -3, -1, 0, 1, 2, 3, 5, 10**6]
 IS = [None, -7, 0, 3, 2**31 - 1]
 YS = [None, -2.5, 0.0, 0.5, 1.0, 2.0, 3.25]
-SS = [None, "a", "b", "c", "ab"]
+SS = [None, "a", "b", "c", "ab", "a_b", "a%b", "a\nb", "A", "ab\n", ""]
 BS = [None, True, False]
 ROWS = [{"key": "k", "ts": t, "x": XS[t % len(XS)], "y": YS[(t // 2) % len(YS)], "s": SS[(t // 3) % len(SS)],
          "b": BS[(t // 5) % len(BS)], "i": IS[(t // 7) % len(IS)]} for t in range(1, 400)]
@@ -37,6 +37,9 @@ COMPUTED = [
     "x * 4611686018427387904 > 0", "x + 9223372036854775807 > 0", "NOT (x - 9223372036854775807 < 0)",
     "-(x - 9223372036854775807 - 1) > 0", "abs(x - 9223372036854775807 - 1) > 0", "i * 1000000000 > 2000000000",
     "i + i > 0", "x < 100000000000000000000",
+    # SQL's LIKE, across line breaks; \ makes %, _ and itself stand for themselves.
+    "s LIKE 'a%'", "s NOT LIKE '%b'", "s LIKE 'a_b'", "s LIKE 'a\\_b'", "s LIKE '%\\%%'", "s LIKE '_'",
+    "s LIKE ''", "s LIKE 'a%b'", "s LIKE '%\n'", "NOT s LIKE 'A' AND s NOT LIKE 'a'",
 ]
 DECLINED = ["x % 2 = 1", "lower(s) = 'a'", "upper(s) = 'A'", "x = NULL", "s > 1",
             "b > 1", "x", "x AND b"]

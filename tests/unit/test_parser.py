@@ -345,6 +345,7 @@ def test_a_query_partitions_by_every_key_of_its_stream() -> None:
     ("A AS lower(speed) = 'x'", "lower() takes a string, and speed is a number", 26),
     ("A AS speed IN (1, 'two')", "IN mixes speed (number) and 1 (number) and 'two' (string)", 20),
     ("A AS coalesce(speed, label) > 1", "coalesce() mixes speed (number) and label (string)", 20),
+    ("A AS speed NOT LIKE '1%'", "LIKE takes a string, and speed is a number", 20),
 ])
 def test_an_expression_mixing_types_of_the_stream_is_an_error(written: str, message: str, col: int) -> None:
     with pytest.raises(QueryError) as caught:
@@ -355,7 +356,8 @@ def test_an_expression_mixing_types_of_the_stream_is_an_error(written: str, mess
 
 def test_well_typed_expressions_pass_the_check() -> None:
     columns = ("speed DOUBLE", "label STRING", "flag BOOLEAN", "seen TIMESTAMP")
-    plan = load_query("FROM S DEFINE A AS speed BETWEEN 1 AND 2.5 AND lower(label) IN ('a', 'b') AND NOT flag, "
+    plan = load_query("FROM S DEFINE A AS speed BETWEEN 1 AND 2.5 AND lower(label) IN ('a', 'b') AND NOT flag "
+                      "AND label NOT LIKE 'x\\_%', "
                       "B AS seen > '2026-01-01' OR label IS NULL OR greatest(speed, 3) % 2 = 1 "
                       "PATTERN A meets B WITHIN 5 s RETURN avg(A.speed) + 1 AS s, upper(first(B.label)) AS l, "
                       "duration(A) * 2 AS d, B.ts - A.ts AS gap", schemas=stream(*columns))
