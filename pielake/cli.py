@@ -331,6 +331,11 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Zone whose wall clock an unknown stream's files write times in where they carry no zone "
                           "(a logger's local time): an IANA name (Europe/Berlin) or an offset (+02:00). Default: "
                           "UTC."),
+        click.option("--time-format", default=None, metavar="PATTERN",
+                     help="Spark datetime pattern an unknown stream's files write text times in (dd/MM/yyyy "
+                          "HH:mm:ss); with --time-column naming a column of dates beside one of times of day, the "
+                          "two joined by a space. Default: ISO-8601, or the one day-first or month-first pattern "
+                          "that reads the file."),
         click.option("--run-id", default=None, callback=_run_id,
                      help="Name of this run (default: a timestamp and a random suffix)."),
         click.option("--checks/--no-checks", default=True, show_default=True,

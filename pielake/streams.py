@@ -393,6 +393,16 @@ def check_zone_named(zone: str, setting: str) -> None:
         raise SchemaError(f"{setting} '{zone}' names no time zone: give {ZONE_KINDS}")
 
 
+def check_pattern_given(pattern: str, setting: str) -> None:
+    """A run's pattern of an unknown stream's text times (`--time-format`, a registration's `time_format`) is a
+    pattern; Unix time is a number, which `--time-unit s` reads. Spark tells a pattern it does not take as it reads
+    a time with it (`_check_time_reading` in `pielake.pipeline.ingest`)."""
+    if not pattern.strip() or pattern == UNIX_TIME:
+        raise SchemaError(f"{setting} is the Spark datetime pattern an unknown stream's files write text times in "
+                          f"(dd/MM/yyyy HH:mm:ss), not {pattern!r}; a number of seconds since 1970 is read with "
+                          "--time-unit s (a registration's time_unit: s)")
+
+
 def check_time_zone(zone: object, written: str | None, unit: str, origin: str) -> None:
     """A stream's `time.zone` names a zone, of a stream of unit timestamp whose times are not Unix time (a number
     of seconds since 1970 is an instant); else a SchemaError naming where it was given (`origin`)."""

@@ -11,6 +11,7 @@ A *registered query* is a `<name>.tpq` file in the registry folder (`PIELAKE_QUE
     time_unit: ms                    # of their numeric times (default s)
     skip_lines: [1, 3, 4]            # their CSV files' lines around the header (a logger's title, units)
     time_zone: Europe/Berlin         # the zone of their times written as a wall clock; default UTC
+    time_format: dd/MM/yyyy HH:mm:ss # the pattern of their text times; default ISO-8601 or the one that reads them
     runner: engine                   # or spark-submit; default PIELAKE_RUNNER, else engine
 
 or, instead of a schedule and an events file, a folder its events land in (`pielake.orchestration.landing`):
@@ -81,6 +82,7 @@ from pielake.streams import (
     TIMESTAMP_UNIT,
     WHOLE_NUMBER,
     as_given,
+    check_pattern_given,
     check_skip_lines,
     check_time_unit,
     check_zone_named,
@@ -97,7 +99,8 @@ DEFAULT_SCHEDULE = "@hourly"
 # A registration's settings, each with a value a refusal shows as its example.
 SETTINGS = {"schedule": '"*/10 * * * *"', "events": "/landing/cars.csv", "landing": "/landing/cars/*.csv",
             "format": "csv", "time_column": "ts", "time_unit": "ms", "skip_lines": "[1, 3, 4]",
-            "time_zone": "Europe/Berlin", "runner": "engine", "step_timeout": "30"}
+            "time_zone": "Europe/Berlin", "time_format": "dd/MM/yyyy HH:mm:ss", "runner": "engine",
+            "step_timeout": "30"}
 RUNNERS = ("engine", "spark-submit")
 # The settings a deployment gives every registration that gives none: the variable each is read from.
 DEPLOYED = {"runner": "PIELAKE_RUNNER", "step_timeout": "PIELAKE_STEP_TIMEOUT"}
@@ -121,6 +124,7 @@ class Registration:
     time_unit: str = ""  # an unknown stream's (`--time-unit`); none: s
     skip_lines: str = ""  # as `--skip-lines` gives them: `1,3,4`
     time_zone: str = ""  # an unknown stream's zone (`--time-zone`); none: UTC
+    time_format: str = ""  # the pattern of an unknown stream's text times (`--time-format`)
     runner: str = "engine"  # where the steps run: RUNNERS
     # Minutes a step may run before Airflow stops its task, which is then retried: a step whose engine hangs,
     # or whose connection is lost without an error, would otherwise hold the run (and its query's lock) forever.
@@ -137,6 +141,8 @@ class Registration:
         check_skip_lines(self.skip_lines, "skip_lines")
         if self.time_zone:
             check_zone_named(self.time_zone, "time_zone")
+        if self.time_format:
+            check_pattern_given(self.time_format, "time_format")
         if self.format and self.format not in FORMATS:
             raise PielakeError(f"format '{self.format}' is not one of {', '.join(FORMATS)}")
         for stream, path in files_by_stream(self.plan, self.events).items():
@@ -372,7 +378,8 @@ def _spark_submit(**arguments: Any) -> BaseOperator:
 def _job_args(request: dict[str, Any]) -> list[str]:
     """The run's request as `jobs/step.py`'s options (`pielake.pipeline.jobs`)."""
     flags = {"mode": "--mode", "events_path": "--events", "fmt": "--format", "time_column": "--time-column",
-             "time_unit": "--time-unit", "skip_lines": "--skip-lines", "time_zone": "--time-zone", "since": "--from",
+             "time_unit": "--time-unit", "skip_lines": "--skip-lines", "time_zone": "--time-zone",
+             "time_format": "--time-format", "since": "--from",
              "until": "--to", "lock_wait": "--lock-wait"}
     streams = [part for stream, path in request.get("stream_events", []) for part in ("--events", f"{stream}={path}")]
     return [*(part for key, flag in flags.items() if request.get(key) is not None
@@ -416,7 +423,8 @@ DEFAULT_ARGS = {"owner": "pielake", "retries": 2,
 def _request(registration: Registration, mode: str, events: tuple[str, ...], **more: str) -> dict[str, Any]:
     """The run's request (`pielake.pipeline.job.RunRequest`'s fields), its values Airflow templates."""
     given = {"time_column": registration.time_column, "time_unit": registration.time_unit,
-             "skip_lines": registration.skip_lines, "time_zone": registration.time_zone}
+             "skip_lines": registration.skip_lines, "time_zone": registration.time_zone,
+             "time_format": registration.time_format}
     return {"mode": mode, **events_files(registration.plan, events), "fmt": registration.format or None,
             "lock_wait": lock_wait(), **{setting: value for setting, value in given.items() if value}, **more}
 

@@ -621,10 +621,11 @@ def _from_wall_clock(time: Column, value: Column, kind: T.DataType, stream: Stre
     return time if ZONE_LETTERS.search(pattern) else instant
 
 
-def _check_time_reading(spark: SparkSession, stream: StreamSchema) -> None:
+def _check_time_reading(spark: SparkSession, stream: StreamSchema,
+                        settings: tuple[str, str] = ("time.format", "time.zone")) -> None:
     """Spark tells a pattern or a zone it does not take only as it reads a time with it, mid-run: one time read
-    here (a small job) refuses it before, naming the stream's schema and what Spark says is wrong. A stream with
-    neither runs no job."""
+    here (a small job) refuses it before, naming where they were given (`settings`: the schema's fields, or a
+    run's options) and what Spark says is wrong. A stream with neither runs no job."""
     pattern = stream.time_format if stream.time_format not in (None, UNIX_TIME) else None
     if pattern is None and stream.time_zone is None:
         return
@@ -634,8 +635,8 @@ def _check_time_reading(spark: SparkSession, stream: StreamSchema) -> None:
         spark.range(1).select(F.to_utc_timestamp(time, stream.time_zone or "UTC")).collect()
     except Exception as error:  # Spark's INVALID_DATETIME_PATTERN, INVALID_TIMEZONE and their kin
         said = spark_said(error)
-        named = " with its ".join(f"{key} '{value}'" for key, value in (("time.format", pattern),
-                                                                       ("time.zone", stream.time_zone)) if value)
+        named = " with its ".join(f"{key} '{value}'" for key, value in zip(settings, (pattern, stream.time_zone),
+                                                                          strict=True) if value)
         raise SchemaError(f"stream {stream.name}'s {named} is not how Spark reads times: {said}; see Spark's "
                           "datetime patterns (dd/MM/yyyy HH:mm:ss, yyyy-MM-dd HH:mm:ss.SSS) and zones "
                           "(Europe/Berlin, +02:00)") from None
@@ -956,7 +957,8 @@ def streams_for(lake: Lake, plan: QueryPlan, request: RunRequest,
 
 
 def _check_given(known: StreamSchema, request: RunRequest, lake_root: Path, schemas_dir: Path) -> None:
-    """A run's `--time-column`, `--time-unit`, `--skip-lines` and `--time-zone` type an unknown stream; a known
+    """A run's `--time-column`, `--time-unit`, `--skip-lines`, `--time-zone` and `--time-format` type an unknown
+    stream; a known
     one reads its files as its schema says. One given that differs from the schema is refused, naming the schema's
     file, not ignored: the run's rows would be read otherwise than the user said (times in milliseconds read as
     seconds), and a setting changed under events already read would read later files against them otherwise.
@@ -975,6 +977,9 @@ def _check_given(known: StreamSchema, request: RunRequest, lake_root: Path, sche
         ("--time-zone", "time.zone", request.time_zone, request.time_zone == (known.time_zone or "UTC"),
          f"reads its times as the wall clock of {known.time_zone}" if known.time_zone else
          "reads its times as UTC where they carry no zone"),
+        ("--time-format", "time.format", request.time_format, request.time_format == known.time_format,
+         f"reads its times written {known.time_format}" if known.time_format else
+         "reads its times as ISO-8601 or as its files' types hold them"),
     )
     for option, field, given, agrees, said in settings:
         if given and not agrees:
@@ -1068,7 +1073,10 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
     columns, days_apart = _times_of_day_as_text(lake.spark, path, fmt, request.skip_lines, columns)
     draft = StreamSchema(name, keys, time, TIMESTAMP_UNIT, columns, time_zone=request.time_zone,
                          decimal_mark=decimal_mark, skip_lines=request.skip_lines)
-    made = _time_written(lake.spark, draft, path, fmt, days_apart)
+    if request.time_format is not None:
+        _check_time_reading(lake.spark, replace(draft, time_format=request.time_format),
+                            ("--time-format", "--time-zone"))
+    made = _time_written(lake.spark, draft, path, fmt, days_apart=days_apart, given=request.time_format)
     columns = made.columns
     names = {n.lower() for n, _ in columns}
     for needed in [*keys, time]:
@@ -1320,29 +1328,53 @@ DATE_PATTERNS = ("d.M.yyyy", "d/M/yyyy", "M/d/yyyy", "yyyy/M/d", "d-M-yyyy")
 TIME_PATTERNS = tuple(f"{date}[ H:mm[:ss][.SSS]]" for date in DATE_PATTERNS)
 
 
-def _time_written(spark: SparkSession, draft: StreamSchema, path: str, fmt: str,
-                  days_apart: tuple[str, ...]) -> StreamSchema:
+def _time_written(spark: SparkSession, draft: StreamSchema, path: str, fmt: str, *, days_apart: tuple[str, ...],
+                  given: str | None) -> StreamSchema:
     """The stream typed from its file, with how the file writes its time where Spark found no time: a column of
     text in one of `TIME_PATTERNS`, or, where the file has no time column of the name asked for, one column of
     dates beside its one column of times of day (`time.from`). The pattern is the one that reads every one of the
     file's first rows that writes a time; where two do (`d/M` and `M/d`, no day past the 12th), the run is refused
-    with both, for the user to choose: a guess would move some events by months."""
+    with both, for the user to choose: a guess would move some events by months. A pattern the run gives
+    (`--time-format`, `given`) is the only one tried, on whatever type Spark found, and must read one of those
+    rows' times: a row it does not read is then quarantined (`cast_failed`), as under a declared schema."""
     kinds, time = {n.lower(): t for n, t in draft.columns}, draft.time_column
+    tried = (None, *TIME_PATTERNS) if given is None else (given,)
     if time.lower() not in kinds and len(days_apart) == 1:
         [clock] = days_apart
         dates = [n for n, t in draft.columns if t in ("STRING", "DATE") and n != clock and n not in draft.keys]
-        found = _time_formats(spark, draft, path, fmt, {d: (d, clock) for d in dates}) if dates else {}
+        found = _time_formats(spark, draft, path, fmt, {d: (d, clock) for d in dates}, formats=tried,
+                               every=given is None) if dates else {}
         pairs = [(date, formats) for date, formats in found.items() if formats]
         if len(pairs) != 1:
+            if given is not None and len(dates) == 1:
+                raise _not_read_as_given(spark, draft, (dates[0], clock), given=given, path=path, fmt=fmt)
             return draft
         [(date, formats)] = pairs
         made = replace(draft, columns=(*draft.columns, (time, "TIMESTAMP")), time_from=(date, clock))
         return _one_format(spark, made, formats, path, fmt)
-    if kinds.get(time.lower()) != "STRING":
+    if kinds.get(time.lower()) != "STRING" and (given is None or time.lower() not in kinds):
         return draft
-    formats = _time_formats(spark, draft, path, fmt, {time: (time,)})[time]
+    formats = _time_formats(spark, draft, path, fmt, {time: (time,)}, formats=tried, every=given is None)[time]
+    if given is not None and not formats:
+        raise _not_read_as_given(spark, draft, (time,), given=given, path=path, fmt=fmt)
     typed = replace(draft, columns=_as_time_column(draft.columns, time))
     return _one_format(spark, typed, formats, path, fmt) if formats else draft
+
+
+def _not_read_as_given(spark: SparkSession, draft: StreamSchema, parts: tuple[str, ...], *, given: str, path: str,
+                       fmt: str) -> PielakeError:
+    """The refusal of a `--time-format` that reads none of the file's first rows' times, with the first of them
+    (one small Spark job, on the way to the error only)."""
+    value = _time_text(parts)
+    text = read_raw(spark, path, fmt, skip_lines=draft.skip_lines).limit(SCALE_SAMPLE_ROWS)
+    first = text.where(value.isNotNull()).select(value).first()
+    which = "they write none" if first is None else f"the first is '{first[0]}'"
+    joined = " (joined by a space)" if len(parts) > 1 else ""
+    return PielakeError(f"stream {draft.name} has no schema, and --time-format '{given}' reads none of the times its "
+                        f"file {path}, read as {fmt}, writes in {' and '.join(parts)}{joined} in its first "
+                        f"{SCALE_SAMPLE_ROWS:,} rows: {which}; give the pattern they are written in (Spark's datetime "
+                        "patterns: dd/MM/yyyy HH:mm:ss, d.M.yyyy H:mm), or leave --time-format out for ISO-8601 or "
+                        "the day-first or month-first pattern that reads them")
 
 
 def _one_format(spark: SparkSession, stream: StreamSchema, formats: tuple[str | None, ...], path: str,
@@ -1369,18 +1401,20 @@ def _one_format(spark: SparkSession, stream: StreamSchema, formats: tuple[str | 
     raise PielakeError(f"stream {stream.name} has no schema, and its file {path}, read as {fmt}, writes its times "
                        f"({written_in}) so that they read both as {first} and as {other}: no day past the 12th tells "
                        f"day and month apart. Declare the stream in schemas/{stream.name}.yaml as {flow}, or with "
-                       f"format: {other} if its dates are written month first (docs/operations.md, \"Streams\")")
+                       f"format: {other} if its dates are written month first (docs/operations.md, \"Streams\"); or "
+                       f"give the run the pattern: --time-format '{first}' (a registration's time_format)")
 
 
 def _time_formats(spark: SparkSession, draft: StreamSchema, path: str, fmt: str,
-                  candidates: dict[str, tuple[str, ...]]) -> dict[str, tuple[str | None, ...]]:
+                  candidates: dict[str, tuple[str, ...]], *, formats: tuple[str | None, ...] = (None, *TIME_PATTERNS),
+                  every: bool = True) -> dict[str, tuple[str | None, ...]]:
     """For each candidate time (a name, and the file's columns whose text, joined by a space, writes it), the
-    formats, of ISO-8601 (None) and `TIME_PATTERNS`, in which every one of the file's first rows that writes it
-    reads as a time, where one does: one small Spark job over those rows' text."""
+    `formats` (None: ISO-8601) in which every one of the file's first rows that writes it reads as a time (or,
+    not `every`, one of them), where one does: one small Spark job over those rows' text."""
     text = read_raw(spark, path, fmt, skip_lines=draft.skip_lines).limit(SCALE_SAMPLE_ROWS)
-    formats = (None, *TIME_PATTERNS)
     values = [_time_text(parts) for parts in candidates.values()]
-    seen = text.agg(*(_reads_all(value, written).alias(f"{i}_{j}") for i, value in enumerate(values)
+    reads = _reads_all if every else _reads_one
+    seen = text.agg(*(reads(value, written).alias(f"{i}_{j}") for i, value in enumerate(values)
                       for j, written in enumerate(formats))).first()
     return {name: tuple(w for j, w in enumerate(formats) if seen[f"{i}_{j}"]) for i, name in enumerate(candidates)}
 
@@ -1390,10 +1424,20 @@ def _time_text(parts: tuple[str, ...]) -> Column:
     return _joined_time({c: _field(F.col(c), True, "TIMESTAMP") for c in parts}, parts)
 
 
+def _read(value: Column, written: str | None) -> Column:
+    """`value` read as a time written as `written` (None: ISO-8601); NULL where it does not read so."""
+    return _as_timestamp(value) if written is None else F.try_to_timestamp(value, F.lit(written))
+
+
+def _reads_one(value: Column, written: str | None) -> Column:
+    """Whether a `value` of a sample reads as a time written as `written`."""
+    return F.coalesce(F.bool_or(_read(value, written).isNotNull()), F.lit(False))
+
+
 def _reads_all(value: Column, written: str | None) -> Column:
     """Whether every present `value` of a sample reads as a time written as `written` (None: ISO-8601), and one
     does."""
-    time = _as_timestamp(value) if written is None else F.try_to_timestamp(value, F.lit(written))
+    time = _read(value, written)
     return F.coalesce(F.bool_and(value.isNull() | time.isNotNull()) & F.bool_or(value.isNotNull()), F.lit(False))
 
 

@@ -31,6 +31,7 @@ from pielake.streams import (
     DEFAULT_TIME_COLUMN,
     DEFAULT_TIME_UNIT,
     StreamSchema,
+    check_pattern_given,
     check_skip_lines,
     check_time_unit,
     check_zone_named,
@@ -55,6 +56,9 @@ class RunRequest:
     skip_lines: tuple[int, ...] | str = ()
     # The zone whose wall clock an unknown stream's files write its times in (`StreamSchema.time_zone`).
     time_zone: str | None = None
+    # The Spark datetime pattern an unknown stream's files write its times in (`StreamSchema.time_format`); None:
+    # the one of ISO-8601 and `TIME_PATTERNS` that reads its file.
+    time_format: str | None = None
     since: str | None = None  # a backfill's range, in the stream's own time
     until: str | None = None
     checks: bool = True
@@ -68,6 +72,8 @@ class RunRequest:
         object.__setattr__(self, "skip_lines", check_skip_lines(self.skip_lines, "--skip-lines"))
         if self.time_zone is not None:
             check_zone_named(self.time_zone, "--time-zone")
+        if self.time_format is not None:
+            check_pattern_given(self.time_format, "--time-format")
         # a stream named with no file (an empty Airflow param) has no events file
         object.__setattr__(self, "stream_events", tuple((name, path) for name, path in self.stream_events if path))
 

@@ -39,6 +39,7 @@ def parser() -> argparse.ArgumentParser:
     args.add_argument("--time-unit", default=None, help="an unknown stream's unit of numeric times (default: s)")
     args.add_argument("--skip-lines", default="", help="an unknown stream's lines around its header: N or 1,3,4")
     args.add_argument("--time-zone", default=None, help="the zone of an unknown stream's times written as a clock")
+    args.add_argument("--time-format", default=None, help="the pattern an unknown stream's text times are written in")
     args.add_argument("--from", dest="since", default=None, help="backfill range start (stream time)")
     args.add_argument("--to", dest="until", default=None, help="backfill range end (stream time)")
     args.add_argument("--format", default=None)
@@ -68,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         request = RunRequest(mode=options.mode, **events_files(plan, [e for e in options.events if e]),
                              fmt=options.format or None,
                              time_column=options.time_column, time_unit=options.time_unit,
-                             skip_lines=options.skip_lines, time_zone=options.time_zone, since=options.since,
+                             skip_lines=options.skip_lines, time_zone=options.time_zone,
+                             time_format=options.time_format, since=options.since,
                              until=options.until, checks=not options.no_checks, lock_wait=options.lock_wait)
         outcome = Run(lake, plan, options.run_id, request, progress=_to_log).step(options.step)
         if isinstance(outcome, StageResult):

@@ -91,6 +91,8 @@ SETTINGS_TYPED_WRONG = {
                 "unnamed.yaml: query unnamed reads 2 streams: name each file's stream"),
     "unzoned": (QUERY, b"time_zone: Berlin\n", "unzoned.yaml: time_zone 'Berlin' names no time zone: give an IANA "
                                                 "name (Europe/Berlin"),
+    "unpatterned": (QUERY, b"time_format: unix\n", "unpatterned.yaml: time_format is the Spark datetime pattern an "
+                                                    "unknown stream's files write text times in"),
     "twice": (QUERY, b'schedule: "@hourly"\nevents: /landing/flags.json\nschedule: "*/5 * * * *"\n',
               "twice.yaml, line 3, column 1: 'schedule' is set here and on line 1; keep one"),
     "forever": (QUERY, b"step_timeout: 1e308\n", "forever.yaml: step_timeout '1e308' is not a number of minutes above "
@@ -124,7 +126,8 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> dict:
                                           "  PortCalls: /landing/calls.csv\nrunner: spark-submit\n")
     (queries / "landed.tpq").write_text(QUERY)
     (queries / "landed.yaml").write_text("landing: /landing/flags/*.json.gz\nrunner: spark-submit\n"
-                                         "skip_lines: [1, 3, 4]\ntime_zone: '+02:00'\ntime_unit: ms\n")
+                                         "skip_lines: [1, 3, 4]\ntime_zone: '+02:00'\ntime_unit: ms\n"
+                                         "time_format: dd.MM.yyyy HH:mm\n")
     (queries / "vessels_landed.tpq").write_text(VESSELS)
     (queries / "vessels_landed.yaml").write_text("landing:\n  VesselPositions: /landing/positions/*.csv\n"
                                                  "  PortCalls: /landing/calls/\nformat: csv\nrunner: spark-submit\n")
@@ -217,7 +220,9 @@ def test_a_query_registered_with_a_landing_folder_runs_when_files_land_and_reads
     assert args[args.index("--skip-lines") + 1] == "1,3,4"  # a logger's lines around the header, as registered
     assert args[args.index("--time-zone") + 1] == "+02:00"
     assert args[args.index("--time-unit") + 1] == "ms"
-    for unsaid in ("--skip-lines", "--time-zone", "--time-unit", "--time-column"):  # a known stream's schema says
+    assert args[args.index("--time-format") + 1] == "dd.MM.yyyy HH:mm"
+    # a known stream's schema says
+    for unsaid in ("--skip-lines", "--time-zone", "--time-unit", "--time-column", "--time-format"):
         assert unsaid not in loaded["dags"]["pielake_flag_pairs"]["args"]["ingest"]
     assert loaded["dags"]["pielake_landed_backfill"]["tasks"] == EXPECTED_GRAPH  # history: a file given by hand
 

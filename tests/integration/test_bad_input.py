@@ -1081,6 +1081,47 @@ def test_a_stream_typed_from_its_file_reads_times_written_as_a_date_and_a_time_o
     assert load_schema("Dirty", lake_streams(tmp_path / "later" / "lake")).time_format == "d/M/yyyy[ H:mm[:ss][.SSS]]"
 
 
+def test_a_stream_typed_from_its_file_reads_its_times_in_the_pattern_a_run_gives(tmp_path: Path,
+                                                                                  spark: SparkSession) -> None:
+    """`--time-format` gives the pattern an unknown stream's file writes its times in, which pielake does not find
+    itself: month-first dates that also read day first (no day past the 12th), which it refuses, naming the
+    option, or a pattern of none of its candidates (`20260102 080500`). Typed so, the stream keeps the pattern in
+    its schema, and a run giving another is refused in one line. A row whose time the pattern does not read is
+    quarantined; a pattern that reads none of the file's first rows is refused with the first of their times, and
+    a pattern Spark does not take with what Spark says."""
+    for folder in ("slashes", "packed", "unread", "wrong"):
+        (tmp_path / folder).mkdir()
+    slashes = b"unit,day,at,speed,label\nu1,01/02/2026,08:05,5,x\n"
+    refused = run_without_schema(tmp_path / "slashes", slashes)
+    assert refused.exit_code == 2, refused.output
+    assert "or give the run the pattern: --time-format 'd/M/yyyy[ H:mm[:ss][.SSS]]' (a registration's time_format)" \
+        in refused.output, refused.output
+    month_first = "M/d/yyyy[ H:mm[:ss][.SSS]]"
+    result = run_without_schema(tmp_path / "slashes", slashes, "--time-format", month_first, "--no-checks")
+    assert result.exit_code == 0 and "1 rows in = 1 events" in result.output, result.output
+    assert f"time ts from day and at written {month_first}, kept in" in result.output, result.output
+    assert Lake(spark, tmp_path / "slashes" / "lake").read("events_dirty").first().ts == datetime(2026, 1, 2, 8, 5)
+    packed = HEADER + b"u1,20260102 080500,5,x\nu1,20260102 080510,12,x\n"
+    result = run_without_schema(tmp_path / "packed", packed, "--time-format", "yyyyMMdd HHmmss", "--no-checks")
+    assert result.exit_code == 0 and "2 rows in = 2 events" in result.output, result.output
+    assert [r.ts for r in Lake(spark, tmp_path / "packed" / "lake").read("events_dirty").orderBy("ts").collect()] \
+        == [datetime(2026, 1, 2, 8, 5), datetime(2026, 1, 2, 8, 5, 10)]
+    other = run_without_schema(tmp_path / "packed", packed, "--time-format", "yyyyMMddHHmmss", "--no-checks")
+    assert other.exit_code == 2, other.output
+    assert_one_error_line(other.output, "reads its times written yyyyMMdd HHmmss, not --time-format 'yyyyMMddHHmmss'")
+    unread = run_without_schema(tmp_path / "unread", packed, "--time-format", "yyyy-MM-dd HH:mm:ss")
+    assert unread.exit_code == 2, unread.output
+    assert_one_error_line(unread.output, "--time-format 'yyyy-MM-dd HH:mm:ss' reads none of the times its file")
+    assert "writes in ts in its first 1,000 rows: the first is '20260102 080500'" in unread.output, unread.output
+    mixed = packed + b"u1,2026-01-02 08:05:20,5,x\n"
+    result = run_without_schema(tmp_path / "unread", mixed, "--time-format", "yyyyMMdd HHmmss", "--no-checks")
+    assert result.exit_code == 0 and "3 rows in = 2 events + 1 quarantined" in result.output, result.output
+    wrong = run_without_schema(tmp_path / "wrong", packed, "--time-format", "yyyyMMdd HHmmss bbb")
+    assert wrong.exit_code == 2, wrong.output
+    assert_one_error_line(wrong.output, "stream Dirty's --time-format 'yyyyMMdd HHmmss bbb' is not how Spark reads "
+                                        "times")
+
+
 def test_a_stream_typed_from_its_file_reads_its_times_in_the_zone_a_run_names_and_keeps_it(
         tmp_path: Path, spark: SparkSession) -> None:
     """`--time-zone Europe/Berlin` types an unknown stream whose file writes Berlin's wall clock: its times are that

@@ -206,6 +206,11 @@ def test_a_zone_of_times_written_without_one_is_kept_with_its_schema_and_names_a
     for given in ("Mars/Base", "Berlin", ""):
         with pytest.raises(PielakeError, match=f"^--time-zone '{given}' names no time zone: give an IANA name"):
             RunRequest(time_zone=given)
+    assert RunRequest(time_format="dd/MM/yyyy HH:mm").time_format == "dd/MM/yyyy HH:mm"
+    for given in ("unix", " "):
+        with pytest.raises(SchemaError, match=f"^--time-format is the Spark datetime pattern .* not '{given}'; a "
+                                              "number of seconds since 1970 is read with --time-unit s"):
+            RunRequest(time_format=given)
 
 
 def test_the_lines_a_stream_skips_are_kept_with_its_schema_and_never_lie_among_its_rows() -> None:
@@ -249,7 +254,8 @@ def test_a_schema_file_that_says_a_setting_twice_or_holds_no_schema_is_refused_w
 
 
 def test_a_run_s_settings_for_a_known_stream_are_its_schema_s_or_refused_naming_its_file(tmp_path: Path) -> None:
-    """`--time-column`, `--time-unit`, `--skip-lines` and `--time-zone` type a stream without a schema; for a
+    """`--time-column`, `--time-unit`, `--skip-lines`, `--time-zone` and `--time-format` type a stream without a
+    schema; for a
     known one, a value that differs from its schema is refused, naming the schema's file, not ignored (times in
     milliseconds would be read as seconds). Given as the schema says (a column in any case), or not given, the
     schema reads the stream; a unit given for times that are TIMESTAMPs is moot, as for an unknown stream."""
@@ -280,6 +286,8 @@ def test_a_run_s_settings_for_a_known_stream_are_its_schema_s_or_refused_naming_
          "skip_lines"),
         ({"time_zone": "+02:00"}, "reads its times as UTC where they carry no zone, not --time-zone '+02:00'",
          "--time-zone", "time.zone"),
+        ({"time_format": "dd.MM.yyyy"}, "reads its times as ISO-8601 or as its files' types hold them, not "
+         "--time-format 'dd.MM.yyyy'", "--time-format", "time.format"),
     ]:
         with pytest.raises(PielakeError) as refused:
             stream("Logger", **given)
