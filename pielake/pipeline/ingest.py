@@ -1115,14 +1115,16 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
 
 # What a text column of an inferred stream may hold instead, tried in this order (as Spark's inference tries
 # them), with the test a present value passes: a number casts, a boolean is written `true` or `false`, a time
-# casts to a TIMESTAMP. Spark's cast of text to a whole number throws and catches an exception for each value it
-# does not take, so text is first asked whether it is written as one (`_WHOLE`, which every value the cast takes
-# matches), and most text is never cast.
+# casts to a TIMESTAMP. Spark's cast of text to a number throws and catches an exception for each value it does not
+# take, so text is first asked whether it may be written as one, which every value the cast takes is: a whole
+# number (`_WHOLE`), or, for a double, text with a digit or that spells NaN or infinity (`_DOUBLE_LIKE`: hex and
+# `1d` hold digits). Most text is then never cast.
 _WHOLE = r"^\s*[+-]?[0-9]+\s*$"
+_DOUBLE_LIKE = r"[0-9]|(?i:nan|inf)"
 _PAST_MISSING: tuple[tuple[str, Callable[[Column], Column]], ...] = (
     ("INT", lambda v: v.rlike(_WHOLE) & v.try_cast("INT").isNotNull()),
     ("BIGINT", lambda v: v.rlike(_WHOLE) & v.try_cast("BIGINT").isNotNull()),
-    ("DOUBLE", lambda v: v.try_cast("DOUBLE").isNotNull()),
+    ("DOUBLE", lambda v: v.rlike(_DOUBLE_LIKE) & v.try_cast("DOUBLE").isNotNull()),
     ("BOOLEAN", lambda v: F.lower(v).isin("true", "false")),
     ("TIMESTAMP", lambda v: _as_timestamp(v).isNotNull()),
 )
