@@ -958,11 +958,11 @@ def streams_for(lake: Lake, plan: QueryPlan, request: RunRequest,
 
 def _check_given(known: StreamSchema, request: RunRequest, lake_root: Path, schemas_dir: Path) -> None:
     """A run's `--time-column`, `--time-unit`, `--skip-lines`, `--time-zone` and `--time-format` type an unknown
-    stream; a known
-    one reads its files as its schema says. One given that differs from the schema is refused, naming the schema's
-    file, not ignored: the run's rows would be read otherwise than the user said (times in milliseconds read as
-    seconds), and a setting changed under events already read would read later files against them otherwise.
-    A unit given for a stream whose times are TIMESTAMPs is moot, as for an unknown one (`--time-unit`'s help)."""
+    stream; a known one reads its files as its schema says. One given that differs from the schema is refused,
+    naming the schema's file, not ignored: the run's rows would be read otherwise than the user said (times in
+    milliseconds read as seconds), and a setting changed under events already read would read later files
+    against them otherwise. A unit given for a stream whose times are TIMESTAMPs is moot, as for an unknown one
+    (`--time-unit`'s help)."""
     lines, seconds = request.skip_lines, TIME_UNIT_SECONDS  # a unit by any of its names (`s`, `seconds`)
     settings = (  # (option, its schema field, the value given, whether the schema agrees, what the schema does)
         ("--time-column", "time.column" if known.end_column is None else "time.start", request.time_column,
