@@ -45,6 +45,7 @@ from pielake.streams import save_schema
 from tests.conftest import EngineForTests, start_engine
 from tests.helpers import maps_the_class_archive, process_env
 from tests.integration.test_gates_and_backfill import EVENTS, QUERY, STREAM, write
+from tests.integration.test_paper_queries import GOLDEN, assert_golden_run_equals_the_reference
 from tests.spark.kernels import reference_rows, spark_rows
 
 pytestmark = pytest.mark.heavy(seconds=280)  # about this long in CI: scheduled first
@@ -97,6 +98,13 @@ def test_runs_sent_to_the_engine_publish_the_reference_tables(engine: EngineForT
     for match in find_matches(EVENTS, load_query(QUERY, "mid")):
         expected[match.status] = expected.get(match.status, 0) + 1
     assert {r["status"]: int(r["n"]) for r in rows} == expected
+
+
+def test_a_query_that_matches_text_against_patterns_publishes_the_reference_on_the_engine(
+        engine: EngineForTests, tmp_path: Path, spark: SparkSession) -> None:
+    """LIKE compiles to Spark Connect's `like` on the engine, in DEFINE and in RETURN, as to the classic one."""
+    assert_golden_run_equals_the_reference(GOLDEN / "text_patterns.tpq", tmp_path, spark, "--remote",
+                                           engine.address.connect_url)
 
 
 def test_a_client_whose_environment_names_a_proxy_reaches_the_engine_on_loopback_directly(

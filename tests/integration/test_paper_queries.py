@@ -40,16 +40,23 @@ def test_every_golden_query_has_a_sample() -> None:
 @pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
 def test_a_golden_query_runs_from_the_command_line_and_equals_the_reference(path: Path, tmp_path: Path,
                                                                             spark: SparkSession) -> None:
-    """The sample stream's schema is the lake's own, which a run takes before the project's `schemas/`."""
+    assert_golden_run_equals_the_reference(path, tmp_path, spark)
+
+
+def assert_golden_run_equals_the_reference(path: Path, folder: Path, spark: SparkSession, *options: str) -> None:
+    """`pielake run` of a golden query (with `options`: `--remote` sends it to an engine) over its sample stream,
+    into a lake in `folder`, publishes the reference's matches. The sample stream's schema is the lake's own,
+    which a run takes before the project's `schemas/`."""
     events, seed = SAMPLES[path.stem]
     plan = load_query_file(path)
     stream = sample_stream(plan)
-    save_schema(stream, tmp_path / "lake" / "_streams")
-    sample = write_query_events(plan, tmp_path / "in", events, keys=2, seed=seed, stream=stream)
-    result = CliRunner().invoke(main, ["run", str(path), "--events", str(sample), "--lake", str(tmp_path / "lake")])
+    save_schema(stream, folder / "lake" / "_streams")
+    sample = write_query_events(plan, folder / "in", events, keys=2, seed=seed, stream=stream)
+    result = CliRunner().invoke(main, ["run", str(path), "--events", str(sample), "--lake", str(folder / "lake"),
+                                       *options])
     assert result.exit_code == 0 and "Traceback" not in result.output, result.output + repr(result.exception)
     expected = reference_rows(find_matches(query_events(plan, events, keys=2, seed=seed, stream=stream), plan), plan)
-    assert spark_rows(Lake(spark, tmp_path / "lake").read(f"matches_{plan.name}"), plan) == expected
+    assert spark_rows(Lake(spark, folder / "lake").read(f"matches_{plan.name}"), plan) == expected
     assert expected, "the sample stream should hold matches to compare"
 
 
