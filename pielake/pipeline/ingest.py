@@ -1167,7 +1167,7 @@ def _times_of_day_as_text(spark: SparkSession, path: str, fmt: str, skip_lines: 
     stamped = [n for n, kind in columns if kind == "TIMESTAMP"]
     if fmt not in ("csv", "json") or not stamped:
         return columns, ()
-    text = read_raw(spark, path, fmt, skip_lines=skip_lines).limit(SCALE_SAMPLE_ROWS)
+    text = _first_rows(spark, path, fmt, skip_lines)
     seen = text.agg(*(F.bool_or(_is_time_of_day(F.col(n))).alias(n) for n in stamped)).first()
     days_apart = tuple(n for n in stamped if seen[n])
     return tuple((n, "STRING" if n in days_apart else kind) for n, kind in columns), days_apart
@@ -1340,12 +1340,12 @@ def _time_written(spark: SparkSession, draft: StreamSchema, path: str, fmt: str,
     (`--time-format`, `given`) is the only one tried, on whatever type Spark found, and must read one of those
     rows' times: a row it does not read is then quarantined (`cast_failed`), as under a declared schema."""
     kinds, time = {n.lower(): t for n, t in draft.columns}, draft.time_column
-    tried = (None, *TIME_PATTERNS) if given is None else (given,)
+    tried, every = ((None, *TIME_PATTERNS), True) if given is None else ((given,), False)
     if time.lower() not in kinds and len(days_apart) == 1:
         [clock] = days_apart
         dates = [n for n, t in draft.columns if t in ("STRING", "DATE") and n != clock and n not in draft.keys]
         found = _time_formats(spark, draft, path, fmt, {d: (d, clock) for d in dates}, formats=tried,
-                               every=given is None) if dates else {}
+                               every=every) if dates else {}
         pairs = [(date, formats) for date, formats in found.items() if formats]
         if len(pairs) != 1:
             if given is not None and len(dates) == 1:
@@ -1356,7 +1356,7 @@ def _time_written(spark: SparkSession, draft: StreamSchema, path: str, fmt: str,
         return _one_format(spark, made, formats, path, fmt)
     if kinds.get(time.lower()) != "STRING" and (given is None or time.lower() not in kinds):
         return draft
-    formats = _time_formats(spark, draft, path, fmt, {time: (time,)}, formats=tried, every=given is None)[time]
+    formats = _time_formats(spark, draft, path, fmt, {time: (time,)}, formats=tried, every=every)[time]
     if given is not None and not formats:
         raise _not_read_as_given(spark, draft, (time,), given=given, path=path, fmt=fmt)
     typed = replace(draft, columns=_as_time_column(draft.columns, time))
@@ -1368,7 +1368,7 @@ def _not_read_as_given(spark: SparkSession, draft: StreamSchema, parts: tuple[st
     """The refusal of a `--time-format` that reads none of the file's first rows' times, with the first of them
     (one small Spark job, on the way to the error only)."""
     value = _time_text(parts)
-    text = read_raw(spark, path, fmt, skip_lines=draft.skip_lines).limit(SCALE_SAMPLE_ROWS)
+    text = _first_rows(spark, path, fmt, draft.skip_lines)
     first = text.where(value.isNotNull()).select(value).first()
     which = "they write none" if first is None else f"the first is '{first[0]}'"
     joined = " (joined by a space)" if len(parts) > 1 else ""
@@ -1390,7 +1390,7 @@ def _one_format(spark: SparkSession, stream: StreamSchema, formats: tuple[str | 
     parts = stream.time_from or (stream.time_column,)
     text = read_raw(spark, path, fmt, skip_lines=stream.skip_lines)
     value = _time_text(parts)
-    read = text.agg(*(F.count(F.try_to_timestamp(value, F.lit(w))).alias(str(i)) for i, w in enumerate(formats)))
+    read = text.agg(*(F.count(_read(value, w)).alias(str(i)) for i, w in enumerate(formats)))
     counts = read.first()
     most = max(counts)
     formats = tuple(w for i, w in enumerate(formats) if counts[str(i)] == most)
@@ -1413,12 +1413,17 @@ def _time_formats(spark: SparkSession, draft: StreamSchema, path: str, fmt: str,
     """For each candidate time (a name, and the file's columns whose text, joined by a space, writes it), the
     `formats` (None: ISO-8601) in which every one of the file's first rows that writes it reads as a time (or,
     not `every`, one of them), where one does: one small Spark job over those rows' text."""
-    text = read_raw(spark, path, fmt, skip_lines=draft.skip_lines).limit(SCALE_SAMPLE_ROWS)
+    text = _first_rows(spark, path, fmt, draft.skip_lines)
     values = [_time_text(parts) for parts in candidates.values()]
     reads = _reads_all if every else _reads_one
     seen = text.agg(*(reads(value, written).alias(f"{i}_{j}") for i, value in enumerate(values)
                       for j, written in enumerate(formats))).first()
     return {name: tuple(w for j, w in enumerate(formats) if seen[f"{i}_{j}"]) for i, name in enumerate(candidates)}
+
+
+def _first_rows(spark: SparkSession, path: str, fmt: str, skip_lines: tuple[int, ...]) -> DataFrame:
+    """The text of the file's first rows, which typing a stream looks at where Spark's inference cannot tell."""
+    return read_raw(spark, path, fmt, skip_lines=skip_lines).limit(SCALE_SAMPLE_ROWS)
 
 
 def _time_text(parts: tuple[str, ...]) -> Column:

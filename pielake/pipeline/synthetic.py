@@ -212,8 +212,8 @@ def _literals(plan: QueryPlan) -> dict[str, list[Decimal | str]]:
             if not compared:
                 continue
             parts = list(walk(node))
-            values = [like_example(n.value) if isinstance(node, ast.Like) and isinstance(n.value, str) else n.value
-                      for n in parts if isinstance(n, ast.Literal) and isinstance(n.value, Decimal | str)]
+            values = [like_example(str(node.pattern.value))] if isinstance(node, ast.Like) else \
+                [n.value for n in parts if isinstance(n, ast.Literal) and isinstance(n.value, Decimal | str)]
             columns = {n.name.lower() for n in parts if isinstance(n, ast.Column)}
             if len(columns) > 1:  # compared with each other too: values about zero make either side the larger
                 values.append(Decimal(0))
