@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -29,6 +30,7 @@ from pielake.bench.queries import TPSTREAM_QUERIES
 from pielake.engine import control
 from pielake.engine.client import (
     DEFAULT_PORT,
+    LAKES_ENGINE,
     MAX_PORT,
     SPARK_REMOTE,
     EngineAddress,
@@ -92,7 +94,43 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 LAKE_SCHEMAS_HELP = "A lake whose streams' schemas the query's columns are checked against too (schemas/ always is)."
 
 
-@click.group(epilog="Examples:\n\n  pielake explain examples/queries/aggressive_driving.tpq\n\n"
+def _reads_as_address(word: str) -> bool:
+    """Whether the word after `--remote` is meant as an engine's address: a URL, or a `HOST:PORT` its scheme is
+    missing from (kept, so that the refusal says how an address is written)."""
+    return re.fullmatch(r"[A-Za-z][\w+.-]*://\S*|[\w.-]+:\d+", word) is not None
+
+
+def _remote_alone(words: list[str]) -> list[str]:
+    """The words with every `--remote` that is followed by a word no address (a query file, a statement) given as
+    the flag alone. Click gives an option whose value is optional the next word that does not start with `-`, so
+    `pielake sql --lake L --remote "SELECT 1"` would take the statement for the engine's address: `--remote` is
+    alone there, and the statement stays the command's argument. After `--` every word is an argument."""
+    given = list(words)
+    for at, word in enumerate(given[:-1]):
+        if word == "--":
+            break
+        if word == "--remote" and not given[at + 1].startswith("-") and not _reads_as_address(given[at + 1]):
+            given[at] = f"--remote={LAKES_ENGINE}"
+    return given
+
+
+class _Command(click.Command):
+    """A command of pielake's: one that takes `--remote` reads its words as `_remote_alone` says."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if any(parameter.name == "remote" for parameter in self.params):
+            args = _remote_alone(args)
+        return super().parse_args(ctx, args)
+
+
+class _Commands(click.Group):
+    """pielake's commands, and its groups of commands (`engine`), are `_Command`s."""
+
+    command_class = _Command
+    group_class = type
+
+
+@click.group(cls=_Commands, epilog="Examples:\n\n  pielake explain examples/queries/aggressive_driving.tpq\n\n"
                     "  cat q.tpq | pielake explain -")
 @click.version_option(package_name="pielake")
 def main() -> None:
@@ -239,13 +277,11 @@ def spark_console(lake_dir: str, name: str) -> Path | None:
 
 
 def _engine_address(_context: click.Context, _parameter: click.Parameter, value: str | None) -> str | None:
-    """`--remote`'s value: an engine's address, or none (the flag alone). Click gives an option whose value is
-    optional the next word, so `--remote` before the command's arguments takes the first of them as the address:
-    a word that is no address says so, instead of the argument it took being missing."""
-    if value is None or value == "lake" or value.startswith("sc://"):
+    """`--remote`'s value: an engine's address, or none (the flag alone)."""
+    if value is None or value == LAKES_ENGINE or value.startswith("sc://"):
         return value
-    raise click.BadParameter(f"'{value}' is not an engine address (sc://HOST:PORT): put --remote after the "
-                             "command's arguments, or give it an address")
+    raise click.BadParameter(f"'{value}' is not an engine address: write sc://HOST:PORT (e.g. "
+                             f"sc://localhost:{DEFAULT_PORT}), or --remote alone for the lake's engine")
 
 
 def spark_options(command: Callable[..., Any], *, thin_client: bool = False) -> Callable[..., Any]:
@@ -271,7 +307,8 @@ def spark_options(command: Callable[..., Any], *, thin_client: bool = False) -> 
 
     optioned = click.option("--verbose", is_flag=True, expose_value=False, callback=_keep_verbose,
                             help="Show Spark's own output here (by default in <lake>/_logs/).")(user_errors(one_place))
-    optioned = click.option("--remote", default=None, metavar="[sc://HOST:PORT]", is_flag=False, flag_value="lake",
+    optioned = click.option("--remote", default=None, metavar="[sc://HOST:PORT]", is_flag=False,
+                            flag_value=LAKES_ENGINE,
                             callback=_engine_address,
                             help="Run on an engine: its address, or alone for the engine running on the lake. "
                                  f"Default: the engine {SPARK_REMOTE} names, if set and no --master is given."

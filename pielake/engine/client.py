@@ -145,9 +145,13 @@ def lake_engine(lake_dir: str | Path) -> EngineAddress:
     return EngineAddress.parse(held["connect_url"])
 
 
+LAKES_ENGINE = "lake"
+"""`--remote` given alone: the engine running on the lake, as `engine_for` finds it."""
+
+
 def engine_for(remote: str, lake_dir: str | Path) -> EngineAddress:
     """`--remote`'s engine: the address given, or (`--remote` alone) the one running on the lake."""
-    if remote not in ("", "lake"):
+    if remote not in ("", LAKES_ENGINE):
         return EngineAddress.parse(remote)
     try:
         return lake_engine(lake_dir)

@@ -166,10 +166,22 @@ def test_a_master_and_an_engine_together_are_refused_as_one_would_be_ignored(tmp
                "--master is where Spark runs in this process, and --remote sends the work to an engine")
 
 
-def test_remote_before_the_arguments_says_it_took_one_for_an_address(tmp_path: Path) -> None:
-    """Click gives `--remote`, whose address is optional, the next word: the statement here."""
-    invoke(["sql", "--lake", str(tmp_path), "--remote", "SELECT 1"], EXIT_USAGE,
-           "'SELECT 1' is not an engine address (sc://HOST:PORT): put --remote after the command's arguments")
+@pytest.mark.parametrize("command", [["sql", "--lake", "{lake}", "--remote", "SELECT 1"],
+                                     ["run", "--remote", EXAMPLE, "--events", EXAMPLE, "--lake", "{lake}"],
+                                     ["plot", "--lake", "{lake}", "--remote", EXAMPLE, "--out", "x.png"]],
+                         ids=["sql", "run", "plot"])
+def test_remote_before_the_arguments_stands_alone(tmp_path: Path, command: list[str]) -> None:
+    """Click would give `--remote`, whose address is optional, the next word (the statement, the query file): a
+    word that is no address stays the command's argument, and `--remote` looks for the lake's engine."""
+    invoke([word.format(lake=tmp_path) for word in command], EXIT_USAGE,
+           f"error: no engine runs on {tmp_path.resolve()}; start one with `pielake engine start")
+
+
+@pytest.mark.parametrize("word", ["localhost:15002", "http://localhost:15002"])
+def test_a_word_after_remote_meant_as_an_address_is_refused_saying_how_one_is_written(tmp_path: Path,
+                                                                                      word: str) -> None:
+    invoke(["sql", "--lake", str(tmp_path), "--remote", word, "SELECT 1"], EXIT_USAGE,
+           f"'{word}' is not an engine address: write sc://HOST:PORT (e.g. sc://localhost:15002), or --remote alone")
 
 
 @pytest.mark.parametrize("command", [["sql", "SELECT 1"], ["plot", EXAMPLE, "--out", "x.png"], ["maintain", EXAMPLE]],
