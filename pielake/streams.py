@@ -23,7 +23,7 @@ import yaml
 from pielake.errors import PielakeError
 from pielake.lake.inputs import local_files, refuse_unread, text_format
 from pielake.query.ast import TIME_UNIT_SECONDS
-from pielake.query.tokens import ascii_spelling
+from pielake.query.tokens import PLAIN_NAME
 from pielake.vocabulary import STREAMS_DIR
 from pielake.yaml_file import read_yaml
 
@@ -42,7 +42,6 @@ INTEGER_TYPES = (*NARROW_INTEGER_TYPES, "BIGINT", "LONG")
 PRIMITIVE_TYPES = {"STRING", "BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "REAL",
                    "BOOLEAN", "TIMESTAMP", "DATE"}
 _DDL_COLUMN = re.compile(r"^\s*(\S+)\s+([A-Za-z_]+(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?)\s*$")
-PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # A whole number as a stream's file writes one, and a time given for such a stream (`typed_time`): ASCII digits, as
 # Python's `int` also reads `1_000` and other scripts' digits, which no file's times are.
 WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
@@ -179,15 +178,6 @@ def parse_ddl(ddl: str) -> tuple[tuple[str, str], ...]:
             raise SchemaError(f"cannot read column definition '{part.strip()}' (expected '<name> <TYPE>')")
         columns.append(schema_column(found.group(1), found.group(2)))
     return tuple(columns)
-
-
-def plain_name(text: str) -> str:
-    """`text` as a plain identifier: accented letters spelled in ASCII (`ascii_spelling`), every run of other
-    characters than ASCII letters and digits one `_`, none at either end, and `_` before a name that would not
-    start with a letter (`speed km/h` -> `speed_km_h`, `# Timestamp` -> `Timestamp`, `température` ->
-    `temperature`, `1st` -> `_1st`)."""
-    name = re.sub(r"[^A-Za-z0-9]+", "_", ascii_spelling(text)).strip("_")
-    return name if name[:1].isalpha() else f"_{name}"
 
 
 def closest_column(name: str, columns: Iterable[str]) -> str | None:

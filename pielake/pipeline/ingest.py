@@ -77,11 +77,11 @@ from pielake.pipeline.scope import mark_unprocessed
 from pielake.pipeline.upstream import mirrors, read_upstream, rebuild_hint
 from pielake.query.analyzer import QueryPlan, bind
 from pielake.query.ast import TIME_UNIT_SECONDS
+from pielake.query.tokens import column_name
 from pielake.streams import (
     DECIMAL_COMMA,
     FLOATING,
     FORMATS,
-    PLAIN_NAME,
     SCHEMAS_DIR,
     TIMESTAMP_UNIT,
     UNIX_TIME,
@@ -95,7 +95,6 @@ from pielake.streams import (
     fractional,
     lake_streams,
     load_schema,
-    plain_name,
     save_schema,
     schema_column,
     schema_file,
@@ -248,17 +247,12 @@ def _reader(spark: SparkSession, group: FileGroup[Shared | None]) -> DataFrameRe
     return reader.option("basePath", group.base) if group.base else reader
 
 
-def _read_name(name: str) -> str:
-    """The name a file's column is read under: a plain name as it is, another as `plain_name` spells it."""
-    return name if PLAIN_NAME.fullmatch(name) else plain_name(name)
-
-
 def _with_plain_names(raw: DataFrame, path: str) -> DataFrame:
     """The file's columns under plain names, which a query reads and a Delta table holds: a header's `Type of
     mobile`, `# Timestamp` or `speed km/h`, as a spreadsheet or a public data set writes it, is `Type_of_mobile`,
     `Timestamp` or `speed_km_h` (`plain_name`); a plain name stays as it is. Two columns whose names become one
     are refused, naming both."""
-    named = {c: _read_name(c) for c in raw.columns}
+    named = {c: column_name(c) for c in raw.columns}
     seen: dict[str, str] = {}
     for original, plain in named.items():
         other = seen.setdefault(plain.lower(), original)
@@ -1286,7 +1280,7 @@ def _unfound_hint(spark: SparkSession, draft: StreamSchema, needed: str, path: s
         return _listed_hint(listed, path)
     title = _title_fields(path) if fmt == "csv" and not skip_lines else None
     if title is not None:
-        named = ", ".join(map(_read_name, title[1]))
+        named = ", ".join(map(column_name, title[1]))
         return (f"its first line has {title[0]} field(s) and its second {len(title[1])} ({named}), as data "
                 "loggers write a title before the header: pass --skip-lines 1 (or --skip-lines 1,3,4 where two "
                 "lines of units follow the header, as in Campbell Scientific's TOA5 files), or declare the stream "

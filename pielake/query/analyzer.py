@@ -21,10 +21,10 @@ from pielake.errors import ErrorDetail, PielakeError, QuerySemanticError, source
 from pielake.query import ast
 from pielake.query.parser import ParseResult, QueryWarning, parse
 from pielake.query.printer import expr_text
-from pielake.query.tokens import Span
+from pielake.query.tokens import PLAIN_NAME, Span, plain_name
 from pielake.query.typecheck import TIME, check_predicate, check_return, family
 from pielake.semantics import relations as rel
-from pielake.streams import PLAIN_NAME, TIMESTAMP_UNIT, StreamSchema, closest_column, declared_schema, plain_name
+from pielake.streams import TIMESTAMP_UNIT, StreamSchema, closest_column, declared_schema
 
 # Pure, deterministic functions a predicate or RETURN may call, with their arity (min, max; None = any).
 SCALAR_FUNCTIONS: dict[str, tuple[int, int | None]] = {

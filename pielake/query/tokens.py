@@ -9,6 +9,7 @@ never a silently different keyword. Quotes and backticks around identifiers are 
 from __future__ import annotations
 
 import bisect
+import re
 import unicodedata
 from dataclasses import dataclass
 from enum import Enum
@@ -61,12 +62,29 @@ _LATIN_SPELLINGS = str.maketrans({"ß": "ss", "ẞ": "SS", "æ": "ae", "Æ": "AE
                                   "Þ": "TH", "\u0131": "i"})  # U+0131, dotless i
 
 
+PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def ascii_spelling(text: str) -> str:
     """`text` with its accented Latin letters spelled in ASCII (`température` -> `temperature`, `Straße` ->
     `Strasse`): the name an identifier of the language, which is ASCII only, gives a column a file names so.
     Other characters are left as they are."""
     decomposed = unicodedata.normalize("NFKD", text.translate(_LATIN_SPELLINGS))
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def plain_name(text: str) -> str:
+    """`text` as a plain identifier: accented letters spelled in ASCII (`ascii_spelling`), every run of other
+    characters than ASCII letters and digits one `_`, none at either end, and `_` before a name that would not
+    start with a letter (`speed km/h` -> `speed_km_h`, `# Timestamp` -> `Timestamp`, `température` ->
+    `temperature`, `1st` -> `_1st`)."""
+    name = re.sub(r"[^A-Za-z0-9]+", "_", ascii_spelling(text)).strip("_")
+    return name if name[:1].isalpha() else f"_{name}"
+
+
+def column_name(name: str) -> str:
+    """The name a query calls a file's column by: a plain name as it is, another as `plain_name` spells it."""
+    return name if PLAIN_NAME.fullmatch(name) else plain_name(name)
 
 
 class _Scanner:
@@ -112,15 +130,28 @@ class _Scanner:
             elif ch == "'":
                 self.string()
             elif ch in "\"`":
-                raise self.error(f"quoted identifier {ch}...{ch} is not allowed", self.pos,
-                                 suggestion="Use a plain name of letters, digits and '_'; "
-                                            "string literals take single quotes.")
+                raise self.quoted(ch)
             else:
                 self.operator()
         end = len(self.src.rstrip())  # point at the end of the text, not at trailing blank lines
         self.pos = end
         self.tokens.append(Token(Kind.EOF, "", self.span(end)))
         return self.tokens
+
+    def quoted(self, quote: str) -> QuerySyntaxError:
+        """A quoted identifier is refused: a file's column is named as ingest reads it (`column_name`), so the
+        error names that name for what is quoted, and single quotes for a text value."""
+        line_end = self.src.find("\n", self.pos)
+        end = self.src.find(quote, self.pos + 1, len(self.src) if line_end < 0 else line_end)
+        inside = self.src[self.pos + 1:end] if end > 0 else ""
+        if not inside.strip():
+            return self.error(f"quoted identifier {quote}...{quote} is not allowed", self.pos,
+                              suggestion="Use a plain name of letters, digits and '_'; string literals take single "
+                                         "quotes.")
+        text = inside.replace("'", "''")
+        return self.error(f"quoted identifier {quote}{inside}{quote} is not allowed", self.pos, end - self.pos + 1,
+                          suggestion=f"A file's column {quote}{inside}{quote} is read as {column_name(inside)}: "
+                                     f"write that name; a text value takes single quotes ('{text}').")
 
     def skip_line_comment(self) -> None:
         end = self.src.find("\n", self.pos)

@@ -15,8 +15,9 @@ from pielake.errors import QueryError, QuerySyntaxError
 from pielake.query.analyzer import analyze, load_query
 from pielake.query.parser import parse
 from pielake.query.printer import query_text
+from pielake.query.tokens import plain_name
 from pielake.semantics.relations import RELATIONS
-from pielake.streams import StreamSchema, plain_name
+from pielake.streams import StreamSchema
 from tests.conftest import FIXTURES
 
 VALID = sorted((FIXTURES / "queries" / "valid").glob("*.tpq"))
@@ -105,6 +106,27 @@ def test_an_accented_column_name_is_refused_with_the_ascii_name_a_file_s_header_
     with pytest.raises(QueryError) as caught:
         load_query("FROM S DEFINE A AS 温度 > 1 PATTERN A WITHIN 5 s")
     assert caught.value.first.suggestion == "Queries use ASCII letters, digits and operators outside string literals."
+
+
+@pytest.mark.parametrize(("query", "at", "highlight", "suggestion"), [
+    ("FROM Trips T PARTITION BY T.`Vehicle ID` DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s", (1, 29),
+     "`Vehicle ID`", "A file's column `Vehicle ID` is read as Vehicle_ID: write that name; a text value takes single "
+                     "quotes ('Vehicle ID')."),
+    ("FROM S DEFINE A AS x = \"it's\", B AS y PATTERN A meets B WITHIN 5 s", (1, 24), "\"it's\"",
+     "A file's column \"it's\" is read as it_s: write that name; a text value takes single quotes ('it''s')."),
+    ("FROM S DEFINE A AS `speed` > 1, B AS y PATTERN A meets B WITHIN 5 s", (1, 20), "`speed`",
+     "A file's column `speed` is read as speed: write that name; a text value takes single quotes ('speed')."),
+    ("FROM S DEFINE A AS `x\n` > 1, B AS y PATTERN A meets B WITHIN 5 s", (1, 20), "`",
+     "Use a plain name of letters, digits and '_'; string literals take single quotes.")],
+    ids=["spaces", "text", "plain", "unclosed"])
+def test_a_quoted_identifier_is_refused_with_the_name_ingest_reads_the_column_under(
+        query: str, at: tuple[int, int], highlight: str, suggestion: str) -> None:
+    """Headers such as `Vehicle ID` are read under plain names, which is what a query writes; SQL's habit of
+    quoting such a name, or a text value in double quotes, is told both."""
+    with pytest.raises(QueryError) as caught:
+        parse(query)
+    first = caught.value.first
+    assert ((first.line, first.col), first.highlight, first.suggestion) == (at, highlight, suggestion)
 
 
 def test_a_column_called_like_a_keyword_is_read_qualified_and_the_error_says_so() -> None:
