@@ -573,8 +573,9 @@ class _Analyzer:
         """The output columns, each named by its alias or, without one, by `output_name`. An unnamed key column
         or situation endpoint (`car_id`, `B.ts`) names a column every match has already, with that very value:
         it adds none."""
-        taken = {k.lower() for k in keys} | MATCH_COLUMNS
-        taken |= {f"{s.lower()}_{end}" for s in self.symbols for end in SITUATION_ENDPOINTS}
+        taken = {k.lower(): f"the key column {k}" for k in keys} | {c: f"the match column {c}" for c in MATCH_COLUMNS}
+        taken |= {f"{lower}_{end}": f"{symbol}.{end}" for lower, symbol in self.symbols.items()
+                  for end in SITUATION_ENDPOINTS}
         out: list[OutputColumn] = []
         for item in self.query.returns:
             expr = self.bare_keys(item.expr, keys)
@@ -582,16 +583,17 @@ class _Analyzer:
             if item.alias is not None:
                 name = item.alias.text
                 if name.lower() in taken:
-                    self.error(f"output column '{name}' is already taken", item.alias.span,
-                               "Pick a name that is not a key, a <symbol>_ts/_te or a match column.")
+                    self.error(f"output column '{name}' is already taken, by {taken[name.lower()]}", item.alias.span,
+                               "Pick a name that no key, <symbol>_ts/_te, match column or other RETURN column has.")
             else:
                 name = output_name(item.expr)
                 if self.is_match_column(expr, keys):
                     continue
                 if name.lower() in taken:
-                    self.error(f"RETURN {expr_text(item.expr)} is named '{name}', which is already taken",
-                               item.expr.span, f"Name it yourself: {expr_text(item.expr)} AS <name>.")
-            taken.add(name.lower())
+                    self.error(f"RETURN {expr_text(item.expr)} is named '{name}', which is already taken, by "
+                               f"{taken[name.lower()]}", item.expr.span,
+                               f"Name it yourself: {expr_text(item.expr)} AS <name>.")
+            taken[name.lower()] = f"RETURN {expr_text(item.expr)}"
             out.append(OutputColumn(name, expr))
         return tuple(out)
 

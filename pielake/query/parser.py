@@ -198,6 +198,10 @@ class Parser:
         if matching.kind is Kind.IDENT and matching.upper() in SQL_PATTERN_MATCHING:
             raise self.error(f"{matching.text} is not how a predicate matches text against a pattern", matching,
                              "Write SQL's LIKE: x LIKE 'ON%', lower(x) LIKE 'on%' (% any run of characters, _ one).")
+        if self.at_keyword("FOR") and self.ahead().kind is Kind.IDENT and self.ahead().upper() in ("AT", "BETWEEN"):
+            raise self.error("a duration constraint is written without FOR", suggestion=(
+                f"Write it right after the predicate: {last.symbol.text} AS <predicate> AT LEAST 30 s (or AT MOST d, "
+                "BETWEEN d1 AND d2)."))
         if not (self.at_keyword("PATTERN", "WITHIN", "RETURN") or self.tok.kind is Kind.EOF
                 or self.misspelled("PATTERN")):
             raise self.error(f"expected ',' or PATTERN after the predicate of {last.symbol.text}, found "
@@ -388,11 +392,14 @@ class Parser:
     # ------------------------------------------------------------ RETURN
 
     def return_item(self) -> ast.ReturnItem:
+        """`expr [AS] name`: as in SQL's SELECT, a name right after the expression names its column."""
         start = self.tok.span
         expr = self.expr()
         alias = None
         if self.at_keyword("AS"):
             self.advance()
+            alias = self.name("an output column name")
+        elif self.tok.kind is Kind.IDENT and self.tok.upper() not in KEYWORDS:
             alias = self.name("an output column name")
         return ast.ReturnItem(expr, alias, self.span_from(start))
 

@@ -129,6 +129,14 @@ def test_a_quoted_identifier_is_refused_with_the_name_ingest_reads_the_column_un
     assert ((first.line, first.col), first.highlight, first.suggestion) == (at, highlight, suggestion)
 
 
+def test_a_return_column_is_named_with_or_without_as() -> None:
+    """As in SQL's SELECT, a name right after the expression names its column; printed, it takes AS."""
+    query = parse("FROM S DEFINE A AS x > 1, B AS y PATTERN A meets B WITHIN 5 s "
+                  "RETURN first(A.x) s, max(B.y) AS top, count(A.x)").query
+    assert [None if item.alias is None else item.alias.text for item in query.returns] == ["s", "top", None]
+    assert "RETURN first(A.x) AS s,\n       max(B.y) AS top,\n       count(A.x)\n" in query_text(query)
+
+
 def test_a_column_called_like_a_keyword_is_read_qualified_and_the_error_says_so() -> None:
     """A stream's column names are its data's (a `from`, a Kafka export's `partition`): qualified, any word is
     a column; unqualified, the error shows the qualified form with the query's own alias."""
