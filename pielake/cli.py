@@ -115,12 +115,19 @@ def _remote_alone(words: list[str]) -> list[str]:
 
 
 class _Command(click.Command):
-    """A command of pielake's: one that takes `--remote` reads its words as `_remote_alone` says."""
+    """A command of pielake's: one that takes `--remote` reads its words as `_remote_alone` says, and one that
+    takes `--events` tells words left over (`pielake run q.tpq cars.csv`) how an events file is given."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if any(parameter.name == "remote" for parameter in self.params):
+        names = {parameter.name for parameter in self.params}
+        if "remote" in names:
             args = _remote_alone(args)
-        return super().parse_args(ctx, args)
+        ctx.allow_extra_args = True  # left over words are refused below, with the fix where there is one
+        rest = super().parse_args(ctx, args)
+        if rest:
+            hint = f"; give events with --events: --events {rest[0]}" if "events_given" in names else ""
+            ctx.fail(f"Got unexpected extra argument{'s' if len(rest) > 1 else ''} ({' '.join(rest)}){hint}")
+        return rest
 
 
 class _Commands(click.Group):

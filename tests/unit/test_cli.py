@@ -177,6 +177,16 @@ def test_remote_before_the_arguments_stands_alone(tmp_path: Path, command: list[
            f"error: no engine runs on {tmp_path.resolve()}; start one with `pielake engine start")
 
 
+def test_an_events_file_given_as_an_argument_is_told_how_events_are_given(tmp_path: Path) -> None:
+    invoke(["run", EXAMPLE, "cars.csv", "--lake", str(tmp_path)], EXIT_USAGE,
+           "Got unexpected extra argument (cars.csv); give events with --events: --events cars.csv")
+    invoke(["backfill", EXAMPLE, "a.csv", "b.csv", "--lake", str(tmp_path), "--from", "1", "--to", "2"], EXIT_USAGE,
+           "Got unexpected extra arguments (a.csv b.csv); give events with --events: --events a.csv")
+    said = invoke(["sql", "--lake", str(tmp_path), "SELECT 1", "more"], EXIT_USAGE,
+                  "Got unexpected extra argument (more)").output
+    assert "--events" not in said
+
+
 @pytest.mark.parametrize("word", ["localhost:15002", "http://localhost:15002"])
 def test_a_word_after_remote_meant_as_an_address_is_refused_saying_how_one_is_written(tmp_path: Path,
                                                                                       word: str) -> None:
