@@ -294,6 +294,21 @@ class Parser:
         return None
 
     def duration(self) -> ast.Duration:
+        """`5 s`, or a sum of such parts as people say one (`1 hour 30 minutes`), kept in its finest unit
+        (`90 minutes`): every unit is a whole number of each finer one, so the sum is exact."""
+        start = self.tok.span
+        parts = [self.duration_part()]
+        while self.tok.kind is Kind.NUMBER:
+            parts.append(self.duration_part())
+        if len(parts) == 1:
+            return parts[0]
+        finest = min(parts, key=lambda part: ast.TIME_UNIT_SECONDS[part.unit]).unit
+        amount = sum((part.amount * int(ast.TIME_UNIT_SECONDS[part.unit] / ast.TIME_UNIT_SECONDS[finest])
+                      for part in parts), Decimal(0))
+        whole = amount == amount.to_integral_value()  # 1.5 h 10 min is 100 min, not 100.0
+        return ast.Duration(Decimal(int(amount)) if whole else amount, finest, self.span_from(start))
+
+    def duration_part(self) -> ast.Duration:
         token = self.tok
         if token.kind is not Kind.NUMBER:
             raise self.error(f"expected a duration such as '5 s', found {self.describe(token)}",

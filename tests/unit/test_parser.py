@@ -129,6 +129,19 @@ def test_a_quoted_identifier_is_refused_with_the_name_ingest_reads_the_column_un
     assert ((first.line, first.col), first.highlight, first.suggestion) == (at, highlight, suggestion)
 
 
+@pytest.mark.parametrize(("written", "amount", "unit"), [
+    ("1 hour 30 minutes", "90", "minutes"), ("1.5 h 10 min 250ms", "6000250", "ms"), ("0.5 s 0.25 s", "0.75", "s"),
+    ("30s 1 min", "90", "s"), ("5 s", "5", "s")])
+def test_a_duration_is_a_sum_of_parts_kept_in_its_finest_unit(written: str, amount: str, unit: str) -> None:
+    """People say `1 hour 30 minutes`; the sum is exact, as every unit is a whole number of each finer one."""
+    query = parse(f"FROM S DEFINE A AS x > 1 BETWEEN {written} AND {written}, B AS y AT LEAST {written} "
+                  f"PATTERN A meets B WITHIN {written}").query
+    durations = (query.window, query.defines[0].duration.low, query.defines[0].duration.high,
+                 query.defines[1].duration.low)
+    assert {(str(d.amount), d.unit) for d in durations} == {(amount, unit)}
+    assert f"WITHIN {amount} {unit}" in query_text(query)
+
+
 def test_a_return_column_is_named_with_or_without_as() -> None:
     """As in SQL's SELECT, a name right after the expression names its column; printed, it takes AS."""
     query = parse("FROM S DEFINE A AS x > 1, B AS y PATTERN A meets B WITHIN 5 s "
