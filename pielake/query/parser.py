@@ -29,6 +29,10 @@ SQL_STATEMENT_WORDS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "DROP",
                                  "TRUNCATE", "GRANT", "UNION", "EXEC", "EXECUTE", "CALL"})
 # SQL's operators that match text against a pattern, which predicates do not have: each gets what to write instead.
 SQL_PATTERN_MATCHING = frozenset({"ILIKE", "RLIKE", "REGEXP", "SIMILAR"})
+# How other event languages write a sequence (SASE's and CORE's `SEQ(A, B)`, the arrows of Esper and Flink's
+# pattern API), told in relations where a relation is expected.
+SEQUENCE_HINT = ("{} is a sequence in {}; here a pattern relates situations: A before B (A ends before B starts), "
+                 "A meets B, or A followed-by B (nothing of either between them).")
 # Units a user may write after a number with a space (`70 mph`); glued units (`8m/s2`) may be anything.
 SPACED_UNITS = frozenset({"mph", "kmh", "kph", "mps", "knots", "kn", "kt", "rpm", "hz", "deg", "degrees",
                           "percent", "pct", "km", "cm", "mm", "mi", "ft", "kg", "bar", "psi", "kpa", "volt",
@@ -376,6 +380,16 @@ class Parser:
             found.append(self.relation())
         return tuple(found)
 
+    def sequence_hint(self) -> str | None:
+        """What to write for another language's sequence, `SEQ(A, B)` or `A -> B`, read up to where a relation
+        was expected."""
+        before = self.tokens[self.i - 1]
+        if self.at_op("(") and before.upper() == "SEQ":
+            return SEQUENCE_HINT.format("SEQ(A, B)", "SASE and CORE")
+        if self.at_op("-") and self.ahead().text == ">":
+            return SEQUENCE_HINT.format("A -> B", "other event languages")
+        return None
+
     def relation(self) -> ast.RelationRef:
         token = self.tok
         if token.kind is Kind.OP and token.text == ".":
@@ -384,8 +398,8 @@ class Parser:
                 "are written as the relations they allow, e.g. A overlaps; finished-by; contains B."))
         if token.kind is not Kind.IDENT:
             raise self.error(f"expected a relation such as 'overlaps', found {self.describe(token)}",
-                             suggestion="Relate two symbols by Allen's relations, e.g. A overlaps B, or A before; "
-                                        "meets B.")
+                             suggestion=self.sequence_hint() or "Relate two symbols by Allen's relations, e.g. "
+                                                                "A overlaps B, or A before; meets B.")
         if token.text in self.symbols:
             raise self.error(f"expected a relation between two symbols, found the symbol '{token.text}'",
                              suggestion="Write <symbol> <relation> <symbol>, e.g. A overlaps B.")

@@ -142,6 +142,16 @@ def test_a_duration_is_a_sum_of_parts_kept_in_its_finest_unit(written: str, amou
     assert f"WITHIN {amount} {unit}" in query_text(query)
 
 
+@pytest.mark.parametrize(("pattern", "hint"), [
+    ("SEQ(A, B)", "SEQ(A, B) is a sequence in SASE and CORE; here a pattern relates situations: A before B"),
+    ("A -> B", "A -> B is a sequence in other event languages; here a pattern relates situations: A before B"),
+    ("A - B", "Relate two symbols by Allen's relations"), ("A (meets) B", "Relate two symbols by Allen's relations")])
+def test_another_language_s_sequence_is_told_in_relations(pattern: str, hint: str) -> None:
+    with pytest.raises(QueryError) as caught:
+        parse(f"FROM S DEFINE A AS x > 1, B AS y PATTERN {pattern} WITHIN 5 s")
+    assert caught.value.first.suggestion.startswith(hint)
+
+
 def test_a_return_column_is_named_with_or_without_as() -> None:
     """As in SQL's SELECT, a name right after the expression names its column; printed, it takes AS."""
     query = parse("FROM S DEFINE A AS x > 1, B AS y PATTERN A meets B WITHIN 5 s "
