@@ -49,6 +49,28 @@ def pattern_fault(pattern: str) -> str | None:
     return None
 
 
+def with_backslash(pattern: str, escape: str) -> tuple[str, str | None]:
+    """The pattern written with `ESCAPE 'c'` as it is written with \\, the escape this module reads, and what is
+    wrong with it, if anything: `c%`, `c_` and `cc` are `\\%`, `\\_` and the character c itself (`\\\\` for
+    \\), and a \\ that is no escape stands for itself (`\\\\`). As SQL and Spark refuse it, an escape
+    before another character or at the end of the pattern is a fault. `escape` is one character."""
+    written, index = [], 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char != escape:
+            written.append(ESCAPE + char if char == ESCAPE else char)
+            index += 1
+            continue
+        after = pattern[index + 1:index + 2]
+        if after not in (ANY_RUN, ANY_ONE, escape):
+            where = "at the end of the pattern" if not after else f"before '{after}'"
+            return pattern, (f"the escape '{escape}' stands {where}; it makes only %, _ or itself after it stand "
+                             "for itself")
+        written.append(ESCAPE + after if after in _ESCAPED else after)
+        index += 2
+    return "".join(written), None
+
+
 @cache
 def like_regex(pattern: str) -> re.Pattern[str]:
     """The pattern as a regular expression that `fullmatch`es exactly the text it holds."""

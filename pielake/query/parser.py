@@ -15,7 +15,7 @@ from functools import partial
 
 from pielake.errors import ErrorDetail, QuerySyntaxError, source_excerpt
 from pielake.query import ast
-from pielake.query.like import pattern_fault
+from pielake.query.like import pattern_fault, with_backslash
 from pielake.query.tokens import Kind, Span, Token, tokenize
 
 MAX_NESTING = 100
@@ -528,17 +528,31 @@ class Parser:
         return left
 
     def like_pattern(self) -> ast.Literal:
-        """The string literal after LIKE, a pattern Spark takes as it is written (`pattern_fault`)."""
+        """The string literal after LIKE, a pattern Spark takes as it is written (`pattern_fault`), with SQL's
+        `ESCAPE 'c'` after it if the pattern escapes with another character than \\: the pattern is kept as
+        written with \\ (`with_backslash`), so everything after the parser reads one form."""
         token = self.tok
         if token.kind is not Kind.STRING:
             raise self.error(f"expected a pattern in quotes after LIKE, found {self.describe(token)}",
                              suggestion="Write x LIKE 'ON%': % stands for any run of characters, _ for one.")
-        fault = pattern_fault(token.text)
+        self.advance()
+        pattern = token.text
+        if self.at_keyword("ESCAPE"):
+            self.advance()
+            escape = self.tok
+            if escape.kind is not Kind.STRING or len(escape.text) != 1:
+                raise self.error(f"expected one character in quotes after ESCAPE, found {self.describe(escape)}",
+                                 suggestion="Write x LIKE '100!%' ESCAPE '!'.")
+            self.advance()
+            pattern, fault = with_backslash(token.text, escape.text)
+            if fault is not None:
+                raise self.error(f"the LIKE pattern '{token.text}' cannot be read: {fault}", token,
+                                 f"Write {escape.text}% or {escape.text}_ for % or _ themselves.")
+        fault = pattern_fault(pattern)
         if fault is not None:
             raise self.error(f"the LIKE pattern '{token.text}' cannot be read: {fault}", token,
                              "% stands for any run of characters, _ for one, \\% and \\_ for themselves.")
-        self.advance()
-        return ast.Literal(token.text, span=token.span)
+        return ast.Literal(pattern, span=self.span_from(token.span))
 
     def _between_is_duration(self) -> bool:
         """`speed > 70 BETWEEN 4s AND 30s` is a duration bound; tell it apart by the unit on the low bound."""

@@ -15,6 +15,7 @@ from pielake.lake.delta import Lake
 from pielake.query.analyzer import load_query
 from pielake.query.evaluate import holds
 from pielake.spark import columns as C
+from pielake.spark.compile import predicate
 from pielake.spark.query import SparkQuery
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
@@ -40,9 +41,24 @@ COMPUTED = [
     # SQL's LIKE, across line breaks; \ makes %, _ and itself stand for themselves.
     "s LIKE 'a%'", "s NOT LIKE '%b'", "s LIKE 'a_b'", "s LIKE 'a\\_b'", "s LIKE '%\\%%'", "s LIKE '_'",
     "s LIKE ''", "s LIKE 'a%b'", "s LIKE '%\n'", "NOT s LIKE 'A' AND s NOT LIKE 'a'",
+    "s LIKE 'a!_b' ESCAPE '!'", "s LIKE '%#%%' ESCAPE '#'", "s NOT LIKE 'a__' ESCAPE '_'",
 ]
 DECLINED = ["x % 2 = 1", "lower(s) = 'a'", "upper(s) = 'A'", "x = NULL", "s > 1",
             "b > 1", "x", "x AND b"]
+
+
+def test_a_pattern_with_an_escape_of_its_own_matches_as_spark_s_like_with_that_escape(spark: SparkSession) -> None:
+    """The parser keeps a pattern written with `ESCAPE 'c'` in the \\ form; Spark's own LIKE with that escape
+    character decides what it means."""
+    cases = [("a!_b", "!"), ("%#%%", "#"), ("a__", "_"), ("!!%", "!"), ("a\\%", "!"), ("%%", "%"), ("a%%b", "%")]
+    texts = [text for text in SS if text is not None] + ["a!b", "!x", "a\\b", "%", "a%"]
+    plan = load_query(chain([f"s LIKE '{pattern}' ESCAPE '{escape}'" for pattern, escape in cases]))
+    frame = spark.createDataFrame([(text,) for text in texts], "s STRING")
+    ours = [predicate(symbol.predicate) for symbol in plan.symbols]
+    spark_s = [F.like(F.col("s"), F.lit(pattern), F.lit(escape)) for pattern, escape in cases]
+    got = frame.select(F.array(*ours).alias("ours"), F.array(*spark_s).alias("spark")).collect()
+    assert [row.ours for row in got] == [row.spark for row in got]
+    assert any(any(row.ours) for row in got) and not all(all(row.ours) for row in got)
 
 
 def chain(predicates: list[str]) -> str:

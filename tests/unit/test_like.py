@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pielake.query.like import like_example, like_regex, pattern_fault
+from pielake.query.like import like_example, like_regex, pattern_fault, with_backslash
 
 pytestmark = pytest.mark.unit
 
@@ -45,3 +45,18 @@ def test_a_pattern_holds_its_own_example(pattern: str) -> None:
 def test_what_spark_refuses_or_cannot_match_is_named(pattern: str, said: str) -> None:
     fault = pattern_fault(pattern)
     assert fault is not None and fault.startswith(said)
+
+
+@pytest.mark.parametrize(("pattern", "escape", "written"), [
+    ("100!%", "!", "100\\%"), ("a!_b", "!", "a\\_b"), ("a!!b", "!", "a!b"), ("C:\\dir%", "!", "C:\\\\dir%"),
+    ("50%%", "%", "50\\%"), ("a\\%", "\\", "a\\%"), ("a__%", "_", "a\\_%")])
+def test_a_pattern_with_an_escape_of_its_own_is_written_with_the_backslash(pattern: str, escape: str,
+                                                                        written: str) -> None:
+    assert with_backslash(pattern, escape) == (written, None)
+
+
+@pytest.mark.parametrize(("pattern", "fault"), [
+    ("a!", "the escape '!' stands at the end of the pattern"), ("a!b", "the escape '!' stands before 'b'")])
+def test_an_escape_before_anything_but_percent_underscore_or_itself_is_refused(pattern: str, fault: str) -> None:
+    assert fault in with_backslash(pattern, "!")[1]
+
