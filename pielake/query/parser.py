@@ -17,6 +17,7 @@ from pielake.errors import ErrorDetail, QuerySyntaxError, source_excerpt
 from pielake.query import ast
 from pielake.query.like import pattern_fault, with_backslash
 from pielake.query.tokens import Kind, Span, Token, tokenize
+from pielake.semantics.relations import COMPARED, ENDPOINTS, allen_where
 
 MAX_NESTING = 100
 
@@ -70,6 +71,7 @@ class Parser:
         self.depth = 0
         self.reached = 0  # the deepest level an expression being read has reached (`chain`)
         self.symbols: set[str] = set()
+        self.last_endpoint: tuple[ast.Name, str] | None = None  # the right side of an endpoint comparison just read
         self.qualifier = "S"  # the first stream's alias or name, once FROM is read
         self.warnings: list[QueryWarning] = []
         # Each precedence level of the binary operators is a `chain` of the next one, bound here rather than
@@ -335,8 +337,12 @@ class Parser:
 
     def constraint_chain(self) -> list[ast.Constraint]:
         """A constraint, or a chain `A r1 B r2 C` of relations from one symbol to the next, read as `A r1 B AND
-        B r2 C` (the TPStream paper writes patterns so)."""
+        B r2 C` (the TPStream paper writes patterns so), or a chain of endpoint comparisons `A.ts < B.ts < A.te`,
+        read as `A.ts < B.ts AND B.ts < A.te` (ISEQ writes patterns so)."""
         chain = [self.constraint()]
+        while self.last_endpoint is not None and self.at_op(*_COMPARISONS):
+            start = self.last_endpoint[0].span
+            chain.append(ast.Constraint((self.compared(*self.last_endpoint, start),), self.span_from(start)))
         while self.tok.kind is Kind.IDENT and self.tok.upper() not in KEYWORDS and self.tok.text not in self.symbols:
             self.refuse_misspelled_clause(("WITHIN",), "A word after a pattern's symbol is read as a relation.")
             alternatives = chain[-1].alternatives
@@ -356,21 +362,59 @@ class Parser:
         while self.at_op(";") or self.at_keyword("OR"):
             self.advance()
             alternatives.extend(self.alternative())
+        if len(alternatives) > 1:
+            self.last_endpoint = None  # a disjunction ends no chain
         return ast.Constraint(tuple(alternatives), self.span_from(start))
 
     def alternative(self) -> tuple[ast.Alternative, ...]:
+        self.last_endpoint = None
         if self.at_op("("):
             self.enter()
             self.advance()
             inner = self.constraint()
             self.expect_op(")", "to close the constraint")
             self.depth -= 1
+            self.last_endpoint = None
             return inner.alternatives
         start = self.tok.span
         left = self.name("a symbol")
+        if self.at_op("."):
+            return (self.compared(left, self.endpoint(left), start),)
         relations = self.relations()
         right = self.name("a symbol")
         return (ast.Alternative(left, relations, right, self.span_from(start)),)
+
+    def endpoint(self, symbol: ast.Name) -> str:
+        """`.ts` or `.te` after a symbol in PATTERN: where its situation starts or ends."""
+        self.expect_op(".", "between a symbol and its endpoint (A.ts)")
+        end = self.word("ts or te")
+        if end.text.lower() not in ENDPOINTS:
+            raise self.error(f"a pattern compares where situations start and end, not '{symbol.text}.{end.text}'",
+                             self.tokens[self.i - 1], f"Write {symbol.text}.ts or {symbol.text}.te; a predicate "
+                                                      "on the events belongs in DEFINE.")
+        return end.text.lower()
+
+    def compared(self, left: ast.Name, left_end: str, start: Span) -> ast.Alternative:
+        """`A.ts < B.te`, after its left side: the Allen relations under which the comparison holds
+        (`allen_where`), as one alternative between the two symbols. It holds under all of them or none, so the
+        comparison and the relations are one condition."""
+        if not self.at_op(*_COMPARISONS):
+            raise self.error(f"expected a comparison after {left.text}.{left_end}, found {self.describe(self.tok)}",
+                             suggestion=f"Compare endpoints of two symbols, e.g. {left.text}.{left_end} < B.ts, or "
+                                        f"relate the symbols: {left.text} overlaps B.")
+        op = _COMPARISONS[self.advance().text]
+        right = self.name("a symbol")
+        right_end = self.endpoint(right)
+        span = self.span_from(start)
+        if right.text == left.text:
+            written = Token(Kind.OP, self.source[span.start:span.end], span)
+            always = COMPARED[op](*(ENDPOINTS.index(end) for end in (left_end, right_end)))
+            raise self.error(f"{written.text} compares a situation with itself, and {'always' if always else 'never'} "
+                             "holds", written, "Every situation starts before it ends: leave it out, or compare "
+                                               "endpoints of two symbols.")
+        self.last_endpoint = (right, right_end)
+        relations = tuple(ast.RelationRef(name, span) for name in allen_where(left_end, op, right_end))
+        return ast.Alternative(left, relations, right, span)
 
     def relations(self) -> tuple[ast.RelationRef, ...]:
         """`meets; overlaps; starts`: the relation list between two symbols."""
@@ -392,10 +436,6 @@ class Parser:
 
     def relation(self) -> ast.RelationRef:
         token = self.tok
-        if token.kind is Kind.OP and token.text == ".":
-            raise self.error("expected a relation such as 'overlaps', found '.'", suggestion=(
-                "Patterns relate whole situations (A overlaps B); comparisons of endpoints such as A.ts < B.ts "
-                "are written as the relations they allow, e.g. A overlaps; finished-by; contains B."))
         if token.kind is not Kind.IDENT:
             raise self.error(f"expected a relation such as 'overlaps', found {self.describe(token)}",
                              suggestion=self.sequence_hint() or "Relate two symbols by Allen's relations, e.g. "

@@ -155,6 +155,25 @@ def _allen_between(a: Interval, b: Interval) -> str:
     return next(name for name in ALLEN_RELATIONS if RELATIONS[name].condition(a, b))
 
 
+ENDPOINTS = ("ts", "te")
+COMPARED: dict[str, Callable[[int, int], bool]] = {
+    "<": lambda x, y: x < y, "<=": lambda x, y: x <= y, "=": lambda x, y: x == y, "!=": lambda x, y: x != y,
+    ">": lambda x, y: x > y, ">=": lambda x, y: x >= y}
+
+
+@cache
+def allen_where(left_end: str, op: str, right_end: str) -> tuple[str, ...]:
+    """The Allen relations `a r b` under which `a.<left_end> <op> b.<right_end>` holds, as ISEQ writes a pattern
+    (`A.ts < B.ts`). Each of Allen's relations is one order of the two intervals' four endpoints, so the comparison
+    holds under every arrangement of a relation or under none; the arrangements are enumerated over four points,
+    among which every order of four endpoints occurs."""
+    spans = [_Span(s, e) for s in range(4) for e in range(s + 1, 4)]
+    compare = COMPARED[op]
+    return tuple(name for name in ALLEN_RELATIONS if any(
+        _allen_between(a, b) == name and compare(getattr(a, left_end), getattr(b, right_end))
+        for a in spans for b in spans))
+
+
 # A set of Allen relations as the bits of an int (one bit a relation, in ALLEN_RELATIONS' order): path
 # consistency intersects and compares these sets once per triangle, and ints do that in one operation.
 FULL = (1 << len(ALLEN_RELATIONS)) - 1

@@ -152,6 +152,22 @@ def test_another_language_s_sequence_is_told_in_relations(pattern: str, hint: st
     assert caught.value.first.suggestion.startswith(hint)
 
 
+@pytest.mark.parametrize(("endpoints", "relations"), [
+    ("A.ts < B.ts < A.te < B.te", "A overlaps B"),
+    ("A.ts < B.ts AND B.ts < A.te AND A.te < B.te", "A overlaps B"),
+    ("A.ts < B.ts < A.te", "A overlaps; finished-by; contains B"),
+    ("A.te = B.ts OR A.te < B.ts", "A meets; before B"),
+    ("(B.ts > A.ts OR A equals B) AND B.te <= A.te", "A contains; finished-by; equals B"),
+    ("A.ts != B.ts AND A.te = B.te", "B finishes; finished-by A")])
+def test_iseq_s_endpoint_comparisons_are_the_relations_they_allow(endpoints: str, relations: str) -> None:
+    """ISEQ writes a pattern as comparisons of endpoints; each is the set of Allen relations under which it holds,
+    and comparisons joined by AND (or chained) are intersected as constraints on one pair are."""
+    def constraints(pattern: str) -> tuple[object, ...]:
+        return load_query(f"FROM S DEFINE A AS x > 1, B AS y PATTERN {pattern} WITHIN 5 s").constraints
+
+    assert constraints(endpoints) == constraints(relations)
+
+
 def test_a_return_column_is_named_with_or_without_as() -> None:
     """As in SQL's SELECT, a name right after the expression names its column; printed, it takes AS."""
     query = parse("FROM S DEFINE A AS x > 1, B AS y PATTERN A meets B WITHIN 5 s "

@@ -8,7 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pielake.semantics.detection import Endpoints, decision_time, possible_relations
-from pielake.semantics.relations import ALLEN_RELATIONS, RELATIONS, allen_of, contradiction
+from pielake.semantics.relations import (
+    ALLEN_RELATIONS,
+    COMPARED,
+    ENDPOINTS,
+    RELATIONS,
+    allen_of,
+    allen_where,
+    contradiction,
+)
 
 
 @st.composite
@@ -26,6 +34,16 @@ def test_exactly_one_allen_relation_holds(a: Endpoints, b: Endpoints) -> None:
 def test_each_relation_holds_exactly_when_its_inverse_holds_swapped(a: Endpoints, b: Endpoints, quiet: bool) -> None:
     for relation in RELATIONS.values():
         assert bool(relation.holds(a, b, quiet)) == bool(RELATIONS[relation.inverse].holds(b, a, quiet))
+
+
+@given(intervals(), intervals())
+def test_an_endpoint_comparison_holds_exactly_where_one_of_its_relations_holds(a: Endpoints, b: Endpoints) -> None:
+    """`A.ts < B.ts` in PATTERN is read as the relations `allen_where` names: the reading is exact on any pair of
+    situations, not just on the arrangements it was enumerated from."""
+    [holding] = [name for name in ALLEN_RELATIONS if RELATIONS[name].holds(a, b)]
+    for left, right in itertools.product(ENDPOINTS, repeat=2):
+        for op, compare in COMPARED.items():
+            assert compare(getattr(a, left), getattr(b, right)) == (holding in allen_where(left, op, right))
 
 
 @given(intervals(), intervals(), st.booleans())
