@@ -30,7 +30,7 @@ VALID = sorted(GOLDEN.glob("*.tpq"))
 # tables would show nothing. The queries of many constraints match seldom in random data, so they get more events.
 SAMPLES = {"piestream_example1": (3000, 4), "tpstream_listing1": (1000, 9), "piestream_correctness": (1000, 18),
            "lng_rollover": (1000, 24), "syntax_tour": (1000, 23), "tpstream_figure4": (1000, 4),
-           "keyword_columns": (1000, 1), "text_patterns": (1000, 1)}
+           "keyword_columns": (1000, 1), "text_patterns": (1000, 1), "iseq_endpoints": (1000, 1)}
 
 
 def test_every_golden_query_has_a_sample() -> None:
