@@ -62,6 +62,10 @@ _LATIN_SPELLINGS = str.maketrans({"ß": "ss", "ẞ": "SS", "æ": "ae", "Æ": "AE
                                   "Þ": "TH", "\u0131": "i"})  # U+0131, dotless i
 
 
+# The signs papers write comparisons and logic in (ISEQ's `A.ts ≤ B.ts ∧ …`), as a query writes them: less or
+# equal, greater or equal, not equal, and, or, not, minus, times and division.
+_MATH_SIGNS = {"\u2264": "<=", "\u2265": ">=", "\u2260": "!=", "\u2227": "AND", "\u2228": "OR", "\u00ac": "NOT",
+               "\u2212": "-", "\u00d7": "*", "\u00f7": "/"}
 PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -241,6 +245,8 @@ class _Scanner:
         """The fix for a character no token starts with. A letter inside a word is most often an accented column
         name, which a file's header gives and the lake spells in ASCII, so the hint spells that word."""
         plain = "Queries use ASCII letters, digits and operators outside string literals."
+        if ch in _MATH_SIGNS:
+            return f"{plain} Write {_MATH_SIGNS[ch]} for {ch}."
         if not ch.isalpha():
             return plain
         start, end = self.pos, self.pos

@@ -168,6 +168,12 @@ def test_iseq_s_endpoint_comparisons_are_the_relations_they_allow(endpoints: str
     assert constraints(endpoints) == constraints(relations)
 
 
+def test_a_paper_s_sign_is_told_how_a_query_writes_it() -> None:
+    with pytest.raises(QueryError) as caught:
+        parse("FROM S DEFINE A AS x, B AS y PATTERN A.ts < B.ts ∧ B.ts ≤ A.te WITHIN 5 s")
+    assert caught.value.first.suggestion.endswith("Write AND for ∧.")
+
+
 def test_a_return_column_is_named_with_or_without_as() -> None:
     """As in SQL's SELECT, a name right after the expression names its column; printed, it takes AS."""
     query = parse("FROM S DEFINE A AS x > 1, B AS y PATTERN A meets B WITHIN 5 s "
