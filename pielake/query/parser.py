@@ -28,6 +28,8 @@ KEYWORDS = frozenset({
 # SQL words that have no place in a pattern query; seeing one gets a pointed message instead of a generic one.
 SQL_STATEMENT_WORDS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "DROP", "CREATE", "ALTER", "MERGE",
                                  "TRUNCATE", "GRANT", "UNION", "EXEC", "EXECUTE", "CALL"})
+# SQL's clauses after a SELECT list, which are no name of a RETURN column: each is told where SQL runs instead.
+SQL_CLAUSE_WORDS = frozenset({"WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "QUALIFY", "WINDOW"}) | SQL_STATEMENT_WORDS
 # SQL's operators that match text against a pattern, which predicates do not have: each gets what to write instead.
 SQL_PATTERN_MATCHING = frozenset({"ILIKE", "RLIKE", "REGEXP", "SIMILAR"})
 # How other event languages write a sequence (SASE's and CORE's `SEQ(A, B)`, the arrows of Esper and Flink's
@@ -182,8 +184,11 @@ class Parser:
         if self.at_op(";"):
             self.advance()
         if self.tok.kind is not Kind.EOF:
-            raise self.error(f"unexpected {self.describe(self.tok)} after the end of the query",
-                             suggestion="A query file holds exactly one query; remove the trailing text.")
+            clause = self.tok.kind is Kind.IDENT and self.tok.upper() in SQL_CLAUSE_WORDS - SQL_STATEMENT_WORDS
+            raise self.error(f"unexpected {self.describe(self.tok)} after the end of the query", suggestion=(
+                f"{self.tok.upper()} is SQL's: a query ends with RETURN, and its matches are filtered, sorted and "
+                "counted in SQL over its tables (pielake sql ... \"SELECT ... FROM matches_<query> ...\")."
+                if clause else "A query file holds exactly one query; remove the trailing text."))
         return ast.Query(streams, partition, defines, tuple(pattern), window, returns, self.span_from(start))
 
     def after_defines(self, last: ast.Define) -> None:
@@ -468,7 +473,7 @@ class Parser:
         if self.at_keyword("AS"):
             self.advance()
             alias = self.name("an output column name")
-        elif self.tok.kind is Kind.IDENT and self.tok.upper() not in KEYWORDS:
+        elif self.tok.kind is Kind.IDENT and self.tok.upper() not in KEYWORDS | SQL_CLAUSE_WORDS:
             alias = self.name("an output column name")
         return ast.ReturnItem(expr, alias, self.span_from(start))
 

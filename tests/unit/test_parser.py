@@ -168,6 +168,14 @@ def test_iseq_s_endpoint_comparisons_are_the_relations_they_allow(endpoints: str
     assert constraints(endpoints) == constraints(relations)
 
 
+@pytest.mark.parametrize("tail", ["ORDER BY 1", "LIMIT 5", "x WHERE y > 1"])
+def test_sql_s_clauses_after_return_are_told_where_sql_runs(tail: str) -> None:
+    """A name right after a RETURN expression names its column, but not SQL's next clause."""
+    with pytest.raises(QueryError) as caught:
+        parse(f"FROM S DEFINE A AS x > 1, B AS y PATTERN A meets B WITHIN 5 s RETURN first(A.x) {tail}")
+    assert "is SQL's: a query ends with RETURN" in caught.value.first.suggestion
+
+
 def test_a_paper_s_sign_is_told_how_a_query_writes_it() -> None:
     with pytest.raises(QueryError) as caught:
         parse("FROM S DEFINE A AS x, B AS y PATTERN A.ts < B.ts ∧ B.ts ≤ A.te WITHIN 5 s")
