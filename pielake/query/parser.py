@@ -404,9 +404,15 @@ class Parser:
         (`allen_where`), as one alternative between the two symbols. It holds under all of them or none, so the
         comparison and the relations are one condition."""
         if not self.at_op(*_COMPARISONS):
+            other = "B" if left.text != "B" else "A"
+            arithmetic = self.at_op("+", "-", "*", "/")
             raise self.error(f"expected a comparison after {left.text}.{left_end}, found {self.describe(self.tok)}",
-                             suggestion=f"Compare endpoints of two symbols, e.g. {left.text}.{left_end} < B.ts, or "
-                                        f"relate the symbols: {left.text} overlaps B.")
+                             suggestion=(
+                                 "A pattern compares endpoints as they are, with no arithmetic: bound a whole match "
+                                 "with WITHIN and a situation's length with AT LEAST / AT MOST in DEFINE."
+                                 if arithmetic else
+                                 f"Compare endpoints of two symbols, e.g. {left.text}.{left_end} < {other}.ts, or "
+                                 f"relate the symbols: {left.text} overlaps {other}."))
         op = _COMPARISONS[self.advance().text]
         right = self.name("a symbol")
         right_end = self.endpoint(right)

@@ -176,6 +176,15 @@ def test_sql_s_clauses_after_return_are_told_where_sql_runs(tail: str) -> None:
     assert "is SQL's: a query ends with RETURN" in caught.value.first.suggestion
 
 
+@pytest.mark.parametrize(("pattern", "hint"), [
+    ("B.ts - A.te <= 5 min", "A pattern compares endpoints as they are, with no arithmetic: bound a whole match"),
+    ("B.ts overlaps A", "Compare endpoints of two symbols, e.g. B.ts < A.ts, or relate the symbols: B overlaps A.")])
+def test_an_endpoint_without_a_comparison_after_it_is_told_what_a_pattern_compares(pattern: str, hint: str) -> None:
+    with pytest.raises(QueryError) as caught:
+        parse(f"FROM S DEFINE A AS x > 1, B AS y PATTERN {pattern} WITHIN 10 min")
+    assert caught.value.first.suggestion.startswith(hint)
+
+
 def test_a_paper_s_sign_is_told_how_a_query_writes_it() -> None:
     with pytest.raises(QueryError) as caught:
         parse("FROM S DEFINE A AS x, B AS y PATTERN A.ts < B.ts ∧ B.ts ≤ A.te WITHIN 5 s")
