@@ -33,6 +33,7 @@ from pielake.errors import PielakeError
 from pielake.query import ast
 from pielake.query.analyzer import QueryPlan, bind, children, walk
 from pielake.query.like import like_example
+from pielake.semantics.relations import ENDPOINTS
 from pielake.spark import columns as C
 from pielake.streams import INTEGER_TYPES, TIMESTAMP_UNIT, UNIX_TIME, StreamSchema, zone_info
 
@@ -186,7 +187,7 @@ def _names_situation(column: ast.Column, plan: QueryPlan) -> bool:
     """`S.ts`, `S.te` in RETURN, or `duration(S)`'s argument: a situation's own value, not a stream column."""
     symbols = {s.name.lower() for s in plan.symbols}
     qualified = column.qualifier is not None and column.qualifier.lower() in symbols
-    return (qualified and column.name.lower() in ("ts", "te")) or \
+    return (qualified and column.name.lower() in ENDPOINTS) or \
         (column.qualifier is None and column.name.lower() in symbols)
 
 

@@ -33,7 +33,6 @@ SCALAR_FUNCTIONS: dict[str, tuple[int, int | None]] = {
 }
 LONGEST_QUERY_NAME = 64
 AGGREGATES = frozenset({"first", "last", "min", "max", "avg", "sum", "count"})
-SITUATION_ENDPOINTS = frozenset({"ts", "te"})
 # The longest window or duration: event times are 64-bit integers of their unit, microseconds at the finest, and a
 # time plus or minus a duration must stay one; half the range (about 146,000 years) leaves the times the other half.
 LONGEST_DURATION_SECONDS = Fraction(2**62, 1_000_000)
@@ -575,7 +574,7 @@ class _Analyzer:
         it adds none."""
         taken = {k.lower(): f"the key column {k}" for k in keys} | {c: f"the match column {c}" for c in MATCH_COLUMNS}
         taken |= {f"{lower}_{end}": f"{symbol}.{end}" for lower, symbol in self.symbols.items()
-                  for end in SITUATION_ENDPOINTS}
+                  for end in rel.ENDPOINTS}
         out: list[OutputColumn] = []
         for item in self.query.returns:
             expr = self.bare_keys(item.expr, keys)
@@ -638,7 +637,7 @@ class _Analyzer:
             return False
         if expr.qualifier is None:
             return expr.name.lower() in {k.lower() for k in keys}
-        return expr.qualifier.lower() in self.symbols and expr.name.lower() in SITUATION_ENDPOINTS
+        return expr.qualifier.lower() in self.symbols and expr.name.lower() in rel.ENDPOINTS
 
     def check_return_expr(self, expr: ast.Expr, keys: tuple[str, ...]) -> None:
         if isinstance(expr, ast.Call) and (expr.name in AGGREGATES or expr.name == "duration"):
@@ -669,7 +668,7 @@ class _Analyzer:
 
     def return_column(self, column: ast.Column, keys: tuple[str, ...]) -> None:
         if column.qualifier and column.qualifier.lower() in self.symbols:
-            if column.name.lower() not in SITUATION_ENDPOINTS:
+            if column.name.lower() not in rel.ENDPOINTS:
                 self.error(f"'{column.qualifier}.{column.name}' needs an aggregate", column.span,
                            f"Write first({column.qualifier}.{column.name}), avg(...), max(...), ...")
             return

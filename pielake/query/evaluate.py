@@ -62,7 +62,7 @@ def _arith(op: str, a: Any, b: Any) -> Any:
     return remainder if a >= 0 else -remainder
 
 
-_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
     "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
 }
@@ -121,8 +121,8 @@ class Evaluator(ExprVisitor):
             return _and(left, right)
         if expr.op == "OR":
             return _or(left, right)
-        if expr.op in _COMPARE:
-            return None if left is None or right is None else _COMPARE[expr.op](left, right)
+        if expr.op in COMPARE:
+            return None if left is None or right is None else COMPARE[expr.op](left, right)
         return _arith(expr.op, left, right)
 
     def eval_between(self, expr: ast.Between) -> Any:

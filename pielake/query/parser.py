@@ -15,9 +15,10 @@ from functools import partial
 
 from pielake.errors import ErrorDetail, QuerySyntaxError, source_excerpt
 from pielake.query import ast
+from pielake.query.evaluate import COMPARE
 from pielake.query.like import pattern_fault, with_backslash
 from pielake.query.tokens import Kind, Span, Token, tokenize
-from pielake.semantics.relations import COMPARED, ENDPOINTS, allen_where
+from pielake.semantics.relations import ENDPOINTS, allen_where
 
 MAX_NESTING = 100
 
@@ -29,7 +30,7 @@ KEYWORDS = frozenset({
 SQL_STATEMENT_WORDS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "DROP", "CREATE", "ALTER", "MERGE",
                                  "TRUNCATE", "GRANT", "UNION", "EXEC", "EXECUTE", "CALL"})
 # SQL's clauses after a SELECT list, which are no name of a RETURN column: each is told where SQL runs instead.
-SQL_CLAUSE_WORDS = frozenset({"WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "QUALIFY", "WINDOW"}) | SQL_STATEMENT_WORDS
+SQL_CLAUSE_WORDS = frozenset({"WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "QUALIFY", "WINDOW"})
 # SQL's operators that match text against a pattern, which predicates do not have: each gets what to write instead.
 SQL_PATTERN_MATCHING = frozenset({"ILIKE", "RLIKE", "REGEXP", "SIMILAR"})
 # How other event languages write a sequence (SASE's and CORE's `SEQ(A, B)`, the arrows of Esper and Flink's
@@ -73,7 +74,6 @@ class Parser:
         self.depth = 0
         self.reached = 0  # the deepest level an expression being read has reached (`chain`)
         self.symbols: set[str] = set()
-        self.last_endpoint: tuple[ast.Name, str] | None = None  # the right side of an endpoint comparison just read
         self.qualifier = "S"  # the first stream's alias or name, once FROM is read
         self.warnings: list[QueryWarning] = []
         # Each precedence level of the binary operators is a `chain` of the next one, bound here rather than
@@ -184,7 +184,7 @@ class Parser:
         if self.at_op(";"):
             self.advance()
         if self.tok.kind is not Kind.EOF:
-            clause = self.tok.kind is Kind.IDENT and self.tok.upper() in SQL_CLAUSE_WORDS - SQL_STATEMENT_WORDS
+            clause = self.tok.kind is Kind.IDENT and self.tok.upper() in SQL_CLAUSE_WORDS
             raise self.error(f"unexpected {self.describe(self.tok)} after the end of the query", suggestion=(
                 f"{self.tok.upper()} is SQL's: a query ends with RETURN, and its matches are filtered, sorted and "
                 "counted in SQL over its tables (pielake sql ... \"SELECT ... FROM matches_<query> ...\")."
@@ -345,9 +345,9 @@ class Parser:
         B r2 C` (the TPStream paper writes patterns so), or a chain of endpoint comparisons `A.ts < B.ts < A.te`,
         read as `A.ts < B.ts AND B.ts < A.te` (ISEQ writes patterns so)."""
         chain = [self.constraint()]
-        while self.last_endpoint is not None and self.at_op(*_COMPARISONS):
-            start = self.last_endpoint[0].span
-            chain.append(ast.Constraint((self.compared(*self.last_endpoint, start),), self.span_from(start)))
+        while self.at_op(*_COMPARISONS) and (end := self.chained_endpoint(chain[-1])) is not None:
+            left = chain[-1].alternatives[0].right
+            chain.append(ast.Constraint((self.compared(left, end, left.span),), self.span_from(left.span)))
         while self.tok.kind is Kind.IDENT and self.tok.upper() not in KEYWORDS and self.tok.text not in self.symbols:
             self.refuse_misspelled_clause(("WITHIN",), "A word after a pattern's symbol is read as a relation.")
             alternatives = chain[-1].alternatives
@@ -367,19 +367,15 @@ class Parser:
         while self.at_op(";") or self.at_keyword("OR"):
             self.advance()
             alternatives.extend(self.alternative())
-        if len(alternatives) > 1:
-            self.last_endpoint = None  # a disjunction ends no chain
         return ast.Constraint(tuple(alternatives), self.span_from(start))
 
     def alternative(self) -> tuple[ast.Alternative, ...]:
-        self.last_endpoint = None
         if self.at_op("("):
             self.enter()
             self.advance()
             inner = self.constraint()
             self.expect_op(")", "to close the constraint")
             self.depth -= 1
-            self.last_endpoint = None
             return inner.alternatives
         start = self.tok.span
         left = self.name("a symbol")
@@ -388,6 +384,14 @@ class Parser:
         relations = self.relations()
         right = self.name("a symbol")
         return (ast.Alternative(left, relations, right, self.span_from(start)),)
+
+    def chained_endpoint(self, last: ast.Constraint) -> str | None:
+        """The endpoint (`ts`, `te`) a chain of comparisons goes on from: that of the right side of the constraint
+        just read, where it is one comparison written bare (`A.ts < B.ts`, then `< A.te`). A disjunction or a
+        parenthesis ends a chain."""
+        dot, end = self.tokens[self.i - 2:self.i]
+        bare = len(last.alternatives) == 1 and dot.kind is Kind.OP and dot.text == "."
+        return end.text.lower() if bare and end.text.lower() in ENDPOINTS else None
 
     def endpoint(self, symbol: ast.Name) -> str:
         """`.ts` or `.te` after a symbol in PATTERN: where its situation starts or ends."""
@@ -419,11 +423,10 @@ class Parser:
         span = self.span_from(start)
         if right.text == left.text:
             written = Token(Kind.OP, self.source[span.start:span.end], span)
-            always = COMPARED[op](*(ENDPOINTS.index(end) for end in (left_end, right_end)))
+            always = COMPARE[op](*(ENDPOINTS.index(end) for end in (left_end, right_end)))
             raise self.error(f"{written.text} compares a situation with itself, and {'always' if always else 'never'} "
                              "holds", written, "Every situation starts before it ends: leave it out, or compare "
                                                "endpoints of two symbols.")
-        self.last_endpoint = (right, right_end)
         relations = tuple(ast.RelationRef(name, span) for name in allen_where(left_end, op, right_end))
         return ast.Alternative(left, relations, right, span)
 
@@ -479,7 +482,7 @@ class Parser:
         if self.at_keyword("AS"):
             self.advance()
             alias = self.name("an output column name")
-        elif self.tok.kind is Kind.IDENT and self.tok.upper() not in KEYWORDS | SQL_CLAUSE_WORDS:
+        elif self.tok.kind is Kind.IDENT and self.tok.upper() not in KEYWORDS | SQL_CLAUSE_WORDS | SQL_STATEMENT_WORDS:
             alias = self.name("an output column name")
         return ast.ReturnItem(expr, alias, self.span_from(start))
 

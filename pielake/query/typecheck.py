@@ -20,6 +20,7 @@ from pielake.query import ast
 from pielake.query.printer import expr_text
 from pielake.query.tokens import Span
 from pielake.query.visitor import ExprVisitor
+from pielake.semantics.relations import ENDPOINTS
 
 NUMBER, STRING, BOOLEAN, TIME, NULL = "number", "string", "boolean", "time", "NULL"
 UNKNOWN = "unknown"  # a column the stream does not have: reported on its own, not again as a mix
@@ -145,7 +146,7 @@ def check_return(expr: ast.Expr, column_type: Callable[[ast.Column], str], time:
     `column_type` gives the Spark type of a column RETURN reads (`S.col` of S's stream, a bare key column),
     "?" where unknown; `symbols`: the lower-case symbol names."""
     def column(ref: ast.Column) -> str:
-        endpoint = ref.qualifier is not None and ref.qualifier.lower() in symbols and ref.name.lower() in ("ts", "te")
+        endpoint = ref.qualifier is not None and ref.qualifier.lower() in symbols and ref.name.lower() in ENDPOINTS
         return time if endpoint else family(column_type(ref))
 
     def call(ref: ast.Call) -> str:

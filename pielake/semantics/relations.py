@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
 
+from pielake.query.evaluate import COMPARE
+
 
 class Interval(Protocol):
     """Anything with a start and an end: a reference situation or a pair of Spark Columns."""
@@ -136,12 +138,17 @@ def allen_of(name: str) -> str:
     return {"followed-by": "before", "follows": "after"}.get(name, name)
 
 
+def _spans(points: int) -> list[_Span]:
+    """Every interval between `points` points, `[s, e)` with s < e."""
+    return [_Span(s, e) for s in range(points) for e in range(s + 1, points)]
+
+
 @cache
 def _composition() -> dict[tuple[str, str], frozenset[str]]:
     """Allen's composition table: for `a r1 b` and `b r2 c`, the relations `a` and `c` may stand in. Enumerated
     from the definitions above over every interval between six points (three intervals have at most six distinct
     endpoints, so every arrangement occurs), not copied from a table."""
-    spans = [_Span(s, e) for s in range(6) for e in range(s + 1, 6)]
+    spans = _spans(6)
     found: dict[tuple[str, str], set[str]] = {}
     for a in spans:
         for b in spans:
@@ -155,10 +162,7 @@ def _allen_between(a: Interval, b: Interval) -> str:
     return next(name for name in ALLEN_RELATIONS if RELATIONS[name].condition(a, b))
 
 
-ENDPOINTS = ("ts", "te")
-COMPARED: dict[str, Callable[[int, int], bool]] = {
-    "<": lambda x, y: x < y, "<=": lambda x, y: x <= y, "=": lambda x, y: x == y, "!=": lambda x, y: x != y,
-    ">": lambda x, y: x > y, ">=": lambda x, y: x >= y}
+ENDPOINTS = ("ts", "te")  # where a situation starts and where it ends, as a query names them
 
 
 @cache
@@ -167,8 +171,8 @@ def allen_where(left_end: str, op: str, right_end: str) -> tuple[str, ...]:
     (`A.ts < B.ts`). Each of Allen's relations is one order of the two intervals' four endpoints, so the comparison
     holds under every arrangement of a relation or under none; the arrangements are enumerated over four points,
     among which every order of four endpoints occurs."""
-    spans = [_Span(s, e) for s in range(4) for e in range(s + 1, 4)]
-    compare = COMPARED[op]
+    spans = _spans(4)
+    compare = COMPARE[op]
     return tuple(name for name in ALLEN_RELATIONS if any(
         _allen_between(a, b) == name and compare(getattr(a, left_end), getattr(b, right_end))
         for a in spans for b in spans))

@@ -7,10 +7,10 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pielake.query.evaluate import COMPARE
 from pielake.semantics.detection import Endpoints, decision_time, possible_relations
 from pielake.semantics.relations import (
     ALLEN_RELATIONS,
-    COMPARED,
     ENDPOINTS,
     RELATIONS,
     allen_of,
@@ -42,7 +42,7 @@ def test_an_endpoint_comparison_holds_exactly_where_one_of_its_relations_holds(a
     situations, not just on the arrangements it was enumerated from."""
     [holding] = [name for name in ALLEN_RELATIONS if RELATIONS[name].holds(a, b)]
     for left, right in itertools.product(ENDPOINTS, repeat=2):
-        for op, compare in COMPARED.items():
+        for op, compare in COMPARE.items():
             assert compare(getattr(a, left), getattr(b, right)) == (holding in allen_where(left, op, right))
 
 
