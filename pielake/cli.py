@@ -363,7 +363,8 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
                      help="Input format (default: the one the file's suffix, or a folder's files' suffixes, tell)."),
         click.option("--time-column", default=None, metavar="COLUMN",
-                     help="Event-time column of an unknown stream. Default: ts."),
+                     help="Event-time column of an unknown stream. Default: ts, else the file's one column of "
+                          "times."),
         click.option("--time-unit", default=None, metavar="UNIT",
                      help="Unit of a numeric event time of an unknown stream (s, ms, us, ...); a time its file "
                           "holds as TIMESTAMPs is of unit timestamp. Default: s."),

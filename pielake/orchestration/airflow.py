@@ -7,7 +7,7 @@ A *registered query* is a `<name>.tpq` file in the registry folder (`PIELAKE_QUE
     schedule: "*/10 * * * *"         # cron or preset; null: runs only when triggered; default @hourly
     events: /landing/cars/{{ data_interval_end | ts_nodash }}.csv   # Jinja, rendered per run
     format: csv                      # default: by suffix
-    time_column: ts                  # for streams without a schema in schemas/ (default ts)
+    time_column: ts                  # for streams without a schema in schemas/ (default ts, else its one time column)
     time_unit: ms                    # of their numeric times (default s)
     skip_lines: [1, 3, 4]            # their CSV files' lines around the header (a logger's title, units)
     time_zone: Europe/Berlin         # the zone of their times written as a wall clock; default UTC
@@ -120,7 +120,7 @@ class Registration:
     events: tuple[str, ...] = ()  # as `--events` values: a path, or STREAM=PATH for each of several streams
     landing: tuple[str, ...] = ()  # as `events`, each a folder (and a pattern of names) files land in
     format: str = ""
-    time_column: str = ""  # an unknown stream's (`--time-column`); none: ts
+    time_column: str = ""  # an unknown stream's (`--time-column`); none: ts, else the file's one column of times
     time_unit: str = ""  # an unknown stream's (`--time-unit`); none: s
     skip_lines: str = ""  # as `--skip-lines` gives them: `1,3,4`
     time_zone: str = ""  # an unknown stream's zone (`--time-zone`); none: UTC

@@ -80,6 +80,7 @@ from pielake.query.ast import TIME_UNIT_SECONDS
 from pielake.query.tokens import column_name
 from pielake.streams import (
     DECIMAL_COMMA,
+    DEFAULT_TIME_COLUMN,
     FLOATING,
     FORMATS,
     SCHEMAS_DIR,
@@ -1010,12 +1011,16 @@ def keep_streams(lake: Lake, streams: tuple[StreamSchema, ...]) -> None:
             save_schema(stream, lake_streams(lake.root))
 
 
-def _typed_note(stream: StreamSchema, lake_root: Path) -> str:
-    """What a run says of a stream it typed from its file: where the schema is kept, and how it reads the times
+def _typed_note(stream: StreamSchema, lake_root: Path, given_time: str | None) -> str:
+    """What a run says of a stream it typed from its file: where the schema is kept, which column times its events
+    where the run found it (`_one_time_column`; `given_time` is the one the run named), and how it reads the times
     where it found how the file writes them, which the user should see (day first or month first)."""
-    made = f"from {' and '.join(stream.time_from)} " if stream.time_from else ""
-    written = "" if stream.time_format is None else f", time {stream.time_column} {made}written {stream.time_format}"
-    return f"typed from its file{written}, kept in {schema_file(lake_streams(lake_root), stream.name)}"
+    found = given_time is None and stream.time_column.lower() != DEFAULT_TIME_COLUMN
+    where = " (the file's one column of times; --time-column names another)" if found else ""
+    made = f" from {' and '.join(stream.time_from)}" if stream.time_from else ""
+    written = "" if stream.time_format is None else f"{made} written {stream.time_format}"
+    time = f", time {stream.time_column}{where}{written}" if where or written else ""
+    return f"typed from its file{time}, kept in {schema_file(lake_streams(lake_root), stream.name)}"
 
 
 def _inferred_note(stream: StreamSchema) -> str:
@@ -1073,6 +1078,9 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
     made = _time_written(lake.spark, draft, path, fmt, days_apart=days_apart, given=request.time_format)
     columns = made.columns
     names = {n.lower() for n, _ in columns}
+    picked = _one_time_column(lake.spark, made, request, path, sample=sample, days_apart=days_apart)
+    if picked is not None:
+        return _infer_stream(lake, name, keys, path, replace(request, time_column=picked))
     for needed in [*keys, time]:
         if needed.lower() not in names:
             hint = _unfound_hint(lake.spark, draft, needed, path, fmt, sample=sample, days_apart=days_apart)
@@ -1265,26 +1273,15 @@ def _as_declared(kind: str) -> str:
 
 def _unfound_hint(spark: SparkSession, draft: StreamSchema, needed: str, path: str, fmt: str, *,
                   sample: DataFrame, days_apart: tuple[str, ...]) -> str:
-    """What to do about a column the query needs that a file without a schema lacks: a file of another format
-    reads as one column of unparsed lines (Spark's `_corrupt_record`); a JSON file may hold its events as a list
-    in one field (`_listed_records`); a CSV file whose first line is a title (`_title_fields`) has its header below
-    it, unless lines are skipped already; else the query or its time column names the column otherwise than the
-    file: a time column is likeliest one of the file's columns of times (`_columns_of_times`), and where it has
-    none but columns of times of day alone, a date must join them; a key is likeliest the file's column of the
-    closest name."""
-    stream, skip_lines = draft.name, draft.skip_lines
-    if sample.columns == [CORRUPT_RECORD]:
-        return f"no line of it reads as {fmt}: pass --format if the file is not {fmt}"
-    listed = _listed_records(sample) if fmt == "json" else None
-    if listed is not None:
-        return _listed_hint(listed, path)
-    title = _title_fields(path) if fmt == "csv" and not skip_lines else None
-    if title is not None:
-        named = ", ".join(map(column_name, title[1]))
-        return (f"its first line has {title[0]} field(s) and its second {len(title[1])} ({named}), as data "
-                "loggers write a title before the header: pass --skip-lines 1 (or --skip-lines 1,3,4 where two "
-                "lines of units follow the header, as in Campbell Scientific's TOA5 files), or declare the stream "
-                f"in schemas/{stream}.yaml with skip_lines")
+    """What to do about a column the query needs that a file without a schema lacks: where the file reads
+    otherwise than as a table of rows under a header (`_misread_hint`), how to read it; else the query or its time
+    column names the column otherwise than the file: a time column is likeliest one of the file's columns of times
+    (`_columns_of_times`), and where it has none but columns of times of day alone, a date must join them; a key
+    is likeliest the file's column of the closest name."""
+    stream = draft.name
+    misread = _misread_hint(draft, sample, path, fmt)
+    if misread is not None:
+        return misread
     if needed == draft.time_column:
         times = _columns_of_times(spark, draft, path, fmt, days_apart)
         if days_apart and not times:
@@ -1293,6 +1290,42 @@ def _unfound_hint(spark: SparkSession, draft: StreamSchema, needed: str, path: s
     close = closest_column(needed, sample.columns)
     guess = f" (is it {close}?)" if close else ""
     return f"name the key in PARTITION BY as the file does{guess}, or declare the stream in schemas/{stream}.yaml"
+
+
+def _misread_hint(draft: StreamSchema, sample: DataFrame, path: str, fmt: str) -> str | None:
+    """How to read a file that does not read as a table of rows under a header, if it does not: a file of another
+    format reads as one column of unparsed lines (Spark's `_corrupt_record`); a JSON file may hold its events as a
+    list in one field (`_listed_records`); a CSV file whose first line is a title (`_title_fields`) has its header
+    below it, unless lines are skipped already."""
+    if sample.columns == [CORRUPT_RECORD]:
+        return f"no line of it reads as {fmt}: pass --format if the file is not {fmt}"
+    listed = _listed_records(sample) if fmt == "json" else None
+    if listed is not None:
+        return _listed_hint(listed, path)
+    title = _title_fields(path) if fmt == "csv" and not draft.skip_lines else None
+    if title is not None:
+        named = ", ".join(map(column_name, title[1]))
+        return (f"its first line has {title[0]} field(s) and its second {len(title[1])} ({named}), as data "
+                "loggers write a title before the header: pass --skip-lines 1 (or --skip-lines 1,3,4 where two "
+                "lines of units follow the header, as in Campbell Scientific's TOA5 files), or declare the stream "
+                f"in schemas/{draft.name}.yaml with skip_lines")
+    return None
+
+
+def _one_time_column(spark: SparkSession, draft: StreamSchema, request: RunRequest, path: str, *,
+                     sample: DataFrame, days_apart: tuple[str, ...]) -> str | None:
+    """The time column of a file typed as `draft` for a run that names none, where the file has no column of the
+    default name and holds one column of times, which no other column could be mistaken for: the run reads its
+    times there, as a reader of the file would. None where the run names its time column, the file has the
+    default one, reads otherwise than as a table (`_misread_hint`), or holds no column of times or several (a
+    row's start and end, an event's time beside its record's), which the run is refused to name."""
+    fmt = request.format_of(path)
+    if request.time_column is not None or draft.time_column.lower() in {n.lower() for n, _ in draft.columns}:
+        return None
+    if _misread_hint(draft, sample, path, fmt) is not None:
+        return None
+    times = _columns_of_times(spark, draft, path, fmt, days_apart)
+    return times[0] if len(times) == 1 else None
 
 
 def _days_apart_fix(days_apart: tuple[str, ...]) -> str:
@@ -1515,7 +1548,8 @@ def ingest(ctx: StepContext) -> StageResult:
         reports = {stream.name: _ingest_stream(ctx, stream, details) for stream in job.streams}
         typed = [s for s in job.streams if not s.of_matches and declared_file(s.name, job.lake.root) is None]
         keep_streams(job.lake, job.streams)
-        details.update({f"schema {stream.name}": _typed_note(stream, job.lake.root) for stream in typed})
+        details.update({f"schema {stream.name}": _typed_note(stream, job.lake.root, ctx.request.time_column)
+                        for stream in typed})
         if len(reports) > 1:
             details.update({name: report.text() for name, report in reports.items()})
         return IngestReport.sum(reports.values()).rows()

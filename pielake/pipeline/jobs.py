@@ -35,7 +35,8 @@ def parser() -> argparse.ArgumentParser:
     args.add_argument("--events", action="append", default=[],
                       help="events file or folder (ingest); empty: none. Over several streams STREAM=FILE, once "
                            "for each stream with new events")
-    args.add_argument("--time-column", default=None, help="an unknown stream's time column (default: ts)")
+    args.add_argument("--time-column", default=None, help="an unknown stream's time column (default: ts, else the "
+                      "file's one column of times)")
     args.add_argument("--time-unit", default=None, help="an unknown stream's unit of numeric times (default: s)")
     args.add_argument("--skip-lines", default="", help="an unknown stream's lines around its header: N or 1,3,4")
     args.add_argument("--time-zone", default=None, help="the zone of an unknown stream's times written as a clock")

@@ -651,6 +651,7 @@ def test_a_refused_file_leaves_no_schema_and_a_held_stream_keeps_its_columns(tmp
 def run_without_schema(tmp_path: Path, content: bytes, *options: str, file: str = "events.csv") -> Result:
     """`pielake run` of the Dirty query over `content`, in `file`, into a lake that has no schema of the stream
     (nor has the project's `schemas/`), so the run infers one from the file."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "q.tpq").write_text(QUERY)
     (tmp_path / file).write_bytes(content)
     return CliRunner().invoke(main, ["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / file),
@@ -794,32 +795,48 @@ def test_a_file_of_another_format_than_the_run_reads_says_so(tmp_path: Path, spa
 DECLARE = ", or declare the stream in schemas/Dirty.yaml"
 
 
-@pytest.mark.parametrize(("content", "fix", "named"), [
-    (b"unit,time,speed,label\nu1,2026-01-01T00:00:30Z,5,x\n",
-     f"pass --time-column time, its column of times{DECLARE}", "time"),
-    (b"unit,First Seen,speed,label\nu1,2026-01-01,5,x\n",
-     f"pass --time-column First_Seen, its column of times{DECLARE}", "First_Seen"),
-    (b"unit,start,end,speed,label\nu1,2026-01-01 00:00:30,2026-01-01 00:01:00,5,x\n",
+@pytest.mark.parametrize(("content", "named"), [
+    (b"unit,time,speed,label\nu1,2026-01-01T00:00:30Z,5,x\n", "time"),
+    (b"unit,First Seen,speed,label\nu1,2026-01-01,5,x\n", "First_Seen"),
+    # a row's decimal comma does not make the header of a file of ';' read as a logger's title
+    (b"unit;Zeit;speed;label\nu1;2026-01-01T00:00:30Z;5,5;x\n", "Zeit"),
+    (b"unit,Datum,speed,label\nu1,14.11.2026 10:00:00,5,x\n", "Datum"),
+], ids=["one column of times", "a name made plain", "decimal commas", "times as text in a pattern"])
+def test_a_file_with_one_column_of_times_and_none_named_ts_is_timed_by_it(content: bytes, named: str,
+                                                                        tmp_path: Path, spark: SparkSession) -> None:
+    """A file exported by another system seldom calls its time column `ts`: where it holds one column of times
+    (TIMESTAMPs, dates, or text that reads as times), a run that names no time column reads its times there and
+    says so, and the schema it keeps is the one a run naming that column keeps."""
+    result = run_without_schema(tmp_path / "found", content, "--no-checks")
+    assert result.exit_code == 0, result.output
+    assert "1 rows in = 1 events + 0 quarantined" in result.output
+    assert f"time {named} (the file's one column of times; --time-column names another)" in result.output
+    named_run = run_without_schema(tmp_path / "named", content, "--no-checks", "--time-column", named)
+    assert named_run.exit_code == 0, named_run.output
+    assert "the file's one column of times" not in named_run.output
+    found = load_schema("Dirty", lake_streams(tmp_path / "found" / "lake"))
+    assert found is not None and found.time_column == named
+    assert found == load_schema("Dirty", lake_streams(tmp_path / "named" / "lake"))
+
+
+@pytest.mark.parametrize(("content", "options", "fix"), [
+    (b"unit,start,end,speed,label\nu1,2026-01-01 00:00:30,2026-01-01 00:01:00,5,x\n", (),
      f"pass --time-column with the one of its columns of times (start, end) that times its events{DECLARE} (as an "
      "interval stream, `time: {start: start, end: end, unit: timestamp}`, where each row holds from its start until "
-     "its end)", None),
-    (b"unit,seconds,speed,label\nu1,30,5,x\n", f"pass --time-column to name the file's time column{DECLARE}", None),
-    # a row's decimal comma does not make the header of a file of ';' read as a logger's title
-    (b"unit;Zeit;speed;label\nu1;2026-01-01T00:00:30Z;5,5;x\n",
-     f"pass --time-column Zeit, its column of times{DECLARE}", "Zeit"),
-], ids=["one column of times", "a name made plain", "two columns of times", "times as numbers", "decimal commas"])
-def test_a_file_without_the_time_column_is_told_the_option_that_names_it(content: bytes, fix: str, named: str | None,
-                                                                         tmp_path: Path, spark: SparkSession) -> None:
-    """A file exported by another system seldom calls its time column `ts`: where it has one column of times
-    (TIMESTAMPs or dates), the refusal gives the option that names it, which the run then takes as it is; where it
-    has two, each row may hold from one until the other, as an interval stream's rows do."""
-    result = run_without_schema(tmp_path, content)
+     "its end)"),
+    (b"unit,seconds,speed,label\nu1,30,5,x\n", (), f"pass --time-column to name the file's time column{DECLARE}"),
+    (b"unit,time,speed,label\nu1,2026-01-01T00:00:30Z,5,x\n", ("--time-column", "when"),
+     f"pass --time-column time, its column of times{DECLARE}"),
+], ids=["two columns of times", "times as numbers", "another column named"])
+def test_a_file_whose_time_column_is_not_one_to_take_is_told_the_option_that_names_it(
+        content: bytes, options: tuple[str, ...], fix: str, tmp_path: Path, spark: SparkSession) -> None:
+    """Where a file holds several columns of times, or its times as numbers (which other numbers could be), or the
+    run names a time column the file lacks, no column is taken for the time: the refusal gives the option that
+    names it, and where the file has two columns of times, the interval stream each row may be."""
+    result = run_without_schema(tmp_path, content, *options)
     assert result.exit_code == 2, result.output
     assert_one_error_line(result.output, f"; {fix}")
-    if named is not None:
-        again = run_without_schema(tmp_path, content, "--no-checks", "--time-column", named)
-        assert again.exit_code == 0, again.output
-        assert "1 rows in = 1 events + 0 quarantined" in again.output
+    assert load_schema("Dirty", lake_streams(tmp_path / "lake")) is None
 
 
 def test_a_file_with_two_columns_of_times_runs_as_the_interval_stream_its_refusal_describes(
