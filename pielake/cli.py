@@ -449,8 +449,9 @@ def _run(query_file: str, events: dict[str, Any], lake_dir: str, *, master: str 
 @click.argument("query_file")
 @click.option("--events", "events_given", multiple=True,
               help="CSV (with header), Parquet or JSON (JSON Lines, or an array of records) events, CSV and JSON "
-                   "also as .gz or .bz2 (none for a query over another query's matches); over several streams, "
-                   "STREAM=FILE, once for each stream with new events.")
+                   "also as .gz or .bz2; over several streams, STREAM=FILE, once for each stream with new events. "
+                   "None: a batch run over the events the lake holds (a new query over streams it has ingested, "
+                   "a query over another query's matches).")
 @click.option("--landing", "landing_given", multiple=True,
               help="Instead of --events: the files that landed in this folder since the query's last run took "
                    "them (a folder and a pattern, /landing/cars/*.csv; over several streams, STREAM=GLOB), taken "
@@ -473,8 +474,8 @@ def run_command(query_file: str, *, events_given: tuple[str, ...], landing_given
             click.echo(f"no file has landed in {', '.join(landing_given)} since query {plan.name} last took "
                        "files: nothing to run")
             return
-    if not events_given and plan.upstream_source is None:
-        raise click.UsageError("Missing option '--events': the query reads a stream of events.")
+    if not events_given and incremental and plan.upstream_source is None:
+        raise click.UsageError("Missing option '--events': a micro-batch is the events it adds.")
     with _retaken_if_refused(plan, lake_dir, run_id) if landing_given else nullcontext():
         _run(query_file, events_files(plan, events_given), lake_dir, master=master, remote=remote, run_id=run_id,
              mode="incremental" if incremental or landing_given else "batch", **options)

@@ -81,9 +81,9 @@ class Commit:
         return self.info.get("userMetadata")
 
 
-def _committed(folder: Path) -> bool:
-    """A Delta table with at least one commit. A first write killed before its commit leaves data files and an
-    empty `_delta_log/`: that is no table yet, and the next write creates it."""
+def committed(folder: Path) -> bool:
+    """A Delta table with at least one commit, read from its log alone (no Spark). A first write killed before its
+    commit leaves data files and an empty `_delta_log/`: that is no table yet, and the next write creates it."""
     return bool(_commits(folder))
 
 
@@ -137,14 +137,14 @@ class Lake:
         return str(self.root / table)
 
     def exists(self, table: str) -> bool:
-        return _committed(self.root / self._holder(table)[0])
+        return committed(self.root / self._holder(table)[0])
 
     def tables(self) -> list[str]:
         """The lake's Delta tables. A folder under a kind's name (`matches_<query>`, a table of its own before
         the kinds shared `results_<query>`) is none of them: nothing reads it."""
         if not self.root.is_dir():
             return []
-        return sorted(p.name for p in self.root.iterdir() if V.TABLE_NAME.fullmatch(p.name) and _committed(p)
+        return sorted(p.name for p in self.root.iterdir() if V.TABLE_NAME.fullmatch(p.name) and committed(p)
                       and self._holder(p.name)[1] is None)
 
     def read(self, table: str, version: int | None = None) -> DataFrame:

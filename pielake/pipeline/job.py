@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame
 
 from pielake import vocabulary as V
 from pielake.errors import PielakeError
-from pielake.lake.delta import Lake
+from pielake.lake.delta import Lake, committed
 from pielake.lake.inputs import names_no_file
 from pielake.lake.staging import Staging
 from pielake.pipeline.run_folder import upstream_read
@@ -93,10 +93,11 @@ class RunRequest:
 
     def check_inputs(self, plan: QueryPlan, lake_root: Path) -> None:
         """Refuse, before Spark starts, events paths that name no file, or whose streams or formats the run
-        could not tell, and a backfill's range that is no range of times of its streams, where their time type
-        is known."""
+        could not tell, a backfill's range that is no range of times of its streams, where their time type is
+        known, and a batch run given no file over a lake that holds no events to run over (`check_events_held`)."""
         if self.mode == "backfill":
             check_range_early(self.since, self.until, plan, lake_root)
+        self.check_events_held(plan, lake_root)
         for source in plan.sources:
             path = self.events_of(plan, source.stream)
             if path is None:
@@ -105,6 +106,19 @@ class RunRequest:
                 raise PielakeError(f"the events path '{path}' names no file; give an events file, a folder of them "
                                    "or a pattern of their names (/landing/cars/*.csv)")
             self.format_of(path)
+
+    def check_events_held(self, plan: QueryPlan, lake_root: Path) -> None:
+        """A batch run given no events file runs its query over the events the lake holds (a new query over
+        streams ingested before, a changed query starting over): refused where it holds none of a stream, which
+        would be a run over nothing published as a run that found no match."""
+        if self.mode != "batch" or plan.upstream_source is not None or \
+                any(self.events_of(plan, s.stream) for s in plan.sources):
+            return
+        missing = [s.stream for s in plan.sources if not committed(lake_root / V.table_name(V.EVENTS, s.stream))]
+        if missing:
+            files = "--events FILE" if len(plan.sources) == 1 else "--events STREAM=FILE for each"
+            raise PielakeError(f"query {plan.name} is given no events file, and {lake_root.resolve()} holds no "
+                               f"events of stream {', '.join(missing)} to run it over: give them ({files})")
 
     def events_of(self, plan: QueryPlan, stream: str) -> str | None:
         """The events file of `stream` (a stream of the query's FROM), if the run reads one: `events_path` for a

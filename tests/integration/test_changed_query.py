@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pyspark.sql.functions as F
 import pytest
+from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
+from pielake.cli import main
 from pielake.lake.delta import Lake
 from pielake.pipeline.job import RunRequest
 from pielake.pipeline.notes import ChangedQueryError
@@ -44,7 +46,9 @@ def test_a_micro_batch_of_a_changed_query_is_refused_and_a_batch_run_starts_it_o
     assert "Run it once in batch mode" in str(caught.value)
     assert lake.read("events_s").count() == len(batches[0]) + len(batches[1])  # nothing of the refused batch
 
-    run_query(lake, changed, "r3", RunRequest(checks=False))
+    (tmp_path / "up.tpq").write_text(changed.source)  # started over as the refusal says: no --events
+    again = CliRunner().invoke(main, ["run", str(tmp_path / "up.tpq"), "--lake", str(root), "--no-checks"])
+    assert again.exit_code == 0 and "ingest: 0 rows in" in again.output, again.output
     run_query(lake, changed, "r4", RunRequest(mode="incremental", events_path=files[2], checks=False))
     rows = case.kernel_rows(case.rows)
     assert spark_rows(lake.read("matches_up"), changed) == reference_rows(

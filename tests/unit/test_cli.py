@@ -187,6 +187,17 @@ def test_an_events_file_given_as_an_argument_is_told_how_events_are_given(tmp_pa
     assert "--events" not in said
 
 
+def test_a_run_given_no_events_is_refused_before_spark_starts_where_the_lake_holds_none(tmp_path: Path) -> None:
+    """A batch run without --events runs over the events the lake holds; where it holds none of the stream, the
+    run would find nothing, so it is refused, as a micro-batch without its events is."""
+    invoke(["run", EXAMPLE, "--lake", str(tmp_path)], 2,
+           f"error: query aggressive_driving is given no events file, and {tmp_path.resolve()} holds no events of "
+           "stream CarSensors to run it over: give them (--events FILE)")
+    invoke(["run", EXAMPLE, "--lake", str(tmp_path), "--incremental"], EXIT_USAGE,
+           "Missing option '--events': a micro-batch is the events it adds.")
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("word", ["localhost:15002", "http://localhost:15002"])
 def test_a_word_after_remote_meant_as_an_address_is_refused_saying_how_one_is_written(tmp_path: Path,
                                                                                       word: str) -> None:
