@@ -1219,14 +1219,17 @@ def _as_time_column(columns: tuple[tuple[str, str], ...], time: str) -> tuple[tu
 
 
 def _times_as_text(stream: StreamSchema, sample: DataFrame) -> str:
-    """For a time column typed as text: one of its values, and the forms of a time a file's column is typed from.
-    Text that is not an ISO-8601 time (`01/02/2026 13:45`, as spreadsheets write one) does not cast to a TIMESTAMP
-    either, so declaring the column one would quarantine every such row. A column empty in every row (Spark types
-    it as text) holds no time to type at all: most likely another column holds the times."""
+    """For a time column typed as text: one of its values (the first that reads as neither form, which made the
+    column text, where one does not), and the forms of a time a file's column is typed from. Text that is not an
+    ISO-8601 time (`01/02/2026 13:45`, as spreadsheets write one) does not cast to a TIMESTAMP either, so declaring
+    the column one would quarantine every such row. A column empty in every row (Spark types it as text) holds no
+    time to type at all: most likely another column holds the times."""
     column = stream.time_column
     if stream.type_of(column) != "STRING":
         return ""
-    found = sample.select(column).where(F.col(column).isNotNull()).first()
+    value = F.col(column)
+    unread = value.isNotNull() & _as_timestamp(value).isNull() & ~value.rlike(_WHOLE)
+    found = sample.select(column).where(unread).first() or sample.select(column).where(value.isNotNull()).first()
     if found is None:
         return (f"; it is empty in every row, so no event has a time: name the file's column of times with "
                 f"--time-column, or write each event's time in {column}")

@@ -950,8 +950,9 @@ def test_milliseconds_with_a_fraction_are_refused_naming_the_unit_they_are_in(tm
 def test_a_file_whose_times_are_text_shows_one_and_the_forms_a_time_is_typed_from(tmp_path: Path,
                                                                                   spark: SparkSession) -> None:
     """A spreadsheet's `01/02/2026 13:45` is text, and no declared TIMESTAMP would read it either: the refusal shows
-    a value, and the forms a file's times are typed from (a column empty in every row says so). Declared with the
-    pattern its files write a time in, the stream reads them, and a time written otherwise is quarantined."""
+    a value (one that is no time, among ISO-8601 times), and the forms a file's times are typed from (a column empty
+    in every row says so). Declared with the pattern its files write a time in, the stream reads them, and a time
+    written otherwise is quarantined."""
     content = HEADER + b"u1,01/02/2026 13:45,5,x\nu1,01/02/2026 13:46,5,x\nu1,2026-02-01T13:47:00,5,x\n"
     result = run_without_schema(tmp_path, content)
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
@@ -961,6 +962,9 @@ def test_a_file_whose_times_are_text_shows_one_and_the_forms_a_time_is_typed_fro
     assert "declare the stream with their pattern (time: {column: ts, unit: timestamp, format: dd/MM/yyyy HH:mm})" \
         in result.output
     assert load_schema("Dirty", lake_streams(tmp_path / "lake")) is None
+    result = run_without_schema(tmp_path, HEADER + b"u1,2026-02-01T13:47:00Z,5,x\nu1,yesterday,5,x\n", file="odd.csv")
+    assert result.exit_code == 2, result.output  # the value shown is the one that is no time
+    assert "it holds text such as 'yesterday': a column of times reads as TIMESTAMPs where" in result.output
     result = run_without_schema(tmp_path, HEADER + b"u1,,5,x\nu1,,6,x\n", file="untimed.csv")
     assert result.exit_code == 2, result.output
     assert ("time column 'ts' is STRING; a time is a whole number of the stream's unit (s), or a TIMESTAMP; it is "
