@@ -17,7 +17,7 @@ from pielake.errors import ErrorDetail, QuerySyntaxError, source_excerpt
 from pielake.query import ast
 from pielake.query.evaluate import COMPARE
 from pielake.query.like import pattern_fault, with_backslash
-from pielake.query.tokens import Kind, Span, Token, tokenize
+from pielake.query.tokens import CAST_HINT, Kind, Span, Token, tokenize
 from pielake.semantics.relations import ENDPOINTS, allen_where
 
 MAX_NESTING = 100
@@ -30,6 +30,7 @@ KEYWORDS = frozenset({
 SQL_STATEMENT_WORDS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "DROP", "CREATE", "ALTER", "MERGE",
                                  "TRUNCATE", "GRANT", "UNION", "EXEC", "EXECUTE", "CALL"})
 # SQL's clauses after a SELECT list, which are no name of a RETURN column: each is told where SQL runs instead.
+CASTS = frozenset({"CAST", "TRY_CAST", "CONVERT"})  # SQL's, Spark's and SQL Server's cast of a value to a type
 SQL_CLAUSE_WORDS = frozenset({"WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "QUALIFY", "WINDOW"})
 # SQL's operators that match text against a pattern, which predicates do not have: each gets what to write instead.
 SQL_PATTERN_MATCHING = frozenset({"ILIKE", "RLIKE", "REGEXP", "SIMILAR"})
@@ -681,6 +682,9 @@ class Parser:
     def call(self) -> ast.Call:
         start = self.tok.span
         name = self.advance()
+        if name.text.upper() in CASTS:
+            raise self.error(f"{name.text.upper()}(...) is not in the language: a query has no cast", name,
+                             CAST_HINT)
         self.advance()  # "("
         if self.at_op("*"):  # SQL's count(*): a match has no rows of its own, each symbol has its events
             raise self.error(f"{name.text}(*) names no symbol's events", suggestion=(

@@ -152,6 +152,21 @@ def test_another_language_s_sequence_is_told_in_relations(pattern: str, hint: st
     assert caught.value.first.suggestion.startswith(hint)
 
 
+@pytest.mark.parametrize(("predicate", "at", "highlight", "message"), [
+    ("CAST(x AS INT) > 3", (1, 20), "CAST", "CAST(...) is not in the language: a query has no cast"),
+    ("try_cast(x AS DOUBLE) > 3", (1, 20), "try_cast", "TRY_CAST(...) is not in the language: a query has no cast"),
+    ("x::int > 3", (1, 21), "::", "'::' casts in PostgreSQL; a query has no cast")], ids=["CAST", "TRY_CAST", "::"])
+def test_a_cast_is_told_that_columns_are_read_in_their_stream_s_types(predicate: str, at: tuple[int, int],
+                                                                     highlight: str, message: str) -> None:
+    """A query compares a column in the type its stream gives it, numbers of every type with each other: what
+    SQL casts for is declared once, in the stream's schema."""
+    with pytest.raises(QueryError) as caught:
+        parse(f"FROM S DEFINE A AS {predicate}, B AS y PATTERN A meets B WITHIN 5 s")
+    first = caught.value.first
+    assert ((first.line, first.col), first.highlight, first.description) == (at, highlight, message)
+    assert first.suggestion.startswith("Compare the column as it is (numbers of every type compare with each other")
+
+
 @pytest.mark.parametrize(("endpoints", "relations"), [
     ("A.ts < B.ts < A.te < B.te", "A overlaps B"),
     ("A.ts < B.ts AND B.ts < A.te AND A.te < B.te", "A overlaps B"),
