@@ -17,7 +17,7 @@ from pielake.errors import ErrorDetail, QuerySyntaxError, source_excerpt
 from pielake.query import ast
 from pielake.query.evaluate import COMPARE
 from pielake.query.like import pattern_fault, with_backslash
-from pielake.query.tokens import CAST_HINT, Kind, Span, Token, tokenize
+from pielake.query.tokens import CAST_HINT, NULL_SAFE_HINT, Kind, Span, Token, tokenize
 from pielake.semantics.relations import ENDPOINTS, allen_where
 
 MAX_NESTING = 100
@@ -578,9 +578,23 @@ class Parser:
             if self.at_keyword("NOT"):
                 self.advance()
                 is_not = True
-            self.expect_keyword("NULL", "Write IS NULL or IS NOT NULL.")
+            self.expect_keyword("NULL", self.is_hint(is_not))
             return ast.IsNull(left, is_not, self.span_from(start))
         return left
+
+    def is_hint(self, is_not: bool) -> str:
+        """The fix for SQL's other tests after IS, which compare with NULL as a value: a predicate's NULL is false
+        (docs/semantics.md §1), so each is written with IS NULL where NULL must count."""
+        negated = "NOT " if is_not else ""
+        if self.at_keyword("DISTINCT"):
+            return (f"IS NOT DISTINCT FROM counts NULL as a value: {NULL_SAFE_HINT}" if is_not
+                    else "IS DISTINCT FROM counts NULL as a value: write x <> 'v' OR x IS NULL.")
+        if self.at_keyword("TRUE", "FALSE", "UNKNOWN"):
+            word = self.tok.upper()
+            written = {("", "TRUE"): "x", ("", "FALSE"): "NOT x", ("NOT ", "TRUE"): "NOT x OR x IS NULL",
+                       ("NOT ", "FALSE"): "x OR x IS NULL"}.get((negated, word), f"x IS {negated}NULL")
+            return f"x IS {negated}{word} is written {written}."
+        return "Write IS NULL or IS NOT NULL."
 
     def like_pattern(self) -> ast.Literal:
         """The string literal after LIKE, a pattern Spark takes as it is written (`pattern_fault`), with SQL's

@@ -69,6 +69,8 @@ _MATH_SIGNS = {"\u2264": "<=", "\u2265": ">=", "\u2260": "!=", "\u2227": "AND", 
 PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # A query reads each column in the type its stream gives it, and numbers of every type compare with each other, so
 # it has no cast: what SQL casts for is declared once, in the stream's schema.
+# SQL's null-safe equality (`<=>`, IS NOT DISTINCT FROM) counts NULL as a value, where a predicate's NULL is false.
+NULL_SAFE_HINT = "write x = 'v', or x IS NULL where the value is NULL."
 CAST_HINT = ("Compare the column as it is (numbers of every type compare with each other: x > 3); a column read in "
              "another type is declared so in its stream's schema (schemas/<stream>.yaml).")
 
@@ -234,6 +236,9 @@ class _Scanner:
         self.tokens.append(Token(Kind.STRING, "".join(chars), self.span(start)))
 
     def operator(self) -> None:
+        if self.src.startswith("<=>", self.pos):
+            raise self.error("'<=>' is Spark's equality that counts NULL as a value", self.pos, 3,
+                             f"A predicate's NULL is false: {NULL_SAFE_HINT}")
         for op in OPERATORS:
             if self.src.startswith(op, self.pos):
                 start = self.pos

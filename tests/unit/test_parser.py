@@ -167,6 +167,23 @@ def test_a_cast_is_told_that_columns_are_read_in_their_stream_s_types(predicate:
     assert first.suggestion.startswith("Compare the column as it is (numbers of every type compare with each other")
 
 
+@pytest.mark.parametrize(("predicate", "highlight", "hint"), [
+    ("x IS DISTINCT FROM 'v'", "DISTINCT", "IS DISTINCT FROM counts NULL as a value: write x <> 'v' OR x IS NULL."),
+    ("x IS NOT DISTINCT FROM 'v'", "DISTINCT",
+     "IS NOT DISTINCT FROM counts NULL as a value: write x = 'v', or x IS NULL where the value is NULL."),
+    ("x <=> 'v'", "<=>", "A predicate's NULL is false: write x = 'v', or x IS NULL where the value is NULL."),
+    ("x IS TRUE", "TRUE", "x IS TRUE is written x."),
+    ("x IS NOT FALSE", "FALSE", "x IS NOT FALSE is written x OR x IS NULL."),
+    ("x IS UNKNOWN", "UNKNOWN", "x IS UNKNOWN is written x IS NULL."),
+    ("x IS 3", "3", "Write IS NULL or IS NOT NULL.")])
+def test_sql_s_tests_that_count_null_as_a_value_are_told_how_they_are_written(predicate: str, highlight: str,
+                                                                              hint: str) -> None:
+    """A predicate's NULL is false, so SQL's null-safe tests are written with IS NULL where NULL must count."""
+    with pytest.raises(QueryError) as caught:
+        parse(f"FROM S DEFINE A AS {predicate}, B AS y PATTERN A meets B WITHIN 5 s")
+    assert (caught.value.first.highlight, caught.value.first.suggestion) == (highlight, hint)
+
+
 @pytest.mark.parametrize(("endpoints", "relations"), [
     ("A.ts < B.ts < A.te < B.te", "A overlaps B"),
     ("A.ts < B.ts AND B.ts < A.te AND A.te < B.te", "A overlaps B"),
