@@ -937,7 +937,6 @@ def streams_for(lake: Lake, plan: QueryPlan, request: RunRequest,
     in the lake for its later steps once its query fits them (`bind_streams`)."""
     if plan.upstream_source is not None:
         return (_matches_stream(lake, plan, request),)
-    request.check_events_held(plan, lake.root)
     found = []
     for source in plan.sources:
         known = declared_schema(source.stream, lake.root, schemas_dir)

@@ -123,6 +123,7 @@ class Run:
         or a query that does not fit its stream is then that step's wrong input, which ends the run like any
         other (`ending`): its `runs` row says why, and its later steps find it over."""
         if self._job is None:
+            self.request.check_events_held(self.plan, self.lake.root)
             streams = streams_for(self.lake, self.plan, self.request)
             self._job = QueryJob(self.lake, bind_streams(self.lake, self.plan, streams), streams, self.run_id)
         return self._job

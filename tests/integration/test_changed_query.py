@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
 from pielake.cli import main
+from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 from pielake.pipeline.job import RunRequest
 from pielake.pipeline.notes import ChangedQueryError
@@ -35,6 +36,8 @@ def test_a_micro_batch_of_a_changed_query_is_refused_and_a_batch_run_starts_it_o
     lake = case_lake(spark, root, case)
     files = [events_file(root / f"b{i}.json", case, batch) for i, batch in enumerate(batches)]
     first = load_query(case.query, "up")
+    with pytest.raises(PielakeError, match=r"holds no events of stream \w+ to run it over: give them"):
+        run_query(lake, first, "r", RunRequest(checks=False))  # a batch over the lake's events, and it has none
     run_query(lake, first, "r0", RunRequest(mode="incremental", events_path=files[0], checks=False))
     relaid = load_query("-- the same query, laid out anew\n" + case.query.replace(" DEFINE", "\n  DEFINE"), "up")
     run_query(lake, relaid, "r1", RunRequest(mode="incremental", events_path=files[1], checks=False))
