@@ -1049,11 +1049,19 @@ def _matches_stream(lake: Lake, plan: QueryPlan, request: RunRequest) -> StreamS
 
 def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, request: RunRequest) -> StreamSchema:
     """An unknown stream's schema, from its events file's columns and types."""
-    fmt, time, unit = request.format_of(path), request.unknown_time_column, request.unknown_time_unit
+    fmt = request.format_of(path)
     # Ingest reads CSV as text, to see every cast failure; lines skipped around a header leave all of it text.
     sample = read_raw(lake.spark, path, fmt, typed=True, skip_lines=request.skip_lines)
     if fmt == "csv":
         _check_utf_8(name, path)
+    return _typed_stream(lake, name, keys, path, request, sample=sample)
+
+
+def _typed_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, request: RunRequest, *,
+                  sample: DataFrame) -> StreamSchema:
+    """The stream's schema from `sample`, its file as Spark types it (one pass over the file, which Spark's
+    inference makes when the file is read), with the time column and unit `request` gives."""
+    fmt, time, unit = request.format_of(path), request.unknown_time_column, request.unknown_time_unit
     columns, unfit = [], []
     for column in file_columns(sample):  # malformed lines are quarantined, not a column
         try:
@@ -1080,7 +1088,7 @@ def _infer_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
     names = {n.lower() for n, _ in columns}
     picked = _one_time_column(lake.spark, made, request, path, sample=sample, days_apart=days_apart)
     if picked is not None:
-        return _infer_stream(lake, name, keys, path, replace(request, time_column=picked))
+        return _typed_stream(lake, name, keys, path, replace(request, time_column=picked), sample=sample)
     for needed in [*keys, time]:
         if needed.lower() not in names:
             hint = _unfound_hint(lake.spark, draft, needed, path, fmt, sample=sample, days_apart=days_apart)
