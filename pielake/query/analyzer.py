@@ -466,7 +466,8 @@ class _Analyzer:
         if call.name not in SCALAR_FUNCTIONS:
             close = difflib.get_close_matches(call.name, list(SCALAR_FUNCTIONS), n=1)
             hint = f"Did you mean '{close[0]}'?" if close else \
-                f"Allowed functions: {', '.join(sorted(SCALAR_FUNCTIONS))}."
+                f"Allowed functions: {', '.join(sorted(SCALAR_FUNCTIONS))}; in RETURN, the aggregates " \
+                f"{', '.join(sorted(AGGREGATES))} of a symbol's events."
             self.error(f"function '{call.name}' is not allowed", call.span, hint)
             return
         low, high = SCALAR_FUNCTIONS[call.name]

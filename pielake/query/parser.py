@@ -30,6 +30,7 @@ KEYWORDS = frozenset({
 SQL_STATEMENT_WORDS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "DROP", "CREATE", "ALTER", "MERGE",
                                  "TRUNCATE", "GRANT", "UNION", "EXEC", "EXECUTE", "CALL"})
 # SQL's clauses after a SELECT list, which are no name of a RETURN column: each is told where SQL runs instead.
+SQL_OVER_MATCHES = 'pielake sql ... "SELECT ... FROM matches_<query> ..."'
 CASTS = frozenset({"CAST", "TRY_CAST", "CONVERT"})  # SQL's, Spark's and SQL Server's cast of a value to a type
 SQL_CLAUSE_WORDS = frozenset({"WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "QUALIFY", "WINDOW"})
 # SQL's operators that match text against a pattern, which predicates do not have: each gets what to write instead.
@@ -181,6 +182,9 @@ class Parser:
         returns: tuple[ast.ReturnItem, ...] = ()
         if self.at_keyword("RETURN"):
             self.advance()
+            if self.at_keyword("DISTINCT"):
+                raise self.error("RETURN has no DISTINCT: each match is a row of its own", suggestion=(
+                    f"Name its columns; distinct values are SQL's over its tables ({SQL_OVER_MATCHES})."))
             returns = self.comma_list(self.return_item)
         if self.at_op(";"):
             self.advance()
@@ -188,7 +192,7 @@ class Parser:
             clause = self.tok.kind is Kind.IDENT and self.tok.upper() in SQL_CLAUSE_WORDS
             raise self.error(f"unexpected {self.describe(self.tok)} after the end of the query", suggestion=(
                 f"{self.tok.upper()} is SQL's: a query ends with RETURN, and its matches are filtered, sorted and "
-                "counted in SQL over its tables (pielake sql ... \"SELECT ... FROM matches_<query> ...\")."
+                f"counted in SQL over its tables ({SQL_OVER_MATCHES})."
                 if clause else "A query file holds exactly one query; remove the trailing text."))
         return ast.Query(streams, partition, defines, tuple(pattern), window, returns, self.span_from(start))
 
@@ -478,6 +482,11 @@ class Parser:
     def return_item(self) -> ast.ReturnItem:
         """`expr [AS] name`: as in SQL's SELECT, a name right after the expression names its column."""
         start = self.tok.span
+        if self.at_op("*") or (self.tok.kind is Kind.IDENT and self.ahead().text == "." and self.ahead(2).text == "*"):
+            star = self.tok if self.at_op("*") else self.ahead(2)
+            raise self.error("RETURN names its columns one by one", star, (
+                "Every match has its keys and each symbol's ts and te without RETURN; RETURN adds what is "
+                "computed from a symbol's events: max(B.speed) AS top, first(B.x) AS x0."))
         expr = self.expr()
         alias = None
         if self.at_keyword("AS"):
@@ -703,6 +712,10 @@ class Parser:
         if self.at_op("*"):  # SQL's count(*): a match has no rows of its own, each symbol has its events
             raise self.error(f"{name.text}(*) names no symbol's events", suggestion=(
                 f"An aggregate reads one symbol's events: write {name.text}(B.<column>) for those of B."))
+        if self.at_keyword("DISTINCT"):
+            raise self.error(f"{name.text}(DISTINCT ...) is SQL's", suggestion=(
+                f"An aggregate here reads all of a symbol's events ({name.text}(B.x)); distinct values are counted "
+                f"in SQL over the matches' tables ({SQL_OVER_MATCHES})."))
         args: tuple[ast.Expr, ...] = ()
         if not self.at_op(")"):
             args = self.comma_list(self.expr)

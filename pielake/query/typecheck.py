@@ -30,6 +30,9 @@ _LOGIC = frozenset({"AND", "OR"})
 _ONE_FAMILY = frozenset({"least", "greatest", "coalesce"})
 
 Report = Callable[[str, Span, str], None]  # message, place, suggestion
+# A time is an instant, compared as it is; what is computed from two of them is a situation's length.
+TIME_ARITHMETIC_HINT = ("A time is compared as it is; a situation S's length is duration(S) in RETURN (S.te - S.ts, "
+                        "in the stream's time unit).")
 
 
 def family(spark_type: str) -> str:
@@ -62,8 +65,9 @@ class TypeChecker(ExprVisitor):
     def expect(self, expr: ast.Expr, wanted: str, role: str) -> None:
         found = self(expr)
         if found not in (wanted, NULL, UNKNOWN):
-            self.report(f"{role} takes a {wanted}, and {expr_text(expr)} is a {found}", expr.span,
-                        f"Give it a {wanted}, or declare the column's type in the stream's schema.")
+            fix = TIME_ARITHMETIC_HINT if (found, wanted) == (TIME, NUMBER) else \
+                f"Give it a {wanted}, or declare the column's type in the stream's schema."
+            self.report(f"{role} takes a {wanted}, and {expr_text(expr)} is a {found}", expr.span, fix)
 
     def same(self, exprs: tuple[ast.Expr, ...], node: ast.Expr, role: str) -> str:
         families = [self(e) for e in exprs]

@@ -16,6 +16,7 @@ from pielake.query.analyzer import analyze, load_query
 from pielake.query.parser import parse
 from pielake.query.printer import query_text
 from pielake.query.tokens import plain_name
+from pielake.query.typecheck import TIME_ARITHMETIC_HINT
 from pielake.semantics.relations import RELATIONS
 from pielake.streams import StreamSchema
 from tests.conftest import FIXTURES
@@ -182,6 +183,23 @@ def test_sql_s_tests_that_count_null_as_a_value_are_told_how_they_are_written(pr
     with pytest.raises(QueryError) as caught:
         parse(f"FROM S DEFINE A AS {predicate}, B AS y PATTERN A meets B WITHIN 5 s")
     assert (caught.value.first.highlight, caught.value.first.suggestion) == (highlight, hint)
+
+
+@pytest.mark.parametrize(("returns", "highlight", "message", "hint"), [
+    ("*", "*", "RETURN names its columns one by one", "Every match has its keys and each symbol's ts and te"),
+    ("A.*", "*", "RETURN names its columns one by one", "Every match has its keys and each symbol's ts and te"),
+    ("DISTINCT A.x", "DISTINCT", "RETURN has no DISTINCT: each match is a row of its own",
+     "Name its columns; distinct values are SQL's over its tables (pielake sql"),
+    ("count(DISTINCT A.x)", "DISTINCT", "count(DISTINCT ...) is SQL's",
+     "An aggregate here reads all of a symbol's events (count(B.x))")],
+    ids=["*", "A.*", "DISTINCT", "count(DISTINCT)"])
+def test_sql_s_select_habits_in_return_are_told_what_a_match_holds(returns: str, highlight: str, message: str,
+                                                                  hint: str) -> None:
+    with pytest.raises(QueryError) as caught:
+        parse(f"FROM S DEFINE A AS x > 1, B AS y PATTERN A meets B WITHIN 5 s RETURN {returns}")
+    first = caught.value.first
+    assert (first.highlight, first.description) == (highlight, message)
+    assert first.suggestion.startswith(hint)
 
 
 @pytest.mark.parametrize(("endpoints", "relations"), [
@@ -486,6 +504,19 @@ def test_well_typed_expressions_pass_the_check() -> None:
                       "PATTERN A meets B WITHIN 5 s RETURN avg(A.speed) + 1 AS s, upper(first(B.label)) AS l, "
                       "duration(A) * 2 AS d, B.ts - A.ts AS gap", schemas=stream(*columns))
     assert [r.name for r in plan.returns] == ["s", "l", "d", "gap"]
+
+
+@pytest.mark.parametrize(("written", "returns"), [("seen + 1 > 2", "first(A.speed) AS s"),
+                                                  ("flag", "A.te - A.ts AS d")], ids=["predicate", "RETURN"])
+def test_arithmetic_on_a_time_is_told_that_a_time_is_compared_and_a_length_is_duration(written: str,
+                                                                                       returns: str) -> None:
+    timed = StreamSchema("S", (), "ts", "timestamp", (("ts", "TIMESTAMP"), ("seen", "TIMESTAMP"),
+                                                       ("speed", "DOUBLE"), ("flag", "BOOLEAN")))
+    with pytest.raises(QueryError) as caught:
+        load_query(f"FROM S DEFINE A AS {written}, B AS flag PATTERN A meets B WITHIN 5 s RETURN {returns}",
+                   schemas=timed)
+    assert caught.value.first.description.endswith("is a time")
+    assert caught.value.first.suggestion == TIME_ARITHMETIC_HINT
 
 
 def test_return_sums_numbers_only() -> None:
