@@ -1329,7 +1329,7 @@ def _one_time_column(spark: SparkSession, draft: StreamSchema, request: RunReque
     default name and holds one column of times, which no other column could be mistaken for: the run reads its
     times there, as a reader of the file would. None where the run names its time column, the file has the
     default one, reads otherwise than as a table (`_misread_hint`), or holds no column of times or several (a
-    row's start and end, an event's time beside its record's), which the run is refused to name."""
+    row's start and end, an event's time beside its record's): the run is then refused, told which to name."""
     fmt = request.format_of(path)
     if request.time_column is not None or draft.time_column.lower() in {n.lower() for n, _ in draft.columns}:
         return None

@@ -29,9 +29,10 @@ KEYWORDS = frozenset({
 # SQL words that have no place in a pattern query; seeing one gets a pointed message instead of a generic one.
 SQL_STATEMENT_WORDS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "DROP", "CREATE", "ALTER", "MERGE",
                                  "TRUNCATE", "GRANT", "UNION", "EXEC", "EXECUTE", "CALL"})
-# SQL's clauses after a SELECT list, which are no name of a RETURN column: each is told where SQL runs instead.
+# Where SQL over a query's matches runs: what SQL's clauses and DISTINCT in a query are told to write there.
 SQL_OVER_MATCHES = 'pielake sql ... "SELECT ... FROM matches_<query> ..."'
 CASTS = frozenset({"CAST", "TRY_CAST", "CONVERT"})  # SQL's, Spark's and SQL Server's cast of a value to a type
+# SQL's clauses after a SELECT list, which are no name of a RETURN column: each is told where SQL runs instead.
 SQL_CLAUSE_WORDS = frozenset({"WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "QUALIFY", "WINDOW"})
 # SQL's operators that match text against a pattern, which predicates do not have: each gets what to write instead.
 SQL_PATTERN_MATCHING = frozenset({"ILIKE", "RLIKE", "REGEXP", "SIMILAR"})
