@@ -294,7 +294,9 @@ class _Analyzer:
                 partition = ", ".join([*keys, *missing])
                 streams = ", ".join(e.name.text for e in self.entries)
                 self.error(f"stream {stream.text} is keyed by {', '.join(schema.keys)}, which the query does not "
-                           f"partition by", stream.span, f"Write FROM {streams} PARTITION BY {partition}.")
+                           f"partition by", stream.span, f"Write FROM {streams} PARTITION BY {partition}: its "
+                           f"events are in time order within each {', '.join(schema.keys)}, and two of them may "
+                           "share a time, so a situation is a run of one key's events.")
             extra = [k for k in keys if k.lower() not in {s.lower() for s in schema.keys}]
             if schema.of_matches and extra and not missing:
                 stream = entry.name

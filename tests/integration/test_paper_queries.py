@@ -103,7 +103,8 @@ def test_a_query_over_columns_its_stream_lacks_is_refused_with_their_places(tmp_
                                        "--events", "20"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert result.output.startswith("error: stream Carsensors is keyed by car_id, which the query does not "
-                                    "partition by. Line 3, Col 6. Write FROM Carsensors PARTITION BY car_id.")
+                                    "partition by. Line 3, Col 6. Write FROM Carsensors PARTITION BY car_id: its "
+                                    "events are in time order within each car_id, and two of them may share a time")
     assert "unknown column 'lateralAccel'. Line 8, Col 14. Did you mean 'lateral_accel'?" in result.output
     assert "unknown column 'timestamp'. Line 17, Col 14." in result.output
 

@@ -475,7 +475,9 @@ def test_a_query_partitions_by_every_key_of_its_stream() -> None:
     with pytest.raises(QueryError) as caught:
         load_query(query, schemas=stream(*columns, keys=("site", "unit")))
     assert caught.value.first.description == "stream S is keyed by site, unit, which the query does not partition by"
-    assert caught.value.first.suggestion == "Write FROM S PARTITION BY unit, site."
+    assert caught.value.first.suggestion == ("Write FROM S PARTITION BY unit, site: its events are in time order "
+                                             "within each site, unit, and two of them may share a time, so a "
+                                             "situation is a run of one key's events.")
     assert (caught.value.first.line, caught.value.first.col) == (1, 6)
 
 
