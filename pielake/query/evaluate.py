@@ -91,6 +91,7 @@ _SCALAR: dict[str, Callable[[list[Any]], Any]] = {
     "coalesce": lambda v: next((x for x in v if x is not None), None),
     "lower": lambda v: None if v[0] is None else str(v[0]).lower(),
     "upper": lambda v: None if v[0] is None else str(v[0]).upper(),
+    "length": lambda v: None if v[0] is None else len(str(v[0])),  # characters (code points), as Spark counts
 }
 
 

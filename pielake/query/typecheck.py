@@ -7,7 +7,7 @@ over a stream whose types are known is checked here first, and a mix is an error
 - families: number (integers, floating, DECIMAL), string, boolean, time (TIMESTAMP, DATE); NULL fits any;
 - a comparison, BETWEEN, IN, `least`, `greatest` and `coalesce` take one family (a time also takes text, which
   Spark reads as a time);
-- arithmetic and `abs` take numbers, `lower`, `upper` and LIKE text, AND, OR and NOT conditions;
+- arithmetic and `abs` take numbers, `lower`, `upper`, `length` and LIKE text, AND, OR and NOT conditions;
 - a predicate is a condition; in RETURN, `avg` and `sum` take numbers.
 """
 
@@ -132,6 +132,9 @@ class TypeChecker(ExprVisitor):
         if expr.name in ("lower", "upper"):
             self.expect(expr.args[0], STRING, f"{expr.name}()")
             return STRING
+        if expr.name == "length":
+            self.expect(expr.args[0], STRING, "length()")
+            return NUMBER
         if expr.name in _ONE_FAMILY:
             return self.same(expr.args, expr, f"{expr.name}()")
         return self.call(expr) if self.call is not None else UNKNOWN

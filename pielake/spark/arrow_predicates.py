@@ -12,7 +12,7 @@ does, and declines the rest (`ArrowDeclinedError`: the run then reads through Sp
 - `+ - *` on numbers (NULL where a whole-number result is beyond 64 bits, as Spark's `try_` arithmetic gives),
   `/` as `try_divide` (a double; NULL for a zero divisor), comparisons within numbers, strings or booleans,
   Kleene `AND`/`OR`/`NOT`, `BETWEEN`, `IN`, `LIKE` on strings (Arrow's `match_like` reads `%`, `_` and `\\` as
-  Spark does), `IS NULL`, and `abs`, `least`, `greatest` over numbers, `coalesce`.
+  Spark does), `IS NULL`, and `abs`, `least`, `greatest` over numbers, `coalesce`, `length` of strings.
 
 NULL propagates as in SQL and a NULL predicate counts as false (docs/semantics.md §1). Events hold no NaN (ingest
 quarantines them, `not_finite`), which is where Spark's ordering of floating values departs from IEEE's.
@@ -169,6 +169,11 @@ class ArrowEvaluator(ExprVisitor):
         if expr.name == "coalesce":
             args = [self(a) for a in expr.args]
             return pc.coalesce(*(_numbers(*args) if _same_family(*args) == "number" else args))
+        if expr.name == "length":  # characters (code points), as Spark counts them; in 64 bits, as Spark's is cast
+            text = self(expr.args[0])
+            if _family(text) != "string":
+                raise ArrowDeclinedError(f"length of {text.type}")
+            return pc.cast(pc.utf8_length(text), pa.int64())
         rule = _NUMERIC_CALLS.get(expr.name)
         if rule is None:
             raise ArrowDeclinedError(f"the function {expr.name}")

@@ -33,6 +33,7 @@ _COMPARE: dict[str, Callable[[Column, Column], Column]] = {
 _SCALAR: dict[str, Callable[..., Column]] = {
     "abs": lambda v: F.when(v < 0, _negated(v)).otherwise(v), "least": F.least, "greatest": F.greatest,
     "coalesce": F.coalesce, "lower": F.lower, "upper": F.upper,
+    "length": lambda v: F.length(v).cast("bigint"),  # a whole number in 64 bits, as the reference computes with it
 }
 
 

@@ -24,7 +24,7 @@ STREAM = StreamSchema("S", ("key",), "ts", "s", (("key", "STRING"), ("ts", "BIGI
 XS = [None, -3, -1, 0, 1, 2, 3, 5, 10**6]
 IS = [None, -7, 0, 3, 2**31 - 1]
 YS = [None, -2.5, 0.0, 0.5, 1.0, 2.0, 3.25]
-SS = [None, "a", "b", "c", "ab", "a_b", "a%b", "a\nb", "A", "ab\n", ""]
+SS = [None, "a", "b", "c", "ab", "a_b", "a%b", "a\nb", "A", "ab\n", "", "é€"]
 BS = [None, True, False]
 ROWS = [{"key": "k", "ts": t, "x": XS[t % len(XS)], "y": YS[(t // 2) % len(YS)], "s": SS[(t // 3) % len(SS)],
          "b": BS[(t // 5) % len(BS)], "i": IS[(t // 7) % len(IS)]} for t in range(1, 400)]
@@ -34,6 +34,8 @@ COMPUTED = [
     "s IN ('a', 'b')", "s NOT IN ('a')", "s = 'c'", "s < 'b'", "x IS NULL", "y IS NOT NULL", "abs(x) = 3",
     "least(x, y) < 1", "greatest(x, y, 2) > 2", "coalesce(x, y, 0) > 1", "coalesce(b, false)", "b = true",
     "b != false OR x = 2", "true", "x - 1 = y", "NOT (b AND x > 0)", "NOT (s = 'a' AND b)",
+    # A text's length in characters (code points: `é€` is 2 of them in 5 bytes), a whole number in 64 bits.
+    "length(s) = 2", "length(s) * 4611686018427387904 > 0", "length(s) < x OR length(s) IS NULL",
     # Whole-number results beyond 64 bits are NULL; a narrower integer column computes in 64 bits.
     "x * 4611686018427387904 > 0", "x + 9223372036854775807 > 0", "NOT (x - 9223372036854775807 < 0)",
     "-(x - 9223372036854775807 - 1) > 0", "abs(x - 9223372036854775807 - 1) > 0", "i * 1000000000 > 2000000000",

@@ -51,6 +51,8 @@ def value(expr: str, **row: Any) -> Any:
     ("abs(x)", {"x": -2.5}, 2.5),
     ("upper(s) = 'AB'", {"s": "ab"}, True),
     ("lower(s)", {"s": None}, None),
+    ("length(s)", {"s": "é€\n"}, 3),
+    ("length(s)", {"s": None}, None),
     ("-x * 2 + 1", {"x": 3}, -5),
     ("X > 1", {"x": 2}, True),
 ])
