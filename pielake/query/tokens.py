@@ -67,12 +67,16 @@ _LATIN_SPELLINGS = str.maketrans({"ß": "ss", "ẞ": "SS", "æ": "ae", "Æ": "AE
 _MATH_SIGNS = {"\u2264": "<=", "\u2265": ">=", "\u2260": "!=", "\u2227": "AND", "\u2228": "OR", "\u00ac": "NOT",
                "\u2212": "-", "\u00d7": "*", "\u00f7": "/"}
 PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# A query reads each column in the type its stream gives it, and numbers of every type compare with each other, so
-# it has no cast: what SQL casts for is declared once, in the stream's schema.
 # SQL's null-safe equality (`<=>`, IS NOT DISTINCT FROM) counts NULL as a value, where a predicate's NULL is false.
 NULL_SAFE_HINT = "write x = 'v', or x IS NULL where the value is NULL."
+# A query reads each column in the type its stream gives it, and numbers of every type compare with each other, so
+# it has no cast: what SQL casts for is declared once, in the stream's schema.
 CAST_HINT = ("Compare the column as it is (numbers of every type compare with each other: x > 3); a column read in "
              "another type is declared so in its stream's schema (schemas/<stream>.yaml).")
+# Other languages' operators, which no token here is: each is refused as what it is there, with what to write.
+_FOREIGN_OPERATORS = {
+    "<=>": ("'<=>' is Spark's equality that counts NULL as a value", f"A predicate's NULL is false: {NULL_SAFE_HINT}"),
+    "::": ("'::' casts in PostgreSQL; a query has no cast", CAST_HINT)}
 
 
 def ascii_spelling(text: str) -> str:
@@ -236,9 +240,9 @@ class _Scanner:
         self.tokens.append(Token(Kind.STRING, "".join(chars), self.span(start)))
 
     def operator(self) -> None:
-        if self.src.startswith("<=>", self.pos):
-            raise self.error("'<=>' is Spark's equality that counts NULL as a value", self.pos, 3,
-                             f"A predicate's NULL is false: {NULL_SAFE_HINT}")
+        for foreign, (message, hint) in _FOREIGN_OPERATORS.items():
+            if self.src.startswith(foreign, self.pos):
+                raise self.error(message, self.pos, len(foreign), hint)
         for op in OPERATORS:
             if self.src.startswith(op, self.pos):
                 start = self.pos
@@ -246,8 +250,6 @@ class _Scanner:
                 self.tokens.append(Token(Kind.OP, op, self.span(start)))
                 return
         ch = self.peek()
-        if self.src.startswith("::", self.pos):
-            raise self.error("'::' casts in PostgreSQL; a query has no cast", self.pos, 2, CAST_HINT)
         name = unicodedata.name(ch, "unnamed character")
         raise self.error(f"unexpected character {ch!r} (U+{ord(ch):04X} {name})", self.pos,
                          suggestion=self.ascii_hint(ch))
