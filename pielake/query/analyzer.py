@@ -21,6 +21,7 @@ from pielake.errors import ErrorDetail, PielakeError, QuerySemanticError, source
 from pielake.query import ast
 from pielake.query.parser import ParseResult, QueryWarning, parse
 from pielake.query.printer import expr_text
+from pielake.query.time_fields import TIME_FIELDS, zone_problem
 from pielake.query.tokens import PLAIN_NAME, Span, plain_name
 from pielake.query.typecheck import TIME, check_predicate, check_return, family
 from pielake.semantics import relations as rel
@@ -29,7 +30,7 @@ from pielake.streams import TIMESTAMP_UNIT, StreamSchema, closest_column, declar
 # Pure, deterministic functions a predicate or RETURN may call, with their arity (min, max; None = any).
 SCALAR_FUNCTIONS: dict[str, tuple[int, int | None]] = {
     "abs": (1, 1), "least": (2, None), "greatest": (2, None), "coalesce": (1, None), "lower": (1, 1),
-    "upper": (1, 1), "length": (1, 1),
+    "upper": (1, 1), "length": (1, 1), **dict.fromkeys(TIME_FIELDS, (1, 2)),
 }
 LONGEST_QUERY_NAME = 64
 AGGREGATES = frozenset({"first", "last", "min", "max", "avg", "sum", "count"})
@@ -474,9 +475,11 @@ class _Analyzer:
             return
         low, high = SCALAR_FUNCTIONS[call.name]
         if len(call.args) < low or (high is not None and len(call.args) > high):
-            wanted = f"{low}" if low == high else f"at least {low}"
+            wanted = f"{low}" if low == high else f"at least {low}" if high is None else f"{low} or {high}"
             self.error(f"{call.name}() takes {wanted} argument(s), got {len(call.args)}", call.span,
                        f"Give {call.name}() {wanted} argument(s), separated by commas.")
+        elif call.name in TIME_FIELDS and (problem := zone_problem(call)) is not None:
+            self.error(problem[0], call.args[1].span, problem[1])
 
     # ------------------------------------------------------------ PATTERN
 

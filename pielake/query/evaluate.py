@@ -18,6 +18,7 @@ from typing import Any
 from pielake.errors import CompileError
 from pielake.query import ast
 from pielake.query.like import like_regex
+from pielake.query.time_fields import TIME_FIELDS, time_field, zone_of
 from pielake.query.visitor import ExprVisitor
 
 ColumnResolver = Callable[[ast.Column], Any]
@@ -155,6 +156,8 @@ class Evaluator(ExprVisitor):
         return (self(expr.operand) is not None) if expr.negated else (self(expr.operand) is None)
 
     def eval_call(self, expr: ast.Call) -> Any:
+        if expr.name in TIME_FIELDS:
+            return time_field(expr.name, self(expr.args[0]), zone_of(expr))
         if expr.name in _SCALAR:
             return _SCALAR[expr.name]([self(a) for a in expr.args])
         if self.call is None:

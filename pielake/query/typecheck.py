@@ -8,6 +8,7 @@ over a stream whose types are known is checked here first, and a mix is an error
 - a comparison, BETWEEN, IN, `least`, `greatest` and `coalesce` take one family (a time also takes text, which
   Spark reads as a time);
 - arithmetic and `abs` take numbers, `lower`, `upper`, `length` and LIKE text, AND, OR and NOT conditions;
+- `hour`, `minute`, `dayofweek` and `month` take a time (and a zone's name, text) and give a number;
 - a predicate is a condition; in RETURN, `avg` and `sum` take numbers.
 """
 
@@ -18,6 +19,7 @@ from decimal import Decimal
 
 from pielake.query import ast
 from pielake.query.printer import expr_text
+from pielake.query.time_fields import TIME_FIELDS
 from pielake.query.tokens import Span
 from pielake.query.visitor import ExprVisitor
 from pielake.semantics.relations import ENDPOINTS
@@ -134,6 +136,9 @@ class TypeChecker(ExprVisitor):
             return STRING
         if expr.name == "length":
             self.expect(expr.args[0], STRING, "length()")
+            return NUMBER
+        if expr.name in TIME_FIELDS:
+            self.expect(expr.args[0], TIME, f"{expr.name}()")
             return NUMBER
         if expr.name in _ONE_FAMILY:
             return self.same(expr.args, expr, f"{expr.name}()")

@@ -17,7 +17,7 @@ does, and declines the rest (`ArrowDeclinedError`: the run then reads through Sp
 NULL propagates as in SQL and a NULL predicate counts as false (docs/semantics.md §1). Events hold no NaN (ingest
 quarantines them, `not_finite`), which is where Spark's ordering of floating values departs from IEEE's.
 Declined: `%`, `lower`/`upper` (Java's and utf8proc's case mappings differ past ASCII), NULL literals, mixed
-types.
+types, and a time's fields, whose TIMESTAMP and DATE columns are read by Spark.
 """
 
 from __future__ import annotations

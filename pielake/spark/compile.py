@@ -17,6 +17,7 @@ from pyspark.sql import Column
 from pielake.errors import CompileError
 from pielake.query import ast
 from pielake.query.evaluate import number_value
+from pielake.query.time_fields import TIME_FIELDS, zone_of
 from pielake.query.visitor import ExprVisitor
 
 ColumnResolver = Callable[[ast.Column], Column]
@@ -34,6 +35,12 @@ _SCALAR: dict[str, Callable[..., Column]] = {
     "abs": lambda v: F.when(v < 0, _negated(v)).otherwise(v), "least": F.least, "greatest": F.greatest,
     "coalesce": F.coalesce, "lower": F.lower, "upper": F.upper,
     "length": lambda v: F.length(v).cast("bigint"),  # a whole number in 64 bits, as the reference computes with it
+}
+
+# Each field of a time moved to a clock (`from_utc_timestamp` in a UTC session), a whole number in 64 bits as the
+# reference computes with it (`pielake.query.time_fields`).
+_TIME_FIELDS: dict[str, Callable[[Column], Column]] = {
+    "hour": F.hour, "minute": F.minute, "dayofweek": F.dayofweek, "month": F.month,
 }
 
 
@@ -95,6 +102,8 @@ class Compiler(ExprVisitor):
         return operand.isNotNull() if expr.negated else operand.isNull()
 
     def compile_call(self, expr: ast.Call) -> Column:
+        if expr.name in TIME_FIELDS:
+            return _TIME_FIELDS[expr.name](F.from_utc_timestamp(self(expr.args[0]), zone_of(expr))).cast("bigint")
         if expr.name in _SCALAR:
             return _SCALAR[expr.name](*(self(a) for a in expr.args))
         if self.call is None:

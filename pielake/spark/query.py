@@ -24,6 +24,7 @@ from pielake.errors import CompileError, PielakeError
 from pielake.query import ast
 from pielake.query.analyzer import AGGREGATES, PairConstraint, QueryPlan, walk
 from pielake.query.evaluate import BIGINT_RANGE
+from pielake.query.time_fields import EPOCH
 from pielake.spark import columns as C
 from pielake.spark import intervals
 from pielake.spark.arrow_predicates import ArrowDeclinedError, ArrowInput
@@ -37,7 +38,6 @@ _FLOATING = ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
 # situation's sum is exact however its events fall into tasks; RETURN's value is a BIGINT, NULL beyond 64 bits
 # (docs/semantics.md §1), as the reference's.
 EXACT_SUM = "DECIMAL(38,0)"
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # kernel time 0 of a TIMESTAMP stream
 MICROSECOND = timedelta(microseconds=1)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,9 +14,10 @@ from pyspark.sql import SparkSession
 
 from pielake.lake.delta import Lake
 from pielake.query.analyzer import load_query
-from pielake.query.evaluate import holds
+from pielake.query.evaluate import holds, row_evaluator
+from pielake.query.time_fields import TIME_FIELDS
 from pielake.spark import columns as C
-from pielake.spark.compile import predicate
+from pielake.spark.compile import Compiler, predicate
 from pielake.spark.query import SparkQuery
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
@@ -160,3 +162,33 @@ def test_a_column_an_events_file_predates_reads_as_null(tmp_path: Path) -> None:
     read = reading.read(str(path))
     assert read.column(C.T).to_pylist() == [1, 2]
     assert read.column(C.flags_word(0)).to_pylist() == [0b10, 0b10]
+
+
+# Instants where clocks disagree on the field: each side of a midnight, of a year's end, of Berlin's and New York's
+# changes to and from daylight saving time, of Lord Howe's half-hour change, before 1970 and far after it.
+INSTANTS = [None, *(datetime(*parts, tzinfo=UTC) for parts in [
+    (2026, 3, 29, 0, 59, 59, 999999), (2026, 3, 29, 1, 0), (2026, 10, 25, 0, 59), (2026, 10, 25, 1, 0),
+    (2026, 3, 8, 6, 59), (2026, 3, 8, 7, 0), (2026, 11, 1, 5, 30), (2026, 11, 1, 6, 0), (2026, 4, 4, 14, 59),
+    (2026, 4, 4, 15, 0), (2026, 12, 31, 23, 30), (2027, 1, 1, 0, 15), (2028, 2, 29, 18, 45),
+    (1969, 12, 31, 23, 59, 59, 999999), (1900, 1, 1, 0, 0), (2999, 6, 30, 12, 0)])]
+ZONES = [None, "UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata", "+05:45",
+         "-0530", "UTC+2", "Z"]
+
+
+def test_a_time_s_fields_on_a_zone_s_clock_are_those_of_the_reference_and_spark_reads_them(
+        spark: SparkSession) -> None:
+    """`hour`, `minute`, `dayofweek` and `month` of TIMESTAMPs and DATEs, on UTC's clock and on zones' and
+    offsets' (pielake/query/time_fields.py), computed by Spark as the reference computes them; the Arrow backend
+    leaves a stream of TIMESTAMPs to Spark."""
+    calls = [f"{name}({column}{'' if zone is None else f', {zone!r}'})" for name in TIME_FIELDS
+             for column in ("ts", "d") for zone in ZONES]
+    columns = (("key", "STRING"), ("ts", "TIMESTAMP"), ("d", "DATE"))
+    stream = StreamSchema("S", ("key",), "ts", TIMESTAMP_UNIT, columns)
+    plan = load_query(chain([f"{call} >= 0" for call in calls]), "q", stream)
+    rows = [{"key": "k", "ts": t, "d": None if t is None else t.date()} for t in INSTANTS]
+    fields = [symbol.predicate.left for symbol in plan.symbols]
+    by_spark = spark.createDataFrame(rows, stream.ddl).select(*(Compiler()(f) for f in fields)).collect()
+    reference = [[row_evaluator(row)(f) for f in fields] for row in rows]
+    assert [list(row) for row in by_spark] == reference
+    assert len({tuple(column) for column in zip(*reference, strict=True)}) > len(ZONES)  # the clocks disagree
+    assert SparkQuery(plan, stream, dict(stream.columns)).arrow_input is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -55,6 +56,18 @@ def value(expr: str, **row: Any) -> Any:
     ("length(s)", {"s": None}, None),
     ("-x * 2 + 1", {"x": 3}, -5),
     ("X > 1", {"x": 2}, True),
+    # A time's fields on UTC's clock, or the zone's: a naive time is UTC, as Spark hands one back; an aware one
+    # keeps its instant; a DATE is its midnight in UTC; an int is a TIMESTAMP stream's own time in microseconds.
+    ("hour(t)", {"t": datetime(2026, 3, 29, 0, 59)}, 0),
+    ("hour(t, 'Europe/Berlin')", {"t": datetime(2026, 3, 29, 0, 59)}, 1),  # an hour before summer time
+    ("hour(t, 'Europe/Berlin')", {"t": datetime(2026, 3, 29, 1, 0)}, 3),  # its first minute: 02:00 is skipped
+    ("hour(t)", {"t": datetime(2026, 3, 29, 3, 0, tzinfo=timezone(timedelta(hours=2)))}, 1),
+    ("minute(t, '-0530')", {"t": datetime(2026, 1, 1, 0, 10)}, 40),
+    ("dayofweek(t)", {"t": datetime(2026, 12, 6, 23, 59)}, 1),  # a Sunday: 1, as Spark SQL counts
+    ("dayofweek(t, '+01:00')", {"t": datetime(2026, 12, 6, 23, 59)}, 2),
+    ("month(t, 'America/New_York')", {"t": date(2026, 1, 1)}, 12),  # midnight UTC is New Year's Eve there
+    ("hour(t) * 3600", {"t": 1_000_000 * 3600 * 5}, 18000),  # 05:00 on 1 January 1970
+    ("hour(t, 'Europe/Berlin')", {"t": None}, None),
 ])
 def test_expressions_evaluate_like_spark_sql(expr: str, row: dict, expected: Any) -> None:
     assert value(expr, **row) == expected

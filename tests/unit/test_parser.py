@@ -488,6 +488,8 @@ def test_a_query_partitions_by_every_key_of_its_stream() -> None:
     ("A AS speed", "a predicate takes a boolean, and speed is a number", 20),
     ("A AS lower(speed) = 'x'", "lower() takes a string, and speed is a number", 26),
     ("A AS length(speed) > 2", "length() takes a string, and speed is a number", 27),
+    ("A AS hour(speed) > 2", "hour() takes a time, and speed is a number", 25),
+    ("A AS dayofweek(label, 'UTC') = 1", "dayofweek() takes a time, and label is a string", 30),
     ("A AS speed IN (1, 'two')", "IN mixes speed (number) and 1 (number) and 'two' (string)", 20),
     ("A AS coalesce(speed, label) > 1", "coalesce() mixes speed (number) and label (string)", 20),
     ("A AS speed NOT LIKE '1%'", "LIKE takes a string, and speed is a number", 20),
