@@ -3,9 +3,10 @@
 It follows SQL three-valued logic as Spark does, so that the reference and the Spark kernels agree: NULL
 propagates through arithmetic and comparisons, `AND`/`OR` use Kleene logic, division or modulo by zero is NULL
 and so is a whole-number result beyond 64 bits (the kernels compile the operators to Spark's `try_` functions),
-`/` divides as doubles, `%` keeps the dividend's sign, and `least`/`greatest` skip NULLs. A number literal is a
-64-bit integer where it is written without a point and one holds it, else a double (`number_value`). A predicate
-whose value is NULL counts as false (`holds`).
+`/` divides as doubles, `%` keeps the dividend's sign, and `least`/`greatest` skip NULLs. A time compares with a
+time written as text, and a DATE with a TIMESTAMP, as Spark casts them (`time_fields.comparable`). A number literal
+is a 64-bit integer where it is written without a point and one holds it, else a double (`number_value`). A
+predicate whose value is NULL counts as false (`holds`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from pielake.errors import CompileError
 from pielake.query import ast
 from pielake.query.like import like_regex
-from pielake.query.time_fields import TIME_FIELDS, time_field, zone_of
+from pielake.query.time_fields import TIME_FIELDS, comparable, time_field, zone_of
 from pielake.query.visitor import ExprVisitor
 
 ColumnResolver = Callable[[ast.Column], Any]
@@ -124,13 +125,13 @@ class Evaluator(ExprVisitor):
         if expr.op == "OR":
             return _or(left, right)
         if expr.op in COMPARE:
-            return None if left is None or right is None else COMPARE[expr.op](left, right)
+            return None if left is None or right is None else COMPARE[expr.op](*comparable(left, right))
         return _arith(expr.op, left, right)
 
     def eval_between(self, expr: ast.Between) -> Any:
         value, low, high = self(expr.operand), self(expr.low), self(expr.high)
-        lower = None if value is None or low is None else value >= low
-        upper = None if value is None or high is None else value <= high
+        lower = None if value is None or low is None else COMPARE[">="](*comparable(value, low))
+        upper = None if value is None or high is None else COMPARE["<="](*comparable(value, high))
         inside = _and(lower, upper)
         return (None if inside is None else not inside) if expr.negated else inside
 
@@ -139,7 +140,7 @@ class Evaluator(ExprVisitor):
         if value is None:
             return None
         items = [self(item) for item in expr.items]
-        if value in _not_null(items):
+        if any(COMPARE["="](*comparable(value, item)) for item in _not_null(items)):
             found: Any = True
         else:
             found = None if None in items else False

@@ -1,4 +1,5 @@
-"""A time's fields as a clock shows them: `hour(t)`, `minute(t)`, `dayofweek(t)`, `month(t)`.
+"""Times in predicates: a time's fields as a clock shows them (`hour(t)`, `minute(t)`, `dayofweek(t)`, `month(t)`),
+and a time compared with a time written in the query (`ts > '2026-03-02 12:00'`).
 
 A time in the lake is an instant, and which hour it falls in depends on whose clock reads it. These functions read
 it on UTC's, the clock `pielake sql` shows every time on, unless the call names another as its second argument
@@ -9,10 +10,17 @@ for Sunday to 7 for Saturday.
 
 The reference (`pielake.query.evaluate`) computes the fields here in Python, the Spark kernels with Spark's own
 functions on the instant moved to that clock (`pielake.spark.compile`); both read the zone from `zone_of`.
+
+A time written in the query takes one of the forms Spark and Python read as the same instant (`TIME_TEXT`): a date,
+or a date and a time of day to the microsecond, UTC unless `Z` or an offset follows; anything else is refused when
+the query is read, since Spark would stop the run on it or read a time of day alone as one of the day it runs.
+Compared with a TIMESTAMP it is its instant; with a DATE, the date it writes, as Spark casts it. A DATE compared with
+a TIMESTAMP is its midnight in UTC. `comparable` applies these rules for the reference; Spark applies its own casts.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime, timedelta, timezone
 from typing import Any
 
@@ -22,6 +30,10 @@ from pielake.streams import ZONE_KINDS, zone_info
 TIME_FIELDS = ("hour", "minute", "dayofweek", "month")
 LAKE_ZONE = "UTC"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # kernel time 0 of a TIMESTAMP stream
+# Spark takes `Z` or an offset only after the seconds.
+TIME_TEXT = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:\d{2})?)?)?")
+TIME_TEXT_FORMS = ("a date, '2026-03-02', or a date and a time, '2026-03-02 12:00:00', UTC unless it names an "
+                   "offset: '2026-03-02T12:00:00+01:00'")
 # The widest offset Java's ZoneOffset, and so Spark, takes.
 WIDEST_OFFSET = timedelta(hours=18)
 
@@ -84,3 +96,35 @@ def time_field(name: str, value: Any, zone: str) -> int | None:
     if name == "dayofweek":
         return local.isoweekday() % 7 + 1  # Sunday 1 … Saturday 7
     return int(getattr(local, name))
+
+
+def written_time(text: str) -> datetime | None:
+    """The instant a time written in the query stands for (`TIME_TEXT`), None where it is written otherwise."""
+    if TIME_TEXT.fullmatch(text) is None:
+        return None
+    try:
+        return instant(datetime.fromisoformat(text))
+    except ValueError:  # a month 13, a 30 February, an offset of 25 hours
+        return None
+
+
+def _is_time(value: Any) -> bool:
+    return isinstance(value, date) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def comparable(a: Any, b: Any) -> tuple[Any, Any]:
+    """Two values as the reference compares them: a time with a time written as text, a DATE with a TIMESTAMP, a
+    TIMESTAMP attribute with a stream's own time in kernel time; anything else as it is."""
+    if isinstance(a, str) and _is_time(b):
+        return tuple(reversed(comparable(b, a)))
+    if isinstance(b, str) and _is_time(a):
+        written = written_time(b)
+        if written is None:
+            return a, b
+        if isinstance(a, date) and not isinstance(a, datetime):  # the date the text writes, as Spark casts it
+            return a, date.fromisoformat(b[:10])
+        return instant(a), written
+    plain_dates = all(isinstance(v, date) and not isinstance(v, datetime) for v in (a, b))
+    if _is_time(a) and _is_time(b) and (isinstance(a, date) or isinstance(b, date)) and not plain_dates:
+        return instant(a), instant(b)
+    return a, b

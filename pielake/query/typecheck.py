@@ -4,11 +4,13 @@ Spark compares, adds and calls functions on values of one kind; given two kinds 
 ANSI SQL (Spark 4's default) fails the job at the first value that does not cast, deep inside a stage. So a query
 over a stream whose types are known is checked here first, and a mix is an error naming its place:
 
-- families: number (integers, floating, DECIMAL), string, boolean, time (TIMESTAMP, DATE); NULL fits any;
-- a comparison, BETWEEN, IN, `least`, `greatest` and `coalesce` take one family (a time also takes text, which
-  Spark reads as a time);
+- families: number (integers, floating, DECIMAL), string, boolean, time (TIMESTAMP), date (DATE); NULL fits any;
+- a comparison, BETWEEN and IN take one family, a time and a date compare with each other, and either with a time
+  written in the query as text (`pielake.query.time_fields`); text read from a column is never cast to a time,
+  since one value Spark cannot cast would stop the run;
+- `least`, `greatest` and `coalesce` take one family;
 - arithmetic and `abs` take numbers, `lower`, `upper`, `length` and LIKE text, AND, OR and NOT conditions;
-- `hour`, `minute`, `dayofweek` and `month` take a time (and a zone's name, text) and give a number;
+- `hour`, `minute`, `dayofweek` and `month` take a time or a date (and a zone's name, text) and give a number;
 - a predicate is a condition; in RETURN, `avg` and `sum` take numbers.
 """
 
@@ -19,12 +21,13 @@ from decimal import Decimal
 
 from pielake.query import ast
 from pielake.query.printer import expr_text
-from pielake.query.time_fields import TIME_FIELDS
+from pielake.query.time_fields import TIME_FIELDS, TIME_TEXT_FORMS, written_time
 from pielake.query.tokens import Span
 from pielake.query.visitor import ExprVisitor
 from pielake.semantics.relations import ENDPOINTS
 
-NUMBER, STRING, BOOLEAN, TIME, NULL = "number", "string", "boolean", "time", "NULL"
+NUMBER, STRING, BOOLEAN, TIME, DATE, NULL = "number", "string", "boolean", "time", "date", "NULL"
+_TIMES = frozenset({TIME, DATE})
 UNKNOWN = "unknown"  # a column the stream does not have: reported on its own, not again as a mix
 _NUMBER_TYPES = ("BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "REAL", "DECIMAL")
 _ARITHMETIC = frozenset({"+", "-", "*", "/", "%"})
@@ -42,14 +45,15 @@ def family(spark_type: str) -> str:
     base = spark_type.upper().split("(", 1)[0]
     if base in _NUMBER_TYPES:
         return NUMBER
-    if base in ("TIMESTAMP", "DATE"):
+    if base == "TIMESTAMP":
         return TIME
+    if base == "DATE":
+        return DATE
     return {"STRING": STRING, "BOOLEAN": BOOLEAN}.get(base, UNKNOWN)
 
 
-def _fits(families: list[str]) -> bool:
-    known = {f for f in families if f not in (NULL, UNKNOWN)}
-    return len(known) <= 1 or known == {TIME, STRING}
+def _known(families: list[str]) -> set[str]:
+    return {f for f in families if f not in (NULL, UNKNOWN)}
 
 
 class TypeChecker(ExprVisitor):
@@ -66,20 +70,45 @@ class TypeChecker(ExprVisitor):
 
     def expect(self, expr: ast.Expr, wanted: str, role: str) -> None:
         found = self(expr)
-        if found not in (wanted, NULL, UNKNOWN):
-            fix = TIME_ARITHMETIC_HINT if (found, wanted) == (TIME, NUMBER) else \
+        if found not in (wanted, NULL, UNKNOWN) and not (wanted == TIME and found == DATE):
+            fix = TIME_ARITHMETIC_HINT if found in _TIMES and wanted == NUMBER else \
                 f"Give it a {wanted}, or declare the column's type in the stream's schema."
             self.report(f"{role} takes a {wanted}, and {expr_text(expr)} is a {found}", expr.span, fix)
 
     def same(self, exprs: tuple[ast.Expr, ...], node: ast.Expr, role: str) -> str:
-        families = [self(e) for e in exprs]
-        if not _fits(families):
+        """The one family of `exprs`, as `least`, `greatest` and `coalesce` take them."""
+        return self.one_family(exprs, [self(e) for e in exprs], node, role)
+
+    def one_family(self, exprs: tuple[ast.Expr, ...], families: list[str], node: ast.Expr, role: str) -> str:
+        if len(_known(families)) > 1:
             shown = " and ".join(f"{expr_text(e)} ({f})" for e, f in zip(exprs, families, strict=True)
                                  if f not in (NULL, UNKNOWN))
             self.report(f"{role} mixes {shown}", node.span,
                         "Compare values of one kind: a number with numbers, text with text ('x').")
             return UNKNOWN
         return next((f for f in families if f not in (NULL, UNKNOWN)), NULL)
+
+    def compared(self, exprs: tuple[ast.Expr, ...], node: ast.Expr, role: str) -> None:
+        """Values a comparison, BETWEEN or IN compares: of one family, or times and dates with each other and
+        with times written in the query."""
+        families = [self(e) for e in exprs]
+        known = _known(families)
+        if not known & _TIMES or not known <= {*_TIMES, STRING}:
+            self.one_family(exprs, families, node, role)
+            return
+        for expr, found in zip(exprs, families, strict=True):
+            if found == STRING:
+                self.written_time(expr)
+
+    def written_time(self, expr: ast.Expr) -> None:
+        """Text compared with a time: a literal in one of the forms Spark and the reference read alike."""
+        if not (isinstance(expr, ast.Literal) and isinstance(expr.value, str)):
+            self.report(f"{expr_text(expr)} is text, and a time is compared with times", expr.span,
+                        f"Write the time in the query, as {TIME_TEXT_FORMS}; or declare the column a TIMESTAMP in "
+                        "the stream's schema, so that its text is read as times when events are ingested.")
+        elif written_time(expr.value) is None:
+            self.report(f"{expr_text(expr)} is not a time as a query writes one", expr.span,
+                        f"Write {TIME_TEXT_FORMS}.")
 
     def family_of_column(self, expr: ast.Column) -> str:
         return self.column(expr)
@@ -108,15 +137,15 @@ class TypeChecker(ExprVisitor):
             self.expect(expr.left, NUMBER, f"'{expr.op}'")
             self.expect(expr.right, NUMBER, f"'{expr.op}'")
             return NUMBER
-        self.same((expr.left, expr.right), expr, "the comparison")
+        self.compared((expr.left, expr.right), expr, "the comparison")
         return BOOLEAN
 
     def family_of_between(self, expr: ast.Between) -> str:
-        self.same((expr.operand, expr.low, expr.high), expr, "BETWEEN")
+        self.compared((expr.operand, expr.low, expr.high), expr, "BETWEEN")
         return BOOLEAN
 
     def family_of_inlist(self, expr: ast.InList) -> str:
-        self.same((expr.operand, *expr.items), expr, "IN")
+        self.compared((expr.operand, *expr.items), expr, "IN")
         return BOOLEAN
 
     def family_of_like(self, expr: ast.Like) -> str:

@@ -192,3 +192,27 @@ def test_a_time_s_fields_on_a_zone_s_clock_are_those_of_the_reference_and_spark_
     assert [list(row) for row in by_spark] == reference
     assert len({tuple(column) for column in zip(*reference, strict=True)}) > len(ZONES)  # the clocks disagree
     assert SparkQuery(plan, stream, dict(stream.columns)).arrow_input is None
+
+
+def test_times_compare_with_dates_and_with_times_written_in_the_query_as_the_reference_compares_them(
+        spark: SparkSession) -> None:
+    """A TIMESTAMP with text written as a time is its instant (UTC unless the text names an offset); a DATE with
+    such text, the date the text writes; a DATE with a TIMESTAMP, its midnight in UTC (pielake/query/time_fields.py):
+    as Spark casts them, so both agree on every instant above."""
+    compared = [
+        "ts > '2026-03-29 01:00'", "ts >= '2026-03-29T02:30:00+01:30'", "ts = '2026-03-29 00:59:59.999999'",
+        "ts < '2026-03-29'", "ts <= '1969-12-31T23:59:59.999999Z'", "ts != '2026-10-25T02:00:00-01:00'",
+        "ts BETWEEN '2026-03-01' AND '2026-10-25 00:59:00Z'", "ts IN ('2026-03-29 01:00', '2027-01-01T01:15:00+01:00')",
+        "ts NOT IN ('2026-03-29 01:00')", "'2026-06-01' < ts", "d = '2026-03-29T23:30:00-05:00'",
+        "d > '2026-03-28 23:00'", "d BETWEEN '2026-01-01' AND '2026-12-31T23:59:59'",
+        "d IN ('2026-03-29', '1900-01-01 12:00')", "d < ts", "d = ts", "ts >= d", "coalesce(ts, ts) > '2026-01-01'"]
+    columns = (("key", "STRING"), ("ts", "TIMESTAMP"), ("d", "DATE"))
+    stream = StreamSchema("S", ("key",), "ts", TIMESTAMP_UNIT, columns)
+    plan = load_query(chain(compared), "q", stream)
+    rows = [{"key": "k", "ts": t, "d": None if t is None else t.date()} for t in INSTANTS]
+    rows += [{"key": "k", "ts": t, "d": t.date()} for t in (datetime(2026, 3, 29, tzinfo=UTC),)]
+    predicates = [predicate(symbol.predicate) for symbol in plan.symbols]
+    by_spark = spark.createDataFrame(rows, stream.ddl).select(*predicates).collect()
+    reference = [[holds(symbol.predicate, row) for symbol in plan.symbols] for row in rows]
+    assert [list(row) for row in by_spark] == reference
+    assert all(any(column) and not all(column) for column in zip(*reference, strict=True))  # each one tells apart

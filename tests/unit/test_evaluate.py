@@ -68,6 +68,15 @@ def value(expr: str, **row: Any) -> Any:
     ("month(t, 'America/New_York')", {"t": date(2026, 1, 1)}, 12),  # midnight UTC is New Year's Eve there
     ("hour(t) * 3600", {"t": 1_000_000 * 3600 * 5}, 18000),  # 05:00 on 1 January 1970
     ("hour(t, 'Europe/Berlin')", {"t": None}, None),
+    # A time compared with a time the query writes is its instant, a DATE with it the date the text writes, and
+    # a DATE with a TIMESTAMP its midnight in UTC.
+    ("t > '2026-03-02 12:00'", {"t": datetime(2026, 3, 2, 12, 0, 1)}, True),
+    ("t = '2026-03-02T13:00:00+01:00'", {"t": 1_772_452_800_000_000}, True),  # a stream's own time, kernel time
+    ("t IN ('2026-03-02', '2026-03-02 12:00')", {"t": datetime(2026, 3, 2, 12, 0)}, True),
+    ("t BETWEEN '2026-03-02' AND '2026-03-02 11:59:59.999999'", {"t": datetime(2026, 3, 2, 12, 0)}, False),
+    ("d = '2026-03-02T23:30:00-05:00'", {"d": date(2026, 3, 2)}, True),
+    ("d < t", {"d": date(2026, 3, 2), "t": datetime(2026, 3, 2, 0, 0, 1)}, True),
+    ("d = t", {"d": date(2026, 3, 2), "t": datetime(2026, 3, 2, 1, 0, tzinfo=timezone(timedelta(hours=1)))}, True),
 ])
 def test_expressions_evaluate_like_spark_sql(expr: str, row: dict, expected: Any) -> None:
     assert value(expr, **row) == expected

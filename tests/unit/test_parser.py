@@ -501,11 +501,35 @@ def test_an_expression_mixing_types_of_the_stream_is_an_error(written: str, mess
     assert (caught.value.first.description, caught.value.first.col) == (message, col)
 
 
+@pytest.mark.parametrize(("written", "message", "col"), [
+    ("A AS seen > 'soon'", "'soon' is not a time as a query writes one", 27),
+    ("A AS seen > '12:00'", "'12:00' is not a time as a query writes one", 27),  # of which day?
+    ("A AS seen < '2026-02-30'", "'2026-02-30' is not a time as a query writes one", 27),
+    ("A AS seen = '2026-03-02T12:00+01:00'", "'2026-03-02T12:00+01:00' is not a time as a query writes one", 27),
+    ("A AS day IN ('2026-03-02', '2 March')", "'2 March' is not a time as a query writes one", 42),
+    ("A AS seen > label", "label is text, and a time is compared with times", 27),
+    ("A AS seen BETWEEN lower('2026-01-01') AND '2026-02-01'",
+     "lower('2026-01-01') is text, and a time is compared with times", 33),
+    ("A AS coalesce(seen, day) > '2026-01-01'", "coalesce() mixes seen (time) and day (date)", 20),
+    ("A AS coalesce(seen, '2026-01-01') > '2026-01-01'", "coalesce() mixes seen (time) and '2026-01-01' (string)",
+     20),
+])
+def test_a_time_is_compared_with_times_and_dates_and_with_a_time_the_query_writes(written: str, message: str,
+                                                                                  col: int) -> None:
+    with pytest.raises(QueryError) as caught:
+        load_query(f"FROM S DEFINE {written}, B AS flag PATTERN A meets B WITHIN 5 s",
+                   schemas=stream("seen TIMESTAMP", "day DATE", "label STRING", "flag BOOLEAN"))
+    assert (caught.value.first.description, caught.value.first.col) == (message, col)
+    assert "'2026-03-02 12:00:00'" in caught.value.first.suggestion or "mixes" in message
+
+
 def test_well_typed_expressions_pass_the_check() -> None:
-    columns = ("speed DOUBLE", "label STRING", "flag BOOLEAN", "seen TIMESTAMP")
+    columns = ("speed DOUBLE", "label STRING", "flag BOOLEAN", "seen TIMESTAMP", "day DATE")
     plan = load_query("FROM S DEFINE A AS speed BETWEEN 1 AND 2.5 AND lower(label) IN ('a', 'b') AND NOT flag "
                       "AND label NOT LIKE 'x\\_%', "
                       "B AS seen > '2026-01-01' OR label IS NULL OR greatest(speed, 3) % 2 = 1 "
+                      "OR seen BETWEEN '2026-01-01 06:00' AND '2026-01-01T07:00:00.5+01:00' OR seen IN (day) "
+                      "OR day <= '2026-01-01 12:00:00Z' OR hour(day) = 0 "
                       "PATTERN A meets B WITHIN 5 s RETURN avg(A.speed) + 1 AS s, upper(first(B.label)) AS l, "
                       "duration(A) * 2 AS d, B.ts - A.ts AS gap", schemas=stream(*columns))
     assert [r.name for r in plan.returns] == ["s", "l", "d", "gap"]
