@@ -107,7 +107,8 @@ class Evaluator(ExprVisitor):
         self.call = call
 
     def eval_column(self, expr: ast.Column) -> Any:
-        return _number(self.column(expr))
+        value = self.column(expr)
+        return float(value) if isinstance(value, Decimal) else value  # a DECIMAL attribute is read as a double
 
     def eval_literal(self, expr: ast.Literal) -> Any:
         return _number(expr.value)

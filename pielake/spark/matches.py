@@ -21,7 +21,7 @@ from pielake.query import ast
 from pielake.query.analyzer import PairConstraint
 from pielake.query.join_order import join_order
 from pielake.spark.compile import Compiler
-from pielake.spark.query import SparkQuery, case_on, in_64_bits
+from pielake.spark.query import SparkQuery, case_on, computable
 
 FIRST_START, LAST_START, DECIDED = "__first_start", "__last_start", "__decided"  # join_pairs' running bounds
 BROADCAST_PAIR_ROWS = 4_000_000  # pair rows the joins may hold in broadcast hash tables at once (~0.3 GB)
@@ -195,7 +195,7 @@ class ReturnCompiler(Compiler):
         value = F.col(f"__{symbol.lower()}__{found.column}")
         if not (self.in_arithmetic and found.func in VALUE_AGGREGATES):
             return value
-        return in_64_bits(value, self.q.attribute_type(symbol, found.named))
+        return computable(value, self.q.attribute_type(symbol, found.named))
 
 
 def find_matches(pairs: DataFrame, situations: DataFrame, last_times: DataFrame, q: SparkQuery,

@@ -140,10 +140,13 @@ class Aggregate:
         return ("sum", "count") if self.func == "avg" else (self.func,)
 
 
-def in_64_bits(column: Column, kind: str) -> Column:
-    """A value of Spark type `kind` as arithmetic takes it: a narrower integer as a BIGINT, so that `+ - *` over it
-    compute in 64 bits, as the reference's do, and are not NULL past 32."""
-    return column.cast("bigint") if kind in NARROW_INTEGER_TYPES else column
+def computable(column: Column, kind: str) -> Column:
+    """A value of Spark type `kind` as the reference computes with it: a narrower integer as a BIGINT, so that
+    `+ - *` over it compute in 64 bits and are not NULL past 32; a DECIMAL as a DOUBLE, as the reference reads one
+    (docs/semantics.md §1), where Spark would compute in decimals of its own precision and scale."""
+    if kind in NARROW_INTEGER_TYPES:
+        return column.cast("bigint")
+    return column.cast("double") if kind.upper().startswith("DECIMAL") else column
 
 
 def scaled_at_most(diff: Column, seconds: Fraction, unit: Fraction) -> Column:
@@ -271,9 +274,8 @@ class SparkQuery:
                        tuple(read_runs(c) for c in self.plan.constraints), partials)
 
     def column(self, ref: ast.Column) -> Column:
-        """A predicate's column; a narrower integer as a BIGINT, so that arithmetic over it is 64-bit, as the
-        reference's is (`pielake.spark.compile`), not wrapped at 32 bits."""
-        return in_64_bits(F.col(self.names[ref.name.lower()]), self.types[ref.name.lower()])
+        """A predicate's column, as the reference computes with it (`computable`)."""
+        return computable(F.col(self.names[ref.name.lower()]), self.types[ref.name.lower()])
 
     def stored_time(self) -> Column:
         """The events' time column as stored, in the stream's own type."""

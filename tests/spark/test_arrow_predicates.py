@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -216,3 +217,25 @@ def test_times_compare_with_dates_and_with_times_written_in_the_query_as_the_ref
     reference = [[holds(symbol.predicate, row) for symbol in plan.symbols] for row in rows]
     assert [list(row) for row in by_spark] == reference
     assert all(any(column) and not all(column) for column in zip(*reference, strict=True))  # each one tells apart
+
+
+def test_a_decimal_attribute_is_computed_with_as_a_double_as_the_reference_reads_it(spark: SparkSession) -> None:
+    """Spark would multiply a DECIMAL(10,2) exactly (1.10 * 3 = 3.30, equal to 3.3) where the reference's doubles
+    give 3.3000000000000003; so a predicate reads a DECIMAL as a DOUBLE (docs/semantics.md §1), as the reference
+    does, and both agree. The Arrow backend leaves DECIMAL columns to Spark."""
+    columns = (("key", "STRING"), ("ts", "BIGINT"), ("x", "DECIMAL(10,2)"), ("w", "DECIMAL(30,0)"))
+    stream = StreamSchema("S", ("key",), "ts", "s", columns)
+    computed = ["x * 3 = 3.3", "x % 1 = 0.1", "x * x > 1.21", "x / 3 > 0.3666", "x = 1.1", "x + x = 2.2",
+                "w * 4611686018427387904 > 0", "w + 1 = 10000000000000000000001", "abs(x) = 2.35",
+                "greatest(x, w) > 1", "x IN (1.1, 2)"]
+    plan = load_query(chain(computed), "q", stream)
+    rows = [{"key": "k", "ts": t, "x": x, "w": w} for t, (x, w) in enumerate([
+        (Decimal("1.10"), Decimal(5)), (Decimal("-2.35"), Decimal(10**22)), (None, Decimal(-(2**63))),
+        (Decimal("12345678.99"), None)])]
+    q = SparkQuery(plan, stream, dict(stream.columns))
+    predicates = [predicate(symbol.predicate, q.column) for symbol in plan.symbols]
+    collected = spark.createDataFrame(rows, stream.ddl).select(*predicates).collect()
+    reference = [[holds(symbol.predicate, row) for symbol in plan.symbols] for row in rows]
+    assert [list(row) for row in collected] == reference
+    assert reference[0][:3] == [False, False, True]  # as doubles compute, not as decimals would
+    assert q.arrow_input is None
