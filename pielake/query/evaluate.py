@@ -3,10 +3,11 @@
 It follows SQL three-valued logic as Spark does, so that the reference and the Spark kernels agree: NULL
 propagates through arithmetic and comparisons, `AND`/`OR` use Kleene logic, division or modulo by zero is NULL
 and so is a whole-number result beyond 64 bits (the kernels compile the operators to Spark's `try_` functions),
-`/` divides as doubles, `%` keeps the dividend's sign, and `least`/`greatest` skip NULLs. A time compares with a
-time written as text, and a DATE with a TIMESTAMP, as Spark casts them (`time_fields.comparable`). A number literal
-is a 64-bit integer where it is written without a point and one holds it, else a double (`number_value`). A
-predicate whose value is NULL counts as false (`holds`).
+`/` divides as doubles, `%` keeps the dividend's sign, `least`/`greatest` skip NULLs, and a NaN (of an
+infinity's arithmetic) is above every number and equal to itself. A time compares with a time written as text,
+and a DATE with a TIMESTAMP, as Spark casts them (`time_fields.comparable`). A number literal is a 64-bit integer
+where it is written without a point and one holds it, else a double (`number_value`). A predicate whose value is
+NULL counts as false (`holds`).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def _arith(op: str, a: Any, b: Any) -> Any:
     if op == "/":
         return float(a) / float(b)
     if isinstance(a, float) or isinstance(b, float):
-        return math.fmod(a, b)
+        return math.nan if math.isinf(a) or math.isnan(a) or math.isnan(b) else math.fmod(a, b)  # as Java's %
     remainder = abs(a) % abs(b)  # exact for integers of any size, with the dividend's sign
     return remainder if a >= 0 else -remainder
 
@@ -68,6 +69,21 @@ COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
     "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
 }
+
+
+def spark_order(value: Any) -> Any:
+    """A value as Spark orders it: NaN, which an infinity's arithmetic gives, above every number and equal to
+    itself, where IEEE (Python's floats) orders it nowhere and equal to nothing."""
+    return (1, 0.0) if isinstance(value, float) and math.isnan(value) else (0, value)
+
+
+def ordered(a: Any, b: Any) -> tuple[Any, Any]:
+    """Two values as a comparison takes them: times as `time_fields.comparable` reads them, NaN as Spark orders
+    it."""
+    a, b = comparable(a, b)
+    if spark_order(a)[0] or spark_order(b)[0]:
+        return spark_order(a), spark_order(b)
+    return a, b
 
 
 def _and(a: Any, b: Any) -> Any:
@@ -88,8 +104,8 @@ def _not_null(values: list[Any]) -> list[Any]:
 
 _SCALAR: dict[str, Callable[[list[Any]], Any]] = {
     "abs": lambda v: None if v[0] is None else in_bigint(abs(v[0])),
-    "least": lambda v: min(_not_null(v), default=None),
-    "greatest": lambda v: max(_not_null(v), default=None),
+    "least": lambda v: min(_not_null(v), default=None, key=spark_order),
+    "greatest": lambda v: max(_not_null(v), default=None, key=spark_order),
     "coalesce": lambda v: next((x for x in v if x is not None), None),
     "lower": lambda v: None if v[0] is None else str(v[0]).lower(),
     "upper": lambda v: None if v[0] is None else str(v[0]).upper(),
@@ -126,13 +142,13 @@ class Evaluator(ExprVisitor):
         if expr.op == "OR":
             return _or(left, right)
         if expr.op in COMPARE:
-            return None if left is None or right is None else COMPARE[expr.op](*comparable(left, right))
+            return None if left is None or right is None else COMPARE[expr.op](*ordered(left, right))
         return _arith(expr.op, left, right)
 
     def eval_between(self, expr: ast.Between) -> Any:
         value, low, high = self(expr.operand), self(expr.low), self(expr.high)
-        lower = None if value is None or low is None else COMPARE[">="](*comparable(value, low))
-        upper = None if value is None or high is None else COMPARE["<="](*comparable(value, high))
+        lower = None if value is None or low is None else COMPARE[">="](*ordered(value, low))
+        upper = None if value is None or high is None else COMPARE["<="](*ordered(value, high))
         inside = _and(lower, upper)
         return (None if inside is None else not inside) if expr.negated else inside
 
@@ -141,7 +157,7 @@ class Evaluator(ExprVisitor):
         if value is None:
             return None
         items = [self(item) for item in expr.items]
-        if any(COMPARE["="](*comparable(value, item)) for item in _not_null(items)):
+        if any(COMPARE["="](*ordered(value, item)) for item in _not_null(items)):
             found: Any = True
         else:
             found = None if None in items else False

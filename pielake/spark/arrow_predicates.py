@@ -15,7 +15,9 @@ does, and declines the rest (`ArrowDeclinedError`: the run then reads through Sp
   Spark does), `IS NULL`, and `abs`, `least`, `greatest` over numbers, `coalesce`, `length` of strings.
 
 NULL propagates as in SQL and a NULL predicate counts as false (docs/semantics.md §1). Events hold no NaN (ingest
-quarantines them, `not_finite`), which is where Spark's ordering of floating values departs from IEEE's.
+quarantines them, `not_finite`), but an infinity's arithmetic gives one (`1e308 * 10 - 1e308 * 10`), and there
+Spark's ordering departs from IEEE's, which Arrow's comparisons follow: Spark's NaN equals itself and is above
+every number, so comparisons and `greatest` over doubles are mended where a side is NaN (`_compared`).
 Declined: `%`, `lower`/`upper` (Java's and utf8proc's case mappings differ past ASCII), NULL literals, mixed
 types, and a time's fields, whose TIMESTAMP and DATE columns are read by Spark.
 """
@@ -47,10 +49,17 @@ _ARITH: dict[str, tuple[Callable[[Value, Value], Value], Callable[[int, int], in
 _COMPARE: dict[str, Callable[[Value, Value], Value]] = {
     "=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater,
     ">=": pc.greater_equal}
+# Where one side of a comparison is NaN (`left`, `right`: whether each is), its value as Spark orders NaN.
+_NAN_ORDER: dict[str, Callable[[Value, Value], Value]] = {
+    "=": pc.and_, "!=": lambda left, right: pc.invert(pc.and_(left, right)),
+    "<": lambda left, right: pc.and_not(right, left), "<=": lambda left, right: right,
+    ">": pc.and_not, ">=": lambda left, right: left}
 _NUMERIC_CALLS: dict[str, Callable[..., Value]] = {
     "abs": lambda v: _or_null_beyond_64_bits(pc.abs_checked, abs, v),
+    # Arrow's minimum passes over NaN, as Spark's `least` does (NaN is above every number); its maximum too,
+    # where Spark's `greatest` gives the NaN.
     "least": lambda *v: pc.min_element_wise(*v, skip_nulls=True),
-    "greatest": lambda *v: pc.max_element_wise(*v, skip_nulls=True)}
+    "greatest": lambda *v: _nan_if_any(pc.max_element_wise(*v, skip_nulls=True), *v)}
 # The stored column types whose Parquet columns pyarrow reads as the very Arrow types Spark hands the kernel.
 READABLE_TYPES = frozenset({"BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "REAL",
                             "BOOLEAN", "STRING"})
@@ -71,6 +80,28 @@ def _or_null_beyond_64_bits(checked: Callable[..., Value], exact: Callable[..., 
         columns = [[v.as_py()] * rows if isinstance(v, pa.Scalar) else v.to_pylist() for v in values]
         results = [None if None in row else in_bigint(exact(*row)) for row in zip(*columns, strict=True)]
         return pa.array(results, pa.int64())
+
+
+def _nan(value: Value) -> Value:
+    """Whether each value is NaN (NULL stays NULL); never, for a value that is no double."""
+    return pc.is_nan(value) if pa.types.is_floating(value.type) else pa.scalar(False)
+
+
+def _compared(op: str, left: Value, right: Value) -> Value:
+    """`left op right` as Spark compares, NaN above every number and equal to itself."""
+    ieee = _COMPARE[op](left, right)
+    if not (pa.types.is_floating(left.type) or pa.types.is_floating(right.type)):
+        return ieee
+    left_nan, right_nan = _nan(left), _nan(right)
+    return pc.if_else(pc.or_(left_nan, right_nan), _NAN_ORDER[op](left_nan, right_nan), ieee)
+
+
+def _nan_if_any(result: Value, *values: Value) -> Value:
+    """`result`, or NaN where any of `values` is."""
+    floating = [pc.fill_null(_nan(v), False) for v in values if pa.types.is_floating(v.type)]
+    if not floating:
+        return result
+    return pc.if_else(reduce(pc.or_, floating), pa.scalar(float("nan"), result.type), result)
 
 
 def _family(value: Value) -> str:
@@ -133,7 +164,7 @@ class ArrowEvaluator(ExprVisitor):
             return kleene(self._boolean(left), self._boolean(right))
         if expr.op in _COMPARE:
             _same_family(left, right)
-            return _COMPARE[expr.op](left, right)
+            return _compared(expr.op, left, right)
         if expr.op in _ARITH:
             return _or_null_beyond_64_bits(*_ARITH[expr.op], *_numbers(left, right))
         if expr.op == "/":  # try_divide: a double, NULL where the divisor is zero
@@ -144,14 +175,14 @@ class ArrowEvaluator(ExprVisitor):
     def arrow_between(self, expr: ast.Between) -> Value:
         value, low, high = self(expr.operand), self(expr.low), self(expr.high)
         _same_family(value, low, high)
-        inside = pc.and_kleene(pc.greater_equal(value, low), pc.less_equal(value, high))
+        inside = pc.and_kleene(_compared(">=", value, low), _compared("<=", value, high))
         return pc.invert(inside) if expr.negated else inside
 
     def arrow_inlist(self, expr: ast.InList) -> Value:
         value = self(expr.operand)
         items = [self(item) for item in expr.items]
         _same_family(value, *items)
-        found = reduce(pc.or_kleene, (pc.equal(value, item) for item in items))
+        found = reduce(pc.or_kleene, (_compared("=", value, item) for item in items))
         return pc.invert(found) if expr.negated else found
 
     def arrow_like(self, expr: ast.Like) -> Value:

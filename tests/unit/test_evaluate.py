@@ -55,6 +55,12 @@ def value(expr: str, **row: Any) -> Any:
     ("length(s)", {"s": "é€\n"}, 3),
     ("length(s)", {"s": None}, None),
     ("-x * 2 + 1", {"x": 3}, -5),
+    # An infinity's arithmetic gives NaN, which Spark orders above every number and equal to itself.
+    ("x * 1e308 * 10 - x * 1e308 * 10 > 1e308", {"x": 2}, True),
+    ("x * 1e308 * 10 - x * 1e308 * 10 = x * 1e308 * 10 - x * 1e308 * 10", {"x": 2}, True),
+    ("least(x * 1e308 * 10 - x * 1e308 * 10, 5)", {"x": 2}, 5),
+    ("(x * 1e308 * 10 % 3) > 1e308", {"x": 2}, True),  # Java's % of an infinity is NaN
+    ("3.5 % (x * 1e308 * 10)", {"x": 2}, 3.5),
     ("X > 1", {"x": 2}, True),
     # A time's fields on UTC's clock, or the zone's: a naive time is UTC, as Spark hands one back; an aware one
     # keeps its instant; a DATE is its midnight in UTC; an int is a TIMESTAMP stream's own time in microseconds.
