@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -186,6 +186,9 @@ INSTANTS = [None, *(datetime(*parts, tzinfo=UTC) for parts in [
     (2026, 3, 8, 6, 59), (2026, 3, 8, 7, 0), (2026, 11, 1, 5, 30), (2026, 11, 1, 6, 0), (2026, 4, 4, 14, 59),
     (2026, 4, 4, 15, 0), (2026, 12, 31, 23, 30), (2027, 1, 1, 0, 15), (2028, 2, 29, 18, 45),
     (1969, 12, 31, 23, 59, 59, 999999), (1900, 1, 1, 0, 0), (2999, 6, 30, 12, 0)])]
+# A stream of TIMESTAMPs `ts`, and the date of each, `d`.
+TIMED = StreamSchema("S", ("key",), "ts", TIMESTAMP_UNIT, (("key", "STRING"), ("ts", "TIMESTAMP"), ("d", "DATE")))
+TIMED_ROWS = [{"key": "k", "ts": t, "d": None if t is None else t.date()} for t in INSTANTS]
 ZONES = [None, "UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata", "+05:45",
          "-0530", "UTC+2", "Z"]
 
@@ -197,16 +200,14 @@ def test_a_time_s_fields_on_a_zone_s_clock_are_those_of_the_reference_and_spark_
     leaves a stream of TIMESTAMPs to Spark."""
     calls = [f"{name}({column}{'' if zone is None else f', {zone!r}'})" for name in TIME_FIELDS
              for column in ("ts", "d") for zone in ZONES]
-    columns = (("key", "STRING"), ("ts", "TIMESTAMP"), ("d", "DATE"))
-    stream = StreamSchema("S", ("key",), "ts", TIMESTAMP_UNIT, columns)
-    plan = load_query(chain([f"{call} >= 0" for call in calls]), "q", stream)
-    rows = [{"key": "k", "ts": t, "d": None if t is None else t.date()} for t in INSTANTS]
+    plan = load_query(chain([f"{call} >= 0" for call in calls]), "q", TIMED)
+    rows = TIMED_ROWS
     fields = [symbol.predicate.left for symbol in plan.symbols]
-    by_spark = spark.createDataFrame(rows, stream.ddl).select(*(Compiler()(f) for f in fields)).collect()
+    by_spark = spark.createDataFrame(rows, TIMED.ddl).select(*(Compiler()(f) for f in fields)).collect()
     reference = [[row_evaluator(row)(f) for f in fields] for row in rows]
     assert [list(row) for row in by_spark] == reference
     assert len({tuple(column) for column in zip(*reference, strict=True)}) > len(ZONES)  # the clocks disagree
-    assert SparkQuery(plan, stream, dict(stream.columns)).arrow_input is None
+    assert SparkQuery(plan, TIMED, dict(TIMED.columns)).arrow_input is None
 
 
 def test_times_compare_with_dates_and_with_times_written_in_the_query_as_the_reference_compares_them(
@@ -221,13 +222,10 @@ def test_times_compare_with_dates_and_with_times_written_in_the_query_as_the_ref
         "ts NOT IN ('2026-03-29 01:00')", "'2026-06-01' < ts", "d = '2026-03-29T23:30:00-05:00'",
         "d > '2026-03-28 23:00'", "d BETWEEN '2026-01-01' AND '2026-12-31T23:59:59'",
         "d IN ('2026-03-29', '1900-01-01 12:00')", "d < ts", "d = ts", "ts >= d", "coalesce(ts, ts) > '2026-01-01'"]
-    columns = (("key", "STRING"), ("ts", "TIMESTAMP"), ("d", "DATE"))
-    stream = StreamSchema("S", ("key",), "ts", TIMESTAMP_UNIT, columns)
-    plan = load_query(chain(compared), "q", stream)
-    rows = [{"key": "k", "ts": t, "d": None if t is None else t.date()} for t in INSTANTS]
-    rows += [{"key": "k", "ts": t, "d": t.date()} for t in (datetime(2026, 3, 29, tzinfo=UTC),)]
+    plan = load_query(chain(compared), "q", TIMED)
+    rows = [*TIMED_ROWS, {"key": "k", "ts": datetime(2026, 3, 29, tzinfo=UTC), "d": date(2026, 3, 29)}]
     predicates = [predicate(symbol.predicate) for symbol in plan.symbols]
-    by_spark = spark.createDataFrame(rows, stream.ddl).select(*predicates).collect()
+    by_spark = spark.createDataFrame(rows, TIMED.ddl).select(*predicates).collect()
     reference = [[holds(symbol.predicate, row) for symbol in plan.symbols] for row in rows]
     assert [list(row) for row in by_spark] == reference
     assert all(any(column) and not all(column) for column in zip(*reference, strict=True))  # each one tells apart
