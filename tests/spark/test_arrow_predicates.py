@@ -201,10 +201,9 @@ def test_a_time_s_fields_on_a_zone_s_clock_are_those_of_the_reference_and_spark_
     calls = [f"{name}({column}{'' if zone is None else f', {zone!r}'})" for name in TIME_FIELDS
              for column in ("ts", "d") for zone in ZONES]
     plan = load_query(chain([f"{call} >= 0" for call in calls]), "q", TIMED)
-    rows = TIMED_ROWS
     fields = [symbol.predicate.left for symbol in plan.symbols]
-    by_spark = spark.createDataFrame(rows, TIMED.ddl).select(*(Compiler()(f) for f in fields)).collect()
-    reference = [[row_evaluator(row)(f) for f in fields] for row in rows]
+    by_spark = spark.createDataFrame(TIMED_ROWS, TIMED.ddl).select(*(Compiler()(f) for f in fields)).collect()
+    reference = [[row_evaluator(row)(f) for f in fields] for row in TIMED_ROWS]
     assert [list(row) for row in by_spark] == reference
     assert len({tuple(column) for column in zip(*reference, strict=True)}) > len(ZONES)  # the clocks disagree
     assert SparkQuery(plan, TIMED, dict(TIMED.columns)).arrow_input is None
