@@ -17,7 +17,8 @@ does, and declines the rest (`ArrowDeclinedError`: the run then reads through Sp
 NULL propagates as in SQL and a NULL predicate counts as false (docs/semantics.md §1). Events hold no NaN (ingest
 quarantines them, `not_finite`), but an infinity's arithmetic gives one (`1e308 * 10 - 1e308 * 10`), and there
 Spark's ordering departs from IEEE's, which Arrow's comparisons follow: Spark's NaN equals itself and is above
-every number, so comparisons and `greatest` over doubles are mended where a side is NaN (`_compared`).
+every number, so comparisons and `greatest` over arithmetic on doubles are mended where a side is NaN
+(`_compared`); over columns and literals alone, which hold none, they stay Arrow's own.
 Declined: `%`, `lower`/`upper` (Java's and utf8proc's case mappings differ past ASCII), NULL literals, mixed
 types, and a time's fields, whose TIMESTAMP and DATE columns are read by Spark.
 """
@@ -37,6 +38,7 @@ import pyarrow.parquet as pq
 
 from pielake.errors import CompileError
 from pielake.query import ast
+from pielake.query.analyzer import walk
 from pielake.query.evaluate import in_bigint, number_value
 from pielake.query.visitor import ExprVisitor
 from pielake.spark import columns as C
@@ -57,9 +59,10 @@ _NAN_ORDER: dict[str, Callable[[Value, Value], Value]] = {
 _NUMERIC_CALLS: dict[str, Callable[..., Value]] = {
     "abs": lambda v: _or_null_beyond_64_bits(pc.abs_checked, abs, v),
     # Arrow's minimum passes over NaN, as Spark's `least` does (NaN is above every number); its maximum too,
-    # where Spark's `greatest` gives the NaN.
+    # where Spark's `greatest` gives the NaN (`_nan_if_any`).
     "least": lambda *v: pc.min_element_wise(*v, skip_nulls=True),
-    "greatest": lambda *v: _nan_if_any(pc.max_element_wise(*v, skip_nulls=True), *v)}
+    "greatest": lambda *v: pc.max_element_wise(*v, skip_nulls=True)}
+_ARITHMETIC = frozenset({*_ARITH, "/", "%"})
 # The stored column types whose Parquet columns pyarrow reads as the very Arrow types Spark hands the kernel.
 READABLE_TYPES = frozenset({"BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "REAL",
                             "BOOLEAN", "STRING"})
@@ -82,6 +85,11 @@ def _or_null_beyond_64_bits(checked: Callable[..., Value], exact: Callable[..., 
         return pa.array(results, pa.int64())
 
 
+def _may_be_nan(expr: ast.Expr) -> bool:
+    """Whether a value of `expr` may be NaN: only arithmetic makes one (of infinities), as events hold none."""
+    return any(isinstance(node, ast.Binary) and node.op in _ARITHMETIC for node in walk(expr))
+
+
 def _nan(value: Value) -> Value:
     """Whether each value is NaN (NULL stays NULL); never, for a value that is no double."""
     return pc.is_nan(value) if pa.types.is_floating(value.type) else pa.scalar(False)
@@ -94,6 +102,15 @@ def _compared(op: str, left: Value, right: Value) -> Value:
         return ieee
     left_nan, right_nan = _nan(left), _nan(right)
     return pc.if_else(pc.or_(left_nan, right_nan), _NAN_ORDER[op](left_nan, right_nan), ieee)
+
+
+def _ieee(op: str, left: Value, right: Value) -> Value:
+    return _COMPARE[op](left, right)
+
+
+def _comparison(expr: ast.Expr) -> Callable[[str, Value, Value], Value]:
+    """How `expr` compares: as Spark orders NaN where a side may be one, else as Arrow does, which is the same."""
+    return _compared if _may_be_nan(expr) else _ieee
 
 
 def _nan_if_any(result: Value, *values: Value) -> Value:
@@ -164,7 +181,7 @@ class ArrowEvaluator(ExprVisitor):
             return kleene(self._boolean(left), self._boolean(right))
         if expr.op in _COMPARE:
             _same_family(left, right)
-            return _compared(expr.op, left, right)
+            return _comparison(expr)(expr.op, left, right)
         if expr.op in _ARITH:
             return _or_null_beyond_64_bits(*_ARITH[expr.op], *_numbers(left, right))
         if expr.op == "/":  # try_divide: a double, NULL where the divisor is zero
@@ -175,14 +192,16 @@ class ArrowEvaluator(ExprVisitor):
     def arrow_between(self, expr: ast.Between) -> Value:
         value, low, high = self(expr.operand), self(expr.low), self(expr.high)
         _same_family(value, low, high)
-        inside = pc.and_kleene(_compared(">=", value, low), _compared("<=", value, high))
+        compare = _comparison(expr)
+        inside = pc.and_kleene(compare(">=", value, low), compare("<=", value, high))
         return pc.invert(inside) if expr.negated else inside
 
     def arrow_inlist(self, expr: ast.InList) -> Value:
         value = self(expr.operand)
         items = [self(item) for item in expr.items]
         _same_family(value, *items)
-        found = reduce(pc.or_kleene, (_compared("=", value, item) for item in items))
+        compare = _comparison(expr)
+        found = reduce(pc.or_kleene, (compare("=", value, item) for item in items))
         return pc.invert(found) if expr.negated else found
 
     def arrow_like(self, expr: ast.Like) -> Value:
@@ -208,7 +227,9 @@ class ArrowEvaluator(ExprVisitor):
         rule = _NUMERIC_CALLS.get(expr.name)
         if rule is None:
             raise ArrowDeclinedError(f"the function {expr.name}")
-        return rule(*_numbers(*(self(a) for a in expr.args)))
+        values = _numbers(*(self(a) for a in expr.args))
+        result = rule(*values)
+        return _nan_if_any(result, *values) if expr.name == "greatest" and _may_be_nan(expr) else result
 
     @staticmethod
     def _boolean(value: Value) -> Value:
