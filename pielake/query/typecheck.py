@@ -30,7 +30,7 @@ NUMBER, STRING, BOOLEAN, TIME, DATE, NULL = "number", "string", "boolean", "time
 _TIMES = frozenset({TIME, DATE})
 UNKNOWN = "unknown"  # a column the stream does not have: reported on its own, not again as a mix
 _NUMBER_TYPES = ("BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "REAL", "DECIMAL")
-_ARITHMETIC = frozenset({"+", "-", "*", "/", "%"})
+ARITHMETIC = frozenset({"+", "-", "*", "/", "%"})  # the operators that compute a number
 _LOGIC = frozenset({"AND", "OR"})
 _ONE_FAMILY = frozenset({"least", "greatest", "coalesce"})
 
@@ -98,9 +98,9 @@ class TypeChecker(ExprVisitor):
             return
         for expr, found in zip(exprs, families, strict=True):
             if found == STRING:
-                self.written_time(expr)
+                self.check_written_time(expr)
 
-    def written_time(self, expr: ast.Expr) -> None:
+    def check_written_time(self, expr: ast.Expr) -> None:
         """Text compared with a time: a literal in one of the forms Spark and the reference read alike."""
         if not (isinstance(expr, ast.Literal) and isinstance(expr.value, str)):
             self.report(f"{expr_text(expr)} is text, and a time is compared with times", expr.span,
@@ -133,7 +133,7 @@ class TypeChecker(ExprVisitor):
             self.expect(expr.left, BOOLEAN, expr.op)
             self.expect(expr.right, BOOLEAN, expr.op)
             return BOOLEAN
-        if expr.op in _ARITHMETIC:
+        if expr.op in ARITHMETIC:
             self.expect(expr.left, NUMBER, f"'{expr.op}'")
             self.expect(expr.right, NUMBER, f"'{expr.op}'")
             return NUMBER

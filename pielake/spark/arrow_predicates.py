@@ -40,6 +40,7 @@ from pielake.errors import CompileError
 from pielake.query import ast
 from pielake.query.analyzer import walk
 from pielake.query.evaluate import in_bigint, number_value
+from pielake.query.typecheck import ARITHMETIC
 from pielake.query.visitor import ExprVisitor
 from pielake.spark import columns as C
 
@@ -62,7 +63,6 @@ _NUMERIC_CALLS: dict[str, Callable[..., Value]] = {
     # where Spark's `greatest` gives the NaN (`_nan_if_any`).
     "least": lambda *v: pc.min_element_wise(*v, skip_nulls=True),
     "greatest": lambda *v: pc.max_element_wise(*v, skip_nulls=True)}
-_ARITHMETIC = frozenset({*_ARITH, "/", "%"})
 # The stored column types whose Parquet columns pyarrow reads as the very Arrow types Spark hands the kernel.
 READABLE_TYPES = frozenset({"BIGINT", "LONG", "INT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "REAL",
                             "BOOLEAN", "STRING"})
@@ -87,7 +87,7 @@ def _or_null_beyond_64_bits(checked: Callable[..., Value], exact: Callable[..., 
 
 def _may_be_nan(expr: ast.Expr) -> bool:
     """Whether a value of `expr` may be NaN: only arithmetic makes one (of infinities), as events hold none."""
-    return any(isinstance(node, ast.Binary) and node.op in _ARITHMETIC for node in walk(expr))
+    return any(isinstance(node, ast.Binary) and node.op in ARITHMETIC for node in walk(expr))
 
 
 def _nan(value: Value) -> Value:
