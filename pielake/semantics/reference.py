@@ -383,9 +383,22 @@ def aggregate(name: str, values: list[Any]) -> Any:
         return min(present)
     if name == "max":
         return max(present)
-    if name == "sum":
-        return in_bigint(sum(present))  # a sum of whole numbers beyond 64 bits is NULL, as arithmetic's
-    return sum(present) / len(present)  # avg
+    total = exact_sum(present)
+    # a sum of whole numbers beyond 64 bits is NULL, as arithmetic's; their average is the exact one's
+    return in_bigint(total) if name == "sum" else total / len(present)
+
+
+def exact_sum(values: list[Any]) -> Any:
+    """A sum as docs/semantics.md §2 defines it: of whole numbers, exact; of any other numbers, their exact sum
+    rounded once to a double (an infinity beyond a double's range), so that it does not depend on the order in
+    which a situation's events are added."""
+    if all(isinstance(v, int) for v in values):
+        return sum(values)
+    exact = sum((Fraction(float(v)) for v in values), Fraction(0))
+    try:
+        return float(exact)
+    except OverflowError:
+        return math.inf if exact > 0 else -math.inf
 
 
 def find_matches(events: Iterable[Row], plan: QueryPlan, time_column: str = "ts",

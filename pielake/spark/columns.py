@@ -48,7 +48,7 @@ def flags_word(symbol: int) -> str:
 _ARROW_TYPES = {"BIGINT": pa.int64(), "LONG": pa.int64(), "INT": pa.int32(), "INTEGER": pa.int32(),
                 "SMALLINT": pa.int16(), "TINYINT": pa.int8(), "DOUBLE": pa.float64(), "FLOAT": pa.float32(),
                 "REAL": pa.float32(), "STRING": pa.string(), "BOOLEAN": pa.bool_(),
-                "TIMESTAMP": pa.timestamp("us", tz="UTC"), "DATE": pa.date32()}
+                "TIMESTAMP": pa.timestamp("us", tz="UTC"), "DATE": pa.date32(), "ARRAY<DOUBLE>": pa.list_(pa.float64())}
 
 
 def arrow_type(spark_type: str) -> pa.DataType:

@@ -31,13 +31,10 @@ from pielake.spark.arrow_predicates import ArrowDeclinedError, ArrowInput
 from pielake.spark.compile import predicate
 from pielake.spark.patterns import read_runs
 from pielake.spark.runs import EncodedRuns, EventFiles, Partial, Reading, RunSpec, encode_runs
+from pielake.spark.sums import EXACT_DOUBLE_SUM, EXACT_SUM, rounded
 from pielake.streams import NARROW_INTEGER_TYPES, TIMESTAMP_UNIT, WHOLE_NUMBER, StreamSchema, declared_schema
 
 _FLOATING = ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
-# Whole numbers are summed as 38-digit decimals, which no sum of fewer than 10^19 BIGINTs overflows, so that a
-# situation's sum is exact however its events fall into tasks; RETURN's value is a BIGINT, NULL beyond 64 bits
-# (docs/semantics.md §1), as the reference's.
-EXACT_SUM = "DECIMAL(38,0)"
 MICROSECOND = timedelta(microseconds=1)
 
 
@@ -233,7 +230,7 @@ class SparkQuery:
         if func == "count":
             return "BIGINT"
         if func == "sum":
-            return "DOUBLE" if kind.startswith(_FLOATING) else EXACT_SUM
+            return EXACT_DOUBLE_SUM if kind.startswith(_FLOATING) else EXACT_SUM
         return kind
 
     @property
@@ -501,10 +498,11 @@ class SparkQuery:
         for a in (a for a in self.aggregates if a.column == name):
             index = self.symbol_index[a.symbol]
             partial = {p.func: p for p in self.partials_of(index) if p.source == a.attr}
-            value = F.col(partial["sum" if a.func == "avg" else a.func].name)
+            read = partial["sum" if a.func == "avg" else a.func]
+            value = rounded(F.col(read.name)) if read.spark_type == EXACT_DOUBLE_SUM else F.col(read.name)
             if a.func == "avg":
                 value = F.try_divide(value.cast("double"), F.col(partial["count"].name))
-            elif a.func == "sum" and partial["sum"].spark_type == EXACT_SUM:  # a BIGINT, NULL beyond 64 bits
+            elif a.func == "sum" and read.spark_type == EXACT_SUM:  # a BIGINT, NULL beyond 64 bits
                 value = value.try_cast("bigint")
             values.append(value)
         if not values:

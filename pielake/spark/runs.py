@@ -51,7 +51,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from decimal import Decimal
 from enum import Enum
 
 import numpy as np
@@ -65,6 +64,7 @@ from pielake.engine.checkpoints import hold, release
 from pielake.engine.session import settings_within
 from pielake.spark import columns as C
 from pielake.spark.arrow_predicates import ArrowInput
+from pielake.spark.sums import EXACT_DOUBLE_SUM, joined, run_expansions, whole_sums
 
 PARTIAL_FUNCTIONS = ("first", "last", "min", "max", "sum", "count")
 BOUNDS = -1  # the series of the rows reporting a task's first and last time of each key (events read in place)
@@ -276,7 +276,7 @@ class _Partition:
         following = np.where(has_next, np.roll(run_values, -1), np.int32(NO_RUN))
         first_in_part, last_in_part = self.opens[starts], self.closes[ends]
         kept = np.flatnonzero(self.spec.read(series, previous, run_values, following) | first_in_part | last_in_part)
-        partials = self._partials(series, values, starts, ends)
+        partials = self._partials(series, values, starts, ends, first_in_part | last_in_part)
         starts, ends, run_values, after = starts[kept], ends[kept], run_values[kept], after[kept]
         previous, following, has_prev, has_next = previous[kept], following[kept], has_prev[kept], has_next[kept]
         out: dict[str, pa.Array] = {
@@ -296,7 +296,8 @@ class _Partition:
         names = [name for name, _ in self.spec.output_schema()]
         return pa.RecordBatch.from_arrays([out[name] for name in names], names=names)
 
-    def _partials(self, series: int, values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict[str, pa.Array]:
+    def _partials(self, series: int, values: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                  edges: np.ndarray) -> dict[str, pa.Array]:
         out: dict[str, pa.Array] = {}
         wanted = [p for p in self.spec.partials if p.symbol == series]
         if not wanted:
@@ -314,11 +315,14 @@ class _Partition:
             column = self.table.column(p.source)
             if p.func in ("first", "last"):
                 picked = column.take(pa.array(starts if p.func == "first" else ends)).combine_chunks()
+            elif p.spark_type == EXACT_DOUBLE_SUM:
+                picked = run_expansions(column, starts, true_runs, edges)
             else:
                 if p.source not in attributes:
                     attributes[p.source] = _series(column)
                 attribute = attributes[p.source]
-                grouped = _sums(attribute, labels) if p.func == "sum" else getattr(attribute.groupby(labels), p.func)()
+                grouped = whole_sums(attribute, labels) if p.func == "sum" else \
+                    getattr(attribute.groupby(labels), p.func)()
                 picked = pa.array(grouped.reindex(np.arange(len(starts))), from_pandas=True)
             out[p.name] = pc.if_else(pa.array(true_runs), picked.cast(kind), pa.scalar(None, kind))
         return out
@@ -335,22 +339,6 @@ def _series(column: pa.ChunkedArray) -> pd.Series:
             or pa.types.is_date(kind):
         return column.to_pandas(types_mapper=pd.ArrowDtype)
     return pd.Series(column.to_pandas())
-
-
-def _sums(values: pd.Series, labels: np.ndarray) -> pd.Series:
-    """Each run's sum of `values`, NULL for a run of NULLs alone (as SQL's `sum`). Whole numbers are summed exactly
-    (`EXACT_SUM`), where numpy's 64-bit sums would wrap around: a sum in doubles finds the runs whose sum may be
-    beyond 64 bits (any beyond 2^62), which are summed again as Python integers."""
-    sums = values.groupby(labels).sum(min_count=1)
-    if not pd.api.types.is_integer_dtype(values.dtype):
-        return sums
-    large = values.astype(float).groupby(labels).sum().abs() >= 2.0**62
-    if not large.any():
-        return sums
-    exact = sums.astype(object).map(lambda v: None if pd.isna(v) else Decimal(int(v)))
-    for label in large.index[large]:
-        exact[label] = Decimal(sum(int(v) for v in values[labels == label].dropna()))
-    return exact
 
 
 def _kernel(spec: RunSpec, *, spans: str):  # type: ignore[no-untyped-def]
@@ -549,7 +537,7 @@ def stitch(fragments: DataFrame, aside: DataFrame, spec: RunSpec) -> DataFrame:
         *(_of_last(c) for side in SIDES for c in (side.until, side.until_pending)),
         F.collect_list(F.struct(C.START, C.VALUE)).alias("_parts"),
         *(_merge_partial(p) for p in spec.partials),
-    )
+    ).withColumns({p.name: joined(F.col(p.name)) for p in spec.partials if p.spark_type == EXACT_DOUBLE_SUM})
     next_start = F.lead(C.START).over(Window.partitionBy(C.SERIES, *spec.keys).orderBy(C.START))
     merged = merged.withColumn(C.END, F.when(F.col("_open_edge"), next_start).otherwise(F.col(C.END)))
     chain_starts = merged.select(C.SERIES, *spec.keys, F.explode("_parts").alias("_p"),
@@ -594,9 +582,12 @@ def _across_edges(edge: DataFrame, by_series: Window, spec: RunSpec) -> DataFram
 
 
 def _merge_partial(p: Partial):  # type: ignore[no-untyped-def]
+    """A stitched run's partial from its fragments'; a sum of doubles concatenates their expansions, which
+    `joined` then expands again (pielake/spark/sums.py)."""
     col = F.col(p.name)
+    total = F.flatten(F.collect_list(col)) if p.spark_type == EXACT_DOUBLE_SUM else F.sum(col)
     rule = {"first": F.min_by(col, C.START), "last": F.max_by(col, C.START), "min": F.min(col), "max": F.max(col),
-            "sum": F.sum(col), "count": F.sum(col)}[p.func]
+            "sum": total, "count": F.sum(col)}[p.func]
     return rule.cast(p.spark_type).alias(p.name)
 
 

@@ -107,7 +107,7 @@ def spark_rows(matches: DataFrame, plan: QueryPlan) -> list[tuple]:
     times of a TIMESTAMP stream in kernel time, as the reference over its kernel rows gives them."""
     out = []
     for r in matches.collect():
-        d = {name: _rounded(kernel_time(value)) for name, value in r.asDict().items()}
+        d = {name: kernel_time(value) for name, value in r.asDict().items()}
         key = tuple(d[k] for k in plan.keys)
         ends = tuple(x for s in plan.symbols for x in (d[f"{s.name.lower()}_ts"], d[f"{s.name.lower()}_te"]))
         values = tuple(d[o.name] for o in plan.returns)
@@ -119,10 +119,7 @@ def reference_rows(matches: list[Match], plan: QueryPlan) -> list[tuple]:
     out = []
     for m in matches:
         ends = tuple(x for s in plan.symbols for x in (m.situation(s.name).ts, m.situation(s.name).te))
-        values = tuple(_rounded(v) for _, v in m.values)
+        values = tuple(v for _, v in m.values)
         out.append((m.key, ends, m.detected_at, m.completed_at, m.status, values))
     return sorted(out, key=repr)
 
-
-def _rounded(value: Any) -> Any:
-    return round(value, 9) if isinstance(value, float) else value

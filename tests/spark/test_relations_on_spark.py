@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 
 import pyspark.sql.functions as F
 import pytest
@@ -247,6 +249,33 @@ def test_return_aggregates_are_sql_s_exactly_however_the_events_fall_into_tasks(
     assert [values[0] for *_, values in got] == [None, None, 2**54 + 4]
     assert [values[5:] for *_, values in got] == [(None, None, None, None), ("p", "r", True, date(2026, 1, 3)),
                                                   ("s", "s", True, date(2026, 1, 4))]
+
+
+
+@pytest.mark.parametrize(("intervals", "layout"), [(False, "shuffled"), (False, "in place"),
+                                                    (False, AN_EVENT_A_TASK), (True, "shuffled")])
+def test_a_sum_of_doubles_is_their_exact_sum_rounded_once_however_the_events_fall_into_tasks(
+        spark: SparkSession, intervals: bool, layout: str) -> None:
+    """Ten times 0.1 added left to right is 0.9999999999999999, and 1e16 + 1 + 1 - 1e16 is 0.0; their exact sums,
+    rounded once, are 1.0 and 2.0 (docs/semantics.md §2), whichever task adds which event (an interval stream's
+    rows are summed by Spark, shuffled by key), and so are their averages 0.1 and 0.5. A DECIMAL attribute sums
+    as the doubles it is computed with."""
+    readings = [0.1] * 10 + [None, 7.5] + [1e16, 1.0, None, 1.0, -1e16] + [None]
+    rows = drawn(a="X" * 10 + ".." + "X" * 5 + ".", b="." * 10 + "XX" + "." * 5 + "X")
+    for row, x in zip(rows, readings, strict=True):
+        row.update(x=x, d=None if x is None or abs(x) > 1 else Decimal(str(x)))
+        if intervals:
+            row["until"] = row["ts"] + 1
+    plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b PATTERN A meets B WITHIN 1 h "
+                      "RETURN sum(A.x) AS sx, avg(A.x) AS mean, sum(A.d) AS sd")
+    types = {"d": "DECIMAL(10,2)", "until": "BIGINT"}
+    stream = stream_of(rows, ("key",), types)
+    if intervals:
+        stream = dataclasses.replace(stream, end_column="until")
+    got = spark_rows(Kernels(spark, plan, rows, 3, stream, layout=layout).matches(), plan)
+    expected = find_matches(rows, plan, end_column="until" if intervals else None)
+    assert got == reference_rows(expected, plan)
+    assert [values for *_, values in got] == [(1.0, 0.1, 1.0), (2.0, 0.5, 2.0)]
 
 
 def test_return_arithmetic_over_an_int_attribute_is_64_bit(spark: SparkSession) -> None:
