@@ -40,7 +40,7 @@ def expansion(values: Sequence[float]) -> list[float] | None:
         return None
     terms: list[float] = []
     while True:
-        term = _rounded(itertools.chain(values, (-t for t in terms)))
+        term = _exactly_rounded(itertools.chain(values, (-t for t in terms)))
         if terms and term == 0.0:
             return terms
         terms.append(term)
@@ -48,7 +48,7 @@ def expansion(values: Sequence[float]) -> list[float] | None:
             return terms
 
 
-def _rounded(values: Iterable[float]) -> float:
+def _exactly_rounded(values: Iterable[float]) -> float:
     """The exact sum of `values` rounded once to a double; `math.fsum` refuses sums whose running terms pass a
     double's range, which are then summed as fractions."""
     values = list(values)
@@ -65,20 +65,25 @@ def _rounded(values: Iterable[float]) -> float:
 
 
 def run_expansions(column: pa.ChunkedArray, starts: np.ndarray, wanted: np.ndarray, edges: np.ndarray) -> pa.Array:
-    """The partial sums of a floating or DECIMAL column over runs (a run is the events from `starts[i]` to the next
-    run's start), its NULLs skipped; NULL for a run of NULLs alone and for the runs not `wanted`.
+    """The partial sums of a floating or DECIMAL column over a partition's runs (a run is the events from
+    `starts[i]` to the next run's start; the first starts at 0), its NULLs skipped; NULL for a run of NULLs alone
+    and for the runs not `wanted`.
 
     Only a run at a task's edge (`edges`) may be joined with others, so only it needs its whole expansion; any
     other run's sum is final, and its partial is that sum alone. The sum of one or two values is one addition,
     which rounds once, so numpy adds those; longer runs are summed by `math.fsum`, a run at a time."""
     values = _doubles(column)
     present = ~np.isnan(values)
-    counts = np.add.reduceat(present.astype(np.int64), starts) if len(starts) else np.zeros(0, np.int64)
+    counts = np.add.reduceat(present.astype(np.int64), starts)
     summed = wanted & (counts > 0)
     short = summed & ~edges & (counts <= 2)
     bounds = np.append(starts, len(values))
-    longer = {i: expansion(values[bounds[i]:bounds[i + 1]][present[bounds[i]:bounds[i + 1]]]) if edges[i]
-              else [_rounded(values[bounds[i]:bounds[i + 1]][present[bounds[i]:bounds[i + 1]]])]
+
+    def present_in(run: int) -> np.ndarray:
+        events = slice(bounds[run], bounds[run + 1])
+        return values[events][present[events]]
+
+    longer = {i: expansion(present_in(i)) if edges[i] else [_exactly_rounded(present_in(i))]
               for i in np.flatnonzero(summed & ~short)}
     lengths = short.astype(np.int64)
     for i, terms in longer.items():
