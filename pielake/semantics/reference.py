@@ -384,8 +384,9 @@ def aggregate(name: str, values: list[Any]) -> Any:
     if name == "max":
         return max(present)
     total = exact_sum(present)
-    # a sum of whole numbers beyond 64 bits is NULL, as arithmetic's; their average is the exact one's
-    return in_bigint(total) if name == "sum" else total / len(present)
+    # a sum of whole numbers beyond 64 bits is NULL, as arithmetic's; an average is the exact sum as a double (a
+    # whole number's as Spark casts its exact sum) over the count
+    return in_bigint(total) if name == "sum" else float(total) / len(present)
 
 
 def exact_sum(values: list[Any]) -> Any:

@@ -278,6 +278,20 @@ def test_a_sum_of_doubles_is_their_exact_sum_rounded_once_however_the_events_fal
     assert [values for *_, values in got] == [(1.0, 0.1, 1.0), (2.0, 0.5, 2.0)]
 
 
+
+def test_an_average_of_whole_numbers_is_their_exact_sum_as_a_double_over_the_count(spark: SparkSession) -> None:
+    """2^53 + 3 over 3 is 3002399751580331.67, and the double nearest it 3002399751580331.5; but the average is the
+    exact sum as a double (2^53 + 4) over the count, 3002399751580332.0 (docs/semantics.md §2), as for doubles."""
+    rows = drawn(a="XXX.", b="...X")
+    for row, x in zip(rows, [2**53 + 1, 1, 1, 0], strict=True):
+        row["x"] = x
+    plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b PATTERN A meets B WITHIN 1 h "
+                      "RETURN avg(A.x) AS mean, sum(A.x) AS total")
+    got = spark_rows(Kernels(spark, plan, rows, 2).matches(), plan)
+    assert got == reference_rows(find_matches(rows, plan), plan)
+    assert [values for *_, values in got] == [(3002399751580332.0, 2**53 + 3)]
+
+
 def test_return_arithmetic_over_an_int_attribute_is_64_bit(spark: SparkSession) -> None:
     """`max(A.i) + max(A.i)` of an INT attribute near 2^31 is their sum, as the reference computes it (not NULL, as
     32-bit arithmetic past its width gives); an aggregate alone keeps the attribute's type."""
