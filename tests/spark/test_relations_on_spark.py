@@ -251,7 +251,6 @@ def test_return_aggregates_are_sql_s_exactly_however_the_events_fall_into_tasks(
                                                   ("s", "s", True, date(2026, 1, 4))]
 
 
-
 @pytest.mark.parametrize(("intervals", "layout"), [(False, "shuffled"), (False, "in place"),
                                                     (False, AN_EVENT_A_TASK), (True, "shuffled")])
 def test_a_sum_of_doubles_is_their_exact_sum_rounded_once_however_the_events_fall_into_tasks(
@@ -276,7 +275,6 @@ def test_a_sum_of_doubles_is_their_exact_sum_rounded_once_however_the_events_fal
     expected = find_matches(rows, plan, end_column="until" if intervals else None)
     assert got == reference_rows(expected, plan)
     assert [values for *_, values in got] == [(1.0, 0.1, 1.0), (2.0, 0.5, 2.0)]
-
 
 
 def test_an_average_of_whole_numbers_is_their_exact_sum_as_a_double_over_the_count(spark: SparkSession) -> None:
