@@ -71,7 +71,7 @@ def _rule(p: Partial, value: Column, q: SparkQuery) -> Column:
     """A partial over the rows of one situation, in start order, rows sharing a start in end order, then in the
     order columns' (a key's rows are unique per start, end and order columns, so the order is total)."""
     order = F.struct(C.T, UNTIL, *q.order_columns)
-    total = F.collect_list(value.cast("double")) if p.spark_type == EXACT_DOUBLE_SUM else \
+    total = joined(F.collect_list(value.cast("double"))) if p.spark_type == EXACT_DOUBLE_SUM else \
         F.sum(value.cast(p.spark_type))
     rule = {"first": F.min_by(value, order), "last": F.max_by(value, order), "min": F.min(value),
             "max": F.max(value), "sum": total, "count": F.count(value)}[p.func]
@@ -103,7 +103,6 @@ def with_partials(situations: DataFrame, rows: DataFrame, q: SparkQuery) -> Data
         placed = spans.unionByName(own).select(*q.keys, C.T, UNTIL, *read, ROW, *carried)
         inside = (F.col(ROW) == 1) & F.col(V.TS).isNotNull() & (F.col(C.T) < F.col(BOUND))
         merged = (placed.filter(inside).groupBy(*q.keys, V.TS)
-                  .agg(*(_rule(p, F.col(p.source), q) for p in partials)).withColumn(C.SERIES, F.lit(index))
-                  .withColumns({p.name: joined(F.col(p.name)) for p in partials if p.spark_type == EXACT_DOUBLE_SUM}))
+                  .agg(*(_rule(p, F.col(p.source), q) for p in partials)).withColumn(C.SERIES, F.lit(index)))
         situations = situations.join(merged, [*q.keys, C.SERIES, V.TS], "left")
     return situations

@@ -537,7 +537,7 @@ def stitch(fragments: DataFrame, aside: DataFrame, spec: RunSpec) -> DataFrame:
         *(_of_last(c) for side in SIDES for c in (side.until, side.until_pending)),
         F.collect_list(F.struct(C.START, C.VALUE)).alias("_parts"),
         *(_merge_partial(p) for p in spec.partials),
-    ).withColumns({p.name: joined(F.col(p.name)) for p in spec.partials if p.spark_type == EXACT_DOUBLE_SUM})
+    )
     next_start = F.lead(C.START).over(Window.partitionBy(C.SERIES, *spec.keys).orderBy(C.START))
     merged = merged.withColumn(C.END, F.when(F.col("_open_edge"), next_start).otherwise(F.col(C.END)))
     chain_starts = merged.select(C.SERIES, *spec.keys, F.explode("_parts").alias("_p"),
@@ -582,10 +582,10 @@ def _across_edges(edge: DataFrame, by_series: Window, spec: RunSpec) -> DataFram
 
 
 def _merge_partial(p: Partial):  # type: ignore[no-untyped-def]
-    """A stitched run's partial from its fragments'; a sum of doubles concatenates their expansions, which
-    `joined` then expands again (pielake/spark/sums.py)."""
+    """A stitched run's partial from its fragments'; a sum of doubles is the expansion of their expansions' terms
+    (pielake/spark/sums.py)."""
     col = F.col(p.name)
-    total = F.flatten(F.collect_list(col)) if p.spark_type == EXACT_DOUBLE_SUM else F.sum(col)
+    total = joined(F.flatten(F.collect_list(col))) if p.spark_type == EXACT_DOUBLE_SUM else F.sum(col)
     rule = {"first": F.min_by(col, C.START), "last": F.max_by(col, C.START), "min": F.min(col), "max": F.max(col),
             "sum": total, "count": F.sum(col)}[p.func]
     return rule.cast(p.spark_type).alias(p.name)

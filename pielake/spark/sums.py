@@ -106,8 +106,9 @@ def _doubles(column: pa.ChunkedArray) -> np.ndarray:
 
 
 def joined(expansions: Column) -> Column:
-    """Expansions concatenated (an ARRAY<DOUBLE> of their terms) as one expansion of their sum again; NULL for
-    none. Spark has no exact sum of doubles, so this runs in Python, on the few rows a stitch joins."""
+    """Expansions concatenated, or values (an ARRAY<DOUBLE> of their terms), as one expansion of their sum; NULL for
+    none. Spark has no exact sum of doubles, so this runs in Python (over an aggregate, in a step Spark adds after
+    it), on the few rows a stitch joins and on an interval stream's situations."""
     return F.pandas_udf(_expand_each, EXACT_DOUBLE_SUM)(expansions)  # type: ignore[call-overload]
 
 
