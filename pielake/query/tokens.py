@@ -162,10 +162,22 @@ class _Scanner:
             return self.error(f"quoted identifier {quote}...{quote} is not allowed", self.pos,
                               suggestion="Use a plain name of letters, digits and '_'; string literals take single "
                                          "quotes.")
-        text = inside.replace("'", "''")
+        if self.names_a_returned_column():
+            suggestion = f"Name the column without quotes: AS {column_name(inside)}."
+        else:
+            text = inside.replace("'", "''")
+            suggestion = (f"A file's column {quote}{inside}{quote} is read as {column_name(inside)}: write that "
+                          f"name; a text value takes single quotes ('{text}').")
         return self.error(f"quoted identifier {quote}{inside}{quote} is not allowed", self.pos, end - self.pos + 1,
-                          suggestion=f"A file's column {quote}{inside}{quote} is read as {column_name(inside)}: "
-                                     f"write that name; a text value takes single quotes ('{text}').")
+                          suggestion=suggestion)
+
+    def names_a_returned_column(self) -> bool:
+        """The text at hand follows `AS` in RETURN, the last clause: it names an output column, as SQL's
+        `AS "Avg Speed"` does, not a file's column."""
+        def word(token: Token, text: str) -> bool:
+            return token.kind is Kind.IDENT and token.upper() == text
+
+        return bool(self.tokens) and word(self.tokens[-1], "AS") and any(word(t, "RETURN") for t in self.tokens)
 
     def skip_line_comment(self) -> None:
         end = self.src.find("\n", self.pos)

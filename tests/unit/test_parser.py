@@ -118,12 +118,15 @@ def test_an_accented_column_name_is_refused_with_the_ascii_name_a_file_s_header_
     ("FROM S DEFINE A AS `speed` > 1, B AS y PATTERN A meets B WITHIN 5 s", (1, 20), "`speed`",
      "A file's column `speed` is read as speed: write that name; a text value takes single quotes ('speed')."),
     ("FROM S DEFINE A AS `x\n` > 1, B AS y PATTERN A meets B WITHIN 5 s", (1, 20), "`",
-     "Use a plain name of letters, digits and '_'; string literals take single quotes.")],
-    ids=["spaces", "text", "plain", "unclosed"])
+     "Use a plain name of letters, digits and '_'; string literals take single quotes."),
+    ("FROM S DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s RETURN max(A.v) AS \"Top Speed\"", (1, 78),
+     "\"Top Speed\"", "Name the column without quotes: AS Top_Speed.")],
+    ids=["spaces", "text", "plain", "unclosed", "output name"])
 def test_a_quoted_identifier_is_refused_with_the_name_ingest_reads_the_column_under(
         query: str, at: tuple[int, int], highlight: str, suggestion: str) -> None:
     """Headers such as `Vehicle ID` are read under plain names, which is what a query writes; SQL's habit of
-    quoting such a name, or a text value in double quotes, is told both."""
+    quoting such a name, or a text value in double quotes, is told both, and a quoted output name after RETURN's
+    `AS` the plain name to give it."""
     with pytest.raises(QueryError) as caught:
         parse(query)
     first = caught.value.first
