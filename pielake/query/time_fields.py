@@ -46,9 +46,14 @@ def zone_name(written: str) -> str:
         offset = zone.utcoffset(None)
         if abs(offset) > WIDEST_OFFSET:
             raise ValueError(f"the offset {written!r} is beyond ±18:00")
-        sign, minutes = ("-" if offset < timedelta(0) else "+"), abs(offset) // timedelta(minutes=1)
-        return f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+        return offset_text(offset)
     return written
+
+
+def offset_text(offset: timedelta) -> str:
+    """An offset from UTC as Spark and ISO-8601 write it, `+HH:MM`."""
+    sign, minutes = ("-" if offset < timedelta(0) else "+"), abs(offset) // timedelta(minutes=1)
+    return f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
 
 
 def zone_of(call: ast.Call) -> str:

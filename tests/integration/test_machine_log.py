@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
 from pielake.cli import main
+from pielake.exitcodes import EXIT_USAGE
 from pielake.lake.delta import Lake
 from pielake.plot import timeline
 from pielake.query.analyzer import QueryPlan, load_query
@@ -136,3 +137,21 @@ def test_a_query_reads_the_log_s_times_on_the_clock_of_the_zone_it_names(tmp_pat
     on_utc_s_clock = reference_matches(load_query(text.replace("'Europe/Berlin'", "'UTC'"), "evening_alarm"))
     assert 0 < len(on_utc_s_clock) < len(expected) < len(every)
     assert {values[1:3] for *_, values in expected} <= {(h, m) for h in range(17, 24) for m in range(60)}
+
+
+def test_a_zone_python_knows_and_spark_s_java_does_not_is_refused_before_the_run_reads_an_event(
+        tmp_path: Path, spark: SparkSession) -> None:
+    """The query's check reads a zone with Python's zone database and Spark with its Java's, which may be older:
+    a zone added to the database since is missing from it (`Factory`, a placeholder of the database, is missing
+    from every Java's). The run refuses such a zone where the query names it, before ingest admits an event,
+    where Spark would stop it at the first time it read on that clock."""
+    query = tmp_path / "evening_alarm.tpq"
+    query.write_text((EXAMPLES / "queries" / "evening_alarm.tpq").read_text(encoding="utf-8").replace(
+        "hour(Alarm.ts, 'Europe/Berlin')", "hour(Alarm.ts, 'Factory')"), encoding="utf-8")
+    assert CliRunner().invoke(main, ["check", str(query)]).exit_code == 0
+    lake = tmp_path / "lake"
+    result = CliRunner().invoke(main, ["run", str(query), "--events", str(LOG), "--lake", str(lake), "--no-checks"])
+    assert result.exit_code == EXIT_USAGE, result.output + repr(result.exception)
+    assert "Spark's Java does not know the time zone 'Factory'. Line 12, Col 23. Its time-zone data is older than " \
+           "Python's, which names it: give the zone's offset instead ('+00:00' now)" in result.output, result.output
+    assert not Lake(spark, lake).exists("events_machinelog")
