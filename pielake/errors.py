@@ -79,13 +79,21 @@ def jvm_lost(error: BaseException) -> JvmLostError | None:
     except subprocess.TimeoutExpired:
         return None  # the JVM runs on: the error is one py4j meets with Java alive
     allowed = allowed_mb()
-    here = "" if allowed is None else f" (this process may use {allowed:,} MB)"
-    how = (f"was killed (SIGKILL), as the system kills the largest process where the machine or its container runs "
-           f"short of memory{here}" if ended == -signal.SIGKILL else f"exited with code {ended}; its log "
-           "(<lake>/_logs/) says why")
     fix = (f"Give the run at least {LEAST_MB:,} MB" if allowed is not None and allowed < LEAST_MB else
            f"Give the run more memory, or Spark a smaller heap ({_heap_setting()}) where the input is small")
-    return JvmLostError(f"Spark's JVM ended in the middle of the run: it {how}. {fix}, {RUN_AGAIN}")
+    return JvmLostError(f"Spark's JVM ended in the middle of the run: it {how_it_ended(ended, '<lake>/_logs/')}. "
+                        f"{fix}, {RUN_AGAIN}")
+
+
+def how_it_ended(ended: int, log: str) -> str:
+    """How a JVM that ended with `ended` (`Popen.returncode`) ended, as a sentence's predicate: killed for memory
+    as a rule where it was SIGKILL, else its exit code and the `log` that says why."""
+    if ended != -signal.SIGKILL:
+        return f"exited with code {ended}; its log ({log}) says why"
+    allowed = allowed_mb()
+    here = "" if allowed is None else f" (this process may use {allowed:,} MB)"
+    return (f"was killed (SIGKILL), as the system kills the largest process where the machine or its container "
+            f"runs short of memory{here}")
 
 
 def _heap_setting() -> str:

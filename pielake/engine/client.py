@@ -38,6 +38,7 @@ FIRST_CHOSEN_PORT = 20000  # `free_ports` draws from here up, above the ports se
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 NO_GRPC_PROXY = "no_grpc_proxy"  # the hosts gRPC reaches directly, whatever proxy the environment names
 ENGINE_FILE = "engine.json"  # `<lake>/_engine/engine.json`: the address of the lake's running engine
+ENGINE_LOG = "engine.log"  # `<lake>/_engine/engine.log`: what an engine that `engine start` started says
 ENGINE_LOCK = "engine.lock"  # `<lake>/_engine/engine.lock`: held by the lake's engine for its life, naming its pid
 # PySpark's own default for where a session runs: a session that names no master connects to the Spark Connect
 # address `SPARK_REMOTE` names, and a process that has a Connect session is marked `SPARK_CONNECT_MODE_ENABLED`.

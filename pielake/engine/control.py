@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pielake import vocabulary as V
-from pielake.engine.client import ENGINE_LOCK, EngineError, engine_file, engine_status, lake_engine
+from pielake.engine.client import ENGINE_LOCK, ENGINE_LOG, EngineError, engine_file, engine_status, lake_engine
 from pielake.engine.jvm import check_spark_environment
 from pielake.errors import PielakeError
 from pielake.lake.catalog import Metastore
@@ -90,7 +90,7 @@ def start(lake_dir: str, options: dict[str, Any]) -> str:
             said = str(unready)
         raise PielakeError(f"an engine already runs on {Path(lake_dir).resolve()}: {said}")
     folder = _folder(lake_dir)
-    log = folder / "engine.log"
+    log = folder / ENGINE_LOG
     # `-P`: the engine runs the pielake installed with this Python, not a `pielake` folder where it is started.
     argv = [sys.executable, "-P", "-m", "pielake.cli", "engine", "serve", "--lake", str(Path(lake_dir).resolve())]
     for name, value in options.items():

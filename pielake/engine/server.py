@@ -41,6 +41,7 @@ import queue
 import secrets
 import select
 import socket
+import subprocess
 import threading
 import time
 import traceback
@@ -53,15 +54,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
+from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.sql import SparkSession
 
 from pielake import vocabulary as V
-from pielake.engine.client import ENGINE_FILE, ENGINE_LOCK, EngineAddress, RunOrder
+from pielake.engine.client import ENGINE_FILE, ENGINE_LOCK, ENGINE_LOG, EngineAddress, RunOrder
 from pielake.engine.held import HeldRuns, RunKey
 from pielake.engine.session import build_session, resolve_jars
 from pielake.engine.settings import WARM_UP_RUNS, SparkUi, delta_package
 from pielake.engine.warm_up import warm_up
-from pielake.errors import PielakeError, for_the_user, spark_said
+from pielake.errors import JVM_END_GRACE_S, JvmLostError, PielakeError, for_the_user, how_it_ended, spark_said
 from pielake.exitcodes import EXIT_INTERNAL, EXIT_INTERRUPTED
 from pielake.lake.catalog import DATABASE, CatalogRegistration, Metastore
 from pielake.lake.delta import Lake
@@ -76,6 +78,8 @@ ENGINE_ARENAS = 2
 log = logging.getLogger("pielake.engine")
 # Seconds between two looks at whether a run's client still listens, while the run says nothing new.
 LISTEN_SECONDS = 0.5
+# Seconds between two looks at whether the engine's JVM still serves (`_check_jvm`).
+JVM_WATCH_SECONDS = 1.0
 # Seconds between two cancellations of a stopped run's Spark jobs: a job it starts after one is cancelled at the
 # next, so that a run between two jobs when stopped stops at its next.
 CANCEL_EVERY_SECONDS = 0.1
@@ -196,7 +200,8 @@ def serve(lake_dir: str | Path, ports: EnginePorts, *, token: str | None = None,
                 say(f"warmed up in {warm_up(spark, root, warm_up_runs, say):.1f} s")
             _serve(spark, root, ports, address, folder=folder, stop=stop or threading.Event(), say=say)
         finally:
-            spark.stop()
+            if _jvm(spark).poll() is None:
+                spark.stop()
 
 
 def _cap_malloc_arenas(arenas: int = ENGINE_ARENAS) -> None:
@@ -242,12 +247,61 @@ def _serve(spark: SparkSession, root: Path, ports: EnginePorts, address: EngineA
         say(f"ready: {address.connect_url.split(';')[0]} (Spark Connect), {address.runs_url} (runs), "
             f"{ports.jdbc_url} (JDBC){ui}; {len(registration.listed or ())} tables of {root} ({len(registered)} "
             "newly registered)")
-        while not stop.wait(ports.refresh):
-            for name in registration.refresh():
-                say(f"registered {name}")
+        refreshed = time.monotonic()
+        while not stop.wait(JVM_WATCH_SECONDS):
+            _check_jvm(spark, root)
+            if time.monotonic() - refreshed >= ports.refresh:
+                refreshed = time.monotonic()
+                try:
+                    for name in registration.refresh():
+                        say(f"registered {name}")
+                except Exception:
+                    _check_jvm(spark, root)  # a JVM that ended as it registered says how
+                    raise
     finally:
         runs.stop()
-        thrift.stop()
+        if _jvm(spark).poll() is None:
+            thrift.stop()
+
+
+def _jvm(spark: SparkSession) -> subprocess.Popen:
+    """The engine's JVM, which PySpark started as this process's child."""
+    return spark.sparkContext._gateway.proc
+
+
+def _check_jvm(spark: SparkSession, root: Path) -> None:
+    """Stop the engine, with a JvmLostError that says how, where its JVM has ended, or has stopped its Spark and
+    lets no client in (a shutdown begun inside it: a statement a client sent that calls `System.exit`), which is
+    then killed. Such an engine would go on answering nothing while it held the lake's lock and its ports (the
+    system kills the largest process where memory runs short, and that is the JVM), so that no new engine could
+    start; stopped, it frees them, and a supervisor that restarts it on failure (systemd) brings the lake's
+    engine back."""
+    how = _how_jvm_ended(spark, str(root / V.ENGINE_DIR / ENGINE_LOG))
+    if how is not None:
+        raise JvmLostError(f"the engine's Spark JVM {how}: the engine stops. Start it again (`pielake engine start "
+                           f"--lake {root}`); a run it was serving failed, and runs again from where it stopped")
+
+
+def _how_jvm_ended(spark: SparkSession, log: str) -> str | None:
+    """How the engine's JVM ended (`how_it_ended`), None while it serves. A JVM that py4j no longer reaches, or
+    whose Spark has stopped, is given the time a killed process takes to be reaped, and is killed if it has not
+    ended by then."""
+    process = _jvm(spark)
+    if process.poll() is None:
+        try:
+            if not spark.sparkContext._jsc.sc().isStopped():
+                return None
+        except Py4JJavaError:
+            raise
+        except Py4JError:
+            pass  # its side of the gateway is gone, or going
+        try:
+            process.wait(timeout=JVM_END_GRACE_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            return "stopped its Spark and answered no more, and was ended"
+    return how_it_ended(process.returncode, log)
 
 
 class RunService:

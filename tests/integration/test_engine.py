@@ -29,7 +29,15 @@ from pyspark.sql import SparkSession
 
 from pielake import vocabulary as V
 from pielake.cli import main
-from pielake.engine.client import ENGINE_LOCK, EngineAddress, EngineError, RunOrder, free_port, run_on_engine
+from pielake.engine.client import (
+    ENGINE_LOCK,
+    ENGINE_LOG,
+    EngineAddress,
+    EngineError,
+    RunOrder,
+    free_port,
+    run_on_engine,
+)
 from pielake.engine.jvm import spark_jvm
 from pielake.exitcodes import EXIT_INTERRUPTED, EXIT_UNAVAILABLE
 from pielake.lake.delta import Lake
@@ -320,9 +328,10 @@ def test_an_engine_killed_mid_step_fails_the_step_and_the_step_run_again_publish
     """The steps as Airflow's tasks send them, one order each, their outputs held in the engine between them. The
     engine is killed as the situations step appends the events: the order fails with the engine unavailable;
     after a restart the same step runs ingest and its gate again first, whose staged events died with the
-    engine. Killed again between the situations gate and the pairs, the next step runs situations and its gate
-    again, but not ingest, as the events are the stream's by then. The run publishes the reference's tables, and
-    its ingest counts every event once."""
+    engine. Between the situations gate and the pairs its JVM alone is killed, as the system kills the largest
+    process for memory: the engine sees it and stops, saying why, and frees the lake for the next; the next step
+    runs situations and its gate again, but not ingest, as the events are the stream's by then. The run publishes
+    the reference's tables, and its ingest counts every event once."""
     engine = start_engine(tmp_path / "engine")
     root = new_lake(tmp_path / "lake")
     events = write(tmp_path / "events.json", EVENTS)
@@ -351,7 +360,11 @@ def test_an_engine_killed_mid_step_fails_the_step_and_the_step_run_again_publish
         engine = start_engine(engine.lake)
         assert {f"ingest {AGAIN}", f"check_events {AGAIN}"} <= set(said_by("situations"))
         said_by("check_situations")
-        kill(engine)
+        served = psutil.Process(engine_pid(engine))
+        engine_jvm(engine).kill()
+        served.wait(timeout=30)
+        log = (engine.lake / V.ENGINE_DIR / ENGINE_LOG).read_text(encoding="utf-8")
+        assert "error: the engine's Spark JVM was killed (SIGKILL), as the system kills the largest process" in log
         engine = start_engine(engine.lake)
         again = set(said_by(steps[steps.index("check_situations") + 1]))
         assert f"situations {AGAIN}" in again and f"ingest {AGAIN}" not in again
