@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import NoReturn, get_args
 
 from pielake import vocabulary as V
-from pielake.errors import ErrorDetail, PielakeError, QuerySemanticError, source_excerpt
+from pielake.errors import ErrorDetail, PielakeError, QuerySemanticError
 from pielake.query import ast
 from pielake.query.parser import ParseResult, QueryWarning, parse
 from pielake.query.printer import expr_text
 from pielake.query.time_fields import TIME_FIELDS, zone_problem
-from pielake.query.tokens import PLAIN_NAME, Span, plain_name
+from pielake.query.tokens import PLAIN_NAME, Span, detail_at, plain_name
 from pielake.query.typecheck import TIME, check_predicate, check_return, family
 from pielake.semantics import relations as rel
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema, closest_column, declared_schema
@@ -158,10 +158,7 @@ class QueryPlan:
 
     def refuse(self, source: Source, message: str, hint: str) -> NoReturn:
         """A query that cannot run as it is, with the position of the stream that makes it so."""
-        width = max(1, source.span.end - source.span.start)
-        raise QuerySemanticError([ErrorDetail(
-            message, source.span.line, source.span.col, self.source[source.span.start:source.span.end],
-            source_excerpt(self.source, source.span.line, source.span.col, width), hint)])
+        raise QuerySemanticError([detail_at(self.source, source.span, message, hint)])
 
 
 class _Analyzer:
@@ -182,10 +179,7 @@ class _Analyzer:
         self.qualifiers: dict[str, int] = {}  # lower-case stream name or alias -> its FROM entry
 
     def error(self, message: str, span: Span, suggestion: str | None = None) -> None:
-        width = max(1, span.end - span.start)
-        text = self.parsed.source[span.start:span.end]
-        self.errors.append(ErrorDetail(message, span.line, span.col, text,
-                                       source_excerpt(self.parsed.source, span.line, span.col, width), suggestion))
+        self.errors.append(detail_at(self.parsed.source, span, message, suggestion))
 
     def run(self) -> QueryPlan:
         self.check_sources()

@@ -37,6 +37,13 @@ class Span:
     end: int
 
 
+def detail_at(source: str, span: Span, message: str, suggestion: str | None = None) -> ErrorDetail:
+    """An error of `source` at `span`: its line and column, the text it covers and a caret under it."""
+    width = max(1, span.end - span.start)
+    return ErrorDetail(message, span.line, span.col, source[span.start:span.end],
+                       source_excerpt(source, span.line, span.col, width), suggestion)
+
+
 @dataclass(frozen=True)
 class Token:
     kind: Kind

@@ -16,11 +16,12 @@ import pyspark.sql.functions as F
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, SparkSession
 
-from pielake.errors import CompileError, ErrorDetail, QuerySemanticError, source_excerpt
+from pielake.errors import CompileError, ErrorDetail, QuerySemanticError
 from pielake.query import ast
 from pielake.query.analyzer import QueryPlan, walk
 from pielake.query.evaluate import number_value
 from pielake.query.time_fields import TIME_FIELDS, offset_text, zone_of
+from pielake.query.tokens import detail_at
 from pielake.query.visitor import ExprVisitor
 from pielake.streams import zone_info
 
@@ -132,14 +133,15 @@ def check_zones(spark: SparkSession, plan: QueryPlan) -> None:
 
 
 def _zone_calls(plan: QueryPlan) -> Iterator[ast.Call]:
-    """One time field for each zone the plan names (not an offset)."""
+    """One time field for each zone the plan's calls name (not an offset, nor UTC where a call names none)."""
     seen: set[str] = set()
     for expr in (*(s.predicate for s in plan.symbols), *(out.expr for out in plan.returns)):
         for node in walk(expr):
-            if isinstance(node, ast.Call) and node.name in TIME_FIELDS and zone_of(node)[0] not in "+-" \
-                    and zone_of(node) not in seen:
-                seen.add(zone_of(node))
-                yield node
+            if isinstance(node, ast.Call) and node.name in TIME_FIELDS and len(node.args) == 2:
+                zone = zone_of(node)
+                if zone[0] not in "+-" and zone not in seen:
+                    seen.add(zone)
+                    yield node
 
 
 def _reads_zone(spark: SparkSession, zone: str) -> bool:
@@ -153,10 +155,8 @@ def _reads_zone(spark: SparkSession, zone: str) -> bool:
 
 
 def _unknown_zone(call: ast.Call, source: str) -> ErrorDetail:
-    zone, span = zone_of(call), call.args[1].span
+    zone = zone_of(call)
     now = offset_text(zone_info(zone).utcoffset(datetime.now(UTC)) or timedelta(0))
-    width = max(1, span.end - span.start)
-    return ErrorDetail(f"Spark's Java does not know the time zone '{zone}'", span.line, span.col,
-                       source[span.start:span.end], source_excerpt(source, span.line, span.col, width),
-                       f"Its time-zone data is older than Python's, which names it: give the zone's offset instead "
-                       f"('{now}' now), or run on a Java whose time-zone data has it.")
+    return detail_at(source, call.args[1].span, f"Spark's Java does not know the time zone '{zone}'",
+                     f"Its time-zone data is older than Python's, which names it: give the zone's offset instead "
+                     f"('{now}' now), or run on a Java whose time-zone data has it.")
