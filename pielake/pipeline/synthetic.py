@@ -176,8 +176,7 @@ def column_types(plan: QueryPlan) -> dict[str, str]:
         visit(symbol.predicate, True)
     for out in plan.returns:
         visit(out.expr, False)
-    columns = {node.name.lower(): node.name for e in (*(s.predicate for s in plan.symbols),
-                                                       *(o.expr for o in plan.returns))
+    columns = {node.name.lower(): node.name for e in plan.expressions
                for node in walk(e) if isinstance(node, ast.Column) and not _names_situation(node, plan)}
     keys = {k.lower() for k in plan.keys}
     return {name: kinds.get(lowered, "DOUBLE") for lowered, name in sorted(columns.items()) if lowered not in keys}

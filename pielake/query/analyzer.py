@@ -126,6 +126,11 @@ class QueryPlan:
     def symbol_names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.symbols)
 
+    @property
+    def expressions(self) -> tuple[ast.Expr, ...]:
+        """Every expression the query computes: its symbols' predicates, then its RETURN columns'."""
+        return (*(s.predicate for s in self.symbols), *(out.expr for out in self.returns))
+
     def crosses_streams(self, constraint: PairConstraint) -> bool:
         """Whether a constraint relates symbols of two streams: it is then decided from its situations'
         endpoints, with both streams' knowledge (docs/semantics.md §5), not by a PiePair automaton, which reads

@@ -135,7 +135,7 @@ def check_zones(spark: SparkSession, plan: QueryPlan) -> None:
 def _zone_calls(plan: QueryPlan) -> Iterator[ast.Call]:
     """One time field for each zone the plan's calls name (not an offset, nor UTC where a call names none)."""
     seen: set[str] = set()
-    for expr in (*(s.predicate for s in plan.symbols), *(out.expr for out in plan.returns)):
+    for expr in plan.expressions:
         for node in walk(expr):
             if isinstance(node, ast.Call) and node.name in TIME_FIELDS and len(node.args) == 2:
                 zone = zone_of(node)
