@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from pielake.engine.memory import LEAST_MB, allowed_mb, heap_of_environment
-from pielake.exitcodes import EXIT_JVM_LOST, EXIT_NO_SPACE, EXIT_USAGE
+from pielake.exitcodes import EXIT_JVM_LOST, EXIT_NO_SPACE, EXIT_UNAVAILABLE, EXIT_USAGE
 
 MAX_LISTED_ERRORS = 5
 
@@ -110,20 +110,46 @@ def _lost_by_py4j(error: BaseException) -> bool:
     return from_py4j or isinstance(error, ConnectionError)
 
 
+class EngineLostError(PielakeError):
+    """The engine this process's Spark Connect session used stopped answering in the middle of a command."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+def engine_lost(error: BaseException) -> EngineLostError | None:
+    """What to tell the user where `error` is a Spark Connect call that found no engine (gRPC's UNAVAILABLE, which
+    PySpark passes on as the text of a `SparkConnectGrpcException` or as `RetriesExceeded`, the gRPC error behind
+    either), else None. Nothing the command did is lost: `pielake sql` and `plot` only read, and a maintenance
+    step's commits are whole."""
+    if "grpc" not in sys.modules:
+        return None  # no Spark Connect client in this process
+    import grpc  # noqa: PLC0415 (loaded already)
+
+    for raised in _chain(error, replaced=True):
+        if isinstance(raised, grpc.RpcError) and raised.code() == grpc.StatusCode.UNAVAILABLE:
+            return EngineLostError(f"the engine stopped answering in the middle of the command ({raised.details()}): "
+                                   "`pielake engine status --lake LAKE` says whether it runs, and its log "
+                                   "(LAKE/_engine/engine.log) why it stopped; start it again (`pielake engine start "
+                                   "--lake LAKE`) and run the command again")
+    return None
+
+
 def for_the_user(error: BaseException) -> PielakeError | None:
     """`error` as a command tells it its user in one line, or None where it is a bug to report with its trace: a
-    PielakeError, a full disk (`no_space`) or a lost JVM (`jvm_lost`), whatever raised it."""
-    return error if isinstance(error, PielakeError) else no_space(error) or jvm_lost(error)
+    PielakeError, a full disk (`no_space`), a lost JVM (`jvm_lost`) or engine (`engine_lost`), whatever raised
+    it."""
+    return error if isinstance(error, PielakeError) else no_space(error) or jvm_lost(error) or engine_lost(error)
 
 
-def _chain(error: BaseException) -> Iterator[BaseException]:
+def _chain(error: BaseException, *, replaced: bool = False) -> Iterator[BaseException]:
     """`error` and the errors it was raised from or while handling, each once, as Python shows them: not the one
-    a `raise … from None` replaced."""
+    a `raise … from None` replaced, unless `replaced` (PySpark's Spark Connect client replaces gRPC's error
+    with one of its own that keeps its text only)."""
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
         yield error
-        error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+        error = error.__cause__ or (None if error.__suppress_context__ and not replaced else error.__context__)
 
 
 def spark_said(error: Exception) -> str:

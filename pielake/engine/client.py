@@ -217,6 +217,15 @@ def grpc_direct_to_loopback(address: EngineAddress) -> None:
     os.environ[NO_GRPC_PROXY] = ",".join(hosts + [address.client_host] * (address.client_host not in hosts))
 
 
+def unanswered(address: EngineAddress, timeout: float) -> OSError | None:
+    """Why a connection to the engine's Spark Connect port failed, or None where the port took it."""
+    try:
+        with socket.create_connection((address.host, address.port), timeout=timeout):
+            return None
+    except OSError as error:
+        return error
+
+
 def run_on_engine(address: EngineAddress, order: RunOrder, say: Callable[[str], None],
                   timeout: float | None = None) -> dict[str, Any]:
     """Send `order` to the engine; its progress lines go to `say` as they come. Returns the engine's result, or

@@ -11,7 +11,6 @@ import fcntl
 import hashlib
 import logging
 import os
-import socket
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -29,7 +28,7 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
-from pielake.engine.client import EngineAddress, classic_spark, grpc_direct_to_loopback
+from pielake.engine.client import EngineAddress, classic_spark, grpc_direct_to_loopback, unanswered
 from pielake.engine.jvm import check_spark_environment, check_workers_python, utf8_locale
 from pielake.engine.scratch import own_folder
 from pielake.engine.settings import (
@@ -363,15 +362,17 @@ def connect_session(address: EngineAddress) -> SparkSession:
     _check_answers(address)
     _quiet_query_context()
     grpc_direct_to_loopback(address)
-    return SparkSession.builder.remote(address.connect_url).getOrCreate()
+    from pielake.engine.retries import WhileTheEngineListens  # noqa: PLC0415 (Spark Connect's client: only here)
+
+    spark = SparkSession.builder.remote(address.connect_url).getOrCreate()
+    spark.client.set_retry_policies([WhileTheEngineListens(address)])
+    return spark
 
 
 def _check_answers(address: EngineAddress, timeout: float = 10.0) -> None:
     """Refuse an address nothing listens at, at once: Spark Connect's client retries a refused connection with
     growing pauses for minutes before its first call fails, and says nothing meanwhile."""
-    try:
-        with socket.create_connection((address.host, address.port), timeout=timeout):
-            pass
-    except OSError as error:
+    if (error := unanswered(address, timeout)) is not None:
         raise PielakeError(f"no engine answers at sc://{address.host}:{address.port} ({error.strerror or error}); "
-                           "check the address, or start the engine (`pielake engine start --lake DIR`)") from None
+                           "check the address, or start the engine (`pielake engine start --lake DIR`)")
+

@@ -48,7 +48,7 @@ from pyspark.sql.types import (
     YearMonthIntervalType,
 )
 
-from pielake.errors import PielakeError, spark_said
+from pielake.errors import PielakeError, for_the_user, spark_said
 from pielake.lake.delta import Lake
 from pielake.spark.query import utc_clock
 
@@ -281,6 +281,8 @@ def _rejected(tables: list[str], statement: str, *, then: bool = False) -> Itera
     except SqlError:
         raise
     except Exception as error:
+        if (told := for_the_user(error)) is not None:
+            raise told from None  # not the statement's doing: a full disk, a lost JVM or engine
         first = spark_said(error)
         hint = _hint(first, tables, statement, then=then)
         ended = first if not hint or first.endswith((".", "?", "!")) else f"{first}."

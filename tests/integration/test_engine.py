@@ -323,15 +323,29 @@ def kill(engine: EngineForTests, written: Path | None = None) -> None:
     os.killpg(engine_pid(engine), signal.SIGKILL)
 
 
+def streaming_rows(engine: EngineForTests, out: Path) -> subprocess.Popen[str]:
+    """`pielake sql --remote` of rows without end into `out` as CSV, once the engine has sent the first of them."""
+    reading = subprocess.Popen([str(Path(sys.executable).parent / "pielake"), "sql", "--lake", str(engine.lake),
+                                "--remote", "--format", "csv", "SELECT id FROM range(0, 100000000000, 1, 100000)"],
+                               stdout=out.open("w", encoding="utf-8"), stderr=subprocess.PIPE, text=True,
+                               env=process_env(PYTHONUNBUFFERED="1"))
+    deadline = time.monotonic() + 120
+    while not out.stat().st_size and reading.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert out.stat().st_size, reading.communicate(timeout=1)[1] if reading.poll() is not None else "no rows in 120 s"
+    return reading
+
+
 def test_an_engine_killed_mid_step_fails_the_step_and_the_step_run_again_publishes_a_clean_run(
         tmp_path: Path, spark: SparkSession) -> None:
     """The steps as Airflow's tasks send them, one order each, their outputs held in the engine between them. The
     engine is killed as the situations step appends the events: the order fails with the engine unavailable;
     after a restart the same step runs ingest and its gate again first, whose staged events died with the
     engine. Between the situations gate and the pairs its JVM alone is killed, as the system kills the largest
-    process for memory: the engine sees it and stops, saying why, and frees the lake for the next; the next step
-    runs situations and its gate again, but not ingest, as the events are the stream's by then. The run publishes
-    the reference's tables, and its ingest counts every event once."""
+    process for memory: the engine sees it and stops, saying why, and frees the lake for the next, and a `pielake
+    sql` reading rows from it then ends at once, saying the engine stopped; the next step runs situations and its
+    gate again, but not ingest, as the events are the stream's by then. The run publishes the reference's tables,
+    and its ingest counts every event once."""
     engine = start_engine(tmp_path / "engine")
     root = new_lake(tmp_path / "lake")
     events = write(tmp_path / "events.json", EVENTS)
@@ -361,8 +375,14 @@ def test_an_engine_killed_mid_step_fails_the_step_and_the_step_run_again_publish
         assert {f"ingest {AGAIN}", f"check_events {AGAIN}"} <= set(said_by("situations"))
         said_by("check_situations")
         served = psutil.Process(engine_pid(engine))
+        reading = streaming_rows(engine, tmp_path / "rows.csv")
         engine_jvm(engine).kill()
         served.wait(timeout=30)
+        try:
+            _, told = reading.communicate(timeout=30)  # not Spark Connect's ten minutes of retries, nor for ever
+        finally:
+            reading.kill()
+        assert reading.returncode == EXIT_UNAVAILABLE and "the engine stopped answering in the middle" in told, told
         log = (engine.lake / V.ENGINE_DIR / ENGINE_LOG).read_text(encoding="utf-8")
         assert "error: the engine's Spark JVM was killed (SIGKILL), as the system kills the largest process" in log
         engine = start_engine(engine.lake)
