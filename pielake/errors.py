@@ -117,16 +117,18 @@ class EngineLostError(PielakeError):
 
 
 def engine_lost(error: BaseException) -> EngineLostError | None:
-    """What to tell the user where `error` is a Spark Connect call that found no engine (gRPC's UNAVAILABLE, which
-    PySpark passes on as the text of a `SparkConnectGrpcException` or as `RetriesExceeded`, the gRPC error behind
-    either), else None. Nothing the command did is lost: `pielake sql` and `plot` only read, and a maintenance
-    step's commits are whole."""
+    """What to tell the user where `error` is a Spark Connect call whose engine went away: gRPC's UNAVAILABLE (no
+    server: killed, or gone from the network) or CANCELLED (the server reset the call's stream, as an engine that
+    stops does), which PySpark passes on as the text of a `SparkConnectGrpcException` or as `RetriesExceeded`, the
+    gRPC error behind either; else None. Nothing the command did is lost: `pielake sql` and `plot` only read, and
+    a maintenance step's commits are whole."""
     if "grpc" not in sys.modules:
         return None  # no Spark Connect client in this process
     import grpc  # noqa: PLC0415 (loaded already)
 
+    gone = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED}
     for raised in _chain(error, replaced=True):
-        if isinstance(raised, grpc.RpcError) and raised.code() == grpc.StatusCode.UNAVAILABLE:
+        if isinstance(raised, grpc.RpcError) and raised.code() in gone:
             return EngineLostError(f"the engine stopped answering in the middle of the command ({raised.details()}): "
                                    "`pielake engine status --lake LAKE` says whether it runs, and its log "
                                    "(LAKE/_engine/engine.log) why it stopped; start it again (`pielake engine start "

@@ -336,6 +336,15 @@ def streaming_rows(engine: EngineForTests, out: Path) -> subprocess.Popen[str]:
     return reading
 
 
+def assert_said_the_engine_stopped(reading: subprocess.Popen[str]) -> None:
+    """The `pielake sql` of `streaming_rows` ended within seconds of its engine's end, saying so."""
+    try:
+        _, told = reading.communicate(timeout=30)  # not Spark Connect's ten minutes of retries, nor for ever
+    finally:
+        reading.kill()
+    assert reading.returncode == EXIT_UNAVAILABLE and "the engine stopped answering in the middle" in told, told
+
+
 def test_an_engine_killed_mid_step_fails_the_step_and_the_step_run_again_publishes_a_clean_run(
         tmp_path: Path, spark: SparkSession) -> None:
     """The steps as Airflow's tasks send them, one order each, their outputs held in the engine between them. The
@@ -345,7 +354,7 @@ def test_an_engine_killed_mid_step_fails_the_step_and_the_step_run_again_publish
     process for memory: the engine sees it and stops, saying why, and frees the lake for the next, and a `pielake
     sql` reading rows from it then ends at once, saying the engine stopped; the next step runs situations and its
     gate again, but not ingest, as the events are the stream's by then. The run publishes the reference's tables,
-    and its ingest counts every event once."""
+    and its ingest counts every event once; a `pielake sql` reading from the engine as it is stopped ends so too."""
     engine = start_engine(tmp_path / "engine")
     root = new_lake(tmp_path / "lake")
     events = write(tmp_path / "events.json", EVENTS)
@@ -378,11 +387,7 @@ def test_an_engine_killed_mid_step_fails_the_step_and_the_step_run_again_publish
         reading = streaming_rows(engine, tmp_path / "rows.csv")
         engine_jvm(engine).kill()
         served.wait(timeout=30)
-        try:
-            _, told = reading.communicate(timeout=30)  # not Spark Connect's ten minutes of retries, nor for ever
-        finally:
-            reading.kill()
-        assert reading.returncode == EXIT_UNAVAILABLE and "the engine stopped answering in the middle" in told, told
+        assert_said_the_engine_stopped(reading)
         log = (engine.lake / V.ENGINE_DIR / ENGINE_LOG).read_text(encoding="utf-8")
         assert "error: the engine's Spark JVM was killed (SIGKILL), as the system kills the largest process" in log
         engine = start_engine(engine.lake)
@@ -390,8 +395,10 @@ def test_an_engine_killed_mid_step_fails_the_step_and_the_step_run_again_publish
         assert f"situations {AGAIN}" in again and f"ingest {AGAIN}" not in again
         for step in steps[steps.index("check_situations") + 2:]:
             said_by(step)
+        reading = streaming_rows(engine, tmp_path / "more-rows.csv")
     finally:
         engine.cli("stop")
+    assert_said_the_engine_stopped(reading)
     assert_tables_equal_the_reference(spark, root, EVENTS)
     assert answers["situations"]["parts"][ADMISSION] > 0  # a step's answer tells its loading apart
     [run] = Lake(spark, root).read("runs").collect()
