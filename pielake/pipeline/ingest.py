@@ -78,7 +78,7 @@ from pielake.pipeline.upstream import mirrors, read_upstream, rebuild_hint
 from pielake.query.analyzer import QueryPlan, bind
 from pielake.query.ast import TIME_UNIT_SECONDS
 from pielake.query.tokens import column_name
-from pielake.spark.compile import check_zones
+from pielake.spark.zones import check_zones
 from pielake.streams import (
     DECIMAL_COMMA,
     DEFAULT_TIME_COLUMN,
@@ -1555,7 +1555,9 @@ def ingest(ctx: StepContext) -> StageResult:
     job = ctx.job
     details: dict[str, object] = {}
     check_definition(ctx)
-    check_zones(job.lake.spark, job.plan)
+    zones = [zone for zone in (*(s.time_zone for s in job.streams), ctx.request.time_zone) if zone is not None]
+    if drifts := check_zones(job.lake.spark, job.plan, zones):
+        details["time zones"] = " ".join(drifts)
 
     def work() -> dict[str, int]:
         reports = {stream.name: _ingest_stream(ctx, stream, details) for stream in job.streams}

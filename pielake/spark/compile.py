@@ -8,22 +8,17 @@ event's value would otherwise fail every run that reads it), and a predicate tha
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
 from decimal import Decimal
 
 import pyspark.sql.functions as F
-from pyspark.errors import PySparkException
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import Column
 
-from pielake.errors import CompileError, ErrorDetail, QuerySemanticError
+from pielake.errors import CompileError
 from pielake.query import ast
-from pielake.query.analyzer import QueryPlan, walk
 from pielake.query.evaluate import number_value
-from pielake.query.time_fields import TIME_FIELDS, offset_text, zone_of
-from pielake.query.tokens import detail_at
+from pielake.query.time_fields import TIME_FIELDS, zone_of
 from pielake.query.visitor import ExprVisitor
-from pielake.streams import zone_info
 
 ColumnResolver = Callable[[ast.Column], Column]
 CallResolver = Callable[[ast.Call], Column]
@@ -120,43 +115,3 @@ def predicate(expr: ast.Expr, column: ColumnResolver | None = None) -> Column:
     """A boolean Column that is never NULL: a NULL predicate counts as false (docs/semantics.md §1)."""
     return F.coalesce(Compiler(column)(expr), F.lit(False))
 
-
-def check_zones(spark: SparkSession, plan: QueryPlan) -> None:
-    """Refuse, before a run reads an event, a zone that a time field names and `spark` cannot read.
-
-    The query's check reads a zone with Python's zone database, Spark with the one its Java carries, which is
-    older where that Java is (a zone added since, as `America/Coyhaique` in 2025, is missing from it), and Spark
-    would stop the run at the first time it read on that zone's clock. An offset Spark always reads."""
-    unknown = [call for call in _zone_calls(plan) if not _reads_zone(spark, zone_of(call))]
-    if unknown:
-        raise QuerySemanticError([_unknown_zone(call, plan.source) for call in unknown])
-
-
-def _zone_calls(plan: QueryPlan) -> Iterator[ast.Call]:
-    """One time field for each zone the plan's calls name (not an offset, nor UTC where a call names none)."""
-    seen: set[str] = set()
-    for expr in plan.expressions:
-        for node in walk(expr):
-            if isinstance(node, ast.Call) and node.name in TIME_FIELDS and len(node.args) == 2:
-                zone = zone_of(node)
-                if zone[0] not in "+-" and zone not in seen:
-                    seen.add(zone)
-                    yield node
-
-
-def _reads_zone(spark: SparkSession, zone: str) -> bool:
-    try:
-        spark.range(1).select(F.from_utc_timestamp(F.lit(datetime(2000, 1, 1)), zone)).collect()
-    except PySparkException as error:
-        if error.getCondition() == "INVALID_TIMEZONE":
-            return False
-        raise
-    return True
-
-
-def _unknown_zone(call: ast.Call, source: str) -> ErrorDetail:
-    zone = zone_of(call)
-    now = offset_text(zone_info(zone).utcoffset(datetime.now(UTC)) or timedelta(0))
-    return detail_at(source, call.args[1].span, f"Spark's Java does not know the time zone '{zone}'",
-                     f"Its time-zone data is older than Python's, which names it: give the zone's offset instead "
-                     f"('{now}' now), or run on a Java whose time-zone data has it.")

@@ -17,6 +17,7 @@ from pielake.lake.delta import Lake
 from pielake.plot import timeline
 from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import find_matches
+from pielake.spark import zones
 from pielake.streams import load_schema
 from tests.helpers import local_zone
 from tests.spark.kernels import reference_rows, spark_rows
@@ -119,16 +120,25 @@ def test_a_late_interval_row_is_repaired_by_a_backfill(tmp_path: Path, spark: Sp
         reference_matches(plan)
 
 
-def test_a_query_reads_the_log_s_times_on_the_clock_of_the_zone_it_names(tmp_path: Path, spark: SparkSession) -> None:
+def test_a_query_reads_the_log_s_times_on_the_clock_of_the_zone_it_names(tmp_path: Path, spark: SparkSession,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """The example query for the evening shift (`examples/queries/evening_alarm.tpq`): alarms raised from 17:00 on
     Berlin's clock (the log's times are UTC, an hour behind it in March) in runs that end after a time written
     with Berlin's offset, its matches' hours on that clock and their weekday in RETURN: what the reference finds,
-    a part of the example's matches, and more than UTC's clock gives (pielake/query/time_fields.py)."""
+    a part of the example's matches, and more than UTC's clock gives (pielake/query/time_fields.py). Where the
+    zone data pielake carries reads Berlin's clock otherwise than Spark's Java (here it is given Paris's rules for
+    Berlin, which kept summer time four years before it), the run says from when, and follows Java."""
     query = EXAMPLES / "queries" / "evening_alarm.tpq"
     text = query.read_text(encoding="utf-8")
     lake_dir = str(tmp_path / "lake")
+    newest_zone = zones.newest_zone
+    monkeypatch.setattr(zones, "newest_zone", lambda zone: newest_zone("Europe/Paris" if zone == "Europe/Berlin"
+                                                                       else zone))
     result = CliRunner().invoke(main, ["run", str(query), "--events", str(LOG), "--lake", lake_dir, "--no-checks"])
     assert result.exit_code == 0, result.output + repr(result.exception)
+    assert "(time zones: Spark's Java reads the clock of 'Europe/Berlin' by older rules than the IANA time-zone " \
+           "data pielake carries" in result.output and "from 1976-03-28 to 1976-09-25 (and in 3 later spans) it " \
+           "reads +01:00 where that data says +02:00, and the run follows Java" in result.output, result.output
 
     plan = load_query(text, "evening_alarm", load_schema("MachineLog"))
     expected = reference_matches(plan)
