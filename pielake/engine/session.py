@@ -375,4 +375,3 @@ def _check_answers(address: EngineAddress, timeout: float = 10.0) -> None:
     if (error := unanswered(address, timeout)) is not None:
         raise PielakeError(f"no engine answers at sc://{address.host}:{address.port} ({error.strerror or error}); "
                            "check the address, or start the engine (`pielake engine start --lake DIR`)")
-

@@ -325,10 +325,11 @@ def kill(engine: EngineForTests, written: Path | None = None) -> None:
 
 def streaming_rows(engine: EngineForTests, out: Path) -> subprocess.Popen[str]:
     """`pielake sql --remote` of rows without end into `out` as CSV, once the engine has sent the first of them."""
-    reading = subprocess.Popen([str(Path(sys.executable).parent / "pielake"), "sql", "--lake", str(engine.lake),
-                                "--remote", "--format", "csv", "SELECT id FROM range(0, 100000000000, 1, 100000)"],
-                               stdout=out.open("w", encoding="utf-8"), stderr=subprocess.PIPE, text=True,
-                               env=process_env(PYTHONUNBUFFERED="1"))
+    command = [str(Path(sys.executable).parent / "pielake"), "sql", "--lake", str(engine.lake), "--remote",
+               "--format", "csv", "SELECT id FROM range(0, 100000000000, 1, 100000)"]
+    with out.open("w", encoding="utf-8") as sink:
+        reading = subprocess.Popen(command, stdout=sink, stderr=subprocess.PIPE, text=True,
+                                   env=process_env(PYTHONUNBUFFERED="1"))
     deadline = time.monotonic() + 120
     while not out.stat().st_size and reading.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -22,7 +22,7 @@ def evening_alarm_on(zone: str) -> QueryPlan:
 
 def test_java_reads_a_zone_whose_rules_are_old_as_pielakes_zone_data_does(spark: SparkSession) -> None:
     """Tokyo's clock has not changed since 1951 and Berlin's rules since 1996, so every Java's data reads both as
-    the newest data does; an offset and UTC are not asked of Java at all."""
+    the newest data does, and an offset or UTC reads alike on every Java."""
     assert zones.check_zones(spark, evening_alarm_on("Asia/Tokyo"), ["Europe/Berlin", "+05:30", "UTC"]) == []
 
 
