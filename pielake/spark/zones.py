@@ -64,7 +64,8 @@ def check_zones(spark: SparkSession, plan: QueryPlan, stream_zones: list[str]) -
     calls: dict[str, ast.Call] = {}
     for call in _zone_calls(plan):
         calls.setdefault(zone_of(call), call)
-    read = {zone: _java_offsets(spark, zone) for zone in dict.fromkeys([*calls, *_named(stream_zones)])}
+    named = [zone for zone in stream_zones if _named(zone)]
+    read = {zone: _java_offsets(spark, zone) for zone in dict.fromkeys([*calls, *named])}
     unknown = [calls[zone] for zone, offsets in read.items() if offsets is None and zone in calls]
     if unknown:
         raise QuerySemanticError([_unknown_zone(call, plan.source) for call in unknown])
@@ -72,17 +73,18 @@ def check_zones(spark: SparkSession, plan: QueryPlan, stream_zones: list[str]) -
     return [found.text() for found in drifts if found is not None]
 
 
-def _named(zones: list[str]) -> list[str]:
-    """The zones of `zones` given by name, not as an offset, which reads the same on every Java."""
-    return [zone for zone in zones if zone[0] not in "+-" and zone not in ("UTC", "Z")]
+def _named(zone: str) -> bool:
+    """Whether `zone` is given by a name whose rules Java's zone data holds; an offset, or UTC, reads the same on
+    every Java."""
+    return zone[0] not in "+-" and zone not in ("UTC", "Z")
 
 
 def _zone_calls(plan: QueryPlan) -> Iterator[ast.Call]:
-    """Each time field of the plan whose call names a zone (not an offset, nor UTC where a call names none)."""
+    """Each time field of the plan whose call names a zone by name (`_named`)."""
     for expr in plan.expressions:
         for node in walk(expr):
             if isinstance(node, ast.Call) and node.name in TIME_FIELDS and len(node.args) == 2 and \
-                    zone_of(node)[0] not in "+-":
+                    _named(zone_of(node)):
                 yield node
 
 
