@@ -449,7 +449,8 @@ def _run(query_file: str, events: dict[str, Any], lake_dir: str, *, master: str 
 @click.argument("query_file")
 @click.option("--events", "events_given", multiple=True,
               help="CSV (with header), Parquet or JSON (JSON Lines, or an array of records) events, CSV and JSON "
-                   "also as .gz or .bz2; over several streams, STREAM=FILE, once for each stream with new events. "
+                   "also as .gz or .bz2; over several streams, STREAM=FILE, once for each stream with new events "
+                   "(over one, FILE or STREAM=FILE). "
                    "None: a batch run over the events the lake holds (a new query over streams it has ingested, "
                    "a query over another query's matches).")
 @click.option("--landing", "landing_given", multiple=True,

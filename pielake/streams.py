@@ -501,14 +501,14 @@ def named_file(directory: Path, name: str, suffix: str) -> Path | None:
 
 def events_files(plan: QueryPlan, given: Sequence[str]) -> dict[str, object]:
     """A run request's events files (`RunRequest`'s `events_path`, or `stream_events`) from what a user gives
-    (`--events`, a registration's `events`): a query over one stream takes one file; a query over several a
-    `STREAM=FILE` for each of its streams with new events (`STREAM=` alone, what an Airflow param left empty
-    renders to, gives that stream none: `RunRequest`)."""
+    (`--events`, a registration's `events`): a query over one stream takes one file (`_one_stream_path`); a query
+    over several a `STREAM=FILE` for each of its streams with new events (`STREAM=` alone, what an Airflow param
+    left empty renders to, gives that stream none: `RunRequest`)."""
     if len(plan.sources) == 1:
         if len(given) > 1:
             raise PielakeError(f"query {plan.name} reads one stream: give one events path, not {len(given)}; for "
                                "several files, a folder of them or a pattern of their names (/landing/cars/*.csv)")
-        return {"events_path": given[0] if given else None}
+        return {"events_path": _one_stream_path(plan, given[0]) if given else None}
     pairs = [value.partition("=") for value in given]
     wrong = [value for value, (name, eq, _) in zip(given, pairs, strict=True) if not (name and eq)]
     if wrong:
@@ -523,6 +523,17 @@ def events_files(plan: QueryPlan, given: Sequence[str]) -> dict[str, object]:
         if path or stream not in chosen:
             chosen[stream] = path
     return {"stream_events": list(chosen.items())}
+
+
+def _one_stream_path(plan: QueryPlan, given: str) -> str:
+    """The events path of a query over one stream, given alone or, as a query over several takes its paths, as
+    `STREAM=FILE`, which must name the query's stream (`source_named`); a file whose own name holds the `=` is read
+    as named."""
+    name, eq, path = given.partition("=")
+    if not (eq and PLAIN_NAME.fullmatch(name)) or local_files(given):
+        return given
+    plan.source_named(name)
+    return path
 
 
 def files_by_stream(plan: QueryPlan, given: Sequence[str]) -> dict[str, str]:

@@ -240,6 +240,19 @@ def test_an_events_path_that_names_no_file_is_refused_before_spark_reads_it(tmp_
     RunRequest(events_path="s3a://bucket/landing/*.csv").check_inputs(plan, tmp_path)  # a URL is Spark's to list
 
 
+def test_the_one_stream_of_a_query_may_be_named_with_its_file_as_several_streams_are(tmp_path: Path) -> None:
+    """`--events S=FILE` over one stream is that file; another stream's name is refused naming the query's; a file
+    whose own name holds `=` is that file."""
+    plan = analyze(parse("FROM S DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s"))
+    assert events_files(plan, ["s=/landing/s/*.csv"]) == {"events_path": "/landing/s/*.csv"}
+    assert events_files(plan, ["s3a://bucket/S=1/"]) == {"events_path": "s3a://bucket/S=1/"}
+    with pytest.raises(PielakeError, match=r"^events given for T, which query query does not read; it reads S$"):
+        events_files(plan, ["T=t.csv"])
+    named = tmp_path / "S=1.csv"
+    named.write_text("ts,a,b\n1,true,false\n", encoding="utf-8")
+    assert events_files(plan, [str(named)]) == {"events_path": str(named)}
+
+
 def test_several_events_files_of_one_stream_are_one_folder_or_pattern() -> None:
     plan = analyze(parse("FROM S DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s"))
     with pytest.raises(PielakeError, match=r"reads one stream: give one events path, not 2; for several files, a "
