@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import islice
 
+from pyspark.errors import ParseException
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -61,6 +62,10 @@ WRITING = ("INSERT", "DELETE", "UPDATE", "MERGE")
 DELTA_DESCRIBE = re.compile(r"^DESC(?:RIBE)?\s+(HISTORY|DETAIL)\s+`?([A-Za-z_][A-Za-z0-9_]*)`?(?:\s+LIMIT\s+(\d+))?$",
                             re.IGNORECASE)
 RESERVED_WORDS = "spark.sql.ansi.enforceReservedKeywords"
+# Words that open a clause which a cut-short statement leaves empty, and Spark's default parser would then read as
+# an alias (`... FROM t WHERE`).
+CLAUSES = frozenset({"WHERE", "HAVING", "QUALIFY", "LIMIT", "OFFSET", "GROUP", "ORDER", "SORT", "CLUSTER",
+                     "DISTRIBUTE", "WINDOW", "UNION", "EXCEPT", "INTERSECT", "MINUS", "JOIN", "ON", "USING"})
 MAX_ROWS = 10_000  # a table's rows: what a person reads at a terminal
 PIECE_ROWS = 10_000  # CSV and JSON rows written at a time
 
@@ -239,11 +244,7 @@ def query_lake(lake: Lake, statement: str, fmt: str = "table", as_of: datetime |
     if as_of is not None and note is not None:
         note(_as_of_note(lake, as_of, versions))
     with _rejected(tables, text, then=as_of is not None):
-        with _reserved_words(lake.spark):
-            frame = lake.spark.sql(_on_delta(lake, text, tables) or text)
-            _check_nested_names(frame.schema)
-            frame = _collectable(frame)
-            columns, shaped = frame.columns, shaper(frame.schema, fmt)  # analysed, so parsed: here, in either session
+        frame, columns, shaped = _read(lake.spark, _on_delta(lake, text, tables) or text, fmt)
         if fmt == "json":
             _check_json_names(columns)
         if fmt == "table":
@@ -258,12 +259,47 @@ def query_lake(lake: Lake, statement: str, fmt: str = "table", as_of: datetime |
             yield render(columns, piece, fmt, header=False)
 
 
+def _read(spark: SparkSession, statement: str, fmt: str) -> tuple[DataFrame, list[str], Callable[[tuple], tuple]]:
+    """The statement's rows, parsed first with SQL's reserved words held to their meaning (`_reserved_words`).
+    Where that parse fails, as Spark's default parser reads it, which takes some of those words as names (`GROUP
+    BY ALL`, `any(x)`, a column named `time`), unless a clause of the statement is empty (`_empty_clause`): that
+    parser would read the clause's word as an alias."""
+    try:
+        with _reserved_words(spark):
+            return _analysed(spark, statement, fmt)
+    except ParseException:
+        empty = _empty_clause(_tokens(statement))
+        if empty is not None:
+            line, column = _place(statement, empty.start)
+            raise SqlError(f"the clause {empty.text} at line {line}, column {column} has nothing in it: what follows "
+                           f"{empty.text} is missing (if {empty.text} names a column or a table, write it in "
+                           f"backquotes: `{empty.text}`)") from None
+    return _analysed(spark, statement, fmt)
+
+
+def _analysed(spark: SparkSession, statement: str, fmt: str) -> tuple[DataFrame, list[str], Callable[[tuple], tuple]]:
+    """The statement's frame, its columns and their shaper for `fmt`: analysed, so parsed, here, in either kind of
+    session (Spark Connect parses at the first question about a frame)."""
+    frame = spark.sql(statement)
+    _check_nested_names(frame.schema)
+    frame = _collectable(frame)
+    return frame, frame.columns, shaper(frame.schema, fmt)
+
+
+def _empty_clause(tokens: list[Token]) -> Token | None:
+    """The first word of `CLAUSES` that nothing follows, or only a `)` or another such word."""
+    for token, after in zip(tokens, [*tokens[1:], None], strict=True):
+        if token.word in CLAUSES and (after is None or after.text == ")" or after.word in CLAUSES):
+            return token
+    return None
+
+
 @contextmanager
 def _reserved_words(spark: SparkSession) -> Iterator[None]:
     """Parse with SQL's reserved words held to their meaning (`spark.sql.ansi.enforceReservedKeywords`). Spark
     otherwise reads a statement cut short after its clause's keyword, `SELECT * FROM matches_q WHERE`, as a table
-    given the alias `WHERE`, and answers every row; a column named by such a word is then written in backquotes.
-    Only while the statement is parsed: the session may be the one a run in this process uses."""
+    given the alias `WHERE`, and answers every row. Only while the statement is parsed: the session may be the one
+    a run in this process uses."""
     before = spark.conf.get(RESERVED_WORDS, "false")
     spark.conf.set(RESERVED_WORDS, "true")
     try:
@@ -322,8 +358,7 @@ def _hint(error: str, tables: list[str], statement: str, *, then: bool = False) 
                 "--keep-days` is how long a lake keeps its tables' past): read a later time.")
     if "PARSE_SYNTAX_ERROR" in error and (near := re.search(r"at or near '([A-Za-z_]+)'", error)):
         word = near.group(1)
-        quoted = (f"{word} names a column or a table, write it in backquotes (`{word}`): pielake sql reads SQL's "
-                  "reserved words as keywords only")
+        quoted = f"{word} names a column or a table, write it in backquotes (`{word}`)"
         if re.search(rf"\b{word}\s*$", statement, flags=re.IGNORECASE):
             return f" The statement ends with {word}: what follows it is missing (if {quoted})."
         return f" If {quoted}."

@@ -69,11 +69,28 @@ def test_a_statement_cut_short_after_a_keyword_is_refused_not_read_as_an_alias(s
     lake = Lake(spark, tmp_path)
     with pytest.raises(SqlError) as refused:
         "".join(query_lake(lake, "SELECT id FROM range(3) WHERE", "csv"))
-    assert str(refused.value).endswith("The statement ends with WHERE: what follows it is missing (if WHERE names a "
-                                       "column or a table, write it in backquotes (`WHERE`): pielake sql reads "
-                                       "SQL's reserved words as keywords only).")
+    assert str(refused.value) == ("the clause WHERE at line 1, column 25 has nothing in it: what follows WHERE is "
+                                  "missing (if WHERE names a column or a table, write it in backquotes: `WHERE`)")
+    for cut in ("SELECT any(id > 1) FROM range(3)\n WHERE", "SELECT id FROM range(3)\n WHERE LIMIT 2",
+                "SELECT id, count(*) FROM range(3)\n WHERE GROUP BY ALL"):  # a name SQL reserves, an empty clause
+        with pytest.raises(SqlError, match=r"^the clause WHERE at line 2, column 2 has nothing in it"):
+            "".join(query_lake(lake, cut, "csv"))
     assert "".join(query_lake(lake, "SELECT `from` FROM (SELECT 7 AS `from`)", "csv")) == "from\n7\n"
     assert spark.conf.get("spark.sql.ansi.enforceReservedKeywords") == "false"  # as the session had it
+
+
+def test_what_spark_s_sql_takes_as_names_of_words_sql_reserves_is_answered(spark: SparkSession,
+                                                                          tmp_path: Path) -> None:
+    """GROUP BY ALL and ORDER BY ALL, the aggregates any() and some(), current_user(), and a stream's column named
+    by such a word (`time`), as Spark's SQL reads them."""
+    lake = Lake(spark, tmp_path)
+    rows = "(VALUES (1, 'a'), (2, 'a'), (3, 'b')) AS t(time, k)"
+    assert "".join(query_lake(lake, f"SELECT k, count(*) AS n FROM {rows} GROUP BY ALL ORDER BY ALL", "csv")) == \
+        "k,n\na,2\nb,1\n"
+    assert "".join(query_lake(lake, f"SELECT any(time > 2) AS a, some(time > 3) AS s FROM {rows}", "csv")) == \
+        "a,s\ntrue,false\n"
+    assert "".join(query_lake(lake, f"SELECT max(time) AS m FROM {rows} WHERE k = 'a'", "csv")) == "m\n2\n"
+    assert "".join(query_lake(lake, "SELECT current_user() IS NOT NULL AS u", "csv")) == "u\ntrue\n"
 
 
 def test_intervals_and_floats_are_written_as_spark_writes_them(spark: SparkSession, tmp_path: Path) -> None:
