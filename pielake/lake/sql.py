@@ -100,9 +100,10 @@ def check_read_only(statement: str) -> str:
         raise SqlError("one statement at a time: remove the ';' inside the query")
     if not tokens:
         raise SqlError(f"pielake sql only reads, and was given no statement: {START_READING}")
-    if tokens[0].word not in READING:
-        raise SqlError(_not_reading(statement, tokens[0]))
-    writing = _writes(tokens)
+    query = tokens[next((i for i, t in enumerate(tokens) if t.text != "("), 0):]  # `(SELECT ...) UNION (...)`
+    if query[0].word not in READING:
+        raise SqlError(_not_reading(statement, query[0]))
+    writing = _writes(query)
     if writing is not None:
         line, column = _place(statement, writing.start)
         raise SqlError(f"pielake sql only reads: this statement writes, with {writing.text} at line {line}, column "
@@ -247,6 +248,9 @@ def query_lake(lake: Lake, statement: str, fmt: str = "table", as_of: datetime |
         frame, columns, shaped = _read(lake.spark, _on_delta(lake, text, tables) or text, fmt)
         if fmt == "json":
             _check_json_names(columns)
+        if fmt == "table" and _tokens(text)[0].word == "EXPLAIN":  # a plan reads as Spark writes it, line by line
+            yield "".join(f"{r[0]}\n" for r in frame.collect())
+            return
         if fmt == "table":
             rows = [shaped(tuple(r)) for r in frame.limit(MAX_ROWS + 1).collect()]
             yield render(columns, rows[:MAX_ROWS], fmt, more=len(rows) > MAX_ROWS)

@@ -93,6 +93,12 @@ def test_what_spark_s_sql_takes_as_names_of_words_sql_reserves_is_answered(spark
     assert "".join(query_lake(lake, "SELECT current_user() IS NOT NULL AS u", "csv")) == "u\ntrue\n"
 
 
+def test_a_plan_in_a_table_is_written_as_spark_writes_it_line_by_line(spark: SparkSession, tmp_path: Path) -> None:
+    """EXPLAIN answers one row, the plan, whose line breaks a table's cell would write as `\\n`."""
+    said = "".join(query_lake(Lake(spark, tmp_path), "EXPLAIN SELECT id FROM range(3) WHERE id > 1", "table"))
+    assert said.startswith("== Physical Plan ==\n") and "\n+- " in said and "\\n" not in said
+
+
 def test_intervals_and_floats_are_written_as_spark_writes_them(spark: SparkSession, tmp_path: Path) -> None:
     """A duration of a stream of timestamps (`a_te - a_ts`) is a day-time interval; PySpark collects a year-month
     or calendar interval not at all, and a FLOAT as the double nearest it."""

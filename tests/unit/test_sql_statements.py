@@ -37,6 +37,8 @@ def test_a_statement_is_read_as_sql_reads_it(given: str, statement: str) -> None
                                        "with SELECT"),
     ("\n  SELEC * FROM runs", "starts with SELEC at line 2, column 3: start with SELECT, .*; did you mean SELECT\\?"),
     ("", "only reads, and was given no statement"),
+    ("(INSERT INTO runs SELECT * FROM runs)", "starts with INSERT at line 1, column 2"),
+    ("((WITH a AS (SELECT 1) DELETE FROM t))", "this statement writes, with DELETE at line 1, column 24"),
 ])
 def test_anything_but_one_statement_that_reads_is_refused(given: str, said: str) -> None:
     with pytest.raises(SqlError, match=said):
@@ -63,7 +65,8 @@ def test_a_statement_of_reading_words_that_writes_is_refused_where_it_writes(giv
 @pytest.mark.parametrize("given", [
     "WITH a AS (SELECT 1), b AS (SELECT 2) SELECT * FROM a, b", "WITH a (x) AS (SELECT 1) (SELECT x FROM a)",
     "FROM runs SELECT query", "VALUES (1), (2)", "TABLE runs", "SELECT 'INSERT' AS `insert`, x FROM t",
-    "WITH a AS (SELECT 1 AS update) SELECT update FROM a"])
+    "WITH a AS (SELECT 1 AS update) SELECT update FROM a", "(SELECT 1) UNION (SELECT 2)",
+    "((WITH a AS (SELECT 1) SELECT * FROM a))"])
 def test_queries_read_however_they_start(given: str) -> None:
     assert check_read_only(given) == given
 
