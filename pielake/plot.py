@@ -26,13 +26,14 @@ from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 from pielake.query.analyzer import QueryPlan
+from pielake.query.time_fields import EPOCH
 from pielake.spark.query import time_literal, typed_range, utc_clock
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema, declared_schema
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-STATUS_COLOURS = {"complete": "tab:green", "provisional": "tab:orange"}
+STATUS_COLOURS = {V.COMPLETE: "tab:green", V.PROVISIONAL: "tab:orange", V.RETRACTED: "tab:gray"}
 SITUATION_COLOUR = "tab:blue"
 MIN_WIDTH = 0.004  # of the time span shown: about six pixels of the 12-inch figure
 MARGIN = 0.02  # of the time span drawn, left of its first time and right of its last
@@ -61,6 +62,7 @@ class Timeline:
     bars: tuple[Bar, ...]
     brackets: tuple[Bracket, ...]
     unit: str = ""  # of a numeric time (s, ms, us, ...), or UTC for TIMESTAMPs, which read as dates in UTC
+    shown: tuple[Any | None, Any | None] = (None, None)  # the times asked for (--from, --to): the picture's edges
 
 
 def _for_key(frame: DataFrame, plan: QueryPlan, key: tuple[str, ...]) -> DataFrame:
@@ -110,7 +112,7 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
         if not lake.exists(V.table_name(kind, name)):
             raise PielakeError(f"no {kind} of query {name} in {lake.root}; run the query first")
     stream = _stream(lake, plan)  # --from and --to read as every command reads a time
-    low, high = (None if t is None else time_literal(t, stream) for t in typed_range(since, until, stream))
+    low, high = typed_range(since, until, stream)
     every_match = lake.read(V.table_name(V.MATCHES, name))
     every_situation = lake.read(V.table_name(V.SITUATIONS, name))
     key = busiest_key(every_match, plan) if key is None else key
@@ -124,20 +126,38 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
                            f"{_key_to_try(plan, every_match, every_situation)}")
     timed = stream.time_unit == TIMESTAMP_UNIT
     clock = utc_clock if timed else (lambda time: time)  # drawn as UTC reads them, wherever the plot is drawn
+    since_at, until_at = (None if t is None else time_literal(t, stream) for t in (low, high))
     bars = tuple(sorted((Bar(lanes.index(r[V.SYMBOL]), r[V.TS], r[V.TE]) for r in situations.filter(
-        _in_range(F.col(V.TS), F.col(V.TE), low, high)).select(
+        _in_range(F.col(V.TS), F.col(V.TE), since_at, until_at)).select(
             V.SYMBOL, *(clock(F.col(c)).alias(c) for c in (V.TS, V.TE))).collect()), key=lambda b: (b.lane, b.start)))
     matches = _for_key(every_match, plan, key)
     first = F.least(*(F.col(V.symbol_ts(s)) for s in lanes))
     ends = [F.col(V.symbol_te(s)) for s in lanes]
     last = F.when(reduce(lambda a, b: a | b, (e.isNull() for e in ends)), None).otherwise(F.greatest(*ends))
     rows = matches.select(first.alias("start"), last.alias("end"), V.DETECTED_AT, V.STATUS).filter(
-        _in_range(F.col("start"), F.col("end"), low, high)).select(
+        _in_range(F.col("start"), F.col("end"), since_at, until_at)).select(
             *(clock(F.col(c)).alias(c) for c in ("start", "end", V.DETECTED_AT)), V.STATUS).collect()
     brackets = tuple(sorted((Bracket(r["start"], r["end"], r[V.DETECTED_AT], r[V.STATUS]) for r in rows),
                             key=lambda b: (b.start, b.detected_at)))
+    edges = (low, high) if not timed else tuple(None if t is None else _utc_wall_clock(t) for t in (low, high))
     return Timeline(f"{name}: {_shown(plan, key)}  ({counted(len(brackets), 'match')})", lanes, bars, brackets,
-                    "UTC" if timed else stream.time_unit)
+                    "UTC" if timed else stream.time_unit, edges)
+
+
+def _edges(picture: Timeline) -> tuple[Any, Any]:
+    """The first and last time drawn: those asked for, else the first and last of the picture's bars and
+    brackets. A bar or bracket reaching past an edge asked for runs off the picture, as its other situations,
+    outside the range, are not drawn."""
+    times = [t for b in picture.bars for t in (b.start, b.end) if t is not None]
+    times += [t for m in picture.brackets for t in (m.start, m.end, m.detected_at) if t is not None]
+    since, until = picture.shown
+    return (min(times, default=0) if since is None else since,
+            max(times, default=1) if until is None else until)
+
+
+def _utc_wall_clock(kernel: int) -> datetime:
+    """A TIMESTAMP stream's kernel time as `utc_clock` hands its times to Python: UTC's wall clock, naming no zone."""
+    return (EPOCH + timedelta(microseconds=kernel)).replace(tzinfo=None)
 
 
 def counted(count: int, noun: str) -> str:
@@ -208,12 +228,11 @@ def drawn(picture: Timeline) -> Figure:
     plt = pyplot()
     from matplotlib.patches import Patch  # noqa: PLC0415
 
-    times = [t for b in picture.bars for t in (b.start, b.end) if t is not None]
-    times += [t for m in picture.brackets for t in (m.start, m.end, m.detected_at) if t is not None]
-    left, right = min(times, default=0), max(times, default=1)
+    left, right = _edges(picture)
     lanes = len(picture.lanes)
-    # Constrained layout keeps room below the axes for the time label and, under it, the legend.
-    figure, axes = plt.subplots(figsize=(12, 1.5 + 0.7 * lanes + 0.1 * len(picture.brackets)), layout="constrained")
+    # Constrained layout keeps room below the axes for the time label and, under it, the legend; the brackets take
+    # four staggered rows above the lanes however many there are.
+    figure, axes = plt.subplots(figsize=(12, 1.9 + 0.7 * lanes), layout="constrained")
     for bar in picture.bars:
         start, width = bar_extent(bar, left, right)
         if bar.end is None:
@@ -233,7 +252,7 @@ def drawn(picture: Timeline) -> Figure:
     legend = [Patch(color=SITUATION_COLOUR, label="situation"),
               Patch(facecolor="white", edgecolor=SITUATION_COLOUR, hatch=OPEN_HATCH, label="open situation"),
               *(Line2D([], [], color=c, marker="v", label=f"{s} match") for s, c in STATUS_COLOURS.items())]
-    figure.legend(handles=legend, loc="outside lower center", ncol=4, fontsize=8, frameon=False)
+    figure.legend(handles=legend, loc="outside lower center", ncol=len(legend), fontsize=8, frameon=False)
     axes.set_yticks(range(lanes), picture.lanes)
     axes.set_ylim(-0.8, lanes + 0.1)
     axes.set_xlabel(f"time{f' ({picture.unit})' if picture.unit else ''}, triangles: detected_at")

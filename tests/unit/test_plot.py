@@ -62,3 +62,28 @@ def test_numeric_times_read_as_the_stream_holds_them_in_its_unit_with_a_margin_o
 def test_a_title_counts_one_match_and_several_matches() -> None:
     assert [counted(n, "match") for n in (0, 1, 2)] == ["0 matches", "1 match", "2 matches"]
     assert counted(1, "situation") == "1 situation" and counted(3, "situation") == "3 situations"
+
+
+def test_a_range_asked_for_is_the_picture_s_edges_and_a_match_reaching_past_them_runs_off() -> None:
+    """Bars and brackets are those meeting the range (--from, --to); a bracket reaching past it would otherwise
+    stretch the picture to where its other situations, outside the range, are not drawn."""
+    picture = Timeline("t", ("A",), (Bar(0, 120, 150),), (Bracket(110, 900, 900, "complete"),), "s", (100, 200))
+    figure = drawn(picture)
+    [axes] = figure.axes
+    low, high = axes.get_xlim()
+    assert 95 <= low < 100 and 200 < high <= 205
+    pyplot().close(figure)
+
+
+def test_every_status_a_match_can_have_is_in_the_legend_and_many_matches_keep_the_picture_s_height() -> None:
+    """A retracted match is drawn too (grey), so the legend names it; brackets take four staggered rows, so a
+    hundred matches draw in a picture as tall as one does."""
+    sizes, legends = [], []
+    for count in (1, 100):
+        figure = drawn(Timeline("t", ("A", "B"), (Bar(0, 0, 10),),
+                                tuple(Bracket(i, i + 5, i + 5, "retracted") for i in range(count))))
+        sizes.append(tuple(figure.get_size_inches()))
+        legends.append([text.get_text() for legend in figure.legends for text in legend.get_texts()])
+        pyplot().close(figure)
+    assert sizes[0] == sizes[1]
+    assert legends[0] == ["situation", "open situation", "complete match", "provisional match", "retracted match"]
