@@ -26,7 +26,7 @@ from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
 from pielake.query.analyzer import QueryPlan
-from pielake.query.time_fields import EPOCH
+from pielake.query.time_fields import instant
 from pielake.spark.query import time_literal, typed_range, utc_clock
 from pielake.streams import TIMESTAMP_UNIT, StreamSchema, declared_schema
 
@@ -139,7 +139,9 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
             *(clock(F.col(c)).alias(c) for c in ("start", "end", V.DETECTED_AT)), V.STATUS).collect()
     brackets = tuple(sorted((Bracket(r["start"], r["end"], r[V.DETECTED_AT], r[V.STATUS]) for r in rows),
                             key=lambda b: (b.start, b.detected_at)))
-    edges = (low, high) if not timed else tuple(None if t is None else _utc_wall_clock(t) for t in (low, high))
+    # of TIMESTAMPs, as `clock` hands them to Python: UTC's wall clock, naming no zone
+    edges = (low, high) if not timed else tuple(None if t is None else instant(t).replace(tzinfo=None)
+                                                for t in (low, high))
     return Timeline(f"{name}: {_shown(plan, key)}  ({counted(len(brackets), 'match')})", lanes, bars, brackets,
                     "UTC" if timed else stream.time_unit, edges)
 
@@ -153,11 +155,6 @@ def _edges(picture: Timeline) -> tuple[Any, Any]:
     since, until = picture.shown
     return (min(times, default=0) if since is None else since,
             max(times, default=1) if until is None else until)
-
-
-def _utc_wall_clock(kernel: int) -> datetime:
-    """A TIMESTAMP stream's kernel time as `utc_clock` hands its times to Python: UTC's wall clock, naming no zone."""
-    return (EPOCH + timedelta(microseconds=kernel)).replace(tzinfo=None)
 
 
 def counted(count: int, noun: str) -> str:

@@ -245,7 +245,7 @@ def query_lake(lake: Lake, statement: str, fmt: str = "table", as_of: datetime |
     if as_of is not None and note is not None:
         note(_as_of_note(lake, as_of, versions))
     with _rejected(tables, text, then=as_of is not None):
-        frame, columns, shaped = _read(lake.spark, _on_delta(lake, text, tables) or text, fmt)
+        frame, columns, shaped = _read(lake.spark, text, _on_delta(lake, text, tables) or text, fmt)
         if fmt == "json":
             _check_json_names(columns)
         if fmt == "table" and _tokens(text)[0].word == "EXPLAIN":  # a plan reads as Spark writes it, line by line
@@ -263,18 +263,19 @@ def query_lake(lake: Lake, statement: str, fmt: str = "table", as_of: datetime |
             yield render(columns, piece, fmt, header=False)
 
 
-def _read(spark: SparkSession, statement: str, fmt: str) -> tuple[DataFrame, list[str], Callable[[tuple], tuple]]:
-    """The statement's rows, parsed first with SQL's reserved words held to their meaning (`_reserved_words`).
-    Where that parse fails, as Spark's default parser reads it, which takes some of those words as names (`GROUP
-    BY ALL`, `any(x)`, a column named `time`), unless a clause of the statement is empty (`_empty_clause`): that
-    parser would read the clause's word as an alias."""
+def _read(spark: SparkSession, given: str, statement: str,
+          fmt: str) -> tuple[DataFrame, list[str], Callable[[tuple], tuple]]:
+    """The rows of `statement` (what Spark runs for the user's `given` one), parsed first with SQL's reserved words
+    held to their meaning (`_reserved_words`). Where that parse fails, as Spark's default parser reads it, which
+    takes some of those words as names (`GROUP BY ALL`, `any(x)`, a column named `time`), unless a clause of the
+    user's statement is empty (`_empty_clause`): that parser would read the clause's word as an alias."""
     try:
         with _reserved_words(spark):
             return _analysed(spark, statement, fmt)
     except ParseException:
-        empty = _empty_clause(_tokens(statement))
+        empty = _empty_clause(_tokens(given))
         if empty is not None:
-            line, column = _place(statement, empty.start)
+            line, column = _place(given, empty.start)
             raise SqlError(f"the clause {empty.text} at line {line}, column {column} has nothing in it: what follows "
                            f"{empty.text} is missing (if {empty.text} names a column or a table, write it in "
                            f"backquotes: `{empty.text}`)") from None
