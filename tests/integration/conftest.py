@@ -45,12 +45,33 @@ def airflow(tmp_path_factory: pytest.TempPathFactory, engine: EngineForTests) ->
 
 
 def airflow_command(env: dict[str, str], *args: str, timeout: float = 600) -> str:
-    """`airflow ARGS` in `env`, as a user runs it; its output. It must succeed."""
-    run = subprocess.run([str(BIN / "airflow"), *args], text=True, env=env, capture_output=True, timeout=timeout,
-                         check=False)
+    """`airflow ARGS` in `env`, as a user runs it; its output. It must succeed, and end within `timeout`: one that
+    does not fails with the last of what it printed, which says where it stopped."""
+    try:
+        run = subprocess.run([str(BIN / "airflow"), *args], text=True, env=env, capture_output=True,
+                             timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as hung:
+        printed = [part.decode(errors="replace") if isinstance(part, bytes) else part or ""
+                   for part in (hung.stdout, hung.stderr)]
+        pytest.fail(f"airflow {' '.join(args)} did not end in {timeout:.0f} s; the last it printed:\n"
+                    f"{''.join(printed)[-4000:]}")
     log = run.stdout + run.stderr
     assert run.returncode == 0, log[-4000:]
     return log
+
+
+def one_scheduler_loop(env: dict[str, str]) -> None:
+    """One loop of Airflow's scheduler, which turns Asset events into DAG runs, starting none of their tasks: a
+    task of Airflow 3 reports to an API server, which no test runs, and the scheduler's exit waits for the tasks
+    it started. So the default pool has no slot during the loop; the executor's workers are spawned, not forked,
+    so with nothing queued there are none for the exit to wait on (forked, all of `[core] parallelism` start at
+    once and each must reach its queue); and no log server is started, as no task writes a log."""
+    airflow_command(env, "pools", "set", "default_pool", "0", "no task starts in the test's scheduler loop")
+    try:
+        airflow_command({**env, "AIRFLOW__SCHEDULER__MP_START_METHOD": "spawn"}, "scheduler", "--num-runs", "1",
+                        "--skip-serve-logs", timeout=300)
+    finally:
+        airflow_command(env, "pools", "set", "default_pool", "128", "Default pool")
 
 
 def assert_tables_equal_the_reference(spark: SparkSession, lake: Path, rows: list[dict]) -> None:

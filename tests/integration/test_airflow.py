@@ -35,7 +35,14 @@ from pielake.query.analyzer import load_query
 from pielake.semantics.reference import StreamEvents, find_matches_of, matches_stream
 from tests.dags.test_dag_integrity import EXPECTED_GRAPH, SPANS
 from tests.helpers import drawn, edge_node_hadoop, json_lines
-from tests.integration.conftest import BIN, QUERY, ROOT, airflow_command, assert_tables_equal_the_reference
+from tests.integration.conftest import (
+    BIN,
+    QUERY,
+    ROOT,
+    airflow_command,
+    assert_tables_equal_the_reference,
+    one_scheduler_loop,
+)
 
 pytestmark = pytest.mark.heavy(seconds=770)  # about this long in CI: scheduled first
 
@@ -98,14 +105,8 @@ def test_a_scheduled_run_on_the_engine_writes_the_reference_tables_and_triggers_
     assert_published_the_reference(spark, airflow, lake)
     assert_a_step_cleared_alone_is_skipped(env, lake)
 
-    # One scheduler loop reads the Asset's new event and creates the downstream run. No slot in the default pool
-    # keeps it from starting the run's task too: a task of Airflow 3 reports to an API server, which no test runs,
-    # and the scheduler's exit waits for the tasks it started.
-    airflow_command(env, "pools", "set", "default_pool", "0", "no task starts in the test's scheduler loop")
-    try:
-        airflow_command(env, "scheduler", "--num-runs", "1")
-    finally:
-        airflow_command(env, "pools", "set", "default_pool", "128", "Default pool")
+    # One scheduler loop reads the Asset's new event and creates the downstream runs.
+    one_scheduler_loop(env)
     for dag in ("notify_flag_pairs", "pielake_flag_spans"):
         listed = airflow_command(env, "dags", "list-runs", dag, "--output", "json").splitlines()
         runs = next(json.loads(line) for line in reversed(listed) if line.startswith("[{") or line == "[]")

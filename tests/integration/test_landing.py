@@ -23,7 +23,13 @@ from pyspark.sql import SparkSession
 from pielake.cli import main
 from pielake.lake.delta import Lake
 from tests.helpers import drawn, json_lines, land
-from tests.integration.conftest import BIN, QUERY, airflow_command, assert_tables_equal_the_reference
+from tests.integration.conftest import (
+    BIN,
+    QUERY,
+    airflow_command,
+    assert_tables_equal_the_reference,
+    one_scheduler_loop,
+)
 
 pytestmark = pytest.mark.heavy(seconds=235)  # about this long in CI
 
@@ -68,13 +74,9 @@ def test_files_landing_in_a_query_s_folder_queue_its_runs_which_take_them_once_a
     first = drawn(key="k", a="XXX...XX.XXX....", b=".XXXX..XXX......")
     land(inbox, "flags-1.json", json_lines(first))
     assert landed_events(env, 1) == [{"landing": f"{inbox}/*.json", "files": ["flags-1.json"]}]
-    # One scheduler loop turns the event into a run of the query's DAG (no slot in the pool: no task starts, as
-    # in test_airflow.py); `dags test` then runs the DAG's tasks in this process's turn.
-    airflow_command(env, "pools", "set", "default_pool", "0", "no task starts in the test's scheduler loop")
-    try:
-        airflow_command(env, "scheduler", "--num-runs", "1")
-    finally:
-        airflow_command(env, "pools", "set", "default_pool", "128", "Default pool")
+    # One scheduler loop turns the event into a run of the query's DAG; `dags test` then runs the DAG's tasks in
+    # this process's turn.
+    one_scheduler_loop(env)
     listed = airflow_command(env, "dags", "list-runs", "pielake_flag_pairs", "--output", "json").splitlines()
     runs = next(json.loads(line) for line in reversed(listed) if line.startswith("[{") or line == "[]")
     assert [r["run_id"].split("__")[0] for r in runs] == ["asset_triggered"]
