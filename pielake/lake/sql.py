@@ -353,7 +353,8 @@ def _on_delta(lake: Lake, text: str, tables: list[str]) -> str | None:
 def _hint(error: str, tables: list[str], statement: str, *, then: bool = False) -> str:
     """What to do after an error of Spark's that the statement alone does not explain: a table the lake does not
     have (the likeliest slip is the name: its tables), a past version whose files are gone (`then`: read
-    `--as-of`), or an older version of one, which the views `pielake sql` reads by do not give."""
+    `--as-of`), a table's CREATE statement, which neither a view nor Delta gives, or an older version of one, which
+    the views `pielake sql` reads by do not give."""
     if "TABLE_OR_VIEW_NOT_FOUND" in error:
         if not tables:
             return " The lake had no tables then." if then else " The lake has no tables yet."
@@ -367,6 +368,10 @@ def _hint(error: str, tables: list[str], statement: str, *, then: bool = False) 
         if re.search(rf"\b{word}\s*$", statement, flags=re.IGNORECASE):
             return f" The statement ends with {word}: what follows it is missing (if {quoted})."
         return f" If {quoted}."
+    if "SHOW CREATE TABLE" in error:
+        return (" Delta writes no CREATE statement of a table: DESCRIBE TABLE <table> lists its columns, and DESCRIBE "
+                "DETAIL <table> its folder (location), which CREATE TABLE <name> USING delta LOCATION '<location>' "
+                "registers in a metastore, columns and all.")
     if "TIME_TRAVEL" in error:
         return (" pielake sql reads each table by a view: --as-of TIME reads every table as it was at TIME "
                 "(DESCRIBE HISTORY <table> lists its versions and their times), and a SQL client of the engine's "

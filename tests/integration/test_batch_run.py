@@ -159,12 +159,18 @@ def test_sql_of_a_table_the_lake_does_not_have_lists_the_tables_it_has(lake: Pat
 def test_sql_shows_a_table_s_delta_history_and_detail_by_the_name_it_is_read_by(lake: Path) -> None:
     """Delta answers them for a table, not a view: a kind's are its results table's, whose commits note the query
     that published them (docs/operations.md). An older version is the engine's JDBC endpoint's to read, and the
-    refusal says so, as it says how to read the whole lake as it was."""
+    refusal says so, as it says how to read the whole lake as it was; a CREATE statement, which Delta writes of no
+    table, is refused saying how to register the table elsewhere."""
     [published] = sql(lake, "describe history matches_hot_busy limit 1")
     assert published["operation"] == "WRITE" and '"query"' in published["userMetadata"]
     assert sql(lake, "DESCRIBE HISTORY `events_testsensors`")[-1]["operation"] == "WRITE"  # its first events
     [detail] = sql(lake, "DESC DETAIL runs")
     assert detail["format"] == "delta" and detail["location"].endswith("/runs")
+    for table in ("matches_hot_busy", f"delta.`{lake / 'runs'}`"):  # a view; the table itself, which Delta refuses
+        result = run(["sql", "--lake", str(lake), f"SHOW CREATE TABLE {table}"], code=2)
+        assert "Delta writes no CREATE statement of a table: DESCRIBE TABLE <table> lists its columns, and " \
+               "DESCRIBE DETAIL <table> its folder (location), which CREATE TABLE <name> USING delta LOCATION " \
+               "'<location>' registers in a metastore, columns and all." in " ".join(result.output.split())
     result = run(["sql", "--lake", str(lake), "SELECT count(*) FROM events_testsensors VERSION AS OF 0"], code=2)
     assert "--as-of TIME reads every table as it was at TIME (DESCRIBE HISTORY <table> lists its versions and " \
            "their times), and a SQL client of the engine's JDBC endpoint reads one version of a table (VERSION AS " \
