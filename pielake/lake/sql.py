@@ -3,8 +3,8 @@
 This is the one place where text reaches Spark SQL, and it is the user's own SQL over their own lake. It is
 held to reading: one statement that reads (`READING`, and no write after WITH's named queries or within a FROM:
 `_writes`), over temporary views of the lake's tables (a view cannot be written through). Delta answers
-`DESCRIBE HISTORY` and `DESCRIBE DETAIL` of a table, not of a view: those two run on the named table's folder (a
-kind's, its results table's), named by the lake, not by the statement's text.
+`DESCRIBE HISTORY`, `DESCRIBE DETAIL` and `SHOW TBLPROPERTIES` of a table, not of a view: those run on the named
+table's folder (a kind's, its results table's), named by the lake, not by the statement's text.
 """
 
 from __future__ import annotations
@@ -59,8 +59,11 @@ READING = ("SELECT", "WITH", "FROM", "VALUES", "TABLE", "SHOW", "DESCRIBE", "DES
 START_READING = "start with SELECT, WITH, SHOW, DESCRIBE or EXPLAIN"  # what a refusal asks for: the usual ones
 # The words that start a statement that writes where a query could stand: after WITH's queries, and within FROM.
 WRITING = ("INSERT", "DELETE", "UPDATE", "MERGE")
-DELTA_DESCRIBE = re.compile(r"^DESC(?:RIBE)?\s+(HISTORY|DETAIL)\s+`?([A-Za-z_][A-Za-z0-9_]*)`?(?:\s+LIMIT\s+(\d+))?$",
-                            re.IGNORECASE)
+# The statements Delta answers of a table and not of a view (a view has no history, and no properties but its own).
+DELTA_DESCRIBE = re.compile(r"^DESC(?:RIBE)?\s+(?P<command>HISTORY|DETAIL)\s+`?(?P<table>[A-Za-z_][A-Za-z0-9_]*)`?"
+                            r"(?:\s+LIMIT\s+(?P<limit>\d+))?$", re.IGNORECASE)
+DELTA_PROPERTIES = re.compile(r"^SHOW\s+TBLPROPERTIES\s+`?(?P<table>[A-Za-z_][A-Za-z0-9_]*)`?"
+                              r"(?:\s*\(\s*(?P<quote>['\"]?)(?P<key>[A-Za-z0-9_.]+)(?P=quote)\s*\))?$", re.IGNORECASE)
 RESERVED_WORDS = "spark.sql.ansi.enforceReservedKeywords"
 # Words that open a clause which a cut-short statement leaves empty, and Spark's default parser would then read as
 # an alias (`... FROM t WHERE`).
@@ -340,14 +343,18 @@ def _as_of_note(lake: Lake, as_of: datetime, versions: dict[str, int | None]) ->
 
 
 def _on_delta(lake: Lake, text: str, tables: list[str]) -> str | None:
-    """`DESCRIBE HISTORY|DETAIL <table> [LIMIT n]` as Delta takes it, on the folder of the table that holds the
-    named rows; None for any other statement, or a name the lake does not read by (Spark then says so)."""
-    found = DELTA_DESCRIBE.match(text)
-    if found is None or found.group(2).lower() not in {t.lower() for t in tables}:
+    """`DESCRIBE HISTORY|DETAIL <table> [LIMIT n]` and `SHOW TBLPROPERTIES <table> [(key)]` as Delta takes them, on
+    the folder of the table that holds the named rows, written from their parts; None for any other statement, or a
+    name the lake does not read by (Spark then says so)."""
+    described, properties = DELTA_DESCRIBE.match(text), DELTA_PROPERTIES.match(text)
+    found = described or properties
+    if found is None or found["table"].lower() not in {t.lower() for t in tables}:
         return None
-    command, name, limit = found.groups()
-    folder = lake.path(lake.holder(name.lower())).replace("`", "``")
-    return f"DESCRIBE {command.upper()} delta.`{folder}`" + (f" LIMIT {int(limit)}" if limit else "")
+    table = "delta.`" + lake.path(lake.holder(found["table"].lower())).replace("`", "``") + "`"
+    if described is not None:
+        return f"DESCRIBE {described['command'].upper()} {table}" + (
+            f" LIMIT {int(described['limit'])}" if described["limit"] else "")
+    return f"SHOW TBLPROPERTIES {table}" + (f" ('{found['key']}')" if found["key"] else "")
 
 
 def _hint(error: str, tables: list[str], statement: str, *, then: bool = False) -> str:

@@ -156,7 +156,7 @@ def test_sql_of_a_table_the_lake_does_not_have_lists_the_tables_it_has(lake: Pat
     assert re.search(r"The lake's tables: .*events_testsensors, .*matches_hot_busy, .*runs", result.output)
 
 
-def test_sql_shows_a_table_s_delta_history_and_detail_by_the_name_it_is_read_by(lake: Path) -> None:
+def test_sql_shows_a_table_s_delta_history_detail_and_properties_by_the_name_it_is_read_by(lake: Path) -> None:
     """Delta answers them for a table, not a view: a kind's are its results table's, whose commits note the query
     that published them (docs/operations.md). An older version is the engine's JDBC endpoint's to read, and the
     refusal says so, as it says how to read the whole lake as it was; a CREATE statement, which Delta writes of no
@@ -166,6 +166,10 @@ def test_sql_shows_a_table_s_delta_history_and_detail_by_the_name_it_is_read_by(
     assert sql(lake, "DESCRIBE HISTORY `events_testsensors`")[-1]["operation"] == "WRITE"  # its first events
     [detail] = sql(lake, "DESC DETAIL runs")
     assert detail["format"] == "delta" and detail["location"].endswith("/runs")
+    properties = {row["key"] for row in sql(lake, "SHOW TBLPROPERTIES matches_hot_busy")}
+    assert {"delta.minReaderVersion", "delta.minWriterVersion"} <= properties  # its results table's: a view has none
+    assert [row["key"] for row in sql(lake, "show tblproperties `runs` ('delta.minWriterVersion')")] == \
+        ["delta.minWriterVersion"]
     for table in ("matches_hot_busy", f"delta.`{lake / 'runs'}`"):  # a view; the table itself, which Delta refuses
         result = run(["sql", "--lake", str(lake), f"SHOW CREATE TABLE {table}"], code=2)
         assert "Delta writes no CREATE statement of a table: DESCRIBE TABLE <table> lists its columns, and " \
