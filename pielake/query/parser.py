@@ -33,6 +33,7 @@ SQL_STATEMENT_WORDS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "DROP",
 SQL_OVER_MATCHES = 'pielake sql ... "SELECT ... FROM matches_<query> ..."'
 CASTS = frozenset({"CAST", "TRY_CAST", "CONVERT"})  # SQL's, Spark's and SQL Server's cast of a value to a type
 # SQL's clauses after a SELECT list, which are no name of a RETURN column: each is told where SQL runs instead.
+QUERY_CLAUSES = ("PARTITION", "DEFINE", "PATTERN", "WITHIN", "RETURN")  # the words that open a clause of a query
 SQL_CLAUSE_WORDS = frozenset({"WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "QUALIFY", "WINDOW"})
 # SQL's operators that match text against a pattern, which predicates do not have: each gets what to write instead.
 SQL_PATTERN_MATCHING = frozenset({"ILIKE", "RLIKE", "REGEXP", "SIMILAR"})
@@ -228,9 +229,14 @@ class Parser:
         self.expect_keyword("PATTERN", "Name the relations: PATTERN A overlaps B AND ...")
 
     def comma_list(self, item):  # type: ignore[no-untyped-def]
+        """Items parted by commas. A comma that the next clause or the query's end follows is the slip, not that
+        clause's word: read as an item, PATTERN would be refused as a keyword used as a name."""
         items = [item()]
         while self.at_op(","):
-            self.advance()
+            comma = self.advance()
+            if self.at_keyword(*QUERY_CLAUSES) or self.at_op(";") or self.tok.kind is Kind.EOF:
+                raise self.error(f"a comma ends the list before {self.describe(self.tok)}", token=comma,
+                                 suggestion="Remove the comma, or write the next item after it.")
             items.append(item())
         return tuple(items)
 
