@@ -179,6 +179,9 @@ class Parser:
         while self.at_keyword("AND"):
             self.advance()
             pattern += self.constraint_chain()
+        if self.at_op(","):
+            raise self.error("a comma between constraints", suggestion=(
+                "Constraints that must all hold are joined by AND: PATTERN A meets B AND B before C."))
         self.expect_keyword("WITHIN", "Every pattern needs a window, e.g. WITHIN 5 minutes.")
         window = self.duration()
         returns: tuple[ast.ReturnItem, ...] = ()
