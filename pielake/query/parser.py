@@ -172,6 +172,7 @@ class Parser:
             self.advance()
             self.expect_keyword("BY")
             partition = self.comma_list(self.column_ref)
+        self.refuse_where()
         self.expect_keyword("DEFINE", "Define the situations: DEFINE A AS <predicate>, B AS ...")
         defines = self.comma_list(self.define)
         self.after_defines(defines[-1])
@@ -219,7 +220,9 @@ class Parser:
         if matching.kind is Kind.IDENT and matching.upper() in SQL_PATTERN_MATCHING:
             raise self.error(f"{matching.text} is not how a predicate matches text against a pattern", matching,
                              "Write SQL's LIKE: x LIKE 'ON%', lower(x) LIKE 'on%' (% any run of characters, _ one).")
-        if self.at_keyword("FOR") and self.ahead().kind is Kind.IDENT and self.ahead().upper() in ("AT", "BETWEEN"):
+        after = self.ahead()
+        if self.at_keyword("FOR") and (after.kind is Kind.NUMBER
+                                       or (after.kind is Kind.IDENT and after.upper() in ("AT", "BETWEEN"))):
             raise self.error("a duration constraint is written without FOR", suggestion=(
                 f"Write it right after the predicate: {last.symbol.text} AS <predicate> AT LEAST 30 s (or AT MOST d, "
                 "BETWEEN d1 AND d2)."))
@@ -249,8 +252,16 @@ class Parser:
         alias = None
         if self.tok.kind is Kind.IDENT and self.tok.upper() not in KEYWORDS:
             self.refuse_misspelled_clause(("PARTITION", "DEFINE"), "A word after a stream's name is read as its alias.")
+            self.refuse_where()
             alias = self.name("a stream alias")
         return ast.StreamRef(name, alias, self.span_from(start))
+
+    def refuse_where(self) -> None:
+        """SQL's WHERE after the streams: read as a stream's alias or where DEFINE is due, the error would not say
+        where a condition on the events goes."""
+        if self.tok.kind is Kind.IDENT and self.tok.upper() == "WHERE":
+            raise self.error("WHERE is SQL's: a query filters its events in DEFINE", suggestion=(
+                "Add the condition to each predicate it bounds: DEFINE A AS x > 0 AND <A's condition>, ..."))
 
     def refuse_misspelled_clause(self, clauses: tuple[str, ...], read_as: str) -> None:
         """A word where a name may stand is a name, unless it is a slip of a clause that may follow (`DEFNE` after
