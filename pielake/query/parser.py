@@ -32,8 +32,8 @@ SQL_STATEMENT_WORDS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "DROP",
 # Where SQL over a query's matches runs: what SQL's clauses and DISTINCT in a query are told to write there.
 SQL_OVER_MATCHES = 'pielake sql ... "SELECT ... FROM matches_<query> ..."'
 CASTS = frozenset({"CAST", "TRY_CAST", "CONVERT"})  # SQL's, Spark's and SQL Server's cast of a value to a type
-# SQL's clauses after a SELECT list, which are no name of a RETURN column: each is told where SQL runs instead.
 QUERY_CLAUSES = ("PARTITION", "DEFINE", "PATTERN", "WITHIN", "RETURN")  # the words that open a clause of a query
+# SQL's clauses after a SELECT list, which are no name of a RETURN column: each is told where SQL runs instead.
 SQL_CLAUSE_WORDS = frozenset({"WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "QUALIFY", "WINDOW"})
 # SQL's operators that match text against a pattern, which predicates do not have: each gets what to write instead.
 SQL_PATTERN_MATCHING = frozenset({"ILIKE", "RLIKE", "REGEXP", "SIMILAR"})
