@@ -67,7 +67,7 @@ def jvm_lost(error: BaseException) -> JvmLostError | None:
     refused connection, a call that "failed" with no error from Java), and the code that was cleaning up after
     it may raise another. A run's commits are whole, so running it again with more memory redoes what it left.
     """
-    if "pyspark" not in sys.modules or not any(_lost_by_py4j(raised) for raised in _chain(error)):
+    if "pyspark" not in sys.modules or not any(lost_by_py4j(raised) for raised in _chain(error)):
         return None  # no JVM of this process's own: a client of an engine imports no Spark
     from pyspark import SparkContext  # noqa: PLC0415 (loaded already)
 
@@ -103,9 +103,10 @@ def _heap_setting() -> str:
             f"the {heap} of _JAVA_OPTIONS, which wins over PIELAKE_DRIVER_MEMORY")
 
 
-def _lost_by_py4j(error: BaseException) -> bool:
+def lost_by_py4j(error: BaseException) -> bool:
     """`error` is py4j's with no answer from Java (`Py4JError` and its kinds, but for `Py4JJavaError`, which Java
-    sent) or a connection's that py4j's socket met."""
+    sent) or a connection's that py4j's socket met: a new connection to a JVM that is gone is refused, and py4j
+    raises that refusal as it is."""
     from_py4j = type(error).__module__.startswith("py4j") and getattr(error, "java_exception", None) is None
     return from_py4j or isinstance(error, ConnectionError)
 

@@ -54,7 +54,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
-from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.sql import SparkSession
 
 from pielake import vocabulary as V
@@ -63,7 +62,15 @@ from pielake.engine.held import HeldRuns, RunKey
 from pielake.engine.session import build_session, resolve_jars
 from pielake.engine.settings import WARM_UP_RUNS, SparkUi, delta_package
 from pielake.engine.warm_up import warm_up
-from pielake.errors import JVM_END_GRACE_S, JvmLostError, PielakeError, for_the_user, how_it_ended, spark_said
+from pielake.errors import (
+    JVM_END_GRACE_S,
+    JvmLostError,
+    PielakeError,
+    for_the_user,
+    how_it_ended,
+    lost_by_py4j,
+    spark_said,
+)
 from pielake.exitcodes import EXIT_INTERNAL, EXIT_INTERRUPTED
 from pielake.lake.catalog import DATABASE, CatalogRegistration, Metastore
 from pielake.lake.delta import Lake
@@ -291,10 +298,10 @@ def _how_jvm_ended(spark: SparkSession, log: str) -> str | None:
         try:
             if not spark.sparkContext._jsc.sc().isStopped():
                 return None
-        except Py4JJavaError:
-            raise
-        except Py4JError:
-            pass  # its side of the gateway is gone, or going
+        except Exception as error:
+            if not lost_by_py4j(error):
+                raise  # Java answered, with an error: it serves
+            # its side of the gateway is gone, or going
         try:
             process.wait(timeout=JVM_END_GRACE_S)
         except subprocess.TimeoutExpired:

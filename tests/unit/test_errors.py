@@ -116,6 +116,23 @@ def test_any_form_in_which_py4j_meets_a_killed_jvm_is_said_as_the_killed_jvm(kil
     assert jvm_lost(ValueError("a bug of pielake's")) is None
 
 
+def test_the_engine_s_watch_of_its_jvm_takes_a_refused_connection_as_the_jvm_gone() -> None:
+    """The engine asks its JVM, every few seconds, whether its Spark serves. Where the system has just killed the
+    JVM, py4j's new connection to it is refused, and py4j raises that refusal as it is: the watch gives the JVM
+    the time a killed process takes to end and says how it ended, where the refusal would stop the engine without
+    a word of why."""
+    from pielake.engine.server import _how_jvm_ended  # noqa: PLC0415 (the engine's, which imports Spark's types)
+
+    def refused() -> bool:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    with subprocess.Popen(["sh", "-c", "sleep 0.3; kill -KILL $$"]) as process:
+        context = SimpleNamespace(_gateway=SimpleNamespace(proc=process),
+                                  _jsc=SimpleNamespace(sc=lambda: SimpleNamespace(isStopped=refused)))
+        said = _how_jvm_ended(SimpleNamespace(sparkContext=context), "<lake>/_engine/engine.log")
+    assert said is not None and said.startswith("was killed (SIGKILL), as the system kills the largest process")
+
+
 def test_py4j_meeting_a_jvm_that_still_runs_or_a_refused_engine_client_is_not_a_killed_jvm(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("pielake.errors.JVM_END_GRACE_S", 0.2)
