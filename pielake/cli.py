@@ -114,12 +114,32 @@ def _remote_alone(words: list[str]) -> list[str]:
     return given
 
 
+def _reads_as_statement(word: str) -> bool:
+    """Whether a word that starts with `-` is a statement, not an option: it has white space before any `=`, as
+    a statement that starts with a comment (`-- the week's runs` and a line break) has, and no option has."""
+    return re.match(r"-[^=\s]*\s", word) is not None
+
+
+def _statement_last(words: list[str]) -> list[str]:
+    """The words with a statement that starts with `-` moved after `--`, where Click reads every word as an
+    argument: before it, Click reads the statement as an unknown option. Words that hold `--` are as given."""
+    if "--" in words:
+        return list(words)
+    statements = [word for word in words if _reads_as_statement(word)]
+    if not statements:
+        return list(words)
+    return [word for word in words if not _reads_as_statement(word)] + ["--", *statements]
+
+
 class _Command(click.Command):
-    """A command of pielake's: one that takes `--remote` reads its words as `_remote_alone` says, and one that
-    takes `--events` tells words left over (`pielake run q.tpq cars.csv`) how an events file is given."""
+    """A command of pielake's: one that takes `--remote` reads its words as `_remote_alone` says, one that takes a
+    statement reads it as `_statement_last` says, and one that takes `--events` tells words left over (`pielake
+    run q.tpq cars.csv`) how an events file is given."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         names = {parameter.name for parameter in self.params}
+        if "statement" in names:
+            args = _statement_last(args)
         if "remote" in names:
             args = _remote_alone(args)
         ctx.allow_extra_args = True  # left over words are refused below, with the fix where there is one
@@ -536,8 +556,7 @@ def backfill_command(query_file: str, *, since: str, until: str, events_given: t
 @user_errors
 def sql_command(statement: str, *, lake_dir: str, fmt: str, as_of: str | None, master: str | None,
                 remote: str | None) -> None:
-    """Answer a read-only SQL query over every table of the lake, by name ('-': read it from standard input, as
-    a statement that starts with a comment must be given)."""
+    """Answer a read-only SQL query over every table of the lake, by name ('-': read it from standard input)."""
     from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
     from pielake.lake.sql import as_of_time, check_read_only, query_lake  # noqa: PLC0415
 

@@ -71,10 +71,16 @@ def test_queries_read_however_they_start(given: str) -> None:
     assert check_read_only(given) == given
 
 
-def test_a_statement_from_standard_input_is_checked_before_spark_starts(tmp_path: Path) -> None:
-    """A statement that starts with a comment cannot be an argument (it reads as an option): `-` reads it."""
-    result = CliRunner().invoke(main, ["sql", "--lake", str(tmp_path), "-"], input="-- cleanup\nDELETE FROM runs\n")
-    assert result.exit_code == EXIT_USAGE and "pielake sql only reads" in result.output
+@pytest.mark.parametrize("words", [
+    ["--lake", "{lake}", "-"], ["--lake", "{lake}", "-- cleanup\nDELETE FROM runs"],
+    ["-- cleanup\nDELETE FROM runs", "--lake", "{lake}", "--format=csv"],
+    ["--lake", "{lake}", "--remote", "--cleanup\nDELETE FROM runs"]])
+def test_a_statement_is_checked_before_spark_starts_however_it_is_given(words: list[str], tmp_path: Path) -> None:
+    """From standard input (`-`), or as the argument even where it starts with a comment, which Click alone reads
+    as an unknown option, before or after the options."""
+    given = [word.format(lake=tmp_path) for word in words]
+    result = CliRunner().invoke(main, ["sql", *given], input="-- cleanup\nDELETE FROM runs\n")
+    assert result.exit_code == EXIT_USAGE and "pielake sql only reads" in result.output, result.output
     assert not (tmp_path / "_logs").exists()  # no Spark session was started for it
 
 
