@@ -145,9 +145,23 @@ def _whole(text: bytes) -> bool:
     return True
 
 
-def names_no_file(path: str) -> bool:
-    """`path` is local and names no file, so reading it can only fail; a URL's files are Spark's to list."""
-    return not URL.match(path) and not local_files(path)
+def why_no_file(path: str) -> str | None:
+    """Why reading `path` can only fail, where it is local and names no file, and the fix. A folder whose files lie
+    in subfolders that are no partition folders (`2026-12-01/`) is told the pattern that names them. None where
+    `path` names a file, and for a URL, whose files are Spark's to list."""
+    if URL.match(path) or local_files(path):
+        return None
+    fix = "give an events file, a folder of them or a pattern of their names (/landing/cars/*.csv)"
+    if not os.path.isdir(path):
+        return f"the events path '{path}' names no file; {fix}"
+    unread = sorted(name for name in os.listdir(path) if os.path.isdir(os.path.join(path, name))
+                    and not name.startswith(HIDDEN) and not PARTITION_FOLDER.fullmatch(name))
+    if not unread:
+        return f"the events folder '{path}' holds no file; {fix}"
+    shown = ", ".join(f"{name}/" for name in unread[:3]) + (", ..." if len(unread) > 3 else "")
+    return (f"the events folder '{path}' holds no file of its own, and of its subfolders ({shown}) a run reads "
+            f"only partition folders (day=2026-12-01/); name their files with a pattern: "
+            f"'{os.path.join(path, '*', '*')}'")
 
 
 PARTITION_FOLDER = re.compile(r"[^.=_][^=]*=[^=]*")  # `day=2026-01-01`: a column's name, `=`, its value

@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame
 from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake, committed
-from pielake.lake.inputs import names_no_file
+from pielake.lake.inputs import why_no_file
 from pielake.lake.staging import Staging
 from pielake.pipeline.run_folder import upstream_read
 from pielake.pipeline.scope import FULL, MODES, Scope
@@ -102,9 +102,8 @@ class RunRequest:
             path = self.events_of(plan, source.stream)
             if path is None:
                 continue
-            if names_no_file(path):
-                raise PielakeError(f"the events path '{path}' names no file; give an events file, a folder of them "
-                                   "or a pattern of their names (/landing/cars/*.csv)")
+            if (reason := why_no_file(path)) is not None:
+                raise PielakeError(reason)
             self.format_of(path)
 
     def check_events_held(self, plan: QueryPlan, lake_root: Path) -> None:

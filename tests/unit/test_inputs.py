@@ -234,10 +234,27 @@ def test_a_folder_of_compressed_files_of_two_formats_is_refused(tmp_path: Path) 
 
 def test_an_events_path_that_names_no_file_is_refused_before_spark_reads_it(tmp_path: Path) -> None:
     plan = analyze(parse("FROM S DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s"))
-    for path in (tmp_path / "none.csv", tmp_path / "none", tmp_path / "*.csv", tmp_path):
+    for path in (tmp_path / "none.csv", tmp_path / "none", tmp_path / "*.csv"):
         with pytest.raises(PielakeError, match=f"the events path '{re.escape(str(path))}' names no file"):
             RunRequest(events_path=str(path)).check_inputs(plan, tmp_path)
+    (tmp_path / "day=2026-12-01").mkdir()  # a partition folder, read, but empty
+    with pytest.raises(PielakeError, match=f"the events folder '{re.escape(str(tmp_path))}' holds no file; give"):
+        RunRequest(events_path=str(tmp_path)).check_inputs(plan, tmp_path)
     RunRequest(events_path="s3a://bucket/landing/*.csv").check_inputs(plan, tmp_path)  # a URL is Spark's to list
+
+
+def test_a_folder_whose_files_lie_in_subfolders_is_told_the_pattern_that_names_them(tmp_path: Path) -> None:
+    """A run reads a folder's own files and its partition folders' (`day=2026-12-01/`), not an `2026-12-01/`."""
+    plan = analyze(parse("FROM S DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s"))
+    for day in ("2026-12-01", "2026-12-02"):
+        (tmp_path / day).mkdir()
+        (tmp_path / day / "cars.csv").write_text("a,b,ts\n1,0,1\n")
+    pattern = tmp_path / "*" / "*"
+    with pytest.raises(PielakeError, match=(
+            rf"holds no file of its own, and of its subfolders \(2026-12-01/, 2026-12-02/\) a run reads only "
+            rf"partition folders \(day=2026-12-01/\); name their files with a pattern: '{re.escape(str(pattern))}'$")):
+        RunRequest(events_path=str(tmp_path)).check_inputs(plan, tmp_path)
+    RunRequest(events_path=str(pattern)).check_inputs(plan, tmp_path)
 
 
 def test_the_one_stream_of_a_query_may_be_named_with_its_file_as_several_streams_are(tmp_path: Path) -> None:
