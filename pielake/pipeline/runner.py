@@ -88,9 +88,10 @@ class RunSummary:
 
     def render(self) -> str:
         lines = [f"run {self.run_id}"] + ([f"  ingest: {self.ingest.text()}"] if self.ingest else [])
+        width = max((len(stage.stage) for stage in self.stages), default=0)  # seconds in one column
         for stage in self.stages:
             details = f"   ({stage.details_text()})" if stage.details else ""
-            lines.append(f"  {stage.stage:<12} {stage.seconds:7.2f} s   {stage.rows_text()}{details}")
+            lines.append(f"  {stage.stage:<{width}} {stage.seconds:7.2f} s   {stage.rows_text()}{details}")
         lines += [f"  {gate.text()}" for gate in self.gates]
         counts = ", ".join(f"{status}: {n}" for status, n in sorted(self.matches.items())) or "none"
         lines.append(f"  matches by status: {counts}")
