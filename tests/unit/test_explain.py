@@ -28,6 +28,16 @@ def test_explain_of_the_aggressive_driving_query_matches_its_golden_file() -> No
     assert actual == golden.read_text(encoding="utf-8")
 
 
+def test_explain_ends_with_the_query_s_warnings_each_at_its_line_and_column() -> None:
+    """TPStream's own listing writes units after its values, which are read and ignored (values compare as their
+    columns hold them): explain says so last, as `pielake check` does."""
+    listing = (FIXTURES / "queries" / "valid" / "tpstream_listing1.tpq").read_text(encoding="utf-8")
+    assert explain(load_query(listing, "listing1")).splitlines()[-3:] == [
+        "warning: unit 'm/s2' after 8 is ignored; values are compared as plain numbers (line 2, col 24)",
+        "warning: unit 'mph' after 70 is ignored; values are compared as plain numbers (line 3, col 27)",
+        "warning: unit 'm/s2' after 9 is ignored; values are compared as plain numbers (line 4, col 25)"]
+
+
 def test_explain_names_before_as_a_range_join_and_the_prefix_group_decision() -> None:
     text = explain(load_query("FROM S DEFINE A AS a, B AS b, C AS c "
                               "PATTERN A before B AND B starts; equals; started-by C WITHIN 1 h"))
