@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -294,10 +293,12 @@ def test_ctrl_c_while_a_run_on_the_engine_goes_on_says_how_it_stops(tmp_path: Pa
                                "--run-id", "r1", "--remote", f"sc://localhost:{port}"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        assert started.wait(60)
-        time.sleep(0.5)  # the progress line read
+        assert started.wait(60) and client.stdout is not None
+        shown = [client.stdout.readline()]
+        while shown[-1] not in ("ingest ...\n", ""):  # Ctrl+C once the progress line is shown
+            shown.append(client.stdout.readline())
         client.send_signal(signal.SIGINT)
-        said, _ = client.communicate(timeout=60)
+        said = "".join(shown) + client.communicate(timeout=60)[0]
     finally:
         done.set()
         engine.shutdown()
