@@ -20,7 +20,7 @@ from pielake import vocabulary as V
 from pielake.errors import ErrorDetail, PielakeError, QuerySemanticError
 from pielake.query import ast
 from pielake.query.parser import ParseResult, QueryWarning, parse
-from pielake.query.printer import expr_text
+from pielake.query.printer import expr_text, streams_text
 from pielake.query.time_fields import TIME_FIELDS, zone_problem
 from pielake.query.tokens import PLAIN_NAME, Span, detail_at, plain_name
 from pielake.query.typecheck import TIME, check_predicate, check_return, family
@@ -292,7 +292,7 @@ class _Analyzer:
             if missing:
                 stream = entry.name
                 partition = ", ".join([*keys, *missing])
-                streams = ", ".join(e.name.text for e in self.entries)
+                streams = streams_text(self.entries)
                 self.error(f"stream {stream.text} is keyed by {', '.join(schema.keys)}, which the query does not "
                            f"partition by", stream.span, f"Write FROM {streams} PARTITION BY {partition}: its "
                            f"events are in time order within each {', '.join(schema.keys)}, and two of them may "

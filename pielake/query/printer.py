@@ -100,9 +100,14 @@ def return_text(item: ast.ReturnItem) -> str:
     return text if item.alias is None else f"{text} AS {item.alias.text}"
 
 
+def streams_text(streams: tuple[ast.StreamRef, ...]) -> str:
+    """FROM's list as the query writes it: each stream with its alias, which its columns may be qualified by."""
+    return ", ".join(s.name.text + (f" {s.alias.text}" if s.alias else "") for s in streams)
+
+
 def query_text(q: ast.Query) -> str:
     """The whole query, one clause per line."""
-    streams = ", ".join(s.name.text + (f" {s.alias.text}" if s.alias else "") for s in q.streams)
+    streams = streams_text(q.streams)
     lines = [f"FROM {streams}" + (f" PARTITION BY {', '.join(map(_column_text, q.partition_by))}"
                                  if q.partition_by else "")]
     defines = [f"{d.symbol.text} AS {expr_text(d.predicate)}" + (f" {bound_text(d.duration)}" if d.duration else "")

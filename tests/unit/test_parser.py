@@ -482,6 +482,10 @@ def test_a_query_partitions_by_every_key_of_its_stream() -> None:
                                              "within each site, unit, and two of them may share a time, so a "
                                              "situation is a run of one key's events.")
     assert (caught.value.first.line, caught.value.first.col) == (1, 6)
+    with pytest.raises(QueryError) as caught:  # the fix keeps the aliases its columns are qualified by
+        load_query(query.replace("FROM S", "FROM S s1").replace("AS x", "AS s1.x"),
+                   schemas=stream(*columns, keys=("site", "unit")))
+    assert caught.value.first.suggestion.startswith("Write FROM S s1 PARTITION BY unit, site: ")
 
 
 @pytest.mark.parametrize(("written", "message", "col"), [
