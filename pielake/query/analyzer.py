@@ -486,7 +486,9 @@ class _Analyzer:
         found = self.symbols.get(name.text.lower())
         if found is None:
             close = difflib.get_close_matches(name.text.lower(), list(self.symbols), n=1)
-            hint = f"Did you mean '{self.symbols[close[0]]}'?" if close else "Define it in DEFINE first."
+            defined = ", ".join(self.symbols.values())
+            hint = f"Did you mean '{self.symbols[close[0]]}'?" if close else \
+                f"Define it in DEFINE first{f' (DEFINE defines {defined})' if defined else ''}."
             self.error(f"unknown symbol '{name.text}'", name.span, hint)
         else:
             self.mentioned.add(found)

@@ -93,6 +93,17 @@ def test_error_carries_the_offending_text_and_a_suggestion() -> None:
     assert detail["context"] == "  PATTERN A overlap B WITHIN 5 s\n            ^^^^^^^"
 
 
+def test_an_unknown_symbol_is_told_the_symbols_defined_or_the_one_it_may_misspell() -> None:
+    with pytest.raises(QueryError) as caught:
+        load_query("FROM S DEFINE A AS x, B AS y PATTERN A overlaps C WITHIN 5 s")
+    [unknown] = [e for e in caught.value.errors if e.description == "unknown symbol 'C'"]
+    assert unknown.suggestion == "Define it in DEFINE first (DEFINE defines A, B)."
+    with pytest.raises(QueryError) as caught:
+        load_query("FROM S DEFINE Fast AS x, Slow AS y PATTERN Fast overlaps Sloww WITHIN 5 s")
+    [unknown] = [e for e in caught.value.errors if e.description == "unknown symbol 'Sloww'"]
+    assert unknown.suggestion == "Did you mean 'Slow'?"
+
+
 def test_an_accented_column_name_is_refused_with_the_ascii_name_a_file_s_header_gives_it() -> None:
     """Identifiers are ASCII, and a header's `température` is read as `temperature` (`plain_name`): the error
     names the spelling that works; a look-alike keyword is told its ASCII form the same way."""
