@@ -668,10 +668,23 @@ class _Analyzer:
             self.error(f"{call.name}() takes one symbol's column", call.span,
                        f"Write {call.name}(B.speed), B a symbol of DEFINE and speed a column of its stream.")
             return
+        if arg.qualifier.lower() in self.qualifiers and arg.qualifier.lower() not in self.symbols:
+            self.stream_aggregated(call, arg)
+            return
         if arg.qualifier.lower() not in self.symbols:
             self.resolve_symbol(ast.Name(arg.qualifier, arg.span))
             return
         self.known_column(arg.name, arg.span, self.symbol_entry[arg.qualifier.lower()])
+
+    def stream_aggregated(self, call: ast.Call, arg: ast.Column) -> None:
+        """`avg(CS.speed)`, CS a stream of FROM, as SQL aggregates a table's rows: a match is of situations, so
+        an aggregate reads the events of one symbol's situation; the fix names the symbols over that stream."""
+        entry = self.qualifiers[arg.qualifier.lower()]
+        over = [name for low, name in self.symbols.items() if self.symbol_entry.get(low) == entry]
+        fix = " or ".join(f"{call.name}({symbol}.{arg.name})" for symbol in over[:3]) or \
+            f"{call.name}(B.{arg.name}), B a symbol of DEFINE"
+        self.error(f"{call.name}() reads one symbol's events, and '{arg.qualifier}' is a stream of FROM", arg.span,
+                   f"Write {fix}: the {arg.name} of the events of that symbol's situation in each match.")
 
     def return_column(self, column: ast.Column, keys: tuple[str, ...]) -> None:
         if column.qualifier and column.qualifier.lower() in self.symbols:
