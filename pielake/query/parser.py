@@ -404,6 +404,7 @@ class Parser:
             self.depth -= 1
             return inner.alternatives
         start = self.tok.span
+        self.refuse_not()
         left = self.name("a symbol")
         if self.at_op("."):
             return (self.compared(left, self.endpoint(left), start),)
@@ -474,7 +475,16 @@ class Parser:
             return SEQUENCE_HINT.format("A -> B", "other event languages")
         return None
 
+    def refuse_not(self) -> None:
+        """NOT before a constraint or a relation (`NOT A during B`, `A not during B`, `A !overlaps B`): a pattern
+        says which relations may hold, so the fix is the list of the others."""
+        if self.at_keyword("NOT") or self.at_op("!"):
+            raise self.error("a pattern has no NOT: a constraint lists the relations that may hold between two "
+                             "symbols", suggestion="List the relations you accept instead, e.g. A before; meets; "
+                             "during B (pielake relations draws every one).")
+
     def relation(self) -> ast.RelationRef:
+        self.refuse_not()
         token = self.tok
         if token.kind is not Kind.IDENT:
             raise self.error(f"expected a relation such as 'overlaps', found {self.describe(token)}",
