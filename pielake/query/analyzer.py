@@ -689,8 +689,12 @@ class _Analyzer:
     def return_column(self, column: ast.Column, keys: tuple[str, ...]) -> None:
         if column.qualifier and column.qualifier.lower() in self.symbols:
             if column.name.lower() not in rel.ENDPOINTS:
-                self.error(f"'{column.qualifier}.{column.name}' needs an aggregate", column.span,
-                           f"Write first({column.qualifier}.{column.name}), avg(...), max(...), ...")
+                said = f"{column.qualifier}.{column.name}"
+                fix = f"first({said}), avg(...), max(...), ..."
+                hint = f"A situation's start is {column.qualifier}.ts and its end {column.qualifier}.te; a column " \
+                    f"of its events takes an aggregate: {fix}" if column.name.lower() in ENDPOINT_WORDS else \
+                    f"Write {fix}"
+                self.error(f"'{said}' needs an aggregate", column.span, hint)
             return
         if column.qualifier is None and column.name.lower() in {k.lower() for k in keys}:
             return
@@ -702,6 +706,9 @@ class _Analyzer:
         self.error(f"'{column.name}' is neither a key column nor a situation's value", column.span,
                    "RETURN reads situations: use S.ts, S.te, duration(S) or an aggregate such as first(S.col).")
 
+
+# What a user may call a situation's start or end, which are S.ts and S.te.
+ENDPOINT_WORDS = frozenset({"start", "begin", "started", "start_time", "end", "stop", "finish", "ended", "end_time"})
 
 EXPRESSIONS = get_args(ast.Expr)
 

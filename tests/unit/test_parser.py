@@ -104,6 +104,14 @@ def test_an_unknown_symbol_is_told_the_symbols_defined_or_the_one_it_may_misspel
     assert unknown.suggestion == "Did you mean 'Slow'?"
 
 
+def test_a_situation_s_start_or_end_by_another_name_is_told_s_ts_and_s_te() -> None:
+    with pytest.raises(QueryError) as caught:
+        load_query("FROM S DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s RETURN A.start, B.speed")
+    assert [e.suggestion for e in caught.value.errors] == [
+        "A situation's start is A.ts and its end A.te; a column of its events takes an aggregate: first(A.start), "
+        "avg(...), max(...), ...", "Write first(B.speed), avg(...), max(...), ..."]
+
+
 def test_an_accented_column_name_is_refused_with_the_ascii_name_a_file_s_header_gives_it() -> None:
     """Identifiers are ASCII, and a header's `température` is read as `temperature` (`plain_name`): the error
     names the spelling that works; a look-alike keyword is told its ASCII form the same way."""
