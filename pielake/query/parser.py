@@ -309,6 +309,9 @@ class Parser:
         self.expect_keyword("AS", f"Write {symbol.text} AS <predicate>.")
         predicate = self.expr()
         duration = self.duration_bound()
+        if duration is not None and self.at_keyword("AT", "BETWEEN"):
+            raise self.error(f"{symbol.text} has a duration constraint already: a symbol takes one",
+                             suggestion="Give both bounds in one: BETWEEN 5 s AND 10 s.")
         return ast.Define(symbol, predicate, duration, self.span_from(start))
 
     def duration_bound(self) -> ast.DurationConstraint | None:
