@@ -357,6 +357,18 @@ def _on_delta(lake: Lake, text: str, tables: list[str]) -> str | None:
     return f"SHOW TBLPROPERTIES {table}" + (f" ('{found['key']}')" if found["key"] else "")
 
 
+def _meant(error: str, tables: list[str]) -> str:
+    """The lake's tables a name Spark did not find may stand for: a misspelling of one (`matches_aggresive_driving`),
+    or a table's kind alone (`matches`), which names a table of each query."""
+    missing = re.search(r"table or view `([^`]+)` cannot be found", error)
+    if missing is None:
+        return ""
+    name = missing.group(1).lower()
+    meant = sorted(t for t in tables if t.lower().startswith(f"{name}_")) or \
+        difflib.get_close_matches(name, tables, n=1, cutoff=0.8)
+    return f" Did you mean {' or '.join(meant)}?" if meant else ""
+
+
 def _hint(error: str, tables: list[str], statement: str, *, then: bool = False) -> str:
     """What to do after an error of Spark's that the statement alone does not explain: a table the lake does not
     have (the likeliest slip is the name: its tables), a past version whose files are gone (`then`: read
@@ -365,7 +377,7 @@ def _hint(error: str, tables: list[str], statement: str, *, then: bool = False) 
     if "TABLE_OR_VIEW_NOT_FOUND" in error:
         if not tables:
             return " The lake had no tables then." if then else " The lake has no tables yet."
-        return f" The lake's tables{' then' if then else ''}: {', '.join(sorted(tables))}."
+        return f"{_meant(error, tables)} The lake's tables{' then' if then else ''}: {', '.join(sorted(tables))}."
     if then and ("FileNotFound" in error or "FILE_NOT_FOUND" in error):
         return (" The table's version then has files maintenance has removed since (VACUUM; `pielake maintain "
                 "--keep-days` is how long a lake keeps its tables' past): read a later time.")

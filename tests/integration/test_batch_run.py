@@ -151,9 +151,14 @@ def test_sql_on_a_master_runs_in_this_process_from_a_shell_that_names_an_engine(
 
 
 def test_sql_of_a_table_the_lake_does_not_have_lists_the_tables_it_has(lake: Path) -> None:
+    """And names the one a misspelt name, or a table's kind alone (`matches`), may stand for."""
     result = run(["sql", "--lake", str(lake), "SELECT * FROM matches_hotbusy"], code=2)
     assert "[TABLE_OR_VIEW_NOT_FOUND]" in result.output
-    assert re.search(r"The lake's tables: .*events_testsensors, .*matches_hot_busy, .*runs", result.output)
+    assert re.search(r" Did you mean matches_hot_busy\? The lake's tables: .*events_testsensors, .*matches_hot_busy, "
+                     r".*runs", result.output)
+    assert " Did you mean situations_hot_busy? " in run(["sql", "--lake", str(lake), "SELECT * FROM situations"],
+                                                         code=2).output
+    assert "Did you mean" not in run(["sql", "--lake", str(lake), "SELECT * FROM alarms"], code=2).output
 
 
 def test_sql_shows_a_table_s_delta_history_detail_and_properties_by_the_name_it_is_read_by(lake: Path) -> None:
