@@ -29,8 +29,8 @@ from pielake.streams import TIMESTAMP_UNIT, StreamSchema, closest_column, declar
 
 # Pure, deterministic functions a predicate or RETURN may call, with their arity (min, max; None = any).
 SCALAR_FUNCTIONS: dict[str, tuple[int, int | None]] = {
-    "abs": (1, 1), "least": (2, None), "greatest": (2, None), "coalesce": (1, None), "lower": (1, 1),
-    "upper": (1, 1), "length": (1, 1), **dict.fromkeys(TIME_FIELDS, (1, 2)),
+    "abs": (1, 1), "sqrt": (1, 1), "least": (2, None), "greatest": (2, None), "coalesce": (1, None),
+    "lower": (1, 1), "upper": (1, 1), "length": (1, 1), **dict.fromkeys(TIME_FIELDS, (1, 2)),
 }
 LONGEST_QUERY_NAME = 64
 AGGREGATES = frozenset({"first", "last", "min", "max", "avg", "sum", "count"})

@@ -98,12 +98,18 @@ def _or(a: Any, b: Any) -> Any:
     return None if a is None or b is None else False
 
 
+def _sqrt(value: float) -> float:
+    """A double's square root as Java's `Math.sqrt` gives it: NaN below zero (and of NaN), where Python raises."""
+    return math.sqrt(value) if value >= 0 else math.nan
+
+
 def _not_null(values: list[Any]) -> list[Any]:
     return [v for v in values if v is not None]
 
 
 _SCALAR: dict[str, Callable[[list[Any]], Any]] = {
     "abs": lambda v: None if v[0] is None else in_bigint(abs(v[0])),
+    "sqrt": lambda v: None if v[0] is None else _sqrt(float(v[0])),
     "least": lambda v: min(_not_null(v), default=None, key=spark_order),
     "greatest": lambda v: max(_not_null(v), default=None, key=spark_order),
     "coalesce": lambda v: next((x for x in v if x is not None), None),

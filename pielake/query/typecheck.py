@@ -9,7 +9,7 @@ over a stream whose types are known is checked here first, and a mix is an error
   written in the query as text (`pielake.query.time_fields`); text read from a column is never cast to a time,
   since one value Spark cannot cast would stop the run;
 - `least`, `greatest` and `coalesce` take one family;
-- arithmetic and `abs` take numbers, `lower`, `upper`, `length` and LIKE text, AND, OR and NOT conditions;
+- arithmetic, `abs` and `sqrt` take numbers, `lower`, `upper`, `length` and LIKE text, AND, OR and NOT conditions;
 - `hour`, `minute`, `dayofweek` and `month` take a time or a date (and a zone's name, text) and give a number;
 - a predicate is a condition; in RETURN, `avg` and `sum` take numbers.
 """
@@ -157,8 +157,8 @@ class TypeChecker(ExprVisitor):
         return BOOLEAN
 
     def family_of_call(self, expr: ast.Call) -> str:
-        if expr.name == "abs":
-            self.expect(expr.args[0], NUMBER, "abs()")
+        if expr.name in ("abs", "sqrt"):
+            self.expect(expr.args[0], NUMBER, f"{expr.name}()")
             return NUMBER
         if expr.name in ("lower", "upper"):
             self.expect(expr.args[0], STRING, f"{expr.name}()")

@@ -12,13 +12,14 @@ does, and declines the rest (`ArrowDeclinedError`: the run then reads through Sp
 - `+ - *` on numbers (NULL where a whole-number result is beyond 64 bits, as Spark's `try_` arithmetic gives),
   `/` as `try_divide` (a double; NULL for a zero divisor), comparisons within numbers, strings or booleans,
   Kleene `AND`/`OR`/`NOT`, `BETWEEN`, `IN`, `LIKE` on strings (Arrow's `match_like` reads `%`, `_` and `\\` as
-  Spark does), `IS NULL`, and `abs`, `least`, `greatest` over numbers, `coalesce`, `length` of strings.
+  Spark does), `IS NULL`, and `abs`, `sqrt`, `least`, `greatest` over numbers, `coalesce`, `length` of strings.
 
 NULL propagates as in SQL and a NULL predicate counts as false (docs/semantics.md §1). Events hold no NaN (ingest
-quarantines them, `not_finite`), but an infinity's arithmetic gives one (`1e308 * 10 - 1e308 * 10`), and there
-Spark's ordering departs from IEEE's, which Arrow's comparisons follow: Spark's NaN equals itself and is above
-every number, so comparisons and `greatest` over arithmetic on doubles are mended where a side is NaN
-(`_compared`); over columns and literals alone, which hold none, they stay Arrow's own.
+quarantines them, `not_finite`), but an infinity's arithmetic gives one (`1e308 * 10 - 1e308 * 10`), as does the
+square root of a number below zero, and there Spark's ordering departs from IEEE's, which Arrow's comparisons
+follow: Spark's NaN equals itself and is above every number, so comparisons and `greatest` over arithmetic on
+doubles and square roots are mended where a side is NaN (`_compared`); over columns and literals alone, which hold
+none, they stay Arrow's own.
 Declined: `%`, `lower`/`upper` (Java's and utf8proc's case mappings differ past ASCII), NULL literals, mixed
 types, and a time's fields, whose TIMESTAMP and DATE columns are read by Spark.
 """
@@ -61,6 +62,9 @@ _NUMERIC_CALLS: dict[str, Callable[..., Value]] = {
     "abs": lambda v: _or_null_beyond_64_bits(pc.abs_checked, abs, v),
     # Arrow's minimum passes over NaN, as Spark's `least` does (NaN is above every number); its maximum too,
     # where Spark's `greatest` gives the NaN (`_nan_if_any`).
+    # A double's square root, NaN below zero, as Java's `Math.sqrt`; whole numbers cast to doubles as Spark casts
+    # them (to the nearest double, beyond 2^53 too).
+    "sqrt": lambda v: pc.sqrt(pc.cast(v, pa.float64(), safe=False)),
     "least": lambda *v: pc.min_element_wise(*v, skip_nulls=True),
     "greatest": lambda *v: pc.max_element_wise(*v, skip_nulls=True)}
 # The stored column types whose Parquet columns pyarrow reads as the very Arrow types Spark hands the kernel.
@@ -86,8 +90,10 @@ def _or_null_beyond_64_bits(checked: Callable[..., Value], exact: Callable[..., 
 
 
 def _may_be_nan(expr: ast.Expr) -> bool:
-    """Whether a value of `expr` may be NaN: only arithmetic makes one (of infinities), as events hold none."""
-    return any(isinstance(node, ast.Binary) and node.op in ARITHMETIC for node in walk(expr))
+    """Whether a value of `expr` may be NaN: events hold none, so only arithmetic (of infinities) and the square
+    root of a number below zero make one."""
+    return any((isinstance(node, ast.Binary) and node.op in ARITHMETIC) or
+               (isinstance(node, ast.Call) and node.name == "sqrt") for node in walk(expr))
 
 
 def _nan(value: Value) -> Value:

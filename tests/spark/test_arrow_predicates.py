@@ -37,6 +37,7 @@ COMPUTED = [
     "s IN ('a', 'b')", "s NOT IN ('a')", "s = 'c'", "s < 'b'", "x IS NULL", "y IS NOT NULL", "abs(x) = 3",
     "least(x, y) < 1", "greatest(x, y, 2) > 2", "coalesce(x, y, 0) > 1", "coalesce(b, false)", "b = true",
     "b != false OR x = 2", "true", "x - 1 = y", "NOT (b AND x > 0)", "NOT (s = 'a' AND b)",
+    "sqrt(x * x + y * y) > 2", "sqrt(i) > 100", "sqrt(y) <= 1 OR sqrt(x) = 3",
     # A text's length in characters (code points: `é€` is 2 of them in 5 bytes), a whole number in 64 bits.
     "length(s) = 2", "length(s) * 4611686018427387904 > 0", "length(s) < x OR length(s) IS NULL",
     # Whole-number results beyond 64 bits are NULL; a narrower integer column computes in 64 bits.
@@ -58,6 +59,9 @@ OF_INFINITIES = [
     "greatest(y * 1e308 * 10 - y * 1e308 * 10, x) IS NULL", "greatest(1, y * 1e308 * 10 - y * 1e308 * 10) > 1",
     "y * 1e308 * 10 - y * 1e308 * 10 BETWEEN 0 AND 1e308", "y * 1e308 * 10 - y * 1e308 * 10 IN (1, y)",
     "x * 1e308 * 10 - x * 1e308 * 10 <= y", "y >= x * 1e308 * 10 - x * 1e308 * 10",
+    # The square root of a number below zero is NaN too.
+    "sqrt(x) > 1e308", "sqrt(y - 1) = sqrt(y - 1)", "greatest(sqrt(x), 1) > 2", "least(sqrt(y), 2) = 2",
+    "sqrt(x) IN (2, 3)", "sqrt(x) BETWEEN 1 AND 1e308",
 ]
 DECLINED = ["x % 2 = 1", "lower(s) = 'a'", "upper(s) = 'A'", "x = NULL", "s > 1",
             "b > 1", "x", "x AND b"]

@@ -298,10 +298,11 @@ def test_return_arithmetic_over_an_int_attribute_is_64_bit(spark: SparkSession) 
         row["i"] = i
     plan = load_query("FROM S PARTITION BY key DEFINE A AS a, B AS b PATTERN A overlaps B WITHIN 1 h "
                       "RETURN max(A.i) + max(A.i) AS twice, min(A.i) * 3 - max(B.i) AS mixed, "
-                      "least(min(A.i), min(B.i)) - greatest(max(A.i), max(B.i)) AS spread, max(A.i) AS hi")
+                      "least(min(A.i), min(B.i)) - greatest(max(A.i), max(B.i)) AS spread, max(A.i) AS hi, "
+                      "sqrt(max(A.i) + 1) AS root")
     matches = Kernels(spark, plan, rows, 2, stream_of(rows, ("key",), {"i": "INT"})).matches()
     got = spark_rows(matches, plan)
     assert got == reference_rows(find_matches(rows, plan), plan)
-    assert [values for *_, values in got] == [(2**32 - 2, -3 * 2**31 - 7, -2**32 + 1, 2**31 - 1)]
+    assert [values for *_, values in got] == [(2**32 - 2, -3 * 2**31 - 7, -2**32 + 1, 2**31 - 1, 2.0**15.5)]
     assert {f.name: f.dataType.simpleString() for f in matches.schema.fields if f.name in ("twice", "hi")} == \
         {"twice": "bigint", "hi": "int"}

@@ -50,6 +50,13 @@ def value(expr: str, **row: Any) -> Any:
     ("greatest(x, y)", {"x": None, "y": None}, None),
     ("coalesce(x, y, 7)", {"x": None, "y": None}, 7),
     ("abs(x)", {"x": -2.5}, 2.5),
+    # A square root is a double, as Java's Math.sqrt gives it: NaN below zero.
+    ("sqrt(x * x + y * y)", {"x": 3, "y": 4}, 5.0),
+    ("sqrt(x)", {"x": None}, None),
+    ("sqrt(x) > 1e308", {"x": -1}, True),
+    ("sqrt(x) = sqrt(x)", {"x": -4.0}, True),
+    ("sqrt(x) = 0", {"x": -0.0}, True),
+    ("sqrt(x)", {"x": 2**62}, 2.0**31),
     ("upper(s) = 'AB'", {"s": "ab"}, True),
     ("lower(s)", {"s": None}, None),
     ("length(s)", {"s": "é€\n"}, 3),

@@ -510,6 +510,7 @@ def test_a_query_partitions_by_every_key_of_its_stream() -> None:
 @pytest.mark.parametrize(("written", "message", "col"), [
     ("A AS label = 1", "the comparison mixes label (string) and 1 (number)", 20),
     ("A AS abs(label) > 2", "abs() takes a number, and label is a string", 24),
+    ("A AS sqrt(label) > 2", "sqrt() takes a number, and label is a string", 25),
     ("A AS speed AND flag", "AND takes a boolean, and speed is a number", 20),
     ("A AS speed", "a predicate takes a boolean, and speed is a number", 20),
     ("A AS lower(speed) = 'x'", "lower() takes a string, and speed is a number", 26),
