@@ -700,8 +700,9 @@ class Parser:
             self.expect_op(")", "to close the parenthesis")
             return inner
         if token.kind is not Kind.IDENT:
-            raise self.error(f"expected a value, a column or '(', found {self.describe(token)}",
-                             suggestion="Give every operator its operands, e.g. D.speed > 10.")
+            raise self.reversed_comparison() or self.error(
+                f"expected a value, a column or '(', found {self.describe(token)}",
+                suggestion="Give every operator its operands, e.g. D.speed > 10.")
         word = token.upper()
         if word in {"TRUE", "FALSE"}:
             self.advance()
@@ -719,6 +720,16 @@ class Parser:
         if self.ahead().kind is Kind.OP and self.ahead().text == "(":
             return self.call()
         return self.column_ref()
+
+    def reversed_comparison(self) -> QuerySyntaxError | None:
+        """`=>` or `=<`, as some languages write an arrow or a comparison, read as `=` then an operand that is an
+        operator: the comparison is written `>=` or `<=`."""
+        before, token = self.tokens[max(self.i - 1, 0)], self.tok
+        if not (before.text == "=" and token.text in {">", "<"} and before.span.end == token.span.start):
+            return None
+        written = Token(Kind.OP, f"={token.text}", Span(before.span.line, before.span.col, before.span.start,
+                                                          token.span.end))
+        return self.error(f"'{written.text}' is no operator", written, f"Write {token.text}=.")
 
     def number_literal(self) -> ast.Literal:
         token = self.advance()
