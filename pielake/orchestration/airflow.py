@@ -43,6 +43,7 @@ it re-admits late and historical events in a range and recomputes from before it
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -179,9 +180,11 @@ def register(path: Path) -> Registration:
     bind_declared(plan, Path(_lake()))
     sidecar = path.with_suffix(".yaml")
     settings = _settings(sidecar)
-    unknown = set(settings) - set(SETTINGS)
+    unknown = sorted(set(settings) - set(SETTINGS))
     if unknown:
-        raise PielakeError(f"{sidecar}: unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(SETTINGS)}")
+        named = ", ".join(name + "".join(f" (did you mean {close}?)" for close in
+                                         difflib.get_close_matches(name, SETTINGS, n=1)) for name in unknown)
+        raise PielakeError(f"{sidecar}: unknown setting(s) {named}; known: {', '.join(SETTINGS)}")
     source = plan.upstream_source
     fixed = sorted({"schedule", "events", "landing"} & set(settings)) if source is not None else []
     if fixed:

@@ -76,6 +76,8 @@ SETTINGS_TYPED_WRONG = {
     "in_words": (QUERY, b"schedule: every 5 minutes\n",
                  "in_words.yaml: schedule 'every 5 minutes' is not a cron expression"),
     "listed": (QUERY, b"- schedule\n- events\n", "listed.yaml: holds a list, not settings"),
+    "typo": (QUERY, b'schedual: "*/5 * * * *"\nevents: /landing/flags.json\nplace: here\n',
+                 "typo.yaml: unknown setting(s) place, schedual (did you mean schedule?); known: schedule, "),
     "files_listed": (QUERY, b"events:\n  - /landing/a.json\n  - /landing/b.json\n",
                      "files_listed.yaml: events is a list: give one path (a folder, or a pattern of names"),
     "columns_listed": (QUERY, b"time_column: [at, ts]\n",
