@@ -25,7 +25,7 @@ from pielake.lake.inputs import local_files, refuse_unread, text_format
 from pielake.query.ast import TIME_UNIT_SECONDS
 from pielake.query.tokens import PLAIN_NAME
 from pielake.vocabulary import STREAMS_DIR
-from pielake.yaml_file import read_yaml
+from pielake.yaml_file import read_yaml, unknown_settings
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -257,10 +257,21 @@ def check_time_columns(stream: StreamSchema, origin: str) -> None:
         raise SchemaError(f"{origin}: stream {stream.name}'s time column '{column}' is {kind}; {fix}")
 
 
+# What a schema's file may set (`to_mapping` writes them), and its `time` mapping.
+SCHEMA_KEYS = ("stream", "keys", "time", "columns", "order", "decimal", "encoding", "skip_lines")
+TIME_KEYS = ("column", "start", "end", "unit", "format", "zone", "from", "horizon_lag")
+
+
 def from_mapping(doc: object, origin: str) -> StreamSchema:
     if not isinstance(doc, dict):
         raise SchemaError(f"{origin}: holds {'nothing' if doc is None else f'a {type(doc).__name__}'}, not a "
                           f"schema; {SCHEMA_EXAMPLE}")
+    time = doc.get("time")
+    unknown = unknown_settings(doc, SCHEMA_KEYS) + (unknown_settings(time, TIME_KEYS, "time.")
+                                                    if isinstance(time, dict) else [])
+    if unknown:  # a misspelt setting (`key:`, `units:`) would be left unread, its default taken in silence
+        raise SchemaError(f"{origin}: unknown setting(s) {', '.join(unknown)}; a schema has {', '.join(SCHEMA_KEYS)}, "
+                          f"and its time {', '.join(TIME_KEYS)}")
     try:
         name, keys, time, ddl = doc["stream"], doc.get("keys", []), doc["time"], doc["columns"]
         unit = str(time.get("unit", "s")).lower()

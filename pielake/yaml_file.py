@@ -2,11 +2,15 @@
 
 YAML itself lets a mapping name a key twice and keeps the last value, so a setting written twice, the second
 time by mistake, silently replaces the first. A hand-written file is refused instead, naming the line and column
-of the second and the line of the first; so is one that is not YAML, or not text, each with its fix.
+of the second and the line of the first; so is one that is not YAML, or not text, each with its fix. A setting
+the file's reader does not know (`schedual:`, `units:`) would be as silent, left unread while its default
+applies: `unknown_settings` names each such key, and the known one it may misspell.
 """
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +57,14 @@ def read_yaml(path: Path, example: str) -> Any:
                            f"{example}") from None
     except yaml.YAMLError as error:  # bytes that are no text of an encoding YAML reads
         raise PielakeError(f"{path}: not YAML ({' '.join(str(error).split())}); save it as UTF-8") from None
+
+
+def unknown_settings(given: Iterable[object], known: Sequence[str], within: str = "") -> list[str]:
+    """The keys of `given` that are not `known`, each as `within` and its name, with the known one it may misspell
+    (`schedual (did you mean schedule?)`)."""
+    return [f"{within}{key}" + "".join(f" (did you mean {within}{close}?)"
+                                         for close in difflib.get_close_matches(str(key), known, n=1))
+            for key in given if key not in known]
 
 
 def _where(mark: yaml.Mark | None) -> str:

@@ -43,7 +43,6 @@ it re-admits late and historical events in a range and recomputes from before it
 
 from __future__ import annotations
 
-import difflib
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -92,7 +91,7 @@ from pielake.streams import (
     files_by_stream,
     format_of,
 )
-from pielake.yaml_file import read_yaml
+from pielake.yaml_file import read_yaml, unknown_settings
 
 PROJECT = Path(__file__).resolve().parents[2]
 JOBS_DIR = PROJECT / "jobs"
@@ -180,11 +179,9 @@ def register(path: Path) -> Registration:
     bind_declared(plan, Path(_lake()))
     sidecar = path.with_suffix(".yaml")
     settings = _settings(sidecar)
-    unknown = sorted(set(settings) - set(SETTINGS))
+    unknown = unknown_settings(sorted(settings), SETTINGS)
     if unknown:
-        named = ", ".join(name + "".join(f" (did you mean {close}?)" for close in
-                                         difflib.get_close_matches(name, SETTINGS, n=1)) for name in unknown)
-        raise PielakeError(f"{sidecar}: unknown setting(s) {named}; known: {', '.join(SETTINGS)}")
+        raise PielakeError(f"{sidecar}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(SETTINGS)}")
     source = plan.upstream_source
     fixed = sorted({"schedule", "events", "landing"} & set(settings)) if source is not None else []
     if fixed:

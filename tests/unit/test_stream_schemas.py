@@ -243,11 +243,14 @@ def test_the_lines_a_stream_skips_are_kept_with_its_schema_and_never_lie_among_i
     (b"- stream\n- Ticks\n", "Ticks.yaml: holds a list, not a schema; write one setting a line"),
     (b"", "Ticks.yaml: holds nothing, not a schema"),
     (b"stream: 'Ticks\n", "Ticks.yaml, line 1, column 9: not YAML (while scanning a quoted scalar"),
+    (b"stream: Ticks\nkey: [id]\ntime: {column: ts, units: ms}\ncolumns: id STRING, ts BIGINT\nnote: x\n",
+     "Ticks.yaml: unknown setting(s) key (did you mean keys?), note, time.units (did you mean time.unit?); a schema "
+     "has stream, keys, time, columns, "),
 ])
 def test_a_schema_file_that_says_a_setting_twice_or_holds_no_schema_is_refused_with_where(
         text: bytes, said: str, tmp_path: Path) -> None:
     """YAML keeps the last of two values of a key: a unit written twice, the second by mistake, would change
-    every window silently."""
+    every window silently; so would a misspelt one (`units: ms`), left unread while the default (s) applies."""
     (tmp_path / "Ticks.yaml").write_bytes(text)
     with pytest.raises(PielakeError, match=re.escape(said)):
         load_schema("Ticks", tmp_path)
