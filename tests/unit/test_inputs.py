@@ -244,7 +244,7 @@ def test_an_events_path_that_names_no_file_is_refused_before_spark_reads_it(tmp_
 
 
 def test_a_folder_whose_files_lie_in_subfolders_is_told_the_pattern_that_names_them(tmp_path: Path) -> None:
-    """A run reads a folder's own files and its partition folders' (`day=2026-12-01/`), not an `2026-12-01/`."""
+    """A run reads a folder's own files and its partition folders' (`day=2026-12-01/`), not a `2026-12-01/`."""
     plan = analyze(parse("FROM S DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s"))
     for day in ("2026-12-01", "2026-12-02"):
         (tmp_path / day).mkdir()
