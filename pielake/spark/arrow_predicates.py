@@ -60,11 +60,11 @@ _NAN_ORDER: dict[str, Callable[[Value, Value], Value]] = {
     ">": pc.and_not, ">=": lambda left, right: left}
 _NUMERIC_CALLS: dict[str, Callable[..., Value]] = {
     "abs": lambda v: _or_null_beyond_64_bits(pc.abs_checked, abs, v),
-    # Arrow's minimum passes over NaN, as Spark's `least` does (NaN is above every number); its maximum too,
-    # where Spark's `greatest` gives the NaN (`_nan_if_any`).
     # A double's square root, NaN below zero, as Java's `Math.sqrt`; whole numbers cast to doubles as Spark casts
     # them (to the nearest double, beyond 2^53 too).
     "sqrt": lambda v: pc.sqrt(pc.cast(v, pa.float64(), safe=False)),
+    # Arrow's minimum passes over NaN, as Spark's `least` does (NaN is above every number); its maximum too,
+    # where Spark's `greatest` gives the NaN (`_nan_if_any`).
     "least": lambda *v: pc.min_element_wise(*v, skip_nulls=True),
     "greatest": lambda *v: pc.max_element_wise(*v, skip_nulls=True)}
 # The stored column types whose Parquet columns pyarrow reads as the very Arrow types Spark hands the kernel.

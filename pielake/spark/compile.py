@@ -32,9 +32,8 @@ _COMPARE: dict[str, Callable[[Column, Column], Column]] = {
     "AND": lambda a, b: a & b, "OR": lambda a, b: a | b,
 }
 _SCALAR: dict[str, Callable[..., Column]] = {
-    "abs": lambda v: F.when(v < 0, _negated(v)).otherwise(v), "sqrt": F.sqrt, "least": F.least,
-    "greatest": F.greatest,
-    "coalesce": F.coalesce, "lower": F.lower, "upper": F.upper,
+    "abs": lambda v: F.when(v < 0, _negated(v)).otherwise(v), "sqrt": F.sqrt,
+    "least": F.least, "greatest": F.greatest, "coalesce": F.coalesce, "lower": F.lower, "upper": F.upper,
     "length": lambda v: F.length(v).cast("bigint"),  # a whole number in 64 bits, as the reference computes with it
 }
 
