@@ -53,9 +53,14 @@ def no_space(error: BaseException) -> NoSpaceError | None:
 
 
 class JvmLostError(PielakeError):
-    """Spark's JVM of this process ended while the command used it: the machine's doing, not the query's."""
+    """Spark's JVM of this process ended while the command used it: the machine's doing, not the query's.
+    `ended` is its exit status (`Popen.returncode`), for whoever tells it in words of its own (the engine)."""
 
     exit_code = EXIT_JVM_LOST
+
+    def __init__(self, message: str, ended: int | None = None):
+        super().__init__(message)
+        self.ended = ended
 
 
 def jvm_lost(error: BaseException) -> JvmLostError | None:
@@ -82,7 +87,7 @@ def jvm_lost(error: BaseException) -> JvmLostError | None:
     fix = (f"Give the run at least {LEAST_MB:,} MB" if allowed is not None and allowed < LEAST_MB else
            f"Give the run more memory, or Spark a smaller heap ({_heap_setting()}) where the input is small")
     return JvmLostError(f"Spark's JVM ended in the middle of the run: it {how_it_ended(ended, '<lake>/_logs/')}. "
-                        f"{fix}, {RUN_AGAIN}")
+                        f"{fix}, {RUN_AGAIN}", ended)
 
 
 def how_it_ended(ended: int, log: str) -> str:

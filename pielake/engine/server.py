@@ -64,6 +64,7 @@ from pielake.engine.settings import WARM_UP_RUNS, SparkUi, delta_package
 from pielake.engine.warm_up import warm_up
 from pielake.errors import (
     JVM_END_GRACE_S,
+    RUN_AGAIN,
     JvmLostError,
     PielakeError,
     for_the_user,
@@ -246,7 +247,7 @@ def _serve(spark: SparkSession, root: Path, ports: EnginePorts, address: EngineA
     registered = registration.refresh()
     thrift = spark._jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
         spark._jsparkSession.sqlContext())
-    runs = RunService(spark, address)
+    runs = RunService(spark, address, root)
     try:
         runs.start()
         _publish_address(folder, address, ports, root)
@@ -283,10 +284,20 @@ def _check_jvm(spark: SparkSession, root: Path) -> None:
     system kills the largest process where memory runs short, and that is the JVM), so that no new engine could
     start; stopped, it frees them, and a supervisor that restarts it on failure (systemd) brings the lake's
     engine back."""
-    how = _how_jvm_ended(spark, str(root / V.ENGINE_DIR / ENGINE_LOG))
+    how = _how_jvm_ended(spark, _engine_log(root))
     if how is not None:
-        raise JvmLostError(f"the engine's Spark JVM {how}: the engine stops. Start it again (`pielake engine start "
-                           f"--lake {root}`); a run it was serving failed, and runs again from where it stopped")
+        raise _engine_jvm_lost(how, root, "a run it was serving failed, and runs again from where it stopped")
+
+
+def _engine_log(root: Path) -> str:
+    return str(root / V.ENGINE_DIR / ENGINE_LOG)
+
+
+def _engine_jvm_lost(how: str, root: Path, then: str) -> JvmLostError:
+    """The engine's JVM ended `how` (`how_it_ended`): the engine stops, and only a new one on its lake `root`
+    serves again, which is what its log and the clients of the runs it served are told, and `then` what follows."""
+    return JvmLostError(f"the engine's Spark JVM {how}: the engine stops. Start it again (`pielake engine start "
+                        f"--lake {root}`); {then}")
 
 
 def _how_jvm_ended(spark: SparkSession, log: str) -> str | None:
@@ -315,9 +326,10 @@ class RunService:
     """pielake's runs over HTTP on the engine's `port + 1`: `POST /run` runs an order (`RunOrder`), answering one
     JSON object a line (`progress`, then `result` or `error`); `POST /status` says what the engine is doing."""
 
-    def __init__(self, spark: SparkSession, address: EngineAddress):
+    def __init__(self, spark: SparkSession, address: EngineAddress, root: Path):
         self.spark = spark
         self.address = address
+        self.root = root  # the engine's own lake, which a run order's lake need not be
         self.started = datetime.now(UTC)
         self.running: dict[str, str] = {}  # thread name -> what it runs
         self.held = HeldRuns(spark)
@@ -411,7 +423,7 @@ class RunService:
             try:
                 run.put({"result": run_order(self.spark, self.held, order, run)})
             except Exception as error:
-                run.put(_said(error, run, doing))
+                run.put(_said(error, run, doing, self.root))
             finally:
                 self.running.pop(threading.current_thread().name, None)
                 run.end()
@@ -430,14 +442,17 @@ def _token_refusal(given: bool) -> str:
             f"{V.ENGINE_DIR}/{ENGINE_FILE}; elsewhere --remote sc://HOST:PORT/;token=<that file's token>")
 
 
-def _said(error: Exception, run: RunInEngine, doing: str) -> dict[str, Any]:
+def _said(error: Exception, run: RunInEngine, doing: str, root: Path) -> dict[str, Any]:
     """What the client of a run that raised `error` hears: that it was stopped, as asked (whatever its cancelled
-    Spark jobs raised), the run's own error (a bad query, a failed gate, a busy lock, a full disk), or, the engine
-    going on, what broke in it, whose trace the log keeps."""
+    Spark jobs raised), the run's own error (a bad query, a failed gate, a busy lock, a full disk), the engine's
+    JVM ended (the engine on lake `root` stops, so it is the engine to start again, not the run to give memory),
+    or, the engine going on, what broke in it, whose trace the log keeps."""
     if run.stopped():
         log.warning("run %s stopped, as %s: %s", doing, run.why, spark_said(error))
         return {"error": f"run {doing} stopped, as {run.why}", "exit_code": EXIT_INTERRUPTED}
     said = for_the_user(error)
+    if isinstance(said, JvmLostError) and said.ended is not None:
+        said = _engine_jvm_lost(how_it_ended(said.ended, _engine_log(root)), root, RUN_AGAIN)
     if said is not None:
         return {"error": str(said), "exit_code": said.exit_code}
     log.error("run %s failed:\n%s", doing, traceback.format_exc())

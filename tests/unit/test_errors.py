@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -131,6 +132,26 @@ def test_the_engine_s_watch_of_its_jvm_takes_a_refused_connection_as_the_jvm_gon
                                   _jsc=SimpleNamespace(sc=lambda: SimpleNamespace(isStopped=refused)))
         said = _how_jvm_ended(SimpleNamespace(sparkContext=context), "<lake>/_engine/engine.log")
     assert said is not None and said.startswith("was killed (SIGKILL), as the system kills the largest process")
+
+
+def test_a_run_on_the_engine_whose_jvm_the_system_killed_tells_its_client_to_start_the_engine_again(
+        killed_jvm: None) -> None:
+    """The engine stops with its JVM, so its client is told to start it again (on the engine's own lake, which
+    the run's need not be), not to give the run more memory or a smaller heap, as a run in a process of its own."""
+    from py4j.protocol import Py4JNetworkError  # noqa: PLC0415 (what py4j raises when the JVM is gone)
+
+    from pielake.engine.client import RunOrder  # noqa: PLC0415
+    from pielake.engine.server import RunInEngine, _said  # noqa: PLC0415 (the engine's, which imports Spark's types)
+
+    order = RunOrder("FROM S DEFINE A AS x > 1 PATTERN A before A WITHIN 1 s", "q", "/data/lake", "r1", {})
+    said = _said(Py4JNetworkError("Answer from Java side is empty"), RunInEngine(order), "q r1 run",
+                 Path("/data/engine-lake"))
+    assert said["exit_code"] == EXIT_JVM_LOST
+    assert said["error"].startswith("the engine's Spark JVM was killed (SIGKILL), as the system kills"), said
+    assert said["error"].endswith("the engine stops. Start it again (`pielake engine start --lake "
+                                  "/data/engine-lake`); then run the query again: each table keeps its last whole "
+                                  "commit, and the next run redoes what this one left undone"), said
+    assert "PIELAKE_DRIVER_MEMORY" not in said["error"]
 
 
 def test_py4j_meeting_a_jvm_that_still_runs_or_a_refused_engine_client_is_not_a_killed_jvm(
