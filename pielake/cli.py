@@ -645,7 +645,8 @@ def engine_stop_command(lake_dir: str) -> None:
 @click.argument("query_file")
 @click.option("--lake", "lake_dir", required=True, type=click.Path(file_okay=False))
 @click.option("--key", "key", multiple=True,
-              help="The key to draw: one --key per PARTITION BY column, in order (default: most matches).")
+              help="The key to draw: one --key per PARTITION BY column, in order (default: the one with the most "
+                   "matches, else with the most situations).")
 @click.option("--from", "since", default=None, help="Draw from this time on (stream time).")
 @click.option("--to", "until", default=None, help="Draw up to this time (inclusive).")
 @click.option("--out", required=True, type=click.Path(dir_okay=False),
@@ -665,7 +666,7 @@ def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since:
     picture = timeline(lake, plan, key or None, since, until)
     written = draw(picture, image)
     drawn = f"{counted(len(picture.bars), 'situation')}, {counted(len(picture.brackets), 'match')}"
-    click.echo(f"wrote {written}: {drawn}")
+    click.echo(f"wrote {written}: {picture.key}, {drawn}")
 
 
 @main.command("maintain")

@@ -63,6 +63,7 @@ class Timeline:
     brackets: tuple[Bracket, ...]
     unit: str = ""  # of a numeric time (s, ms, us, ...), or UTC for TIMESTAMPs, which read as dates in UTC
     shown: tuple[Any | None, Any | None] = (None, None)  # the times asked for (--from, --to): the picture's edges
+    key: str = ""  # the key drawn, as its columns' values (`machine_id = press-3`)
 
 
 def _for_key(frame: DataFrame, plan: QueryPlan, key: tuple[str, ...]) -> DataFrame:
@@ -86,21 +87,25 @@ def _in_range(start: Column, end: Column, since: Column | None, until: Column | 
     return keep
 
 
-def busiest_key(frame: DataFrame, plan: QueryPlan) -> tuple[str, ...] | None:
-    """The key with the most rows of `frame` (the first such key in key order), as strings; None when it has none."""
+def busiest_key(plan: QueryPlan, matches: DataFrame, situations: DataFrame) -> tuple[tuple[str, ...], str] | None:
+    """The key with the most matches, else the one with the most situations (the first such key in key order),
+    as strings, and which of the two it has most of; None where no key has a situation. A key without matches is
+    still worth drawing: its situations show why none matched."""
     if not plan.keys:
-        return ()
-    top = frame.groupBy(*plan.keys).count().orderBy(F.desc("count"), *plan.keys).first()
-    return None if top is None else tuple(str(top[k]) for k in plan.keys)
+        return (), V.MATCHES
+    for frame, most in ((matches, V.MATCHES), (situations, V.SITUATIONS)):
+        top = frame.groupBy(*plan.keys).count().orderBy(F.desc("count"), *plan.keys).first()
+        if top is not None:
+            return tuple(str(top[k]) for k in plan.keys), most
+    return None
 
 
 def _key_to_try(plan: QueryPlan, matches: DataFrame, situations: DataFrame) -> str:
-    """What a refused --key is told to try: the key with the most matches, else the one with the most situations."""
-    for frame, what in ((matches, "the key with the most matches"), (situations, "the key with the most situations")):
-        key = busiest_key(frame, plan)
-        if key is not None:
-            return f"{what} is {_shown(plan, key)}"
-    return "no key has situations yet"
+    """What a refused --key is told to try: `busiest_key`."""
+    found = busiest_key(plan, matches, situations)
+    if found is None:
+        return "no key has situations yet"
+    return f"the key with the most {found[1]} is {_shown(plan, found[0])}"
 
 
 def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, since: str | None = None,
@@ -115,9 +120,12 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
     low, high = typed_range(since, until, stream)
     every_match = lake.read(V.table_name(V.MATCHES, name))
     every_situation = lake.read(V.table_name(V.SITUATIONS, name))
-    key = busiest_key(every_match, plan) if key is None else key
     if key is None:
-        raise PielakeError(f"query {name} has no matches yet; give --key to draw a key's situations")
+        found = busiest_key(plan, every_match, every_situation)
+        if found is None:
+            raise PielakeError(f"query {name} has no situations yet: no symbol's predicate has held on an event of "
+                               "its stream")
+        key = found[0]
     lanes = tuple(s.name for s in plan.symbols)
     situations = _for_key(every_situation, plan, key)
     if situations.isEmpty():
@@ -143,7 +151,7 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
     edges = (low, high) if not timed else tuple(None if t is None else instant(t).replace(tzinfo=None)
                                                 for t in (low, high))
     return Timeline(f"{name}: {_shown(plan, key)}  ({counted(len(brackets), 'match')})", lanes, bars, brackets,
-                    "UTC" if timed else stream.time_unit, edges)
+                    "UTC" if timed else stream.time_unit, edges, _shown(plan, key))
 
 
 def _edges(picture: Timeline) -> tuple[Any, Any]:

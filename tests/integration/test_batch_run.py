@@ -300,17 +300,22 @@ def test_plot_writes_an_image_and_says_what_it_drew(lake: Path, tmp_path: Path) 
                                                                    code=2).output
 
 
-def test_plot_of_a_query_without_matches_names_a_key_that_has_situations(lake: Path, tmp_path: Path) -> None:
+def test_plot_of_a_query_without_matches_draws_the_key_with_the_most_situations(lake: Path, tmp_path: Path) -> None:
+    """Its situations show why nothing matched. Only u2 is ever this hot, and u1 comes first in key order."""
     query = lake / "hot_then_frozen.tpq"
-    query.write_text("FROM TestSensors T PARTITION BY T.unit\nDEFINE Hot AS T.temp > 50, Frozen AS T.temp < 0\n"
+    query.write_text("FROM TestSensors T PARTITION BY T.unit\nDEFINE Hot AS T.temp > 65, Frozen AS T.temp < 0\n"
                      "PATTERN Hot before Frozen\nWITHIN 30 s\n")
     run(["run", str(query), "--events", str(lake / "events.csv"), "--lake", str(lake)])
-    plot = ["plot", str(query), "--lake", str(lake), "--out", str(tmp_path / "p.png")]
-    assert "has no matches yet; give --key" in run(plot, code=2).output
-    refused = run([*plot, "--key", "u9"], code=2).output
-    assert "has no situations of unit = u9" in refused
-    assert "the key with the most situations is unit = u1" in refused
-    assert "2 situations, 0 matches" in run([*plot, "--key", "u2"]).output
+    out = tmp_path / "p.png"
+    plot = ["plot", str(query), "--lake", str(lake), "--out", str(out)]
+    assert run(plot).output.strip() == f"wrote {out}: unit = u2, 1 situation, 0 matches"
+    assert out.stat().st_size > 0
+    refused = run([*plot, "--key", "u1"], code=2).output
+    assert "has no situations of unit = u1" in refused
+    assert "the key with the most situations is unit = u2" in refused
+    query.write_text(query.read_text().replace("> 65", "> 500"))
+    run(["run", str(query), "--events", str(lake / "events.csv"), "--lake", str(lake)])
+    assert "query hot_then_frozen has no situations yet" in run(plot, code=2).output
 
 
 @pytest.fixture(scope="module")
