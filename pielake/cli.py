@@ -326,6 +326,8 @@ def spark_options(command: Callable[..., Any], *, thin_client: bool = False) -> 
                                    "one of them")
         if kwargs.get("master") is None and kwargs.get("remote") is None:
             kwargs["remote"] = _remote_of_environment()
+            if kwargs["remote"] is None:
+                _note_the_lake_s_engine(kwargs.get("lake_dir"))
         if kwargs.get("remote") is None:
             check_spark_environment(os.environ)
         elif not thin_client:
@@ -360,6 +362,15 @@ def _remote_of_environment() -> str | None:
     _say(f"on the engine at sc://{address.host}:{address.port}, which {SPARK_REMOTE} names (--master runs in this "
          "process)")
     return named
+
+
+def _note_the_lake_s_engine(lake_dir: str | None) -> None:
+    """A command about to start Spark in this process on a lake an engine serves says so: on the engine it would
+    run warm, in seconds rather than a JVM's start, and Spark here takes the cores and memory the engine uses."""
+    address = None if lake_dir is None else control.serving(lake_dir)
+    if address is not None:
+        _say(f"an engine serves this lake ({address}): --remote runs this command on it, warm; without it, Spark "
+             "starts in this process")
 
 
 def session(master: str | None, remote: str | None, lake_dir: str) -> SparkSession:

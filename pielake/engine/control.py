@@ -113,6 +113,17 @@ def start(lake_dir: str, options: dict[str, Any]) -> str:
     raise PielakeError(f"the engine did not come up in {STARTING_SECONDS} s; its log: {log}")
 
 
+def serving(lake_dir: str | Path) -> str | None:
+    """The Spark Connect address of the engine that serves the lake, None where none does: one has written its
+    address there and holds the lake's engine lock (an engine killed whole leaves its address behind)."""
+    if not engine_file(lake_dir).is_file() or _pid(lake_dir) is None:
+        return None
+    try:
+        return lake_engine(lake_dir).connect_url.split(";")[0]
+    except (PielakeError, OSError, ValueError, KeyError):
+        return None  # stopping as it was read: it serves no more
+
+
 def status(lake_dir: str) -> str:
     """Where the lake's engine listens and what it runs, said by the engine itself. An engine holds the lake's
     engine lock from its start, and writes its address only once Spark is up: until then it is starting."""

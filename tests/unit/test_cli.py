@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from pielake import vocabulary as V
 from pielake.cli import main
-from pielake.engine.client import free_port, free_ports
+from pielake.engine.client import ENGINE_FILE, free_port, free_ports
 from pielake.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 from pielake.streams import StreamSchema, lake_streams, save_schema
 from tests.helpers import held_lock
@@ -395,6 +396,21 @@ def test_an_engine_starting_on_the_lake_is_said_starting_and_a_second_one_is_ref
         invoke(["engine", "status", "--lake", str(tmp_path)], EXIT_USAGE, starting)
         invoke(["engine", "start", "--lake", str(tmp_path)], EXIT_USAGE,
                f"an engine already runs on {tmp_path.resolve()}: {starting}")
+
+
+def test_a_command_about_to_start_spark_on_a_lake_an_engine_serves_says_the_engine_would_run_it_warm(
+        tmp_path: Path) -> None:
+    """Said on stderr before the command's own work (here a refusal before Spark starts), naming the engine
+    without its token; not where --master asks for Spark here, nor where an engine killed whole left its
+    address behind but holds the lake's lock no more."""
+    plot = ["plot", EXAMPLE, "--lake", str(tmp_path), "--out", str(tmp_path / "p.txt")]
+    note = "an engine serves this lake (sc://localhost:15002/): --remote runs this command on it, warm"
+    with held_lock(tmp_path, "pid 4242"):
+        (tmp_path / V.ENGINE_DIR / ENGINE_FILE).write_text(json.dumps({"connect_url": "sc://localhost:15002/;token=t"}))
+        said = invoke(plot, EXIT_USAGE, note).output
+        assert "token" not in said and "its suffix .txt is no image format" in said
+        assert note not in invoke([*plot, "--master", "local[1]"], EXIT_USAGE).output
+    assert note not in invoke(plot, EXIT_USAGE).output
 
 
 def test_the_command_line_imports_no_spark_until_a_command_runs_one() -> None:
