@@ -90,12 +90,11 @@ def _in_range(start: Column, end: Column, since: Column | None, until: Column | 
 def busiest_key(plan: QueryPlan, matches: DataFrame, situations: DataFrame) -> tuple[tuple[str, ...], str] | None:
     """The key with the most matches, else the one with the most situations (the first such key in key order),
     as strings, and which of the two it has most of; None where no key has a situation. A key without matches is
-    still worth drawing: its situations show why none matched."""
-    if not plan.keys:
-        return (), V.MATCHES
+    still worth drawing: its situations show why none matched. A query without keys has one key, `()`, which
+    counts its rows as a whole (a count of none where it has none)."""
     for frame, most in ((matches, V.MATCHES), (situations, V.SITUATIONS)):
         top = frame.groupBy(*plan.keys).count().orderBy(F.desc("count"), *plan.keys).first()
-        if top is not None:
+        if top is not None and top["count"]:
             return tuple(str(top[k]) for k in plan.keys), most
     return None
 

@@ -1,14 +1,16 @@
 """`pielake plot --key` names a key as text: each value is read as its key column's type, so that a number is
-found as the number it is and text given for a numeric key names no key, as another unknown key does."""
+found as the number it is and text given for a numeric key names no key, as another unknown key does. Without
+--key, the key drawn is the one with the most matches, else with the most situations."""
 
 from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from pielake.plot import _for_key
+from pielake.plot import _for_key, busiest_key
 from pielake.query.analyzer import load_query
 
 PLAN = load_query("FROM S PARTITION BY car, lane DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s")
+KEYLESS = load_query("FROM S DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s")
 
 
 def test_a_key_given_as_text_is_read_as_its_columns_types(spark: SparkSession) -> None:
@@ -17,3 +19,17 @@ def test_a_key_given_as_text_is_read_as_its_columns_types(spark: SparkSession) -
     assert [r.ts for r in _for_key(rows, PLAN, ("7", "a")).collect()] == [1]
     assert [r.ts for r in _for_key(rows, PLAN, ("300000000000", "a")).collect()] == [2]
     assert _for_key(rows, PLAN, ("abc", "a")).count() == 0
+
+
+def test_the_key_drawn_by_default_has_the_most_matches_else_the_most_situations(spark: SparkSession) -> None:
+    """Ties go to the first key in key order; a query without keys has one key, which has none of either where
+    its tables are empty."""
+    situations = spark.createDataFrame([(7, "b", 1), (7, "b", 2), (3, "a", 1), (9, "a", 1), (9, "a", 2)],
+                                       "car BIGINT, lane STRING, ts BIGINT")
+    matches = spark.createDataFrame([(3, "a", 1)], "car BIGINT, lane STRING, ts BIGINT")
+    none = matches.limit(0)
+    assert busiest_key(PLAN, matches, situations) == (("3", "a"), "matches")
+    assert busiest_key(PLAN, none, situations) == (("7", "b"), "situations")
+    assert busiest_key(PLAN, none, none) is None
+    assert busiest_key(KEYLESS, none, situations.drop("car", "lane")) == ((), "situations")
+    assert busiest_key(KEYLESS, none, none.drop("car", "lane")) is None
