@@ -290,6 +290,7 @@ def _check_jvm(spark: SparkSession, root: Path) -> None:
 
 
 def _engine_log(root: Path) -> str:
+    """The engine's log, where a JVM that exited with a code of its own said why."""
     return str(root / V.ENGINE_DIR / ENGINE_LOG)
 
 
