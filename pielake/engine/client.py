@@ -79,9 +79,14 @@ class EngineAddress:
             return False
 
     @property
+    def shown_url(self) -> str:
+        """The Spark Connect URL without the token, as a command or a log prints it."""
+        return f"sc://{self.client_host}:{self.port}/"
+
+    @property
     def connect_url(self) -> str:
         """The Spark Connect URL (`SparkSession.builder.remote`)."""
-        return f"sc://{self.client_host}:{self.port}/" + (f";token={self.token}" if self.token else "")
+        return self.shown_url + (f";token={self.token}" if self.token else "")
 
     @property
     def runs_url(self) -> str:

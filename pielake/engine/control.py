@@ -119,7 +119,7 @@ def serving(lake_dir: str | Path) -> str | None:
     if not engine_file(lake_dir).is_file() or _pid(lake_dir) is None:
         return None
     try:
-        return lake_engine(lake_dir).connect_url.split(";")[0]
+        return lake_engine(lake_dir).shown_url
     except (PielakeError, OSError, ValueError, KeyError):
         return None  # stopping as it was read: it serves no more
 
@@ -140,7 +140,7 @@ def status(lake_dir: str) -> str:
     held = ", ".join(said["held"]) or "none"
     ui = f", {said['ui']} (Spark UI)" if said.get("ui") else ""
     return (f"engine of {Path(lake_dir).resolve()}: pid {said['pid']}, Spark {said['spark']} on {said['master']}, "
-            f"since {said['started_at']}\n  {address.connect_url.split(';')[0]} (Spark Connect), {address.runs_url} "
+            f"since {said['started_at']}\n  {address.shown_url} (Spark Connect), {address.runs_url} "
             f"(runs){ui}; running: {running}; runs held between their steps: {held}")
 
 

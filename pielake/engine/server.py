@@ -252,7 +252,7 @@ def _serve(spark: SparkSession, root: Path, ports: EnginePorts, address: EngineA
         runs.start()
         _publish_address(folder, address, ports, root)
         ui = f", {spark.sparkContext.uiWebUrl} (Spark UI)" if ports.ui else ""
-        say(f"ready: {address.connect_url.split(';')[0]} (Spark Connect), {address.runs_url} (runs), "
+        say(f"ready: {address.shown_url} (Spark Connect), {address.runs_url} (runs), "
             f"{ports.jdbc_url} (JDBC){ui}; {len(registration.listed or ())} tables of {root} ({len(registered)} "
             "newly registered)")
         refreshed = time.monotonic()
