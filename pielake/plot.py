@@ -149,8 +149,9 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
     # of TIMESTAMPs, as `clock` hands them to Python: UTC's wall clock, naming no zone
     edges = (low, high) if not timed else tuple(None if t is None else instant(t).replace(tzinfo=None)
                                                 for t in (low, high))
-    return Timeline(f"{name}: {_shown(plan, key)}  ({counted(len(brackets), 'match')})", lanes, bars, brackets,
-                    "UTC" if timed else stream.time_unit, edges, _shown(plan, key))
+    drawn_key = _shown(plan, key)
+    return Timeline(f"{name}: {drawn_key}  ({counted(len(brackets), 'match')})", lanes, bars, brackets,
+                    "UTC" if timed else stream.time_unit, edges, drawn_key)
 
 
 def _edges(picture: Timeline) -> tuple[Any, Any]:
