@@ -110,10 +110,11 @@ def _heap_setting() -> str:
 
 def lost_by_py4j(error: BaseException) -> bool:
     """`error` is py4j's with no answer from Java (`Py4JError` and its kinds, but for `Py4JJavaError`, which Java
-    sent) or a connection's that py4j's socket met: a new connection to a JVM that is gone is refused, and py4j
-    raises that refusal as it is."""
+    sent), a connection's that py4j's socket met (a new connection to a JVM that is gone is refused, and py4j
+    raises that refusal as it is), or the early end of the socket PySpark reads a result's rows from as the JVM
+    serves them (`toLocalIterator`, `collect`), which PySpark raises as Python's `EOFError`."""
     from_py4j = type(error).__module__.startswith("py4j") and getattr(error, "java_exception", None) is None
-    return from_py4j or isinstance(error, ConnectionError)
+    return from_py4j or isinstance(error, ConnectionError | EOFError)
 
 
 class EngineLostError(PielakeError):

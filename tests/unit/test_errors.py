@@ -114,6 +114,7 @@ def test_any_form_in_which_py4j_meets_a_killed_jvm_is_said_as_the_killed_jvm(kil
     with pytest.raises(ConnectionRefusedError) as raised:
         failed_call_then_cleanup()
     assert isinstance(jvm_lost(raised.value), JvmLostError)
+    assert isinstance(jvm_lost(EOFError()), JvmLostError)  # the rows of a `pielake sql` cut short, as PySpark says
     assert jvm_lost(ValueError("a bug of pielake's")) is None
 
 
@@ -161,6 +162,7 @@ def test_py4j_meeting_a_jvm_that_still_runs_or_a_refused_engine_client_is_not_a_
         with pytest.raises(ConnectionRefusedError) as raised:
             failed_call_then_cleanup()
         assert jvm_lost(raised.value) is None
+        assert jvm_lost(EOFError()) is None
     monkeypatch.delitem(sys.modules, "pyspark")  # a client of an engine, which imports no Spark
     assert jvm_lost(ConnectionRefusedError(111, "Connection refused")) is None
 
