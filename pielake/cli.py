@@ -569,7 +569,8 @@ def sql_command(statement: str, *, lake_dir: str, fmt: str, as_of: str | None, m
                 remote: str | None) -> None:
     """Answer a read-only SQL query over every table of the lake, by name ('-': read it from standard input)."""
     from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
-    from pielake.lake.sql import as_of_time, check_read_only, query_lake  # noqa: PLC0415
+    from pielake.lake.sql import query_lake  # noqa: PLC0415
+    from pielake.lake.statements import as_of_time, check_read_only  # noqa: PLC0415
 
     text = check_read_only(sys.stdin.read() if statement == "-" else statement)  # before Spark starts
     moment = None if as_of is None else as_of_time(as_of)

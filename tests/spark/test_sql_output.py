@@ -12,7 +12,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pielake.lake.delta import Lake
-from pielake.lake.sql import MAX_ROWS, PIECE_ROWS, SqlError, query_lake
+from pielake.lake.sql import MAX_ROWS, PIECE_ROWS, query_lake
+from pielake.lake.statements import SqlError
 from tests.helpers import local_zone
 
 ROWS = MAX_ROWS + PIECE_ROWS // 2 + 3  # more than a table shows, and in more than one piece of CSV or JSON

@@ -16,7 +16,8 @@ from pyspark.sql.types import BinaryType, BooleanType, DoubleType, StringType, S
 from pielake.cli import main
 from pielake.exitcodes import EXIT_USAGE
 from pielake.lake.delta import Lake, LakeError
-from pielake.lake.sql import SqlError, as_of_time, check_read_only, render, shaper
+from pielake.lake.sql import render, shaper
+from pielake.lake.statements import SqlError, as_of_time, check_read_only
 
 
 @pytest.mark.parametrize(("given", "statement"), [
