@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
-from functools import wraps
+from functools import partial, wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +36,10 @@ from pielake.engine.client import (
     EngineAddress,
     EngineError,
     RunOrder,
+    SqlOrder,
     engine_for,
     run_on_engine,
+    sql_on_engine,
 )
 from pielake.engine.jvm import check_own_pyspark, check_spark_environment
 from pielake.engine.settings import WARM_UP_RUNS, keep_days, short_lived
@@ -49,6 +51,7 @@ from pielake.lake.access import check_writable, log_folder
 from pielake.lake.catalog import PASSWORD_VARIABLE
 from pielake.lake.landed import Landing, ledger_of, take_each
 from pielake.lake.lock import RunLock
+from pielake.lake.statements import as_of_time, check_read_only
 from pielake.pipeline.registry import STAGES
 from pielake.pipeline.run_folder import RunEnd, record_end, run_end, unadmitted_runs
 from pielake.query.analyzer import QueryPlan, analyze, bind_declared, load_query_file, read_query_file
@@ -423,7 +426,7 @@ def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _followed(order: RunOrder, address: EngineAddress) -> dict[str, Any]:
     """The engine's result of `order`, its progress said as it comes. Ctrl-C stops the run, as it stops a run in
-    this process: the engine stops a run whose client has gone (`pielake.engine.server.RunInEngine`)."""
+    this process: the engine stops a run whose client has gone (`pielake.engine.server.WorkInEngine`)."""
     try:
         return run_on_engine(address, order, _say)
     except KeyboardInterrupt:
@@ -563,18 +566,22 @@ def backfill_command(query_file: str, *, since: str, until: str, events_given: t
 @click.option("--as-of", "as_of", default=None, metavar="TIME",
               help="Read every table as it was at TIME (ISO-8601, UTC unless it says its zone): each one's newest "
                    "version committed by then; a table created after it is not there.")
-@spark_options
+@partial(spark_options, thin_client=True)
 @user_errors
 def sql_command(statement: str, *, lake_dir: str, fmt: str, as_of: str | None, master: str | None,
                 remote: str | None) -> None:
     """Answer a read-only SQL query over every table of the lake, by name ('-': read it from standard input)."""
+    text = check_read_only(sys.stdin.read() if statement == "-" else statement)  # before Spark starts, or is asked
+    moment = None if as_of is None else as_of_time(as_of)
+    if remote is not None:  # the engine answers it, and this process imports no Spark
+        order = SqlOrder(text, str(Path(lake_dir).resolve()), fmt, as_of)
+        for piece in sql_on_engine(engine_for(remote, lake_dir), order, _say):
+            click.echo(piece, nl=False)
+        return
     from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
     from pielake.lake.sql import query_lake  # noqa: PLC0415
-    from pielake.lake.statements import as_of_time, check_read_only  # noqa: PLC0415
 
-    text = check_read_only(sys.stdin.read() if statement == "-" else statement)  # before Spark starts
-    moment = None if as_of is None else as_of_time(as_of)
-    for piece in query_lake(Lake(session(master, remote, lake_dir), lake_dir), text, fmt, moment, _say):
+    for piece in query_lake(Lake(session(master, None, lake_dir), lake_dir), text, fmt, moment, _say):
         click.echo(piece, nl=False)
 
 

@@ -136,11 +136,16 @@ def engine_lost(error: BaseException) -> EngineLostError | None:
     gone = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED}
     for raised in _chain(error, replaced=True):
         if isinstance(raised, grpc.RpcError) and raised.code() in gone:
-            return EngineLostError(f"the engine stopped answering in the middle of the command ({raised.details()}): "
-                                   "`pielake engine status --lake LAKE` says whether it runs, and its log "
-                                   "(LAKE/_engine/engine.log) why it stopped; start it again (`pielake engine start "
-                                   "--lake LAKE`) and run the command again")
+            return EngineLostError(stopped_answering(raised.details()))
     return None
+
+
+def stopped_answering(details: str) -> str:
+    """What a command whose engine stopped answering in the middle of it tells its user, `details` being what
+    the connection said."""
+    return (f"the engine stopped answering in the middle of the command ({details}): `pielake engine status --lake "
+            "LAKE` says whether it runs, and its log (LAKE/_engine/engine.log) why it stopped; start it again "
+            "(`pielake engine start --lake LAKE`) and run the command again")
 
 
 def for_the_user(error: BaseException) -> PielakeError | None:

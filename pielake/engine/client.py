@@ -1,11 +1,13 @@
-"""A thin client of the engine (`pielake.engine.server`): the engine's address, and a run sent to it.
+"""A thin client of the engine (`pielake.engine.server`): the engine's address, and a run or a statement sent to it.
 
 A client imports nothing but the standard library: a scheduled micro-batch is seconds of work on a warm engine,
 and a client that imported Spark, pandas or Great Expectations would spend longer starting than the engine spends
-on the run. So the client sends the query's text and the run's request; the engine parses, runs and reports.
+on the run. So the client sends the query's text and the run's request, or a statement of `pielake sql`; the
+engine parses, runs and reports.
 
-An engine listens on two ports of one host: Spark Connect on `port` (SQL clients, notebooks, `pielake sql
---remote`) and pielake's runs on `port + 1`, both behind the same token.
+An engine listens on two ports of one host: Spark Connect on `port` (notebooks, `pielake plot --remote`) and
+pielake's runs and statements (`pielake run|backfill|sql --remote`, Airflow's tasks) on `port + 1`, both behind
+the same token.
 
 A client reaches an engine on this machine's loopback directly, whatever proxy the environment names
 (`http_proxy`, `https_proxy`, `grpc_proxy`): Python's HTTP client and gRPC both send a loopback address through
@@ -29,7 +31,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from pielake import vocabulary as V
-from pielake.errors import PielakeError
+from pielake.errors import PielakeError, stopped_answering
 from pielake.exitcodes import EXIT_UNAVAILABLE, EXIT_USAGE
 
 DEFAULT_PORT = 15002  # Spark Connect's own default port
@@ -187,10 +189,7 @@ def _post(address: EngineAddress, path: str, body: dict[str, Any], timeout: floa
     proxy = _proxy(address)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": proxy} if proxy else {}))
     try:
-        with opener.open(request, timeout=timeout) as answer:
-            for line in answer:
-                if line.strip():
-                    yield json.loads(line)
+        answer = opener.open(request, timeout=timeout)
     except urllib.error.HTTPError as refused:
         raise EngineError(f"the engine at {address.runs_url} refused: {refused.read().decode().strip()}") from None
     except (TimeoutError, urllib.error.URLError, ConnectionError) as lost:
@@ -200,6 +199,13 @@ def _post(address: EngineAddress, path: str, body: dict[str, Any], timeout: floa
         raise EngineError(f"no answer from the engine at sc://{address.host}:{address.port} (its runs at "
                           f"{address.runs_url}: {reason}{through}); is it running? `pielake engine status --lake "
                           "LAKE`", EXIT_UNAVAILABLE) from None
+    with answer:
+        try:
+            for line in answer:
+                if line.strip():
+                    yield json.loads(line)
+        except OSError as lost:  # the connection reset, or silent past `timeout`, once the engine had answered
+            raise EngineError(stopped_answering(f"{address.runs_url}: {lost}"), EXIT_UNAVAILABLE) from None
 
 
 def _proxy(address: EngineAddress) -> str | None:
@@ -236,15 +242,45 @@ def run_on_engine(address: EngineAddress, order: RunOrder, say: Callable[[str], 
     """Send `order` to the engine; its progress lines go to `say` as they come. Returns the engine's result, or
     raises `EngineError` with the run's message and exit code. A connection lost mid-run (the engine stopped)
     is an error: the run is redone, as any stopped run, by running it again."""
-    for message in _post(address, "/run", asdict(order), timeout):
+    *_, last = _served(address, "/run", asdict(order), say, timeout)
+    return last["result"]
+
+
+@dataclass(frozen=True)
+class SqlOrder:
+    """A read-only statement over a lake's tables (`pielake sql`), as the engine is asked for it: the engine
+    checks it, as `pielake sql` in a process of its own does. `as_of` is the time as the user wrote it."""
+
+    statement: str
+    lake: str
+    fmt: str
+    as_of: str | None = None
+
+
+def sql_on_engine(address: EngineAddress, order: SqlOrder, say: Callable[[str], None]) -> Iterator[str]:
+    """The statement's result, formatted, in the pieces the engine sends as Spark gives it rows; what it notes
+    (the tables' versions `as_of` reads) goes to `say`. The client imports no Spark: a statement on a warm engine
+    takes a fraction of a second, and Spark Connect's Python client (pandas, pyarrow, gRPC) seconds to import."""
+    for message in _served(address, "/sql", asdict(order), say, None):
+        if "rows" in message:
+            yield message["rows"]
+
+
+def _served(address: EngineAddress, path: str, body: dict[str, Any], say: Callable[[str], None],
+            timeout: float | None) -> Iterator[dict[str, Any]]:
+    """The engine's messages for a request but its progress lines, which go to `say`, up to its `result`; an
+    error the engine sends is raised, as is an answer that ends before its result (the engine stopped)."""
+    for message in _post(address, path, body, timeout):
         if "progress" in message:
             say(message["progress"])
         elif "error" in message:
             raise EngineError(message["error"], int(message.get("exit_code", EXIT_USAGE)))
-        elif "result" in message:
-            return message["result"]
-    raise EngineError(f"the engine at {address.runs_url} ended the run without a result; it may have stopped: "
-                      "run it again", EXIT_UNAVAILABLE)
+        else:
+            yield message
+            if "result" in message:
+                return
+    raise EngineError(stopped_answering(f"its answer at {address.runs_url} ended before its result"),
+                      EXIT_UNAVAILABLE)
 
 
 def _ephemeral_floor() -> int:

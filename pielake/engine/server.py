@@ -6,12 +6,13 @@ micro-batch of a few hundred events is about a second of work behind a minute of
 once, and before it serves it runs a small query of its own until the JIT has compiled the code every run takes
 (`pielake.engine.warm_up`): one process, one Spark application with Delta and the lake's catalog, serving
 
-- Spark Connect, for SQL clients, notebooks and `pielake sql --remote` (`spark.plugins`: Spark's own server);
+- Spark Connect, for notebooks and `pielake plot|maintain --remote` (`spark.plugins`: Spark's own server);
 - the Thrift/JDBC endpoint, for BI tools: the lake's tables are registered in its catalog (`pielake.lake.catalog`)
   before it serves, and new ones every `refresh` seconds;
 - pielake's runs, for `pielake run --remote` and Airflow's tasks: a client (`pielake.engine.client`) sends the
   query's text and the run's request; the engine runs it, or one step of it, in a Spark session of its own
-  (its own settings and views, the application's warm JVM and workers), and streams its progress back.
+  (its own settings and views, the application's warm JVM and workers), and streams its progress back; and
+  `pielake sql --remote`'s statements, whose formatted rows it streams back as the client takes them.
 
 A run on the engine is the same code as a run in a process of its own (`pielake.pipeline.runner`), and keeps its
 stage outputs in the engine's memory: a whole run until it ends, an Airflow run's steps from one task to the next
@@ -34,6 +35,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import fcntl
+import itertools
 import json
 import logging
 import os
@@ -57,7 +59,7 @@ from typing import Any, ClassVar, TextIO
 from pyspark.sql import SparkSession
 
 from pielake import vocabulary as V
-from pielake.engine.client import ENGINE_FILE, ENGINE_LOCK, ENGINE_LOG, EngineAddress, RunOrder
+from pielake.engine.client import ENGINE_FILE, ENGINE_LOCK, ENGINE_LOG, EngineAddress, RunOrder, SqlOrder
 from pielake.engine.held import HeldRuns, RunKey
 from pielake.engine.session import build_session, resolve_jars
 from pielake.engine.settings import WARM_UP_RUNS, SparkUi, delta_package
@@ -75,6 +77,8 @@ from pielake.errors import (
 from pielake.exitcodes import EXIT_INTERNAL, EXIT_INTERRUPTED
 from pielake.lake.catalog import DATABASE, CatalogRegistration, Metastore
 from pielake.lake.delta import Lake
+from pielake.lake.sql import query_lake
+from pielake.lake.statements import as_of_time
 from pielake.pipeline.gates import import_gx_meanwhile
 from pielake.pipeline.job import RunRequest, StageResult
 from pielake.pipeline.runner import Run, RunStopped, run_query
@@ -325,15 +329,17 @@ def _how_jvm_ended(spark: SparkSession, log: str) -> str | None:
 
 class RunService:
     """pielake's runs over HTTP on the engine's `port + 1`: `POST /run` runs an order (`RunOrder`), answering one
-    JSON object a line (`progress`, then `result` or `error`); `POST /status` says what the engine is doing."""
+    JSON object a line (`progress`, then `result` or `error`); `POST /sql` answers a statement (`SqlOrder`) so,
+    its formatted rows in `rows` before its `result`; `POST /status` says what the engine is doing."""
 
     def __init__(self, spark: SparkSession, address: EngineAddress, root: Path):
         self.spark = spark
         self.address = address
         self.root = root  # the engine's own lake, which a run order's lake need not be
         self.started = datetime.now(UTC)
-        self.running: dict[str, str] = {}  # thread name -> what it runs
+        self.running: dict[int, str] = {}  # what each run or statement in progress does, by its `id`
         self.held = HeldRuns(spark)
+        self.statements = itertools.count(1)
         self.server = ThreadingHTTPServer((address.host, address.port + 1), self._handler())
         self.server.daemon_threads = True
 
@@ -369,8 +375,10 @@ class RunService:
                     self._answer(service.status())
                 elif self.path == "/run":
                     self._follow(service.execute(RunOrder(**body)))
+                elif self.path == "/sql":
+                    self._follow(service.read(SqlOrder(**body)))
                 else:
-                    self._refuse(HTTPStatus.NOT_FOUND, f"no {self.path}: POST /run or /status")
+                    self._refuse(HTTPStatus.NOT_FOUND, f"no {self.path}: POST /run, /sql or /status")
 
             def _refuse(self, status: HTTPStatus, message: str) -> None:
                 self.send_response(status)
@@ -387,14 +395,14 @@ class RunService:
                 self.wfile.write(json.dumps(message, default=str).encode() + b"\n")
                 self.wfile.flush()
 
-            def _follow(self, run: RunInEngine) -> None:
-                """Stream the run's messages to its client while it listens; once it has gone (Ctrl-C, an
-                Airflow task killed or timed out), stop the run, and wait for it to end."""
+            def _follow(self, run: WorkInEngine) -> None:
+                """Stream the work's messages to its client while it listens; once it has gone (Ctrl-C, an
+                Airflow task killed or timed out), stop the work, and wait for it to end."""
                 self.send_response(HTTPStatus.OK)
                 self.send_header("Content-Type", "application/x-ndjson")
                 self.end_headers()
                 listening = True
-                while (message := run.next_message(LISTEN_SECONDS)) is not RunInEngine.ENDED:
+                while (message := run.next_message(LISTEN_SECONDS)) is not WorkInEngine.ENDED:
                     if listening and not self._heard(message):
                         listening = False
                         run.stop(f"its client at {self.client_address[0]} went away")
@@ -407,31 +415,41 @@ class RunService:
                         self._write(message)
                         return True
                     return not _closed(self.connection)
-                except (BrokenPipeError, ConnectionResetError):
+                except OSError:  # the connection broken, reset, or closed under it
                     return False
 
         return Handler
 
-    def execute(self, order: RunOrder) -> RunInEngine:
-        """Run the order in a Spark session of its own, in a thread of its own: its progress lines as they come and
-        then its result; a run's own errors (a bad query, a failed gate, a busy lock) are its answer, not the
-        engine's."""
-        run = RunInEngine(order)
-        doing = f"{order.name} {order.run_id} {order.step or 'run'}"
+    def execute(self, order: RunOrder) -> WorkInEngine:
+        """Run the order: its progress lines as they come and then its result; a run's own errors (a bad query, a
+        failed gate, a busy lock) are its answer, not the engine's."""
+        return self._start(f"run {order.name} {order.run_id} {order.step or 'run'}",
+                           lambda run: run.put({"result": run_order(self.spark, self.held, order, run)}))
 
-        def work() -> None:
-            self.running[threading.current_thread().name] = doing
+    def read(self, order: SqlOrder) -> WorkInEngine:
+        """Answer the statement: its rows, formatted, a piece at a time, and then an empty result; a statement
+        that writes, or that Spark rejects, is its answer's error."""
+        return self._start(f"SQL statement {next(self.statements)} on {order.lake}",
+                           lambda reading: answer_sql(self.spark, order, reading))
+
+    def _start(self, doing: str, work: Callable[[WorkInEngine], None]) -> WorkInEngine:
+        """Do `work` in a Spark session of its own, in a thread of its own, named `doing` in the engine's status
+        and log; what it raises is its last message (`_said`)."""
+        served = WorkInEngine(doing)
+
+        def in_thread() -> None:
+            self.running[id(served)] = doing
             try:
-                run.put({"result": run_order(self.spark, self.held, order, run)})
+                work(served)
             except Exception as error:
-                run.put(_said(error, run, doing, self.root))
+                served.put(_said(error, served, self.root))
             finally:
-                self.running.pop(threading.current_thread().name, None)
-                run.end()
+                self.running.pop(id(served), None)
+                served.end()
 
-        run.worker = threading.Thread(target=work, name=f"run-{order.run_id}", daemon=True)
-        run.worker.start()
-        return run
+        served.worker = threading.Thread(target=in_thread, name=doing, daemon=True)
+        served.worker.start()
+        return served
 
 
 def _token_refusal(given: bool) -> str:
@@ -443,20 +461,21 @@ def _token_refusal(given: bool) -> str:
             f"{V.ENGINE_DIR}/{ENGINE_FILE}; elsewhere --remote sc://HOST:PORT/;token=<that file's token>")
 
 
-def _said(error: Exception, run: RunInEngine, doing: str, root: Path) -> dict[str, Any]:
-    """What the client of a run that raised `error` hears: that it was stopped, as asked (whatever its cancelled
-    Spark jobs raised), the run's own error (a bad query, a failed gate, a busy lock, a full disk), the engine's
-    JVM ended (the engine on lake `root` stops, so it is the engine to start again, not the run to give memory),
-    or, the engine going on, what broke in it, whose trace the log keeps."""
-    if run.stopped():
-        log.warning("run %s stopped, as %s: %s", doing, run.why, spark_said(error))
-        return {"error": f"run {doing} stopped, as {run.why}", "exit_code": EXIT_INTERRUPTED}
+def _said(error: Exception, work: WorkInEngine, root: Path) -> dict[str, Any]:
+    """What the client of a run or statement that raised `error` hears: that it was stopped, as asked (whatever
+    its cancelled Spark jobs raised), its own error (a bad query, a failed gate, a busy lock, a full disk), the
+    engine's JVM ended (the engine on lake `root` stops, so it is the engine to start again, not the run to give
+    memory), or, the engine going on, what broke in it, whose trace the log keeps."""
+    doing = work.doing
+    if work.stopped():
+        log.warning("%s stopped, as %s: %s", doing, work.why, spark_said(error))
+        return {"error": f"{doing} stopped, as {work.why}", "exit_code": EXIT_INTERRUPTED}
     said = for_the_user(error)
     if isinstance(said, JvmLostError) and said.ended is not None:
         said = _engine_jvm_lost(how_it_ended(said.ended, _engine_log(root)), root, RUN_AGAIN)
     if said is not None:
         return {"error": str(said), "exit_code": said.exit_code}
-    log.error("run %s failed:\n%s", doing, traceback.format_exc())
+    log.error("%s failed:\n%s", doing, traceback.format_exc())
     return {"error": f"internal error in the engine: {type(error).__name__}: {error}", "exit_code": EXIT_INTERNAL}
 
 
@@ -470,27 +489,32 @@ def _closed(connection: socket.socket) -> bool:
         return True
 
 
-class RunInEngine:
-    """A run order the engine runs in a thread of its own: the messages it says, and its stop.
+class WorkInEngine:
+    """A run order or a statement the engine serves in a thread of its own: the messages it says, and its stop.
 
-    A run whose client has gone is stopped, as a run's process ends when Airflow kills its task or the user
-    presses Ctrl-C: left to run, it would publish for no one, and an Airflow task's retry of the step would
-    wait for it. Its Spark jobs are cancelled, those it starts later too, in the session it runs in (a whole
-    run's own; a step's, while it has its run's turn, as the run's other steps wait meanwhile), so that its
-    step fails where it is, as a step whose process died does (`RunStopped`)."""
+    Work whose client has gone is stopped, as a run's process ends when Airflow kills its task or the user
+    presses Ctrl-C: left to run, a run would publish for no one, and an Airflow task's retry of the step would
+    wait for it; a statement would read rows for no one. Its Spark jobs are cancelled, those it starts later too,
+    in the session it runs in (a whole run's or a statement's own; a step's, while it has its run's turn, as the
+    run's other steps wait meanwhile), so that a step fails where it is, as a step whose process died does
+    (`RunStopped`).
 
-    ENDED: ClassVar[dict[str, Any]] = {}  # the last message: the run has ended
+    Its messages wait in a short queue: a statement's rows are read from Spark as its client takes them, not
+    held whole in the engine's memory."""
 
-    def __init__(self, order: RunOrder):
-        self.order = order
-        self.messages: queue.Queue[dict[str, Any]] = queue.Queue()
+    ENDED: ClassVar[dict[str, Any]] = {}  # the last message: the work has ended
+    WAITING = 4  # messages said and not yet sent to the client, at most
+
+    def __init__(self, doing: str):
+        self.doing = doing
+        self.messages: queue.Queue[dict[str, Any]] = queue.Queue(self.WAITING)
         self.asked = threading.Event()
         self.why = ""
         self.session: SparkSession | None = None  # where its Spark work runs, while it runs there
         self.worker: threading.Thread | None = None
 
     def __call__(self, line: str) -> None:
-        """A progress line of the run's."""
+        """A progress line of the work's."""
         self.put({"progress": line})
 
     def put(self, message: dict[str, Any]) -> None:
@@ -500,7 +524,7 @@ class RunInEngine:
         self.messages.put(self.ENDED)
 
     def next_message(self, timeout: float) -> dict[str, Any] | None:
-        """The run's next message, or None if it says none within `timeout` seconds."""
+        """The work's next message, or None if it says none within `timeout` seconds."""
         try:
             return self.messages.get(timeout=timeout)
         except queue.Empty:
@@ -510,12 +534,12 @@ class RunInEngine:
         return self.asked.is_set()
 
     def stop(self, why: str) -> None:
-        """Stop the run: cancel its Spark jobs until it has ended, from a thread of their own."""
+        """Stop the work: cancel its Spark jobs until it has ended, from a thread of their own."""
         if self.asked.is_set():
             return
         self.why = why
         self.asked.set()
-        threading.Thread(target=self._cancel, name=f"stop-{self.order.run_id}", daemon=True).start()
+        threading.Thread(target=self._cancel, name=f"stop {self.doing}", daemon=True).start()
 
     def _cancel(self) -> None:
         while self.worker is not None and self.worker.is_alive():
@@ -524,7 +548,7 @@ class RunInEngine:
             self.worker.join(CANCEL_EVERY_SECONDS)
 
 
-def run_order(spark: SparkSession, held: HeldRuns, order: RunOrder, running: RunInEngine) -> dict[str, Any]:
+def run_order(spark: SparkSession, held: HeldRuns, order: RunOrder, running: WorkInEngine) -> dict[str, Any]:
     """Run an order as `pielake run` or an Airflow task runs it in a process of its own: a whole run in a session
     of `spark`'s; a step in its run's session, its stage outputs held in memory for the run's next step
     (`pielake.engine.held`). It says its progress to `running`, and stops where it is when `running` is
@@ -556,3 +580,16 @@ def run_order(spark: SparkSession, held: HeldRuns, order: RunOrder, running: Run
         return {"step": order.step, "rows": outcome.rows, "seconds": round(outcome.seconds, 3),
                 "parts": {name: round(seconds, 3) for name, seconds in outcome.parts.items()}}
     return {"step": order.step, "gate": outcome.text() if outcome else "skipped"}
+
+
+def answer_sql(spark: SparkSession, order: SqlOrder, reading: WorkInEngine) -> None:
+    """Answer a statement as `pielake sql` in a process of its own does, in a session of `spark`'s (the views of
+    the lake's tables it registers are its own): its formatted pieces as Spark gives rows, then an empty result.
+    A statement whose client has gone reads no further."""
+    reading.session = spark.newSession()
+    as_of = None if order.as_of is None else as_of_time(order.as_of)
+    for piece in query_lake(Lake(reading.session, order.lake), order.statement, order.fmt, as_of, reading):
+        if reading.stopped():
+            return
+        reading.put({"rows": piece})
+    reading.put({"result": {}})

@@ -39,7 +39,7 @@ from pielake.engine.client import (
     run_on_engine,
 )
 from pielake.engine.jvm import spark_jvm
-from pielake.exitcodes import EXIT_INTERRUPTED, EXIT_UNAVAILABLE
+from pielake.exitcodes import EXIT_INTERRUPTED, EXIT_JVM_LOST, EXIT_UNAVAILABLE
 from pielake.lake.delta import Lake
 from pielake.lake.lock import RunLock
 from pielake.pipeline.ingest import IngestReport
@@ -93,8 +93,7 @@ def test_runs_sent_to_the_engine_publish_the_reference_tables(engine: EngineForT
     assert_tables_equal_the_reference(spark, root, EVENTS)
     assert {r.run_id: r.status for r in Lake(spark, root).read("runs").collect()} == {"b1": "published",
                                                                                       "m1": "published"}
-    # A process of its own: Spark Connect's client and the tests' classic session cannot share one process. Its
-    # shell names the engine as PySpark's clients are told of one (SPARK_REMOTE), for every command.
+    # A process whose shell names the engine as PySpark's clients are told of one (SPARK_REMOTE), for every command.
     read = subprocess.run([str(Path(sys.executable).parent / "pielake"), "sql", "--lake", str(root), "--format",
                            "csv", "SELECT status, count(*) AS n FROM matches_mid GROUP BY status"],
                           env={**os.environ, "SPARK_REMOTE": remote}, capture_output=True, text=True, timeout=300,
@@ -135,6 +134,20 @@ def test_a_client_whose_environment_names_a_proxy_reaches_the_engine_on_loopback
     assert read.returncode == 0, read.stderr[-2000:]
     [counted] = csv.DictReader(io.StringIO(read.stdout))
     assert int(counted["n"]) == len(find_matches(EVENTS, load_query(QUERY, "mid"))) > 0
+
+
+def test_a_statement_whose_client_has_gone_reads_no_further_on_the_engine(engine: EngineForTests,
+                                                                          tmp_path: Path) -> None:
+    """`pielake sql --remote` is a thin client: the engine reads the rows and sends them as its client takes them.
+    A client that goes away (its terminal closed, Ctrl-C) stops the statement, which would read rows without end
+    for no one."""
+    reading = streaming_rows(engine, tmp_path / "rows.csv")
+    reading.terminate()
+    reading.wait(timeout=30)
+    deadline = time.monotonic() + 60
+    while "running: nothing" not in (said := engine.cli("status").stdout) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert "running: nothing" in said, said
 
 
 def stop_a_run_on_the_engine_as_it_starts(engine: EngineForTests, root: Path, events: Path, run_id: str) -> None:
@@ -337,13 +350,16 @@ def streaming_rows(engine: EngineForTests, out: Path) -> subprocess.Popen[str]:
     return reading
 
 
-def assert_said_the_engine_stopped(reading: subprocess.Popen[str]) -> None:
-    """The `pielake sql` of `streaming_rows` ended within seconds of its engine's end, saying so."""
+def assert_said_the_engine_stopped(reading: subprocess.Popen[str], *, jvm_killed: bool = False) -> None:
+    """The `pielake sql` of `streaming_rows` ended within seconds of its engine's end, saying so: that the engine
+    stopped answering, or, where its JVM was killed and the engine told its client before it stopped, that."""
     try:
-        _, told = reading.communicate(timeout=30)  # not Spark Connect's ten minutes of retries, nor for ever
+        _, told = reading.communicate(timeout=30)  # not for ever
     finally:
         reading.kill()
-    assert reading.returncode == EXIT_UNAVAILABLE and "the engine stopped answering in the middle" in told, told
+    said = {EXIT_UNAVAILABLE: "the engine stopped answering in the middle",
+            **({EXIT_JVM_LOST: "the engine's Spark JVM was killed (SIGKILL)"} if jvm_killed else {})}
+    assert reading.returncode in said and said[reading.returncode] in told, told
 
 
 def test_an_engine_killed_mid_step_fails_the_step_and_the_step_run_again_publishes_a_clean_run(
@@ -388,7 +404,7 @@ def test_an_engine_killed_mid_step_fails_the_step_and_the_step_run_again_publish
         reading = streaming_rows(engine, tmp_path / "rows.csv")
         engine_jvm(engine).kill()
         served.wait(timeout=30)
-        assert_said_the_engine_stopped(reading)
+        assert_said_the_engine_stopped(reading, jvm_killed=True)
         log = (engine.lake / V.ENGINE_DIR / ENGINE_LOG).read_text(encoding="utf-8")
         assert "error: the engine's Spark JVM was killed (SIGKILL), as the system kills the largest process" in log
         engine = start_engine(engine.lake)

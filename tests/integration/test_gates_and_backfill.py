@@ -214,7 +214,7 @@ def test_a_gate_checked_beside_the_later_stages_still_stops_the_run_before_publi
 
 def test_a_gate_that_fails_in_a_run_asked_to_stop_is_no_verdict_and_does_not_end_the_run(lake: Lake,
                                                                                           tmp_path: Path) -> None:
-    """A stopped run's cancelled Spark jobs fail its gate's checks (`RunInEngine`): what fails then is the stop, so
+    """A stopped run's cancelled Spark jobs fail its gate's checks (`WorkInEngine`): what fails then is the stop, so
     the run keeps no verdict and no `runs` row, and a run of the same events after it publishes."""
     plan = load_query(QUERY, "mid")
     request = RunRequest(events_path=write(tmp_path / "a.json", EVENTS))

@@ -238,15 +238,15 @@ def test_an_engine_address_no_client_can_reach_is_refused_saying_why(tmp_path: P
 
 
 def test_an_engine_address_nothing_listens_at_is_refused_at_once(tmp_path: Path) -> None:
-    """Spark Connect's client would retry it for minutes, saying nothing."""
-    address = f"sc://localhost:{free_port()}"
-    invoke(["sql", "--lake", str(tmp_path), "SELECT 1", "--remote", address], EXIT_USAGE,
-           f"no engine answers at {address} (Connection refused)")
+    """Spark Connect's client (a plot's) would retry it for minutes, saying nothing."""
     (tmp_path / "q.tpq").write_text("FROM S DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s")
-    port = free_ports(2)  # a run is sent over HTTP, to the port after the engine's: the error names the one given
-    invoke(["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "q.tpq"), "--lake", str(tmp_path), "--remote",
-            f"sc://localhost:{port}"], EXIT_UNAVAILABLE,
-           f"no answer from the engine at sc://localhost:{port} (its runs at http://localhost:{port + 1}: ")
+    address = f"sc://localhost:{free_port()}"
+    invoke(["plot", str(tmp_path / "q.tpq"), "--lake", str(tmp_path), "--out", "p.png", "--remote", address],
+           EXIT_USAGE, f"no engine answers at {address} (Connection refused)")
+    port = free_ports(2)  # runs and statements go over HTTP to the next port: the error names the one given
+    for command in (["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "q.tpq")], ["sql", "SELECT 1"]):
+        invoke([*command, "--lake", str(tmp_path), "--remote", f"sc://localhost:{port}"], EXIT_UNAVAILABLE,
+               f"no answer from the engine at sc://localhost:{port} (its runs at http://localhost:{port + 1}: ")
 
 
 def test_the_engine_spark_remote_names_is_where_a_command_runs_unless_master_says_this_process(

@@ -141,11 +141,9 @@ def test_a_run_on_the_engine_whose_jvm_the_system_killed_tells_its_client_to_sta
     the run's need not be), not to give the run more memory or a smaller heap, as a run in a process of its own."""
     from py4j.protocol import Py4JNetworkError  # noqa: PLC0415 (what py4j raises when the JVM is gone)
 
-    from pielake.engine.client import RunOrder  # noqa: PLC0415
-    from pielake.engine.server import RunInEngine, _said  # noqa: PLC0415 (the engine's, which imports Spark's types)
+    from pielake.engine.server import WorkInEngine, _said  # noqa: PLC0415 (the engine's, which imports Spark's types)
 
-    order = RunOrder("FROM S DEFINE A AS x > 1 PATTERN A before A WITHIN 1 s", "q", "/data/lake", "r1", {})
-    said = _said(Py4JNetworkError("Answer from Java side is empty"), RunInEngine(order), "q r1 run",
+    said = _said(Py4JNetworkError("Answer from Java side is empty"), WorkInEngine("run q r1 run"),
                  Path("/data/engine-lake"))
     assert said["exit_code"] == EXIT_JVM_LOST
     assert said["error"].startswith("the engine's Spark JVM was killed (SIGKILL), as the system kills"), said
