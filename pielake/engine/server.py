@@ -397,20 +397,22 @@ class RunService:
 
             def _follow(self, run: WorkInEngine) -> None:
                 """Stream the work's messages to its client while it listens; once it has gone (Ctrl-C, an
-                Airflow task killed or timed out), stop the work, and wait for it to end."""
-                self.send_response(HTTPStatus.OK)
-                self.send_header("Content-Type", "application/x-ndjson")
-                self.end_headers()
-                listening = True
+                Airflow task killed or timed out), stop the work, and take its messages until it ends, as its
+                short queue would hold the work up."""
+                listening = self._heard(None, opening=True)
                 while (message := run.next_message(LISTEN_SECONDS)) is not WorkInEngine.ENDED:
-                    if listening and not self._heard(message):
-                        listening = False
+                    listening = listening and self._heard(message)
+                    if not listening:  # at once, and again to no effect while the work winds down
                         run.stop(f"its client at {self.client_address[0]} went away")
 
-            def _heard(self, message: dict[str, Any] | None) -> bool:
-                """Whether the client still listens: `message` written to it, or, without one, its end not
-                closed."""
+            def _heard(self, message: dict[str, Any] | None, *, opening: bool = False) -> bool:
+                """Whether the client still listens: the answer's head (`opening`) or `message` written to it,
+                or, without one, its end not closed."""
                 try:
+                    if opening:
+                        self.send_response(HTTPStatus.OK)
+                        self.send_header("Content-Type", "application/x-ndjson")
+                        self.end_headers()
                     if message is not None:
                         self._write(message)
                         return True
