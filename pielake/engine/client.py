@@ -248,8 +248,9 @@ def run_on_engine(address: EngineAddress, order: RunOrder, say: Callable[[str], 
 
 @dataclass(frozen=True)
 class SqlOrder:
-    """A read-only statement over a lake's tables (`pielake sql`), as the engine is asked for it: the engine
-    checks it, as `pielake sql` in a process of its own does. `as_of` is the time as the user wrote it."""
+    """A read-only statement over a lake's tables (`pielake sql`), as the engine is asked for it: the client has
+    checked it, and the engine checks it again, as `pielake sql` in a process of its own does. `as_of` is the
+    time as the user wrote it."""
 
     statement: str
     lake: str

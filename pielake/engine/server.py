@@ -435,8 +435,9 @@ class RunService:
                            lambda reading: answer_sql(self.spark, order, reading))
 
     def _start(self, doing: str, work: Callable[[WorkInEngine], None]) -> WorkInEngine:
-        """Do `work` in a Spark session of its own, in a thread of its own, named `doing` in the engine's status
-        and log; what it raises is its last message (`_said`)."""
+        """Do `work` in a thread of its own, named `doing` in the engine's status and log; the work says in
+        which Spark session it runs (`WorkInEngine.session`), for its stop, and what it raises is its last message
+        (`_said`)."""
         served = WorkInEngine(doing)
 
         def in_thread() -> None:
