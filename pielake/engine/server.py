@@ -88,6 +88,7 @@ CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 M_ARENA_MAX = -8  # glibc's mallopt() parameter for the most arenas (malloc.h)
 ENGINE_ARENAS = 2
 log = logging.getLogger("pielake.engine")
+READ_AGAIN = "then run the statement again: it only reads, so nothing of it is left to redo"
 # Seconds between two looks at whether a run's client still listens, while the run says nothing new.
 LISTEN_SECONDS = 0.5
 # Seconds between two looks at whether the engine's JVM still serves (`_check_jvm`).
@@ -425,20 +426,21 @@ class RunService:
     def execute(self, order: RunOrder) -> WorkInEngine:
         """Run the order: its progress lines as they come and then its result; a run's own errors (a bad query, a
         failed gate, a busy lock) are its answer, not the engine's."""
-        return self._start(f"run {order.name} {order.run_id} {order.step or 'run'}",
+        return self._start(f"run {order.name} {order.run_id} {order.step or 'run'}", RUN_AGAIN,
                            lambda run: run.put({"result": run_order(self.spark, self.held, order, run)}))
 
     def read(self, order: SqlOrder) -> WorkInEngine:
         """Answer the statement: its rows, formatted, a piece at a time, and then an empty result; a statement
         that writes, or that Spark rejects, is its answer's error."""
-        return self._start(f"SQL statement {next(self.statements)} on {order.lake}",
+        return self._start(f"SQL statement {next(self.statements)} on {order.lake}", READ_AGAIN,
                            lambda reading: answer_sql(self.spark, order, reading))
 
-    def _start(self, doing: str, work: Callable[[WorkInEngine], None]) -> WorkInEngine:
-        """Do `work` in a thread of its own, named `doing` in the engine's status and log; the work says in
+    def _start(self, doing: str, again: str, work: Callable[[WorkInEngine], None]) -> WorkInEngine:
+        """Do `work` in a thread of its own, named `doing` in the engine's status and log (`again`: what its
+        client does after an engine restart, had the engine's JVM ended under it); the work says in
         which Spark session it runs (`WorkInEngine.session`), for its stop, and what it raises is its last message
         (`_said`)."""
-        served = WorkInEngine(doing)
+        served = WorkInEngine(doing, again)
 
         def in_thread() -> None:
             self.running[id(served)] = doing
@@ -475,7 +477,7 @@ def _said(error: Exception, work: WorkInEngine, root: Path) -> dict[str, Any]:
         return {"error": f"{doing} stopped, as {work.why}", "exit_code": EXIT_INTERRUPTED}
     said = for_the_user(error)
     if isinstance(said, JvmLostError) and said.ended is not None:
-        said = _engine_jvm_lost(how_it_ended(said.ended, _engine_log(root)), root, RUN_AGAIN)
+        said = _engine_jvm_lost(how_it_ended(said.ended, _engine_log(root)), root, work.again)
     if said is not None:
         return {"error": str(said), "exit_code": said.exit_code}
     log.error("%s failed:\n%s", doing, traceback.format_exc())
@@ -508,8 +510,9 @@ class WorkInEngine:
     ENDED: ClassVar[dict[str, Any]] = {}  # the last message: the work has ended
     WAITING = 4  # messages said and not yet sent to the client, at most
 
-    def __init__(self, doing: str):
+    def __init__(self, doing: str, again: str):
         self.doing = doing
+        self.again = again
         self.messages: queue.Queue[dict[str, Any]] = queue.Queue(self.WAITING)
         self.asked = threading.Event()
         self.why = ""

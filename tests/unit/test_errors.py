@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from pielake.engine.session import Py4jOnTheRoot
-from pielake.errors import JvmLostError, NoSpaceError, PielakeError, jvm_lost, no_space
+from pielake.errors import RUN_AGAIN, JvmLostError, NoSpaceError, PielakeError, jvm_lost, no_space
 from pielake.exitcodes import EXIT_JVM_LOST, EXIT_NO_SPACE
 
 
@@ -141,16 +141,20 @@ def test_a_run_on_the_engine_whose_jvm_the_system_killed_tells_its_client_to_sta
     the run's need not be), not to give the run more memory or a smaller heap, as a run in a process of its own."""
     from py4j.protocol import Py4JNetworkError  # noqa: PLC0415 (what py4j raises when the JVM is gone)
 
-    from pielake.engine.server import WorkInEngine, _said  # noqa: PLC0415 (the engine's, which imports Spark's types)
+    from pielake.engine.server import READ_AGAIN, WorkInEngine, _said  # noqa: PLC0415 (the engine's: Spark's types)
 
-    said = _said(Py4JNetworkError("Answer from Java side is empty"), WorkInEngine("run q r1 run"),
-                 Path("/data/engine-lake"))
+    lost = Py4JNetworkError("Answer from Java side is empty")
+    said = _said(lost, WorkInEngine("run q r1 run", RUN_AGAIN), Path("/data/engine-lake"))
     assert said["exit_code"] == EXIT_JVM_LOST
     assert said["error"].startswith("the engine's Spark JVM was killed (SIGKILL), as the system kills"), said
     assert said["error"].endswith("the engine stops. Start it again (`pielake engine start --lake "
                                   "/data/engine-lake`); then run the query again: each table keeps its last whole "
                                   "commit, and the next run redoes what this one left undone"), said
     assert "PIELAKE_DRIVER_MEMORY" not in said["error"]
+    read = _said(lost, WorkInEngine("SQL statement 1 on /data/lake", READ_AGAIN), Path("/data/engine-lake"))
+    assert read["exit_code"] == EXIT_JVM_LOST
+    assert read["error"].endswith("(`pielake engine start --lake /data/engine-lake`); then run the statement again: "
+                                  "it only reads, so nothing of it is left to redo"), read
 
 
 def test_py4j_meeting_a_jvm_that_still_runs_or_a_refused_engine_client_is_not_a_killed_jvm(
