@@ -1,8 +1,8 @@
 """The `pielake` command line. User errors are caught at one boundary and printed without a traceback.
 
-Commands import Spark and the pipeline where they run them, not here: a run sent to an engine (`--remote`) is a
-thin client, whose start-up is part of every scheduled micro-batch, and `check`, `explain` or `engine status`
-need none of it either.
+Commands import Spark and the pipeline where they run them, not here: a run, a statement or a plot sent to an
+engine (`--remote`) is a thin client, whose start-up is part of every scheduled micro-batch and of every look at
+its matches, and `check`, `explain` or `engine status` need none of it either.
 """
 
 from __future__ import annotations
@@ -35,11 +35,13 @@ from pielake.engine.client import (
     SPARK_REMOTE,
     EngineAddress,
     EngineError,
+    PlotOrder,
     RunOrder,
     SqlOrder,
     engine_for,
     run_on_engine,
     sql_on_engine,
+    timeline_on_engine,
 )
 from pielake.engine.jvm import check_own_pyspark, check_spark_environment
 from pielake.engine.settings import WARM_UP_RUNS, keep_days, short_lived
@@ -54,7 +56,16 @@ from pielake.lake.lock import RunLock
 from pielake.lake.statements import as_of_time, check_read_only
 from pielake.pipeline.registry import STAGES
 from pielake.pipeline.run_folder import RunEnd, record_end, run_end, unadmitted_runs
-from pielake.query.analyzer import QueryPlan, analyze, bind_declared, load_query_file, read_query_file
+from pielake.plot import Timeline, counted, draw, image_file
+from pielake.query.analyzer import (
+    QueryPlan,
+    analyze,
+    bind_declared,
+    load_query,
+    load_query_file,
+    read_query_file,
+    runnable,
+)
 from pielake.query.hierarchy import check_upstreams
 from pielake.query.join_order import join_order
 from pielake.query.parser import parse
@@ -572,17 +583,24 @@ def sql_command(statement: str, *, lake_dir: str, fmt: str, as_of: str | None, m
                 remote: str | None) -> None:
     """Answer a read-only SQL query over every table of the lake, by name ('-': read it from standard input)."""
     text = check_read_only(sys.stdin.read() if statement == "-" else statement)  # before Spark starts, or is asked
-    moment = None if as_of is None else as_of_time(as_of)
-    if remote is not None:  # the engine answers it, and this process imports no Spark
-        order = SqlOrder(text, str(Path(lake_dir).resolve()), fmt, as_of)
-        for piece in sql_on_engine(engine_for(remote, lake_dir), order, _say):
-            click.echo(piece, nl=False)
-        return
+    if as_of is not None:
+        as_of_time(as_of)  # checked as the statement is
+    for piece in _answered(text, lake_dir, fmt, as_of, master=master, remote=remote):
+        click.echo(piece, nl=False)
+
+
+def _answered(statement: str, lake_dir: str, fmt: str, as_of: str | None = None, *, master: str | None,
+              remote: str | None) -> Iterator[str]:
+    """A checked statement's result, formatted, in pieces: the engine's, which reads it and sends the pieces (this
+    process imports no Spark), or read here."""
+    if remote is not None:
+        order = SqlOrder(statement, str(Path(lake_dir).resolve()), fmt, as_of)
+        return sql_on_engine(engine_for(remote, lake_dir), order, _say)
     from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
     from pielake.lake.sql import query_lake  # noqa: PLC0415
 
-    for piece in query_lake(Lake(session(master, None, lake_dir), lake_dir), text, fmt, moment, _say):
-        click.echo(piece, nl=False)
+    moment = None if as_of is None else as_of_time(as_of)
+    return query_lake(Lake(session(master, None, lake_dir), lake_dir), statement, fmt, moment, _say)
 
 
 @main.group("engine")
@@ -670,22 +688,34 @@ def engine_stop_command(lake_dir: str) -> None:
 @click.option("--to", "until", default=None, help="Draw up to this time (inclusive).")
 @click.option("--out", required=True, type=click.Path(dir_okay=False),
               help="Image file, in the format its suffix names: .png, .svg, .pdf (or another matplotlib writes).")
-@spark_options
+@partial(spark_options, thin_client=True)
 @user_errors
 def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since: str | None, until: str | None,
                  out: str, master: str | None, remote: str | None) -> None:
     """Draw one key's situations (a lane per symbol) and matches (brackets, detected_at marked) as a timeline."""
-    from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
-    from pielake.plot import counted, draw, image_file, timeline  # noqa: PLC0415
-    from pielake.spark.query import check_range_early  # noqa: PLC0415
-
-    image, plan = image_file(out), load_query_file(query_file)
-    check_range_early(since, until, plan, Path(lake_dir))
-    lake = Lake(session(master, remote, lake_dir), lake_dir)
-    picture = timeline(lake, plan, key or None, since, until)
+    image = image_file(out)
+    picture = _timeline(query_file, lake_dir, key, since, until, master=master, remote=remote)
     written = draw(picture, image)
     drawn = f"{counted(len(picture.bars), 'situation')}, {counted(len(picture.brackets), 'match')}"
     click.echo(f"wrote {written}: {picture.key}, {drawn}")
+
+
+def _timeline(query_file: str, lake_dir: str, key: tuple[str, ...] = (), since: str | None = None,
+              until: str | None = None, *, master: str | None, remote: str | None) -> Timeline:
+    """One key's timeline (none given: the busiest key's): the engine's, which reads it and sends it as JSON
+    (this process imports no Spark, and draws it), or read here, where a range the lake's schemas refuse is
+    refused before Spark starts."""
+    source, name = read_query_file(query_file)
+    plan = runnable(load_query(source, name))
+    if remote is not None:
+        order = PlotOrder(source, name, str(Path(lake_dir).resolve()), key, since, until)
+        return Timeline.from_json(timeline_on_engine(engine_for(remote, lake_dir), order, _say))
+    from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
+    from pielake.lake.plotted import timeline  # noqa: PLC0415
+    from pielake.spark.query import check_range_early  # noqa: PLC0415
+
+    check_range_early(since, until, plan, Path(lake_dir))
+    return timeline(Lake(session(master, None, lake_dir), lake_dir), plan, key or None, since, until)
 
 
 @main.command("maintain")
@@ -732,7 +762,6 @@ def generate_command(out: str, *, events: int, query_file: str | None, columns: 
     10-50 and true runs of 10-100 events (starting with a gap); seeded, so the same options give the same files.
     With --query, a sample stream for that query instead, to try it before there is data."""
     from pielake.pipeline.synthetic import GENERATES, generate, write_query_events  # noqa: PLC0415 (module docstring)
-    from pielake.plot import counted  # noqa: PLC0415
 
     if keys > events:  # a key without events would be said to be written, and is not
         raise click.BadParameter(f"{keys:,} keys cannot share {counted(events, 'event')}: every key has at least one; "
@@ -902,14 +931,11 @@ def unlock_command(query_file: str, *, lake_dir: str) -> None:
 
 @main.command("demo")
 @click.option("--lake", "lake_dir", default="lake", show_default=True, type=click.Path(file_okay=False))
-@spark_options
+@partial(spark_options, thin_client=True)
 @user_errors
 def demo_command(*, lake_dir: str, master: str | None, remote: str | None) -> None:
     """Generate a sample car stream, run the aggressive-driving query on it and show the first matches."""
-    from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
-    from pielake.lake.sql import query_lake  # noqa: PLC0415
-    from pielake.pipeline.sample import write_car_sensors  # noqa: PLC0415
-    from pielake.plot import draw, timeline  # noqa: PLC0415
+    from pielake.pipeline.sample import write_car_sensors  # noqa: PLC0415 (module docstring)
 
     root = Path(lake_dir)
     if remote is None:
@@ -920,12 +946,11 @@ def demo_command(*, lake_dir: str, master: str | None, remote: str | None) -> No
     query = EXAMPLES / "aggressive_driving.tpq"
     _run(str(query), {"events_path": str(events)}, lake_dir, master=master, remote=remote, run_id=None, fmt="csv",
          mode="batch", checks=True)
-    lake = Lake(session(master, remote, lake_dir), root)
     sql = ("SELECT car_id, a_ts, b_ts, c_ts, detected_at, status, round(avg_speed, 1) AS avg_speed "
            "FROM matches_aggressive_driving ORDER BY car_id, detected_at LIMIT 10")
     click.echo(f"\npielake sql --lake {lake_dir} \"{sql}\"")
-    click.echo("".join(query_lake(lake, sql, "table")), nl=False)
-    picture = timeline(lake, load_query_file(query))
+    click.echo("".join(_answered(sql, lake_dir, "table", master=master, remote=remote)), nl=False)
+    picture = _timeline(str(query), lake_dir, master=master, remote=remote)
     written = draw(picture, root / V.PLOTS_DIR / "aggressive_driving.png")
     click.echo(f"\npielake plot drew {picture.title} to {written}")
 

@@ -1,13 +1,14 @@
-"""A thin client of the engine (`pielake.engine.server`): the engine's address, and a run or a statement sent to it.
+"""A thin client of the engine (`pielake.engine.server`): the engine's address, and a run, a statement or a plot sent
+to it.
 
 A client imports nothing but the standard library: a scheduled micro-batch is seconds of work on a warm engine,
 and a client that imported Spark, pandas or Great Expectations would spend longer starting than the engine spends
-on the run. So the client sends the query's text and the run's request, or a statement of `pielake sql`; the
-engine parses, runs and reports.
+on the run. So the client sends the query's text and the run's request, a statement of `pielake sql`, or the key
+and the range `pielake plot` draws; the engine parses, runs and reports, and the client prints or draws.
 
-An engine listens on two ports of one host: Spark Connect on `port` (notebooks, `pielake plot --remote`) and
-pielake's runs and statements (`pielake run|backfill|sql --remote`, Airflow's tasks) on `port + 1`, both behind
-the same token.
+An engine listens on two ports of one host: Spark Connect on `port` (notebooks, `pielake maintain --remote`) and
+pielake's runs, statements and plots (`pielake run|backfill|sql|plot --remote`, Airflow's tasks) on `port + 1`,
+both behind the same token.
 
 A client reaches an engine on this machine's loopback directly, whatever proxy the environment names
 (`http_proxy`, `https_proxy`, `grpc_proxy`): Python's HTTP client and gRPC both send a loopback address through
@@ -242,8 +243,7 @@ def run_on_engine(address: EngineAddress, order: RunOrder, say: Callable[[str], 
     """Send `order` to the engine; its progress lines go to `say` as they come. Returns the engine's result, or
     raises `EngineError` with the run's message and exit code. A connection lost mid-run (the engine stopped)
     is an error: the run is redone, as any stopped run, by running it again."""
-    *_, last = _served(address, "/run", asdict(order), say, timeout)
-    return last["result"]
+    return _result(address, "/run", asdict(order), say, timeout)
 
 
 @dataclass(frozen=True)
@@ -265,6 +265,32 @@ def sql_on_engine(address: EngineAddress, order: SqlOrder, say: Callable[[str], 
     for message in _served(address, "/sql", asdict(order), say, None):
         if "rows" in message:
             yield message["rows"]
+
+
+@dataclass(frozen=True)
+class PlotOrder:
+    """One key's timeline as `pielake plot` asks the engine for it (`pielake.lake.plotted.timeline`): the query
+    travels as its text, the key as the words of `--key` (none: the busiest key), the range as the user wrote it."""
+
+    query: str
+    name: str
+    lake: str
+    key: tuple[str, ...] = ()
+    since: str | None = None
+    until: str | None = None
+
+
+def timeline_on_engine(address: EngineAddress, order: PlotOrder, say: Callable[[str], None]) -> dict[str, Any]:
+    """The timeline the engine reads from the lake for `order`, as JSON (`pielake.plot.Timeline.from_json`): the
+    client draws it, and imports no Spark."""
+    return _result(address, "/plot", asdict(order), say, None)
+
+
+def _result(address: EngineAddress, path: str, body: dict[str, Any], say: Callable[[str], None],
+            timeout: float | None) -> dict[str, Any]:
+    """The engine's result for a request whose answer is that result alone, after its progress lines."""
+    *_, last = _served(address, path, body, say, timeout)
+    return last["result"]
 
 
 def _served(address: EngineAddress, path: str, body: dict[str, Any], say: Callable[[str], None],

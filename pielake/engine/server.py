@@ -59,7 +59,7 @@ from typing import Any, ClassVar, TextIO
 from pyspark.sql import SparkSession
 
 from pielake import vocabulary as V
-from pielake.engine.client import ENGINE_FILE, ENGINE_LOCK, ENGINE_LOG, EngineAddress, RunOrder, SqlOrder
+from pielake.engine.client import ENGINE_FILE, ENGINE_LOCK, ENGINE_LOG, EngineAddress, PlotOrder, RunOrder, SqlOrder
 from pielake.engine.held import HeldRuns, RunKey
 from pielake.engine.session import build_session, resolve_jars
 from pielake.engine.settings import WARM_UP_RUNS, SparkUi, delta_package
@@ -77,6 +77,7 @@ from pielake.errors import (
 from pielake.exitcodes import EXIT_INTERNAL, EXIT_INTERRUPTED
 from pielake.lake.catalog import DATABASE, CatalogRegistration, Metastore
 from pielake.lake.delta import Lake
+from pielake.lake.plotted import timeline
 from pielake.lake.sql import query_lake
 from pielake.lake.statements import as_of_time
 from pielake.pipeline.gates import import_gx_meanwhile
@@ -88,7 +89,6 @@ CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 M_ARENA_MAX = -8  # glibc's mallopt() parameter for the most arenas (malloc.h)
 ENGINE_ARENAS = 2
 log = logging.getLogger("pielake.engine")
-READ_AGAIN = "then run the statement again: it only reads, so nothing of it is left to redo"
 # Seconds between two looks at whether a run's client still listens, while the run says nothing new.
 LISTEN_SECONDS = 0.5
 # Seconds between two looks at whether the engine's JVM still serves (`_check_jvm`).
@@ -331,7 +331,8 @@ def _how_jvm_ended(spark: SparkSession, log: str) -> str | None:
 class RunService:
     """pielake's runs over HTTP on the engine's `port + 1`: `POST /run` runs an order (`RunOrder`), answering one
     JSON object a line (`progress`, then `result` or `error`); `POST /sql` answers a statement (`SqlOrder`) so,
-    its formatted rows in `rows` before its `result`; `POST /status` says what the engine is doing."""
+    its formatted rows in `rows` before its `result`; `POST /plot` answers a key's timeline (`PlotOrder`) as its
+    `result`; `POST /status` says what the engine is doing."""
 
     def __init__(self, spark: SparkSession, address: EngineAddress, root: Path):
         self.spark = spark
@@ -340,7 +341,7 @@ class RunService:
         self.started = datetime.now(UTC)
         self.running: dict[int, str] = {}  # what each run or statement in progress does, by its `id`
         self.held = HeldRuns(spark)
-        self.statements = itertools.count(1)
+        self.reads = itertools.count(1)  # numbers the statements and plots it answers, in its status
         self.server = ThreadingHTTPServer((address.host, address.port + 1), self._handler())
         self.server.daemon_threads = True
 
@@ -378,8 +379,10 @@ class RunService:
                     self._follow(service.execute(RunOrder(**body)))
                 elif self.path == "/sql":
                     self._follow(service.read(SqlOrder(**body)))
+                elif self.path == "/plot":
+                    self._follow(service.plot(PlotOrder(**body)))
                 else:
-                    self._refuse(HTTPStatus.NOT_FOUND, f"no {self.path}: POST /run, /sql or /status")
+                    self._refuse(HTTPStatus.NOT_FOUND, f"no {self.path}: POST /run, /sql, /plot or /status")
 
             def _refuse(self, status: HTTPStatus, message: str) -> None:
                 self.send_response(status)
@@ -432,8 +435,14 @@ class RunService:
     def read(self, order: SqlOrder) -> WorkInEngine:
         """Answer the statement: its rows, formatted, a piece at a time, and then an empty result; a statement
         that writes, or that Spark rejects, is its answer's error."""
-        return self._start(f"SQL statement {next(self.statements)} on {order.lake}", READ_AGAIN,
+        return self._start(f"SQL statement {next(self.reads)} on {order.lake}", read_again("run the statement"),
                            lambda reading: answer_sql(self.spark, order, reading))
+
+    def plot(self, order: PlotOrder) -> WorkInEngine:
+        """Answer a plot's timeline, read as `pielake plot` reads it in a process of its own; a key or a range the
+        lake has not, or a query not run yet, is its answer's error."""
+        return self._start(f"plot {next(self.reads)} of {order.name} on {order.lake}",
+                           read_again("draw the plot"), lambda drawing: answer_plot(self.spark, order, drawing))
 
     def _start(self, doing: str, again: str, work: Callable[[WorkInEngine], None]) -> WorkInEngine:
         """Do `work` in a thread of its own, named `doing` in the engine's status and log (`again`: what its
@@ -455,6 +464,11 @@ class RunService:
         served.worker = threading.Thread(target=in_thread, name=doing, daemon=True)
         served.worker.start()
         return served
+
+
+def read_again(what: str) -> str:
+    """What the client of work that only reads does once the engine runs again: `what` again, from the start."""
+    return f"then {what} again: it only reads, so nothing of it is left to redo"
 
 
 def _token_refusal(given: bool) -> str:
@@ -599,3 +613,12 @@ def answer_sql(spark: SparkSession, order: SqlOrder, reading: WorkInEngine) -> N
             return
         reading.put({"rows": piece})
     reading.put({"result": {}})
+
+
+def answer_plot(spark: SparkSession, order: PlotOrder, drawing: WorkInEngine) -> None:
+    """Answer a plot's timeline as `pielake plot` in a process of its own reads it, in a session of `spark`'s: the
+    timeline as JSON, which its client draws."""
+    drawing.session = spark.newSession()
+    picture = timeline(Lake(drawing.session, order.lake), runnable(load_query(order.query, order.name)),
+                       tuple(order.key) or None, order.since, order.until)
+    drawing.put({"result": picture.to_json()})

@@ -25,8 +25,9 @@ from pielake import vocabulary as V
 from pielake.cli import main
 from pielake.engine.client import free_port, free_ports
 from pielake.lake.delta import Lake
+from pielake.lake.plotted import timeline
 from pielake.pipeline.registry import STAGES
-from pielake.plot import Bar, Bracket, timeline
+from pielake.plot import Bar, Bracket
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import Match, derive_situations, find_matches
 from pielake.streams import StreamSchema, lake_streams, load_schema, save_schema

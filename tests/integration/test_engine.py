@@ -1,9 +1,9 @@
 """The engine: runs sent to it (`pielake run --remote`) publish exactly the tables a run in process publishes (the
-brute-force reference decides), a batch and then a micro-batch; SQL reads them through Spark Connect; a second
-engine on a lake is refused in one line, a client without the token too; a step after the one its run ended at is
-skipped, through Airflow's task on the engine as through spark-submit's, and takes no lock; and an engine killed
-(SIGKILL) in the middle of a step fails that step cleanly, and after a restart the step run again publishes what a
-clean run does."""
+brute-force reference decides), a batch and then a micro-batch; statements and plots sent to it read them as they
+would in process; a second engine on a lake is refused in one line, a client without the token too; a step after
+the one its run ended at is skipped, through Airflow's task on the engine as through spark-submit's, and takes no
+lock; and an engine killed (SIGKILL) in the middle of a step fails that step cleanly, and after a restart the step
+run again publishes what a clean run does."""
 
 from __future__ import annotations
 
@@ -34,19 +34,23 @@ from pielake.engine.client import (
     ENGINE_LOG,
     EngineAddress,
     EngineError,
+    PlotOrder,
     RunOrder,
     free_port,
     run_on_engine,
+    timeline_on_engine,
 )
 from pielake.engine.jvm import spark_jvm
 from pielake.exitcodes import EXIT_INTERRUPTED, EXIT_JVM_LOST, EXIT_UNAVAILABLE
 from pielake.lake.delta import Lake
 from pielake.lake.lock import RunLock
+from pielake.lake.plotted import timeline
 from pielake.pipeline.ingest import IngestReport
 from pielake.pipeline.jobs import main as job_main
 from pielake.pipeline.registry import STAGES
 from pielake.pipeline.runner import AGAIN
 from pielake.pipeline.stages import ADMISSION
+from pielake.plot import Timeline, counted
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from pielake.streams import save_schema
@@ -105,6 +109,14 @@ def test_runs_sent_to_the_engine_publish_the_reference_tables(engine: EngineForT
     for match in find_matches(EVENTS, load_query(QUERY, "mid")):
         expected[match.status] = expected.get(match.status, 0) + 1
     assert {r["status"]: int(r["n"]) for r in rows} == expected
+    # A plot sent to the engine draws the timeline a plot in this process reads: the busiest key's, and a range.
+    here = timeline(Lake(spark, root), load_query(QUERY, "mid"))
+    picture = tmp_path / "mid.png"
+    drawn = cli("plot", str(root / "mid.tpq"), "--lake", str(root), "--remote", remote, "--out", str(picture))
+    assert drawn == (f"wrote {picture}: {here.key}, {counted(len(here.bars), 'situation')}, "
+                     f"{counted(len(here.brackets), 'match')}\n") and here.brackets and picture.stat().st_size
+    sent = timeline_on_engine(engine.address, PlotOrder(QUERY, "mid", str(root), ("m2",), "8", "15"), print)
+    assert Timeline.from_json(sent) == timeline(Lake(spark, root), load_query(QUERY, "mid"), ("m2",), "8", "15")
 
 
 def test_a_query_that_matches_text_against_patterns_publishes_the_reference_on_the_engine(
@@ -117,8 +129,9 @@ def test_a_query_that_matches_text_against_patterns_publishes_the_reference_on_t
 def test_a_client_whose_environment_names_a_proxy_reaches_the_engine_on_loopback_directly(
         engine: EngineForTests, tmp_path: Path) -> None:
     """Behind a proxy the environment names for every address, as a shell or an Airflow worker on a company
-    network is (here one at a port where nothing listens): a run sent to the engine and a query through Spark
-    Connect reach it, as Python's HTTP client and gRPC would otherwise send both, with the token, to the proxy."""
+    network is (here one at a port where nothing listens): a run, a statement and a plot sent to the engine, and
+    maintenance through Spark Connect, reach it, as Python's HTTP client and gRPC would otherwise send them, with
+    the token, to the proxy."""
     root = new_lake(tmp_path / "lake")
     proxy = f"http://127.0.0.1:{free_port()}"
     env = {**{k: v for k, v in process_env().items() if k.lower() != "no_proxy"},
@@ -132,8 +145,14 @@ def test_a_client_whose_environment_names_a_proxy_reaches_the_engine_on_loopback
                            "SELECT count(*) AS n FROM matches_mid"], env=env, capture_output=True, text=True,
                           timeout=300, check=False)
     assert read.returncode == 0, read.stderr[-2000:]
-    [counted] = csv.DictReader(io.StringIO(read.stdout))
-    assert int(counted["n"]) == len(find_matches(EVENTS, load_query(QUERY, "mid"))) > 0
+    [found] = csv.DictReader(io.StringIO(read.stdout))
+    assert int(found["n"]) == len(find_matches(EVENTS, load_query(QUERY, "mid"))) > 0
+    for command in (["plot", str(root / "mid.tpq"), "--out", str(tmp_path / "mid.svg")],
+                    ["maintain", str(root / "mid.tpq")]):
+        done = subprocess.run([pielake, *command, "--lake", str(root), "--remote", remote], env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "mid.svg").stat().st_size
 
 
 def test_a_statement_whose_client_has_gone_reads_no_further_on_the_engine(engine: EngineForTests,

@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from pielake.cli import main
 from pielake.exitcodes import EXIT_USAGE
 from pielake.lake.delta import Lake
-from pielake.plot import timeline
+from pielake.lake.plotted import timeline
 from pielake.query.analyzer import QueryPlan, load_query
 from pielake.semantics.reference import find_matches
 from pielake.spark import zones

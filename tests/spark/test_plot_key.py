@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from pielake.plot import _for_key, busiest_key
+from pielake.lake.plotted import _for_key, busiest_key
 from pielake.query.analyzer import load_query
 
 PLAN = load_query("FROM S PARTITION BY car, lane DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s")

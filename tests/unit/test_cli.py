@@ -238,13 +238,14 @@ def test_an_engine_address_no_client_can_reach_is_refused_saying_why(tmp_path: P
 
 
 def test_an_engine_address_nothing_listens_at_is_refused_at_once(tmp_path: Path) -> None:
-    """Spark Connect's client (a plot's) would retry it for minutes, saying nothing."""
+    """Spark Connect's client (maintenance's) would retry it for minutes, saying nothing."""
     (tmp_path / "q.tpq").write_text("FROM S DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s")
     address = f"sc://localhost:{free_port()}"
-    invoke(["plot", str(tmp_path / "q.tpq"), "--lake", str(tmp_path), "--out", "p.png", "--remote", address],
-           EXIT_USAGE, f"no engine answers at {address} (Connection refused)")
-    port = free_ports(2)  # runs and statements go over HTTP to the next port: the error names the one given
-    for command in (["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "q.tpq")], ["sql", "SELECT 1"]):
+    invoke(["maintain", str(tmp_path / "q.tpq"), "--lake", str(tmp_path), "--remote", address], EXIT_USAGE,
+           f"no engine answers at {address} (Connection refused)")
+    port = free_ports(2)  # runs, statements and plots go over HTTP to the next port: the error names the one given
+    for command in (["run", str(tmp_path / "q.tpq"), "--events", str(tmp_path / "q.tpq")], ["sql", "SELECT 1"],
+                    ["plot", str(tmp_path / "q.tpq"), "--out", "p.png"]):
         invoke([*command, "--lake", str(tmp_path), "--remote", f"sc://localhost:{port}"], EXIT_UNAVAILABLE,
                f"no answer from the engine at sc://localhost:{port} (its runs at http://localhost:{port + 1}: ")
 

@@ -141,7 +141,7 @@ def test_a_run_on_the_engine_whose_jvm_the_system_killed_tells_its_client_to_sta
     the run's need not be), not to give the run more memory or a smaller heap, as a run in a process of its own."""
     from py4j.protocol import Py4JNetworkError  # noqa: PLC0415 (what py4j raises when the JVM is gone)
 
-    from pielake.engine.server import READ_AGAIN, WorkInEngine, _said  # noqa: PLC0415 (the engine's: Spark's types)
+    from pielake.engine.server import WorkInEngine, _said, read_again  # noqa: PLC0415 (the engine's: Spark's types)
 
     lost = Py4JNetworkError("Answer from Java side is empty")
     said = _said(lost, WorkInEngine("run q r1 run", RUN_AGAIN), Path("/data/engine-lake"))
@@ -151,7 +151,8 @@ def test_a_run_on_the_engine_whose_jvm_the_system_killed_tells_its_client_to_sta
                                   "/data/engine-lake`); then run the query again: each table keeps its last whole "
                                   "commit, and the next run redoes what this one left undone"), said
     assert "PIELAKE_DRIVER_MEMORY" not in said["error"]
-    read = _said(lost, WorkInEngine("SQL statement 1 on /data/lake", READ_AGAIN), Path("/data/engine-lake"))
+    reading = WorkInEngine("SQL statement 1 on /data/lake", read_again("run the statement"))
+    read = _said(lost, reading, Path("/data/engine-lake"))
     assert read["exit_code"] == EXIT_JVM_LOST
     assert read["error"].endswith("(`pielake engine start --lake /data/engine-lake`); then run the statement again: "
                                   "it only reads, so nothing of it is left to redo"), read

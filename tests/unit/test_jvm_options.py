@@ -176,19 +176,20 @@ def other_pyspark(folder: Path, declared: str) -> Path:
 
 def test_another_pyspark_first_on_python_s_path_is_refused_before_it_is_imported(tmp_path: Path) -> None:
     """A Hadoop distribution's `PYTHONPATH=$SPARK_HOME/python`: pielake would import that pyspark and start its
-    Spark, and failed in its imports' traceback. A run or a statement sent to an engine imports no pyspark, and is
-    not refused."""
+    Spark, and failed in its imports' traceback. A run, a statement or a plot sent to an engine imports no pyspark,
+    and is not refused; maintenance on an engine is Spark Connect's client, which is pyspark."""
     other = other_pyspark(tmp_path / "spark" / "python", "3.5.1")
     (tmp_path / "lake").mkdir()
     lake = str(tmp_path / "lake")
-    plot_on_engine = ["plot", "--lake", lake, "--out", "p.png", "--remote", "sc://localhost:1", str(EXAMPLE_QUERY)]
-    for command in (["sql", "--lake", lake, "SELECT 1"], plot_on_engine, ["engine", "start", "--lake", lake]):
+    maintain_on_engine = ["maintain", "--lake", lake, "--remote", "sc://localhost:1", str(EXAMPLE_QUERY)]
+    for command in (["sql", "--lake", lake, "SELECT 1"], maintain_on_engine, ["engine", "start", "--lake", lake]):
         refused = pielake_with(str(other), *command)
         assert refused.returncode == EXIT_USAGE, refused.stderr
         assert refused.stderr.startswith(f"error: Python imports pyspark 3.5.1 from {other}, not pielake's own "
                                          f"pyspark {pyspark.__version__}"), refused.stderr
         assert "unset it for pielake (`env -u PYTHONPATH pielake …`)" in refused.stderr
-    for command in (["run", "--events", str(tmp_path / "none.csv"), str(EXAMPLE_QUERY)], ["sql", "SELECT 1"]):
+    for command in (["run", "--events", str(tmp_path / "none.csv"), str(EXAMPLE_QUERY)], ["sql", "SELECT 1"],
+                    ["plot", "--out", "p.png", str(EXAMPLE_QUERY)]):
         sent = pielake_with(str(other), *command, "--lake", lake, "--remote", "sc://localhost:1")
         assert sent.stderr.startswith("error: no answer from the engine at sc://localhost:1"), sent.stderr
 

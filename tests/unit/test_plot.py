@@ -3,6 +3,7 @@ and looks different by more than its shade; times read as the stream holds them.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -10,7 +11,19 @@ import numpy as np
 from matplotlib.colors import to_rgb
 from matplotlib.image import imread
 
-from pielake.plot import MIN_WIDTH, SITUATION_COLOUR, Bar, Bracket, Timeline, bar_extent, counted, draw, drawn, pyplot
+from pielake.plot import (
+    MIN_WIDTH,
+    SITUATION_COLOUR,
+    UTC,
+    Bar,
+    Bracket,
+    Timeline,
+    bar_extent,
+    counted,
+    draw,
+    drawn,
+    pyplot,
+)
 
 
 def test_a_short_bar_is_widened_to_the_minimum_and_an_open_one_runs_to_the_right_edge() -> None:
@@ -87,3 +100,19 @@ def test_every_status_a_match_can_have_is_in_the_legend_and_many_matches_keep_th
         pyplot().close(figure)
     assert sizes[0] == sizes[1]
     assert legends[0] == ["situation", "open situation", "complete match", "provisional match", "retracted match"]
+
+
+def test_a_timeline_sent_as_json_arrives_as_it_was_with_its_times_of_their_types() -> None:
+    """The engine sends a plot's timeline as JSON (`pielake plot --remote`): a TIMESTAMP comes back as the same
+    wall-clock time, a numeric time as the same whole number, an open end and an edge not asked for as none."""
+    noon = datetime(2026, 1, 1, 12)
+    timed = Timeline("q: car = 3  (1 match)", ("A", "B"), (Bar(0, noon, noon + timedelta(microseconds=1)),
+                                                         Bar(1, noon, None)),
+                     (Bracket(noon, None, noon + timedelta(minutes=5), "provisional"),), UTC, (noon, None), "car = 3")
+    counted_in_ms = Timeline("q: all events  (1 match)", ("A",), (Bar(0, 1_500_000_000_123, 1_500_000_000_124),),
+                             (Bracket(1_500_000_000_123, 1_500_000_000_124, 1_500_000_000_200, "complete"),), "ms",
+                             (None, 1_500_000_000_999), "all events")
+    for picture in (timed, counted_in_ms):
+        sent = json.loads(json.dumps(picture.to_json()))
+        assert Timeline.from_json(sent) == picture
+    assert json.dumps(timed.to_json()["bars"][0]) == '[0, "2026-01-01T12:00:00", "2026-01-01T12:00:00.000001"]'
