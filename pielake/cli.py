@@ -57,15 +57,7 @@ from pielake.lake.statements import as_of_time, check_read_only
 from pielake.pipeline.registry import STAGES
 from pielake.pipeline.run_folder import RunEnd, record_end, run_end, unadmitted_runs
 from pielake.plot import Timeline, counted, draw, image_file
-from pielake.query.analyzer import (
-    QueryPlan,
-    analyze,
-    bind_declared,
-    load_query,
-    load_query_file,
-    read_query_file,
-    runnable,
-)
+from pielake.query.analyzer import QueryPlan, analyze, bind_declared, load_query_file, read_query_file
 from pielake.query.hierarchy import check_upstreams
 from pielake.query.join_order import join_order
 from pielake.query.parser import parse
@@ -457,18 +449,16 @@ def _absolute(events: dict[str, Any]) -> dict[str, Any]:
             "stream_events": [(name, str(Path(file).resolve())) for name, file in pairs]}
 
 
-def _run(query_file: str, events: dict[str, Any], lake_dir: str, *, master: str | None, remote: str | None,
+def _run(plan: QueryPlan, events: dict[str, Any], lake_dir: str, *, master: str | None, remote: str | None,
          run_id: str | None, **options: Any) -> None:
     """A whole run: on the engine (the query's text and the request travel, absolute events paths), or here;
     `events` are the request's events files (`events_files`)."""
-    source, name = read_query_file(query_file)
-    plan = load_query_file(query_file)
     for warning in plan.warnings:  # said before the run, which a pattern that can never match runs in vain
         click.echo(warning.render())
     run_id = run_id or new_run_id()
     if remote is not None:
         request = {**_absolute(events), **options}
-        order = RunOrder(source, name, str(Path(lake_dir).resolve()), run_id, request)
+        order = RunOrder(plan.source, plan.name, str(Path(lake_dir).resolve()), run_id, request)
         click.echo(_followed(order, engine_for(remote, lake_dir))["summary"])
         return
     from pielake.engine.session import build_session  # noqa: PLC0415 (module docstring)
@@ -523,7 +513,7 @@ def run_command(query_file: str, *, events_given: tuple[str, ...], landing_given
     if not events_given and incremental and plan.upstream_source is None:
         raise click.UsageError("Missing option '--events': a micro-batch is the events it adds.")
     with _retaken_if_refused(plan, lake_dir, run_id) if landing_given else nullcontext():
-        _run(query_file, events_files(plan, events_given), lake_dir, master=master, remote=remote, run_id=run_id,
+        _run(plan, events_files(plan, events_given), lake_dir, master=master, remote=remote, run_id=run_id,
              mode="incremental" if incremental or landing_given else "batch", **options)
 
 
@@ -564,8 +554,9 @@ def backfill_command(query_file: str, *, since: str, until: str, events_given: t
                      master: str | None, remote: str | None, run_id: str | None, **options: Any) -> None:
     """Recompute QUERY_FILE from before --from: re-admits the quarantined late events in the range and the
     --events files', and replaces every derived row from there on with what a batch run over all events gives."""
-    _run(query_file, events_files(load_query_file(query_file), events_given), lake_dir, master=master,
-         remote=remote, run_id=run_id, mode="backfill", since=since, until=until, **options)
+    plan = load_query_file(query_file)
+    _run(plan, events_files(plan, events_given), lake_dir, master=master, remote=remote, run_id=run_id,
+         mode="backfill", since=since, until=until, **options)
 
 
 @main.command("sql")
@@ -694,21 +685,19 @@ def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since:
                  out: str, master: str | None, remote: str | None) -> None:
     """Draw one key's situations (a lane per symbol) and matches (brackets, detected_at marked) as a timeline."""
     image = image_file(out)
-    picture = _timeline(query_file, lake_dir, key, since, until, master=master, remote=remote)
+    picture = _timeline(load_query_file(query_file), lake_dir, key, since, until, master=master, remote=remote)
     written = draw(picture, image)
     drawn = f"{counted(len(picture.bars), 'situation')}, {counted(len(picture.brackets), 'match')}"
     click.echo(f"wrote {written}: {picture.key}, {drawn}")
 
 
-def _timeline(query_file: str, lake_dir: str, key: tuple[str, ...] = (), since: str | None = None,
+def _timeline(plan: QueryPlan, lake_dir: str, key: tuple[str, ...] = (), since: str | None = None,
               until: str | None = None, *, master: str | None, remote: str | None) -> Timeline:
     """One key's timeline (none given: the busiest key's): the engine's, which reads it and sends it as JSON
     (this process imports no Spark, and draws it), or read here, where a range the lake's schemas refuse is
     refused before Spark starts."""
-    source, name = read_query_file(query_file)
-    plan = runnable(load_query(source, name))
     if remote is not None:
-        order = PlotOrder(source, name, str(Path(lake_dir).resolve()), key, since, until)
+        order = PlotOrder(plan.source, plan.name, str(Path(lake_dir).resolve()), key, since, until)
         return Timeline.from_json(timeline_on_engine(engine_for(remote, lake_dir), order, _say))
     from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
     from pielake.lake.plotted import timeline  # noqa: PLC0415
@@ -943,14 +932,14 @@ def demo_command(*, lake_dir: str, master: str | None, remote: str | None) -> No
     events = root / V.INCOMING_DIR / "car_sensors.csv"
     rows = write_car_sensors(events)
     _say(f"wrote {rows} sample events of 6 cars to {events}")
-    query = EXAMPLES / "aggressive_driving.tpq"
-    _run(str(query), {"events_path": str(events)}, lake_dir, master=master, remote=remote, run_id=None, fmt="csv",
+    plan = load_query_file(EXAMPLES / "aggressive_driving.tpq")
+    _run(plan, {"events_path": str(events)}, lake_dir, master=master, remote=remote, run_id=None, fmt="csv",
          mode="batch", checks=True)
     sql = ("SELECT car_id, a_ts, b_ts, c_ts, detected_at, status, round(avg_speed, 1) AS avg_speed "
            "FROM matches_aggressive_driving ORDER BY car_id, detected_at LIMIT 10")
     click.echo(f"\npielake sql --lake {lake_dir} \"{sql}\"")
     click.echo("".join(_answered(sql, lake_dir, "table", master=master, remote=remote)), nl=False)
-    picture = _timeline(str(query), lake_dir, master=master, remote=remote)
+    picture = _timeline(plan, lake_dir, master=master, remote=remote)
     written = draw(picture, root / V.PLOTS_DIR / "aggressive_driving.png")
     click.echo(f"\npielake plot drew {picture.title} to {written}")
 

@@ -250,6 +250,18 @@ def test_an_engine_address_nothing_listens_at_is_refused_at_once(tmp_path: Path)
                f"no answer from the engine at sc://localhost:{port} (its runs at http://localhost:{port + 1}: ")
 
 
+def test_a_query_read_from_standard_input_is_read_once_by_every_command_that_sends_it(tmp_path: Path) -> None:
+    """`-` reads the query from standard input, which gives its text once: a command that checks the query and then
+    sends it (a run, a backfill, a plot on an engine) sends the query it checked, here to an engine that does not
+    answer, not an empty one."""
+    port = free_ports(2)
+    query = Path(EXAMPLE).read_text()
+    for command in (["run", "-", "--events", EXAMPLE], ["backfill", "-", "--from", "1", "--to", "9"],
+                    ["plot", "-", "--out", "p.png"]):
+        invoke([*command, "--lake", str(tmp_path), "--remote", f"sc://localhost:{port}"], EXIT_UNAVAILABLE,
+               f"no answer from the engine at sc://localhost:{port}", stdin=query)
+
+
 def test_the_engine_spark_remote_names_is_where_a_command_runs_unless_master_says_this_process(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """PySpark's own default: a shell set up for an engine's notebooks (`SPARK_REMOTE`) sends pielake's work there
