@@ -46,7 +46,7 @@ from pielake.engine.client import (
 from pielake.engine.jvm import check_own_pyspark, check_spark_environment
 from pielake.engine.settings import WARM_UP_RUNS, keep_days, short_lived
 from pielake.environment import longest
-from pielake.errors import PielakeError, QueryError, for_the_user
+from pielake.errors import A_RUN, PielakeError, QueryError, Then, a_read, for_the_user
 from pielake.exitcodes import EXIT_INTERRUPTED, EXIT_USAGE
 from pielake.explain import explain, explain_dot, found_by, relation_pictures
 from pielake.lake.access import check_writable, log_folder
@@ -79,16 +79,17 @@ if TYPE_CHECKING:
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "queries"
 
 
-def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+def user_errors(command: Callable[..., Any], *, then: Then = A_RUN) -> Callable[..., Any]:
     """Print a PielakeError as its message alone and exit with its exit code (EXIT_USAGE, or EXIT_FINDINGS for
-    a failed data-quality gate); so too what the machine did to it, a full disk or a killed JVM (`for_the_user`)."""
+    a failed data-quality gate); so too what the machine did to it, a full disk or a killed JVM (`for_the_user`),
+    worded for what the command does (`then`: a run, unless it only reads)."""
 
     @wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
         except Exception as raised:
-            error = for_the_user(raised)
+            error = for_the_user(raised, then)
             if error is None:
                 raise
             click.echo(f"error: {error}", err=True)
@@ -569,7 +570,7 @@ def backfill_command(query_file: str, *, since: str, until: str, events_given: t
               help="Read every table as it was at TIME (ISO-8601, UTC unless it says its zone): each one's newest "
                    "version committed by then; a table created after it is not there.")
 @partial(spark_options, thin_client=True)
-@user_errors
+@partial(user_errors, then=a_read("statement", "run"))
 def sql_command(statement: str, *, lake_dir: str, fmt: str, as_of: str | None, master: str | None,
                 remote: str | None) -> None:
     """Answer a read-only SQL query over every table of the lake, by name ('-': read it from standard input)."""
@@ -680,7 +681,7 @@ def engine_stop_command(lake_dir: str) -> None:
 @click.option("--out", required=True, type=click.Path(dir_okay=False),
               help="Image file, in the format its suffix names: .png, .svg, .pdf (or another matplotlib writes).")
 @partial(spark_options, thin_client=True)
-@user_errors
+@partial(user_errors, then=a_read("plot", "draw"))
 def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since: str | None, until: str | None,
                  out: str, master: str | None, remote: str | None) -> None:
     """Draw one key's situations (a lane per symbol) and matches (brackets, detected_at marked) as a timeline."""

@@ -36,19 +36,35 @@ NO_SPACE = "No space left on device"  # ENOSPC as the C library words it, and so
 # How long a JVM whose socket py4j found closed may take to end: the kernel closes a killed process's files before
 # it marks the process ended, so Python can meet the closed socket before the JVM can be waited for
 JVM_END_GRACE_S = 2.0
+
+
+@dataclass(frozen=True)
+class Then:
+    """What a command was doing when the machine failed it, as the error names it (`doing`: `run`), and what its
+    user does once the machine is mended (`again`)."""
+
+    doing: str
+    again: str
+
+
 # What a run that the machine stopped leaves: Delta commits are whole, and a run redoes what the last one left undone
-RUN_AGAIN = ("then run the query again: each table keeps its last whole commit, and the next run redoes what this "
-             "one left undone")
+A_RUN = Then("run", "then run the query again: each table keeps its last whole commit, and the next run redoes what "
+                    "this one left undone")
 
 
-def no_space(error: BaseException) -> NoSpaceError | None:
+def a_read(doing: str, verb: str) -> Then:
+    """A command that only reads (a statement, a plot): there is nothing of it to redo but all of it."""
+    return Then(doing, f"then {verb} the {doing} again: it only reads, so nothing of it is left to redo")
+
+
+def no_space(error: BaseException, then: Then = A_RUN) -> NoSpaceError | None:
     """What to tell the user where `error`, or an error it came from, is a disk being full, else None: Python's
     OSError (a lock, a log), or a JVM's IOException inside whatever Spark or Delta raised with it, whose text
     holds the JVM's trace. Nothing of a run is lost to it: Delta keeps whole commits only, and the query's next run
-    redoes what this one left undone."""
+    redoes what this one left undone; a read (a statement's spill, a plot's) is read again."""
     for raised in _chain(error):
         if (isinstance(raised, OSError) and raised.errno == errno.ENOSPC) or NO_SPACE in str(raised):
-            return NoSpaceError(f"a disk this run writes to is full: free space there, {RUN_AGAIN}")
+            return NoSpaceError(f"a disk this {then.doing} writes to is full: free space there, {then.again}")
     return None
 
 
@@ -63,7 +79,7 @@ class JvmLostError(PielakeError):
         self.ended = ended
 
 
-def jvm_lost(error: BaseException) -> JvmLostError | None:
+def jvm_lost(error: BaseException, then: Then = A_RUN) -> JvmLostError | None:
     """What to tell the user where `error` is py4j losing this process's Spark JVM, which has ended, else None.
 
     A JVM that ends in the middle of a run was, as a rule, killed by the system for want of memory (Linux's
@@ -84,10 +100,10 @@ def jvm_lost(error: BaseException) -> JvmLostError | None:
     except subprocess.TimeoutExpired:
         return None  # the JVM runs on: the error is one py4j meets with Java alive
     allowed = allowed_mb()
-    fix = (f"Give the run at least {LEAST_MB:,} MB" if allowed is not None and allowed < LEAST_MB else
-           f"Give the run more memory, or Spark a smaller heap ({_heap_setting()}) where the input is small")
-    return JvmLostError(f"Spark's JVM ended in the middle of the run: it {how_it_ended(ended, '<lake>/_logs/')}. "
-                        f"{fix}, {RUN_AGAIN}", ended)
+    fix = (f"Give the {then.doing} at least {LEAST_MB:,} MB" if allowed is not None and allowed < LEAST_MB else
+           f"Give the {then.doing} more memory, or Spark a smaller heap ({_heap_setting()}) where the input is small")
+    return JvmLostError(f"Spark's JVM ended in the middle of the {then.doing}: it "
+                        f"{how_it_ended(ended, '<lake>/_logs/')}. {fix}, {then.again}", ended)
 
 
 def how_it_ended(ended: int, log: str) -> str:
@@ -148,11 +164,13 @@ def stopped_answering(details: str) -> str:
             "(`pielake engine start --lake LAKE`) and run the command again")
 
 
-def for_the_user(error: BaseException) -> PielakeError | None:
+def for_the_user(error: BaseException, then: Then = A_RUN) -> PielakeError | None:
     """`error` as a command tells it its user in one line, or None where it is a bug to report with its trace: a
     PielakeError, a full disk (`no_space`), a lost JVM (`jvm_lost`) or engine (`engine_lost`), whatever raised
-    it."""
-    return error if isinstance(error, PielakeError) else no_space(error) or jvm_lost(error) or engine_lost(error)
+    it; `then` words what the command was doing and what follows."""
+    if isinstance(error, PielakeError):
+        return error
+    return no_space(error, then) or jvm_lost(error, then) or engine_lost(error)
 
 
 def _chain(error: BaseException, *, replaced: bool = False) -> Iterator[BaseException]:

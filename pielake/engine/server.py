@@ -65,10 +65,12 @@ from pielake.engine.session import build_session, resolve_jars
 from pielake.engine.settings import WARM_UP_RUNS, SparkUi, delta_package
 from pielake.engine.warm_up import warm_up
 from pielake.errors import (
+    A_RUN,
     JVM_END_GRACE_S,
-    RUN_AGAIN,
     JvmLostError,
     PielakeError,
+    Then,
+    a_read,
     for_the_user,
     how_it_ended,
     lost_by_py4j,
@@ -429,27 +431,27 @@ class RunService:
     def execute(self, order: RunOrder) -> WorkInEngine:
         """Run the order: its progress lines as they come and then its result; a run's own errors (a bad query, a
         failed gate, a busy lock) are its answer, not the engine's."""
-        return self._start(f"run {order.name} {order.run_id} {order.step or 'run'}", RUN_AGAIN,
+        return self._start(f"run {order.name} {order.run_id} {order.step or 'run'}", A_RUN,
                            lambda run: run.put({"result": run_order(self.spark, self.held, order, run)}))
 
     def read(self, order: SqlOrder) -> WorkInEngine:
         """Answer the statement: its rows, formatted, a piece at a time, and then an empty result; a statement
         that writes, or that Spark rejects, is its answer's error."""
-        return self._start(f"SQL statement {next(self.reads)} on {order.lake}", read_again("run the statement"),
+        return self._start(f"SQL statement {next(self.reads)} on {order.lake}", a_read("statement", "run"),
                            lambda reading: answer_sql(self.spark, order, reading))
 
     def plot(self, order: PlotOrder) -> WorkInEngine:
         """Answer a plot's timeline, read as `pielake plot` reads it in a process of its own; a key or a range the
         lake has not, or a query not run yet, is its answer's error."""
         return self._start(f"plot {next(self.reads)} of {order.name} on {order.lake}",
-                           read_again("draw the plot"), lambda drawing: answer_plot(self.spark, order, drawing))
+                           a_read("plot", "draw"), lambda drawing: answer_plot(self.spark, order, drawing))
 
-    def _start(self, doing: str, again: str, work: Callable[[WorkInEngine], None]) -> WorkInEngine:
-        """Do `work` in a thread of its own, named `doing` in the engine's status and log (`again`: what its
-        client does after an engine restart, had the engine's JVM ended under it); the work says in
+    def _start(self, doing: str, then: Then, work: Callable[[WorkInEngine], None]) -> WorkInEngine:
+        """Do `work` in a thread of its own, named `doing` in the engine's status and log (`then`: what the
+        machine's failures call it, and what its client does after them); the work says in
         which Spark session it runs (`WorkInEngine.session`), for its stop, and what it raises is its last message
         (`_said`)."""
-        served = WorkInEngine(doing, again)
+        served = WorkInEngine(doing, then)
 
         def in_thread() -> None:
             self.running[id(served)] = doing
@@ -466,11 +468,6 @@ class RunService:
         return served
 
 
-def read_again(what: str) -> str:
-    """What the client of work that only reads does once the engine runs again: `what` again, from the start."""
-    return f"then {what} again: it only reads, so nothing of it is left to redo"
-
-
 def _token_refusal(given: bool) -> str:
     """Why a request for runs is refused, and how to give the token: a client on the engine's machine reads it
     where the engine keeps it, from the lake's engine file. The answer names no lake, as its asker is unknown."""
@@ -481,17 +478,17 @@ def _token_refusal(given: bool) -> str:
 
 
 def _said(error: Exception, work: WorkInEngine, root: Path) -> dict[str, Any]:
-    """What the client of a run or statement that raised `error` hears: that it was stopped, as asked (whatever
-    its cancelled Spark jobs raised), its own error (a bad query, a failed gate, a busy lock, a full disk), the
-    engine's JVM ended (the engine on lake `root` stops, so it is the engine to start again, not the run to give
-    memory), or, the engine going on, what broke in it, whose trace the log keeps."""
+    """What the client of a run, a statement or a plot that raised `error` hears: that it was stopped, as asked
+    (whatever its cancelled Spark jobs raised), its own error (a bad query, a failed gate, a busy lock, a full
+    disk), the engine's JVM ended (the engine on lake `root` stops, so it is the engine to start again, not the
+    work to give memory), or, the engine going on, what broke in it, whose trace the log keeps."""
     doing = work.doing
     if work.stopped():
         log.warning("%s stopped, as %s: %s", doing, work.why, spark_said(error))
         return {"error": f"{doing} stopped, as {work.why}", "exit_code": EXIT_INTERRUPTED}
-    said = for_the_user(error)
+    said = for_the_user(error, work.then)
     if isinstance(said, JvmLostError) and said.ended is not None:
-        said = _engine_jvm_lost(how_it_ended(said.ended, _engine_log(root)), root, work.again)
+        said = _engine_jvm_lost(how_it_ended(said.ended, _engine_log(root)), root, work.then.again)
     if said is not None:
         return {"error": str(said), "exit_code": said.exit_code}
     log.error("%s failed:\n%s", doing, traceback.format_exc())
@@ -509,7 +506,8 @@ def _closed(connection: socket.socket) -> bool:
 
 
 class WorkInEngine:
-    """A run order or a statement the engine serves in a thread of its own: the messages it says, and its stop.
+    """A run order, a statement or a plot the engine serves in a thread of its own: the messages it says, and its
+    stop.
 
     Work whose client has gone is stopped, as a run's process ends when Airflow kills its task or the user
     presses Ctrl-C: left to run, a run would publish for no one, and an Airflow task's retry of the step would
@@ -524,9 +522,9 @@ class WorkInEngine:
     ENDED: ClassVar[dict[str, Any]] = {}  # the last message: the work has ended
     WAITING = 4  # messages said and not yet sent to the client, at most
 
-    def __init__(self, doing: str, again: str):
+    def __init__(self, doing: str, then: Then):
         self.doing = doing
-        self.again = again
+        self.then = then
         self.messages: queue.Queue[dict[str, Any]] = queue.Queue(self.WAITING)
         self.asked = threading.Event()
         self.why = ""

@@ -157,8 +157,8 @@ def _rejected(tables: list[str], statement: str, *, then: bool = False) -> Itera
     except SqlError:
         raise
     except Exception as error:
-        if (told := for_the_user(error)) is not None:
-            raise told from None  # not the statement's doing: a full disk, a lost JVM or engine
+        if for_the_user(error) is not None:
+            raise  # not the statement's doing (a full disk, a lost JVM or engine): the command's end words it
         first = spark_said(error)
         hint = _hint(first, tables, statement, then=then)
         ended = first if not hint or first.endswith((".", "?", "!")) else f"{first}."

@@ -5,7 +5,8 @@ and the same command run again once the machine has room gives the tables one cl
   nothing of the machine's is filled; the run ends with exit code 74. `tests/unit/test_errors.py` has the same
   for Python's own writes.
 - A JVM killed as the system's out-of-memory killer kills one, with SIGKILL, as the run starts its ingest or in the
-  middle of its events append: the run ends with exit code 71, and its lock is free for the next run.
+  middle of its events append: the run ends with exit code 71, and its lock is free for the next run. A statement
+  whose JVM is killed as its rows stream ends so too, and is told to run the statement again, not a run's redo.
 - A container with less memory than the default heap and what runs beside it: the run is in a memory control
   group of the test's own, of 1,536 MB: the run's JVM gets the heap that leaves room beside it, and the run
   finishes.
@@ -30,7 +31,7 @@ from pyspark.sql import SparkSession
 from pielake.engine.jvm import spark_jvm
 from pielake.engine.memory import CGROUPS, MB, allowed_mb
 from pielake.exitcodes import EXIT_JVM_LOST, EXIT_NO_SPACE
-from tests.integration.cli_runs import ONE_CORE, assert_one_clean_run, run_command
+from tests.integration.cli_runs import ONE_CORE, PIELAKE, assert_one_clean_run, run_command
 
 pytestmark = pytest.mark.heavy(seconds=205)  # about this long in CI: scheduled first
 
@@ -121,6 +122,29 @@ def starting_its_ingest(run: subprocess.Popen[str], _root: Path) -> str:
     inside a plan's py4j calls (a call that fails with no error from Java), not waiting on a job."""
     assert run.stdout is not None
     return run.stdout.readline()
+
+
+def test_a_statement_whose_jvm_is_killed_as_its_rows_stream_is_told_to_run_the_statement_again(
+        tmp_path: Path) -> None:
+    """`pielake sql` only reads: the whole statement is what there is to redo, and no run's tables are."""
+    rows = tmp_path / "rows.csv"
+    command = [PIELAKE, "sql", "--lake", str(tmp_path), "--format", "csv",
+               "SELECT id FROM range(0, 100000000000, 1, 100000)"]
+    with rows.open("w", encoding="utf-8") as sink:
+        reading = subprocess.Popen(command, env={**ONE_CORE, "TMPDIR": str(tmp_path)}, stdout=sink,
+                                   stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not rows.stat().st_size and reading.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    jvm = spark_jvm(psutil.Process(reading.pid))
+    assert rows.stat().st_size and jvm is not None, reading.communicate(timeout=60)[1]
+    jvm.send_signal(signal.SIGKILL)
+    said = reading.communicate(timeout=300)[1]
+    assert reading.returncode == EXIT_JVM_LOST, said
+    last = said.strip().splitlines()[-1]
+    assert last.startswith("error: Spark's JVM ended in the middle of the statement: it was killed (SIGKILL)"), said
+    assert last.endswith(", then run the statement again: it only reads, so nothing of it is left to redo"), said
+    assert "Traceback" not in said
 
 
 @pytest.mark.parametrize("moment", [appending_its_events, starting_its_ingest])

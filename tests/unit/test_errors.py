@@ -16,7 +16,16 @@ from types import SimpleNamespace
 import pytest
 
 from pielake.engine.session import Py4jOnTheRoot
-from pielake.errors import RUN_AGAIN, JvmLostError, NoSpaceError, PielakeError, jvm_lost, no_space
+from pielake.errors import (
+    A_RUN,
+    JvmLostError,
+    NoSpaceError,
+    PielakeError,
+    a_read,
+    for_the_user,
+    jvm_lost,
+    no_space,
+)
 from pielake.exitcodes import EXIT_JVM_LOST, EXIT_NO_SPACE
 
 
@@ -32,6 +41,20 @@ def test_a_write_to_a_full_disk_is_said_as_such_with_what_to_do() -> None:
     said = no_space(raised.value)
     assert isinstance(said, NoSpaceError) and said.exit_code == EXIT_NO_SPACE
     assert str(said).startswith("a disk this run writes to is full: free space there, then run the query again")
+
+
+def test_a_command_that_only_reads_is_told_to_run_again_not_that_a_run_redoes_what_it_left(
+        killed_jvm: None) -> None:
+    """`pielake sql` and `pielake plot` write only Spark's spill: the whole command is what there is to redo."""
+    with pytest.raises(OSError) as raised:
+        write_to_a_full_disk()
+    assert str(no_space(raised.value, a_read("statement", "run"))) == (
+        "a disk this statement writes to is full: free space there, then run the statement again: it only reads, so "
+        "nothing of it is left to redo")
+    said = str(for_the_user(EOFError(), a_read("plot", "draw")))
+    assert said.startswith("Spark's JVM ended in the middle of the plot: it was killed (SIGKILL)"), said
+    assert said.endswith(", then draw the plot again: it only reads, so nothing of it is left to redo"), said
+    assert "Give the plot " in said and "query" not in said
 
 
 def test_an_error_raised_while_handling_a_full_disk_is_said_as_the_full_disk() -> None:
@@ -141,17 +164,17 @@ def test_a_run_on_the_engine_whose_jvm_the_system_killed_tells_its_client_to_sta
     the run's need not be), not to give the run more memory or a smaller heap, as a run in a process of its own."""
     from py4j.protocol import Py4JNetworkError  # noqa: PLC0415 (what py4j raises when the JVM is gone)
 
-    from pielake.engine.server import WorkInEngine, _said, read_again  # noqa: PLC0415 (the engine's: Spark's types)
+    from pielake.engine.server import WorkInEngine, _said  # noqa: PLC0415 (the engine's: Spark's types)
 
     lost = Py4JNetworkError("Answer from Java side is empty")
-    said = _said(lost, WorkInEngine("run q r1 run", RUN_AGAIN), Path("/data/engine-lake"))
+    said = _said(lost, WorkInEngine("run q r1 run", A_RUN), Path("/data/engine-lake"))
     assert said["exit_code"] == EXIT_JVM_LOST
     assert said["error"].startswith("the engine's Spark JVM was killed (SIGKILL), as the system kills"), said
     assert said["error"].endswith("the engine stops. Start it again (`pielake engine start --lake "
                                   "/data/engine-lake`); then run the query again: each table keeps its last whole "
                                   "commit, and the next run redoes what this one left undone"), said
     assert "PIELAKE_DRIVER_MEMORY" not in said["error"]
-    reading = WorkInEngine("SQL statement 1 on /data/lake", read_again("run the statement"))
+    reading = WorkInEngine("SQL statement 1 on /data/lake", a_read("statement", "run"))
     read = _said(lost, reading, Path("/data/engine-lake"))
     assert read["exit_code"] == EXIT_JVM_LOST
     assert read["error"].endswith("(`pielake engine start --lake /data/engine-lake`); then run the statement again: "
