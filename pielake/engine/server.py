@@ -341,7 +341,7 @@ class RunService:
         self.address = address
         self.root = root  # the engine's own lake, which a run order's lake need not be
         self.started = datetime.now(UTC)
-        self.running: dict[int, str] = {}  # what each run or statement in progress does, by its `id`
+        self.running: dict[int, str] = {}  # what each run, statement or plot in progress does, by its `id`
         self.held = HeldRuns(spark)
         self.reads = itertools.count(1)  # numbers the statements and plots it answers, in its status
         self.server = ThreadingHTTPServer((address.host, address.port + 1), self._handler())
