@@ -575,8 +575,6 @@ def sql_command(statement: str, *, lake_dir: str, fmt: str, as_of: str | None, m
                 remote: str | None) -> None:
     """Answer a read-only SQL query over every table of the lake, by name ('-': read it from standard input)."""
     text = check_read_only(sys.stdin.read() if statement == "-" else statement)  # before Spark starts, or is asked
-    if as_of is not None:
-        as_of_time(as_of)  # checked as the statement is
     for piece in _answered(text, lake_dir, fmt, as_of, master=master, remote=remote):
         click.echo(piece, nl=False)
 
@@ -584,14 +582,15 @@ def sql_command(statement: str, *, lake_dir: str, fmt: str, as_of: str | None, m
 def _answered(statement: str, lake_dir: str, fmt: str, as_of: str | None = None, *, master: str | None,
               remote: str | None) -> Iterator[str]:
     """A checked statement's result, formatted, in pieces: the engine's, which reads it and sends the pieces (this
-    process imports no Spark), or read here."""
+    process imports no Spark), or read here. `as_of` is checked first, before Spark starts or the engine is
+    asked."""
+    moment = None if as_of is None else as_of_time(as_of)
     if remote is not None:
         order = SqlOrder(statement, str(Path(lake_dir).resolve()), fmt, as_of)
         return sql_on_engine(engine_for(remote, lake_dir), order, _say)
     from pielake.lake.delta import Lake  # noqa: PLC0415 (module docstring)
     from pielake.lake.sql import query_lake  # noqa: PLC0415
 
-    moment = None if as_of is None else as_of_time(as_of)
     return query_lake(Lake(session(master, None, lake_dir), lake_dir), statement, fmt, moment, _say)
 
 

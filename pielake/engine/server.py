@@ -6,13 +6,14 @@ micro-batch of a few hundred events is about a second of work behind a minute of
 once, and before it serves it runs a small query of its own until the JIT has compiled the code every run takes
 (`pielake.engine.warm_up`): one process, one Spark application with Delta and the lake's catalog, serving
 
-- Spark Connect, for notebooks and `pielake plot|maintain --remote` (`spark.plugins`: Spark's own server);
+- Spark Connect, for notebooks and `pielake maintain --remote` (`spark.plugins`: Spark's own server);
 - the Thrift/JDBC endpoint, for BI tools: the lake's tables are registered in its catalog (`pielake.lake.catalog`)
   before it serves, and new ones every `refresh` seconds;
 - pielake's runs, for `pielake run --remote` and Airflow's tasks: a client (`pielake.engine.client`) sends the
   query's text and the run's request; the engine runs it, or one step of it, in a Spark session of its own
-  (its own settings and views, the application's warm JVM and workers), and streams its progress back; and
-  `pielake sql --remote`'s statements, whose formatted rows it streams back as the client takes them.
+  (its own settings and views, the application's warm JVM and workers), and streams its progress back;
+  `pielake sql --remote`'s statements, whose formatted rows it streams back as the client takes them; and
+  `pielake plot --remote`'s timelines, which it reads and sends as JSON for the client to draw.
 
 A run on the engine is the same code as a run in a process of its own (`pielake.pipeline.runner`), and keeps its
 stage outputs in the engine's memory: a whole run until it ends, an Airflow run's steps from one task to the next
