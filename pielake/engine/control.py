@@ -139,7 +139,8 @@ def status(lake_dir: str) -> str:
     running = ", ".join(said["running"]) or "nothing"
     held = ", ".join(said["held"]) or "none"
     ui = f", {said['ui']} (Spark UI)" if said.get("ui") else ""
-    return (f"engine of {Path(lake_dir).resolve()}: pid {said['pid']}, Spark {said['spark']} on {said['master']}, "
+    return (f"engine of {Path(lake_dir).resolve()}: pid {said['pid']}, pielake {said['pielake']}, Spark "
+            f"{said['spark']} on {said['master']}, "
             f"since {said['started_at']}\n  {address.shown_url} (Spark Connect), {address.runs_url} "
             f"(runs){ui}; running: {running}; runs held between their steps: {held}")
 

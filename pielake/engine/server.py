@@ -50,10 +50,11 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
@@ -92,6 +93,7 @@ CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 M_ARENA_MAX = -8  # glibc's mallopt() parameter for the most arenas (malloc.h)
 ENGINE_ARENAS = 2
 log = logging.getLogger("pielake.engine")
+PIELAKE_VERSION = version("pielake")
 # Seconds between two looks at whether a run's client still listens, while the run says nothing new.
 LISTEN_SECONDS = 0.5
 # Seconds between two looks at whether the engine's JVM still serves (`_check_jvm`).
@@ -335,7 +337,8 @@ class RunService:
     """pielake's runs over HTTP on the engine's `port + 1`: `POST /run` runs an order (`RunOrder`), answering one
     JSON object a line (`progress`, then `result` or `error`); `POST /sql` answers a statement (`SqlOrder`) so,
     its formatted rows in `rows` before its `result`; `POST /plot` answers a key's timeline (`PlotOrder`) as its
-    `result`; `POST /status` says what the engine is doing."""
+    `result`; `POST /status` says what the engine is doing, and which pielake it runs. An order whose body is not
+    one of those (`read_order`) is refused, 400, with why."""
 
     def __init__(self, spark: SparkSession, address: EngineAddress, root: Path):
         self.spark = spark
@@ -356,7 +359,8 @@ class RunService:
         self.server.server_close()
 
     def status(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "started_at": self.started.isoformat(), "spark": self.spark.version,
+        return {"pid": os.getpid(), "started_at": self.started.isoformat(), "pielake": PIELAKE_VERSION,
+                "spark": self.spark.version,
                 "master": self.spark.sparkContext.master, "ui": self.spark.sparkContext.uiWebUrl,
                 "running": sorted(self.running.values()),
                 "held": sorted(f"{k.query} {k.run_id}" for k in self.held.held())}
@@ -375,17 +379,23 @@ class RunService:
                 if service.address.token and given != f"Bearer {service.address.token}":
                     self._refuse(HTTPStatus.UNAUTHORIZED, _token_refusal(given is not None))
                     return
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 if self.path == "/status":
                     self._answer(service.status())
-                elif self.path == "/run":
-                    self._follow(service.execute(RunOrder(**body)))
-                elif self.path == "/sql":
-                    self._follow(service.read(SqlOrder(**body)))
-                elif self.path == "/plot":
-                    self._follow(service.plot(PlotOrder(**body)))
+                elif self.path in ORDERS:
+                    self._serve(*ORDERS[self.path], body)
                 else:
                     self._refuse(HTTPStatus.NOT_FOUND, f"no {self.path}: POST /run, /sql, /plot or /status")
+
+            def _serve(self, kind: type, serve: Callable[[RunService, Any], WorkInEngine], body: bytes) -> None:
+                try:
+                    order = read_order(kind, body)
+                except UnreadableOrderError as refused:
+                    log.warning("refused an order to %s from %s: %s", self.path, self.client_address[0], refused)
+                    self._refuse(HTTPStatus.BAD_REQUEST, f"this engine (pielake {PIELAKE_VERSION}) cannot read the "
+                                 f"order to {self.path}: {refused}")
+                    return
+                self._follow(serve(service, order))
 
             def _refuse(self, status: HTTPStatus, message: str) -> None:
                 self.send_response(status)
@@ -467,6 +477,38 @@ class RunService:
         served.worker = threading.Thread(target=in_thread, name=doing, daemon=True)
         served.worker.start()
         return served
+
+
+ORDERS: dict[str, tuple[type, Callable[[RunService, Any], WorkInEngine]]] = {
+    "/run": (RunOrder, RunService.execute), "/sql": (SqlOrder, RunService.read), "/plot": (PlotOrder, RunService.plot)}
+"""What each path takes, and the service's answer to it."""
+
+
+class UnreadableOrderError(ValueError):
+    """An order whose body is not the JSON object of its kind's fields."""
+
+
+def read_order(kind: type, body: bytes) -> Any:
+    """The order `body` holds, of `kind` (`RunOrder`, `SqlOrder`, `PlotOrder`). An order is refused, in words its
+    client shows, when it is not such an object: a client of another pielake sends fields this engine does not
+    know, or leaves out ones it needs, and the remedy is one pielake on both sides."""
+    try:
+        given = json.loads(body or b"{}")
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UnreadableOrderError(f"it is not JSON ({error})") from None
+    if not isinstance(given, dict):
+        raise UnreadableOrderError(f"it is JSON's {type(given).__name__}, not an object of {kind.__name__}'s fields")
+    known = {field.name: field for field in fields(kind)}
+    unknown = sorted(set(given) - set(known))
+    missing = [name for name, field in known.items()
+               if name not in given and field.default is MISSING and field.default_factory is MISSING]
+    if unknown or missing:
+        said = "; ".join([f"this engine knows no field {', '.join(unknown)}"] * bool(unknown)
+                         + [f"it lacks {', '.join(missing)}"] * bool(missing))
+        raise UnreadableOrderError(f"{said}. A client of another pielake sends other fields: use the engine's "
+                                   "pielake, or restart the engine with the client's (`pielake engine stop`, then "
+                                   "`start`)")
+    return kind(**given)
 
 
 def _token_refusal(given: bool) -> str:

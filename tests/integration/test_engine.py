@@ -18,9 +18,12 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from importlib.metadata import version
 from pathlib import Path
+from urllib.error import HTTPError
 from urllib.parse import urlsplit
-from urllib.request import urlopen
+from urllib.request import Request, urlopen
 
 import psutil
 import pytest
@@ -272,6 +275,24 @@ def test_a_second_engine_on_the_lake_and_a_client_without_the_token_are_refused(
         assert said.startswith("error: the engine at ") and f" refused: {refused}" in said, said
         assert "pass --remote alone, which reads it from the lake's _engine/engine.json" in said, said
         assert len(said.strip().splitlines()) == 1 and engine.address.token not in said
+
+
+def test_an_order_of_another_pielake_is_refused_in_one_line_and_the_engine_says_its_own(engine: EngineForTests,
+                                                                                      tmp_path: Path) -> None:
+    """A client of another pielake sends an order with fields this engine does not know: the engine answers why,
+    with its own version, and serves on; `engine status` says that version too."""
+    order = asdict(RunOrder(query=QUERY, name="mid", lake=str(new_lake(tmp_path / "lake")), run_id="r1",
+                            request={}))
+    request = Request(f"{engine.address.runs_url}/run", data=json.dumps({**order, "priority": 1}).encode(),
+                      headers={"Authorization": f"Bearer {engine.address.token}"}, method="POST")
+    with pytest.raises(HTTPError) as refused:
+        urlopen(request, timeout=30)
+    said = refused.value.read().decode()
+    assert refused.value.code == 400 and len(said.splitlines()) == 1, said
+    assert said.startswith(f"this engine (pielake {version('pielake')}) cannot read the order to /run: this "
+                           "engine knows no field priority. A client of another pielake sends other fields"), said
+    status = engine.cli("status")
+    assert f"pid {engine_pid(engine)}, pielake {version('pielake')}, Spark " in status.stdout, status
 
 
 TASK = """
