@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 from functools import partial, wraps
@@ -684,9 +685,12 @@ def engine_stop_command(lake_dir: str) -> None:
 def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since: str | None, until: str | None,
                  out: str, master: str | None, remote: str | None) -> None:
     """Draw one key's situations (a lane per symbol) and matches (brackets, detected_at marked) as a timeline."""
-    image = image_file(out)
-    picture = _timeline(load_query_file(query_file), lake_dir, key, since, until, master=master, remote=remote)
-    written = draw(picture, image)
+    with ThreadPoolExecutor(1) as beside:
+        image = beside.submit(image_file, out)  # matplotlib's import, most of a plot the engine reads, beside it
+        if remote is None:
+            image.result()  # a bad --out is refused before Spark starts
+        picture = _timeline(load_query_file(query_file), lake_dir, key, since, until, master=master, remote=remote)
+        written = draw(picture, image.result())
     drawn = f"{counted(len(picture.bars), 'situation')}, {counted(len(picture.brackets), 'match')}"
     click.echo(f"wrote {written}: {picture.key}, {drawn}")
 

@@ -124,7 +124,9 @@ def bar_extent(bar: Bar, left: Any, right: Any) -> tuple[Any, Any]:
 
 def image_file(out: str) -> Path:
     """`out`, if its suffix names a format matplotlib writes: checked before Spark starts, as matplotlib refuses
-    another format only once the picture is drawn, and a name without a suffix it writes as `<name>.png`."""
+    another format only once the picture is drawn, and a name without a suffix it writes as `<name>.png`. It
+    imports pyplot, which `draw` then finds loaded, so that a plot that waits for its timeline imports meanwhile."""
+    pyplot()
     from matplotlib.backend_bases import FigureCanvasBase  # noqa: PLC0415 (pyplot)
 
     path = Path(out)

@@ -118,6 +118,9 @@ def test_runs_sent_to_the_engine_publish_the_reference_tables(engine: EngineForT
     drawn = cli("plot", str(root / "mid.tpq"), "--lake", str(root), "--remote", remote, "--out", str(picture))
     assert drawn == (f"wrote {picture}: {here.key}, {counted(len(here.bars), 'situation')}, "
                      f"{counted(len(here.brackets), 'match')}\n") and here.brackets and picture.stat().st_size
+    refused = cli("plot", str(root / "mid.tpq"), "--lake", str(root), "--remote", remote, "--out",
+                  str(tmp_path / "mid.bmpx"), code=2)  # checked while the engine reads, refused all the same
+    assert refused.startswith(f"error: --out {tmp_path / 'mid.bmpx'}: its suffix .bmpx is no image format"), refused
     sent = timeline_on_engine(engine.address, PlotOrder(QUERY, "mid", str(root), ("m2",), "8", "15"), print)
     assert Timeline.from_json(sent) == timeline(Lake(spark, root), load_query(QUERY, "mid"), ("m2",), "8", "15")
 
