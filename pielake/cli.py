@@ -57,7 +57,7 @@ from pielake.lake.lock import RunLock
 from pielake.lake.statements import as_of_time, check_read_only
 from pielake.pipeline.registry import STAGES
 from pielake.pipeline.run_folder import RunEnd, record_end, run_end, unadmitted_runs
-from pielake.plot import Timeline, counted, draw, image_file
+from pielake.plot import Timeline, draw, image_file
 from pielake.query.analyzer import QueryPlan, analyze, bind_declared, load_query_file, read_query_file
 from pielake.query.hierarchy import check_upstreams
 from pielake.query.join_order import join_order
@@ -691,7 +691,7 @@ def plot_command(query_file: str, *, lake_dir: str, key: tuple[str, ...], since:
             image.result()  # a bad --out is refused before Spark starts
         picture = _timeline(load_query_file(query_file), lake_dir, key, since, until, master=master, remote=remote)
         written = draw(picture, image.result())
-    drawn = f"{counted(len(picture.bars), 'situation')}, {counted(len(picture.brackets), 'match')}"
+    drawn = f"{V.counted(len(picture.bars), 'situation')}, {V.counted(len(picture.brackets), 'match')}"
     click.echo(f"wrote {written}: {picture.key}, {drawn}")
 
 
@@ -757,18 +757,18 @@ def generate_command(out: str, *, events: int, query_file: str | None, columns: 
     from pielake.pipeline.synthetic import GENERATES, generate, write_query_events  # noqa: PLC0415 (module docstring)
 
     if keys > events:  # a key without events would be said to be written, and is not
-        raise click.BadParameter(f"{keys:,} keys cannot share {counted(events, 'event')}: every key has at least one; "
-                                 f"give --keys {events:,} or fewer, or more --events", param_hint="'--keys'")
+        raise click.BadParameter(f"{keys:,} keys cannot share {V.counted(events, 'event')}: every key has at least "
+                                 f"one; give --keys {events:,} or fewer, or more --events", param_hint="'--keys'")
     if query_file is not None:
         plan = load_query_file(query_file)
         stream = plan.one_stream(GENERATES).stream
         path = write_query_events(plan, Path(out), events, keys=keys, seed=seed, stream=load_schema(stream))
-        click.echo(f"wrote {counted(events, 'event')} of stream {stream} to {path}; run it with: "
+        click.echo(f"wrote {V.counted(events, 'event')} of stream {stream} to {path}; run it with: "
                    f"pielake run {query_file} --events {path} --lake LAKE")
         return
     files = generate(Path(out), events, columns=columns, keys=keys, seed=seed, layout=layout)
-    click.echo(f"wrote {counted(events, 'event')} ({counted(keys, 'key')}, a_1..a_{columns}) to "
-               f"{counted(len(files), f'{layout} file')} in {out}")
+    click.echo(f"wrote {V.counted(events, 'event')} ({V.counted(keys, 'key')}, a_1..a_{columns}) to "
+               f"{V.counted(len(files), f'{layout} file')} in {out}")
 
 
 @main.command("bench")

@@ -96,12 +96,6 @@ def _edges(picture: Timeline) -> tuple[Any, Any]:
             max(times, default=1) if until is None else until)
 
 
-def counted(count: int, noun: str) -> str:
-    """`1 match`, `2 matches`: a count with its noun (`-es` after a hissing end, else `-s`)."""
-    plural = f"{noun}es" if noun.endswith(("s", "sh", "ch", "x")) else f"{noun}s"
-    return f"{count:,} {noun if count == 1 else plural}"
-
-
 def pyplot() -> ModuleType:
     """matplotlib's pyplot on the file-only Agg backend, imported on first use: the CLI starts faster without it,
     and runs on machines without a display."""

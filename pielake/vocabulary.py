@@ -1,6 +1,6 @@
 """The words pielake's tables and lake are made of, declared once: status words, table kinds, the public column
-names of the result tables (docs/semantics.md §6) and the lake's own folders. The reference, the kernels and the
-pipeline all read them from here.
+names of the result tables (docs/semantics.md §6) and the lake's own folders; and how it counts things in what it
+says. The reference, the kernels and the pipeline all read them from here.
 
 Kernel-internal column names (double underscores, never published but in `progress_<query>`) live with the
 kernels, in `pielake.spark.columns`.
@@ -100,3 +100,12 @@ LOGS_DIR = "_logs"  # the console of each in-process Spark JVM: launcher, Ivy, l
 PLOTS_DIR = "_plots"  # the demo's timeline
 LANDED_DIR = "_landed"  # the files each run of a query registered with a landing folder took from it
 INCOMING_DIR = "_incoming"  # the demo's generated events
+
+
+# ------------------------------------------------------------------ counts in what pielake says
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 match`, `2 matches`: a count with its noun (`-es` after a hissing end, else `-s`)."""
+    plural = f"{noun}es" if noun.endswith(("s", "sh", "ch", "x")) else f"{noun}s"
+    return f"{count:,} {noun if count == 1 else plural}"

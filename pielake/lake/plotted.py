@@ -12,7 +12,7 @@ from pyspark.sql import Column, DataFrame
 from pielake import vocabulary as V
 from pielake.errors import PielakeError
 from pielake.lake.delta import Lake
-from pielake.plot import UTC, Bar, Bracket, Timeline, counted
+from pielake.plot import UTC, Bar, Bracket, Timeline
 from pielake.query.analyzer import QueryPlan
 from pielake.query.time_fields import instant
 from pielake.spark.query import time_literal, typed_range, utc_clock
@@ -103,7 +103,7 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
     edges = (low, high) if not timed else tuple(None if t is None else instant(t).replace(tzinfo=None)
                                                 for t in (low, high))
     drawn_key = _shown(plan, key)
-    return Timeline(f"{name}: {drawn_key}  ({counted(len(brackets), 'match')})", lanes, bars, brackets,
+    return Timeline(f"{name}: {drawn_key}  ({V.counted(len(brackets), 'match')})", lanes, bars, brackets,
                     UTC if timed else stream.time_unit, edges, drawn_key)
 
 

@@ -48,6 +48,7 @@ from pyspark.sql.types import (
     YearMonthIntervalType,
 )
 
+from pielake import vocabulary as V
 from pielake.errors import for_the_user, spark_said
 from pielake.lake.delta import Lake
 from pielake.lake.statements import SqlError, Token, check_read_only, lexed, place
@@ -418,5 +419,5 @@ def render(columns: list[str], rows: list[tuple], fmt: str, *, header: bool = Tr
     lines = [" | ".join(v + " " * (w - _width(v)) for v, w in zip(row, widths, strict=True)) for row in cells]
     lines.insert(1, "-+-".join("-" * w for w in widths))
     counted = (f"(the first {len(rows):,} rows; there are more: narrow the query, or --format csv or json for "
-               "every row)") if more else f"({len(rows)} rows)"
+               "every row)") if more else f"({V.counted(len(rows), 'row')})"
     return "\n".join(lines) + f"\n{counted}\n"

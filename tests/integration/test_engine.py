@@ -53,7 +53,7 @@ from pielake.pipeline.jobs import main as job_main
 from pielake.pipeline.registry import STAGES
 from pielake.pipeline.runner import AGAIN
 from pielake.pipeline.stages import ADMISSION
-from pielake.plot import Timeline, counted
+from pielake.plot import Timeline
 from pielake.query.analyzer import load_query
 from pielake.semantics.reference import derive_situations, find_matches
 from pielake.streams import save_schema
@@ -116,8 +116,8 @@ def test_runs_sent_to_the_engine_publish_the_reference_tables(engine: EngineForT
     here = timeline(Lake(spark, root), load_query(QUERY, "mid"))
     picture = tmp_path / "mid.png"
     drawn = cli("plot", str(root / "mid.tpq"), "--lake", str(root), "--remote", remote, "--out", str(picture))
-    assert drawn == (f"wrote {picture}: {here.key}, {counted(len(here.bars), 'situation')}, "
-                     f"{counted(len(here.brackets), 'match')}\n") and here.brackets and picture.stat().st_size
+    assert drawn == (f"wrote {picture}: {here.key}, {V.counted(len(here.bars), 'situation')}, "
+                     f"{V.counted(len(here.brackets), 'match')}\n") and here.brackets and picture.stat().st_size
     refused = cli("plot", str(root / "mid.tpq"), "--lake", str(root), "--remote", remote, "--out",
                   str(tmp_path / "mid.bmpx"), code=2)  # checked while the engine reads, refused all the same
     assert refused.startswith(f"error: --out {tmp_path / 'mid.bmpx'}: its suffix .bmpx is no image format"), refused

@@ -19,7 +19,6 @@ from pielake.plot import (
     Bracket,
     Timeline,
     bar_extent,
-    counted,
     draw,
     drawn,
     pyplot,
@@ -70,11 +69,6 @@ def test_numeric_times_read_as_the_stream_holds_them_in_its_unit_with_a_margin_o
     low, high = axes.get_xlim()
     assert low < first and high > last
     pyplot().close(figure)
-
-
-def test_a_title_counts_one_match_and_several_matches() -> None:
-    assert [counted(n, "match") for n in (0, 1, 2)] == ["0 matches", "1 match", "2 matches"]
-    assert counted(1, "situation") == "1 situation" and counted(3, "situation") == "3 situations"
 
 
 def test_a_range_asked_for_is_the_picture_s_edges_and_a_match_reaching_past_them_runs_off() -> None:

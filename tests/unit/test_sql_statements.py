@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from pyspark.sql import Row
 from pyspark.sql.types import BinaryType, BooleanType, DoubleType, StringType, StructField, StructType
 
+from pielake import vocabulary as V
 from pielake.cli import main
 from pielake.exitcodes import EXIT_USAGE
 from pielake.lake.delta import Lake, LakeError
@@ -92,6 +93,14 @@ def test_a_table_shows_each_row_on_one_line_and_csv_keeps_values_as_they_are() -
         "dev                  | n   ", "---------------------+-----", "line\\nbreak\\tand tab | 1   ",
         "plain                | NULL", "(2 rows)"]
     assert render(["dev", "n"], rows, "csv") == 'dev,n\n"line\nbreak\tand tab",1\nplain,\n'
+
+
+def test_a_table_counts_its_rows_as_words_count_them() -> None:
+    """`(1 row)`, as psql says it, not `(1 rows)`; the same counting titles a plot (`1 match`, `2 matches`)."""
+    assert render(["n"], [(1,)], "table").splitlines()[-1] == "(1 row)"
+    assert render(["n"], [], "table").splitlines()[-1] == "(0 rows)"
+    assert render(["n"], [(i,) for i in range(1200)], "table").splitlines()[-1] == "(1,200 rows)"
+    assert [V.counted(n, "match") for n in (0, 1, 2)] == ["0 matches", "1 match", "2 matches"]
 
 
 def test_nested_values_binary_data_and_non_finite_numbers_are_written_as_json_holds_them() -> None:
