@@ -79,7 +79,7 @@ from pielake.errors import (
     spark_said,
 )
 from pielake.exitcodes import EXIT_INTERNAL, EXIT_INTERRUPTED
-from pielake.lake.catalog import DATABASE, CatalogRegistration, Metastore
+from pielake.lake.catalog import DATABASE, STATEMENTS, CatalogRegistration, Metastore, make_statements_database
 from pielake.lake.delta import Lake
 from pielake.lake.plotted import timeline
 from pielake.lake.sql import query_lake
@@ -253,6 +253,7 @@ def _engine_session(root: Path, ports: EnginePorts, address: EngineAddress, *, m
 def _serve(spark: SparkSession, root: Path, ports: EnginePorts, address: EngineAddress, *, folder: Path,
            stop: threading.Event, say: Callable[[str], None]) -> None:
     lake = Lake(spark, root)
+    make_statements_database(spark)
     registration = CatalogRegistration(lake)
     registered = registration.refresh()
     thrift = spark._jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
@@ -645,9 +646,11 @@ def run_order(spark: SparkSession, held: HeldRuns, order: RunOrder, running: Wor
 
 def answer_sql(spark: SparkSession, order: SqlOrder, reading: WorkInEngine) -> None:
     """Answer a statement as `pielake sql` in a process of its own does, in a session of `spark`'s (the views of
-    the lake's tables it registers are its own): its formatted pieces as Spark gives rows, then an empty result.
-    A statement whose client has gone reads no further."""
+    the lake's tables it registers are its own, and its current database holds no table: `STATEMENTS`): its
+    formatted pieces as Spark gives rows, then an empty result. A statement whose client has gone reads no
+    further."""
     reading.session = spark.newSession()
+    reading.session.catalog.setCurrentDatabase(STATEMENTS)
     as_of = None if order.as_of is None else as_of_time(order.as_of)
     for piece in query_lake(Lake(reading.session, order.lake), order.statement, order.fmt, as_of, reading):
         if reading.stopped():

@@ -22,9 +22,16 @@ from pielake import vocabulary as V
 from pielake.engine.jvm import file_option
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from pielake.lake.delta import Lake
 
 DATABASE = "default"
+STATEMENTS = "pielake_statements"
+"""A database that holds no table, the current one of each `pielake sql` statement the engine reads: a name the
+statement gives is then one of the views of the lake it names, as of its `--as-of`, as in a process of its own,
+and never a table of the engine's own lake that its catalog holds in `DATABASE` for JDBC's clients (one the
+statement's lake has not, or had not yet)."""
 PASSWORD_VARIABLE = "PIELAKE_METASTORE_PASSWORD"  # never an argument: arguments show in `ps`
 
 
@@ -84,6 +91,13 @@ def register_tables(lake: Lake, listed: list[str]) -> list[str]:
     for name, table in views:
         spark.sql(kind_view(name, table, lake.read(table).columns)).collect()
     return [*tables, *(name for name, _ in views)]
+
+
+def make_statements_database(spark: SparkSession) -> None:
+    """Create `STATEMENTS` where the catalog has it not (a metastore shared by several engines has it once)."""
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {STATEMENTS} COMMENT 'holds no table: the current database of the "
+              "statements pielake sql sends to an engine, which read the lake they name through views of their "
+              "own'").collect()
 
 
 @dataclass

@@ -19,6 +19,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
+from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 from urllib.error import HTTPError
@@ -159,6 +160,31 @@ def test_a_client_whose_environment_names_a_proxy_reaches_the_engine_on_loopback
                               capture_output=True, text=True, timeout=300, check=False)
         assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "mid.svg").stat().st_size
+
+
+def test_a_statement_on_the_engine_reads_the_lake_it_names_as_it_was_never_the_engines_catalog(
+        engine: EngineForTests, tmp_path: Path) -> None:
+    """The engine's catalog holds its own lake's tables for JDBC's clients. A statement reads the views of the lake
+    it names, as of its --as-of, as in a process of its own: a table that lake has not, or had not yet, is not
+    found, though the catalog holds one of that name."""
+    before = datetime.now(UTC)
+    time.sleep(1)  # a commit's time is after `before`, on a clock Delta reads to the millisecond
+    name = f"on_the_engine_{os.getpid()}"
+    (engine.lake / f"{name}.tpq").write_text(QUERY)
+    save_schema(STREAM, engine.lake / "_streams")
+    remote = engine.address.connect_url
+    cli("run", str(engine.lake / f"{name}.tpq"), "--events", write(tmp_path / "1.json", EVENTS), "--lake",
+        str(engine.lake), "--remote", remote)
+    log, deadline = engine.lake / V.ENGINE_DIR / ENGINE_LOG, time.monotonic() + 60
+    while f"registered matches_{name}" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    statement = f"SELECT count(*) AS n FROM matches_{name}"
+    assert cli("sql", "--lake", str(engine.lake), "--remote", remote, "--format", "csv", statement) == (
+        f"n\n{len(find_matches(EVENTS, load_query(QUERY, name)))}\n")
+    for lake, as_of in ((engine.lake, ("--as-of", before.isoformat())), (tmp_path / "another", ())):
+        lake.mkdir(exist_ok=True)
+        said = cli("sql", "--lake", str(lake), "--remote", remote, *as_of, statement, code=2)
+        assert f"The table or view `matches_{name}` cannot be found" in said, said
 
 
 def test_a_statement_whose_client_has_gone_reads_no_further_on_the_engine(engine: EngineForTests,
