@@ -79,7 +79,7 @@ from pielake.errors import (
     spark_said,
 )
 from pielake.exitcodes import EXIT_INTERNAL, EXIT_INTERRUPTED
-from pielake.lake.catalog import DATABASE, STATEMENTS, CatalogRegistration, Metastore, make_statements_database
+from pielake.lake.catalog import DATABASE, STATEMENTS, CatalogRegistration, Metastore
 from pielake.lake.delta import Lake
 from pielake.lake.plotted import timeline
 from pielake.lake.sql import query_lake
@@ -253,7 +253,6 @@ def _engine_session(root: Path, ports: EnginePorts, address: EngineAddress, *, m
 def _serve(spark: SparkSession, root: Path, ports: EnginePorts, address: EngineAddress, *, folder: Path,
            stop: threading.Event, say: Callable[[str], None]) -> None:
     lake = Lake(spark, root)
-    make_statements_database(spark)
     registration = CatalogRegistration(lake)
     registered = registration.refresh()
     thrift = spark._jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
@@ -384,11 +383,12 @@ class RunService:
                 if self.path == "/status":
                     self._answer(service.status())
                 elif self.path in ORDERS:
-                    self._serve(*ORDERS[self.path], body)
+                    self._answer_order(*ORDERS[self.path], body)
                 else:
                     self._refuse(HTTPStatus.NOT_FOUND, f"no {self.path}: POST /run, /sql, /plot or /status")
 
-            def _serve(self, kind: type, serve: Callable[[RunService, Any], WorkInEngine], body: bytes) -> None:
+            def _answer_order(self, kind: type, serve: Callable[[RunService, Any], WorkInEngine], body: bytes) -> None:
+                """Serve the order `body` holds, or refuse it, saying why, where it is not one of `kind`."""
                 try:
                     order = read_order(kind, body)
                 except UnreadableOrderError as refused:

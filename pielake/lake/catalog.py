@@ -73,7 +73,7 @@ class Metastore:
 
 def register_tables(lake: Lake, listed: list[str]) -> list[str]:
     """Register every table of the lake (`listed`, as `Lake.tables` just listed them) the catalog does not know
-    yet, and each kind of a results table as a view; returns their names.
+    yet, and each kind of a results table as a view; returns their names. The catalog gets `STATEMENTS` too.
 
     The lake's session must use the metastore (`Metastore.spark_conf`). A table is registered through Spark's
     Catalog API with its validated name and folder. A kind's view has no such API: its statement is built from
@@ -83,6 +83,7 @@ def register_tables(lake: Lake, listed: list[str]) -> list[str]:
     from pielake.lake import results  # noqa: PLC0415 (Spark's: the CLI imports this module, and a client no Spark)
 
     spark = lake.spark
+    _make_statements_database(spark)
     known = {table.name for table in spark.catalog.listTables(DATABASE)}
     tables = [name for name in listed if name not in known]
     for name in tables:
@@ -93,8 +94,9 @@ def register_tables(lake: Lake, listed: list[str]) -> list[str]:
     return [*tables, *(name for name, _ in views)]
 
 
-def make_statements_database(spark: SparkSession) -> None:
-    """Create `STATEMENTS` where the catalog has it not (a metastore shared by several engines has it once)."""
+def _make_statements_database(spark: SparkSession) -> None:
+    """Create `STATEMENTS` where the catalog has it not: at the engine's start, and again with the tables, should a
+    SQL client drop it (a metastore shared by several engines has it once)."""
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {STATEMENTS} COMMENT 'holds no table: the current database of the "
               "statements pielake sql sends to an engine, which read the lake they name through views of their "
               "own'").collect()
