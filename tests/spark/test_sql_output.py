@@ -37,7 +37,7 @@ def test_a_table_shows_its_first_rows_and_says_there_are_more(spark: SparkSessio
     assert said == ("(the first 10,000 rows; there are more: narrow the query, or --format csv or json for every "
                     "row)")
     assert "".join(query_lake(Lake(spark, tmp_path), f"SELECT id FROM range({MAX_ROWS})", "table")).endswith(
-        f"\n({MAX_ROWS} rows)\n")
+        f"\n({MAX_ROWS:,} rows)\n")
 
 
 def test_an_empty_result_in_csv_is_its_header(spark: SparkSession, tmp_path: Path) -> None:
