@@ -87,7 +87,7 @@ from pielake.lake.statements import as_of_time
 from pielake.pipeline.gates import import_gx_meanwhile
 from pielake.pipeline.job import RunRequest, StageResult
 from pielake.pipeline.runner import Run, RunStopped, run_query
-from pielake.query.analyzer import load_query, runnable
+from pielake.query.analyzer import load_runnable
 
 CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 M_ARENA_MAX = -8  # glibc's mallopt() parameter for the most arenas (malloc.h)
@@ -615,7 +615,7 @@ def run_order(spark: SparkSession, held: HeldRuns, order: RunOrder, running: Wor
     of `spark`'s; a step in its run's session, its stage outputs held in memory for the run's next step
     (`pielake.engine.held`). It says its progress to `running`, and stops where it is when `running` is
     stopped."""
-    plan = runnable(load_query(order.query, order.name))
+    plan = load_runnable(order.query, order.name)
     request = RunRequest(**order.request)
     if order.step is None:
         running.session = spark.newSession()
@@ -663,6 +663,6 @@ def answer_plot(spark: SparkSession, order: PlotOrder, drawing: WorkInEngine) ->
     """Answer a plot's timeline as `pielake plot` in a process of its own reads it, in a session of `spark`'s: the
     timeline as JSON, which its client draws."""
     drawing.session = spark.newSession()
-    picture = timeline(Lake(drawing.session, order.lake), runnable(load_query(order.query, order.name)),
+    picture = timeline(Lake(drawing.session, order.lake), load_runnable(order.query, order.name),
                        tuple(order.key) or None, order.since, order.until)
     drawing.put({"result": picture.to_json()})

@@ -27,7 +27,7 @@ from pielake.lake.delta import Lake
 from pielake.pipeline.job import RunRequest
 from pielake.pipeline.runner import run_query
 from pielake.pipeline.synthetic import write_landings
-from pielake.query.analyzer import load_query, runnable
+from pielake.query.analyzer import load_runnable
 
 QUERY = """FROM Synthetic PARTITION BY id
 DEFINE A AS a_1, B AS a_2, C AS a_3
@@ -48,7 +48,7 @@ def warm_up(spark: SparkSession, lake_root: Path, micro_batches: int, say: Calla
     started = time.perf_counter()
     try:
         files = _event_files(scratch / "landing", micro_batches)
-        plan, lake = runnable(load_query(QUERY, "warm_up")), Lake(spark.newSession(), scratch / "lake")
+        plan, lake = load_runnable(QUERY, "warm_up"), Lake(spark.newSession(), scratch / "lake")
         for number, events in enumerate(files):
             mode = "batch" if number == 0 else "incremental"
             run_query(lake, plan, f"warm-up-{number}", RunRequest(mode=mode, events_path=str(events), fmt="csv"))

@@ -839,11 +839,16 @@ def runnable(plan: QueryPlan) -> QueryPlan:
     return plan
 
 
+def load_runnable(source: str, name: str) -> QueryPlan:
+    """The checked plan of query text, as the pipeline runs it (`runnable`): what a query file holds, a run or a
+    plot the engine is sent, and the engine's warm-up query."""
+    return runnable(load_query(source, name))
+
+
 def load_query_file(path: str | Path) -> QueryPlan:
     """The checked plan of a query file, as the pipeline runs it: what the CLI, the spark-submit jobs and the DAG
     factory all load."""
-    source, name = read_query_file(str(path))
-    return runnable(load_query(source, name))
+    return load_runnable(*read_query_file(str(path)))
 
 
 def _either(relations: frozenset[str]) -> str:
