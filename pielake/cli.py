@@ -72,6 +72,7 @@ from pielake.streams import (
     files_by_stream,
     load_schema,
     named_file,
+    where_to_declare,
 )
 
 if TYPE_CHECKING:
@@ -254,7 +255,8 @@ def check_command(query_files: tuple[str, ...], fmt: str, lake: Path | None) -> 
 def _unchecked(plan: QueryPlan, schemas: list[StreamSchema], lake: Path | None) -> list[str]:
     """A line for each stream of events whose columns `check` could not check: it has no schema yet."""
     known = {schema.name.lower() for schema in schemas}
-    where = f"schemas/ or {lake}" if lake is not None else "schemas/ (give --lake to look in a lake too)"
+    folder = where_to_declare()
+    where = f"{folder} or {lake}" if lake is not None else f"{folder} (give --lake to look in a lake too)"
     return [f"the columns of stream {source.stream} are not checked: it has no schema in {where}, so a run types "
             "it from its first file" for source in plan.sources
             if not source.reads_matches and source.stream.lower() not in known]

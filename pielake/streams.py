@@ -495,6 +495,15 @@ def declared_file(stream: str, lake_root: Path | None, schemas_dir: Path = SCHEM
     return kept or named_file(schemas_dir, stream, ".yaml")
 
 
+def where_to_declare(stream: str | None = None) -> str:
+    """Where a message tells a user to declare `stream`'s schema (the folder, for None): every run reads the
+    project's `schemas/`, whatever folder it is started in, so it is named from the working folder where that holds
+    it (`schemas/Rooms.yaml`), else by its whole path, as a `schemas/` beside a user elsewhere is never read."""
+    path = SCHEMAS_DIR / f"{stream}.yaml" if stream is not None else SCHEMAS_DIR
+    shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+    return f"{shown}/" if stream is None else str(shown)
+
+
 def load_schema(stream: str, directory: Path = SCHEMAS_DIR) -> StreamSchema | None:
     """The schema of `stream` from `directory/<stream>.yaml` (case-insensitive), or None if there is none."""
     return _schema_at(named_file(directory, stream, ".yaml"))

@@ -101,6 +101,7 @@ from pielake.streams import (
     schema_column,
     schema_file,
     to_mapping,
+    where_to_declare,
 )
 
 PAYLOAD = "__payload"
@@ -489,12 +490,13 @@ def _check_columns(raw: DataFrame, stream: StreamSchema, kept: Path | None) -> N
         elif kept:
             fix = f"{fixed}: give the file every one of them"
         else:
-            fix = f"give the file those columns, or declare the stream as the file is in schemas/{stream.name}.yaml"
+            fix = ("give the file those columns, or declare the stream as the file is in "
+                   f"{where_to_declare(stream.name)}")
         raise LakeError(f"the input has no column(s) {', '.join(missing)} declared by stream {stream.name}; "
                         f"it has {', '.join(columns) or 'none'}; {fix}")
     if extra:
         fix = f"{fixed}: drop them from the file" if kept else \
-            f"add them to the stream's schema (schemas/{stream.name}.yaml) or drop them from the file"
+            f"add them to the stream's schema ({where_to_declare(stream.name)}) or drop them from the file"
         raise LakeError(f"the input has column(s) {', '.join(extra)} that stream {stream.name} does not declare; "
                         + fix)
 
@@ -945,7 +947,7 @@ def streams_for(lake: Lake, plan: QueryPlan, request: RunRequest,
         if known is None and path is None:
             raise PielakeError(f"stream {source.stream} has not been ingested into {lake.root}, and the run reads "
                                "no file of it: give its events (--events), or declare the stream in "
-                               f"schemas/{source.stream}.yaml")
+                               f"{where_to_declare(source.stream)}")
         if known is not None:
             _check_given(known, request, lake.root, schemas_dir)
         found.append(known or _infer_stream(lake, source.stream, plan.keys, path, request))
@@ -1027,7 +1029,7 @@ def _typed_note(stream: StreamSchema, lake_root: Path, given_time: str | None) -
 def _inferred_note(stream: StreamSchema) -> str:
     return (f"Stream {stream.name} has no schema: its columns were typed from its file, as {stream.ddl}; a column "
             f"holding one value that is not a number reads as text. Declare its types in "
-            f"schemas/{stream.name}.yaml (docs/operations.md, \"Streams\"): rows that do not fit them are then "
+            f"{where_to_declare(stream.name)} (docs/operations.md, \"Streams\"): rows that do not fit them are then "
             f"quarantined with their reason.")
 
 
@@ -1206,7 +1208,7 @@ def _check_utf_8(stream: str, path: str) -> None:
         return
     raise SchemaError(f"stream {stream} has no schema, and its file {found.file} is not UTF-8: line {found.line} "
                       f"holds the byte(s) {found.undecoded.hex(' ').upper()} after {found.text!r}; declare the "
-                      f"encoding its writer used in schemas/{stream}.yaml (encoding: windows-1252, as Excel on "
+                      f"encoding its writer used in {where_to_declare(stream)} (encoding: windows-1252, as Excel on "
                       "Windows writes CSV in Western Europe), or declare the stream without one to quarantine the "
                       "lines that are not UTF-8")
 
@@ -1251,7 +1253,7 @@ def _nothing_to_type(stream: str, path: str) -> SchemaError:
     """The refusal of a file that holds no rows to type an unknown stream's columns from."""
     return SchemaError(f"stream {stream} has no schema, and its file {path} holds no events to type its columns "
                        f"from: run it first with a file of events, or declare the stream in "
-                       f"schemas/{stream}.yaml (docs/operations.md, \"Streams\")")
+                       f"{where_to_declare(stream)} (docs/operations.md, \"Streams\")")
 
 
 FAR_FUTURE_SECONDS = 95_000_000_000  # about the year 5000, counted from 1970
@@ -1274,7 +1276,7 @@ def _check_time_scale(stream: StreamSchema, sample: DataFrame, path: str) -> Non
     fix = f"pass --time-unit {fits}" if fits else "give the times in microseconds (--time-unit us) or as TIMESTAMPs"
     raise SchemaError(f"stream {stream.name} has no schema, and the times of its file {path} are numbers such as "
                       f"{largest}, which in {stream.time_unit} (the stream's unit) lie past the year 5000: {fix}, "
-                      f"or declare the stream in schemas/{stream.name}.yaml")
+                      f"or declare the stream in {where_to_declare(stream.name)}")
 
 
 def _as_declared(kind: str) -> str:
@@ -1298,10 +1300,10 @@ def _unfound_hint(spark: SparkSession, draft: StreamSchema, needed: str, path: s
         times = _columns_of_times(spark, draft, path, fmt, days_apart)
         if days_apart and not times:
             return _days_apart_fix(days_apart)
-        return f"{_time_column_fix(times)}, or declare the stream in schemas/{stream}.yaml{_as_intervals(times)}"
+        return f"{_time_column_fix(times)}, or declare the stream in {where_to_declare(stream)}{_as_intervals(times)}"
     close = closest_column(needed, sample.columns)
     guess = f" (is it {close}?)" if close else ""
-    return f"name the key in PARTITION BY as the file does{guess}, or declare the stream in schemas/{stream}.yaml"
+    return f"name the key in PARTITION BY as the file does{guess}, or declare the stream in {where_to_declare(stream)}"
 
 
 def _misread_hint(draft: StreamSchema, sample: DataFrame, path: str, fmt: str) -> str | None:
@@ -1320,7 +1322,7 @@ def _misread_hint(draft: StreamSchema, sample: DataFrame, path: str, fmt: str) -
         return (f"its first line has {title[0]} field(s) and its second {len(title[1])} ({named}), as data "
                 "loggers write a title before the header: pass --skip-lines 1 (or --skip-lines 1,3,4 where two "
                 "lines of units follow the header, as in Campbell Scientific's TOA5 files), or declare the stream "
-                f"in schemas/{draft.name}.yaml with skip_lines")
+                f"in {where_to_declare(draft.name)} with skip_lines")
     return None
 
 
@@ -1441,7 +1443,7 @@ def _one_format(spark: SparkSession, stream: StreamSchema, formats: tuple[str | 
                           width=math.inf).strip()
     raise PielakeError(f"stream {stream.name} has no schema, and its file {path}, read as {fmt}, writes its times "
                        f"({written_in}) so that they read both as {first} and as {other}: no day past the 12th tells "
-                       f"day and month apart. Declare the stream in schemas/{stream.name}.yaml as {flow}, or with "
+                       f"day and month apart. Declare the stream in {where_to_declare(stream.name)} as {flow}, or with "
                        f"format: {other} if its dates are written month first (docs/operations.md, \"Streams\"); or "
                        f"give the run the pattern: --time-format '{first}' (a registration's time_format)")
 

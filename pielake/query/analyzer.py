@@ -25,7 +25,7 @@ from pielake.query.time_fields import TIME_FIELDS, zone_problem
 from pielake.query.tokens import PLAIN_NAME, Span, detail_at, plain_name
 from pielake.query.typecheck import TIME, check_predicate, check_return, family
 from pielake.semantics import relations as rel
-from pielake.streams import TIMESTAMP_UNIT, StreamSchema, closest_column, declared_schema
+from pielake.streams import TIMESTAMP_UNIT, StreamSchema, closest_column, declared_schema, where_to_declare
 
 # Pure, deterministic functions a predicate or RETURN may call, with their arity (min, max; None = any).
 SCALAR_FUNCTIONS: dict[str, tuple[int, int | None]] = {
@@ -758,7 +758,8 @@ def _unix_hint(one: StreamSchema, other: StreamSchema) -> str:
     if TIMESTAMP_UNIT not in units or seconds is None:
         return ""
     column = seconds.time_column
-    return (f" If {seconds.name}'s times are seconds since 1970, declare them as times in schemas/{seconds.name}.yaml: "
+    return (f" If {seconds.name}'s times are seconds since 1970, declare them as times in "
+            f"{where_to_declare(seconds.name)}: "
             f"time: {{column: {column}, unit: timestamp, format: unix}}, and {column} TIMESTAMP in its columns.")
 
 

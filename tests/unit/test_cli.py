@@ -19,7 +19,7 @@ from pielake import vocabulary as V
 from pielake.cli import main
 from pielake.engine.client import ENGINE_FILE, free_port, free_ports
 from pielake.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
-from pielake.streams import StreamSchema, lake_streams, save_schema
+from pielake.streams import SCHEMAS_DIR, StreamSchema, lake_streams, save_schema, where_to_declare
 from tests.helpers import held_lock
 
 EXAMPLE = str(Path(__file__).parents[2] / "examples" / "queries" / "aggressive_driving.tpq")
@@ -96,6 +96,23 @@ def test_check_says_a_pattern_can_never_match_and_passes_it(tmp_path: Path) -> N
                      "WITHIN 5 s")
     invoke(["check", str(never)], EXIT_OK, "ok\n  warning: the pattern can never match: A during B and B during C "
                                            "leave only A during C, which its constraint A contains C excludes")
+
+
+def test_a_user_working_outside_the_project_is_told_the_whole_path_of_the_schemas_a_run_reads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `schemas/` beside a user's own files is never read: from such a folder, the message names the project's
+    folder whole, where the file declaring the stream must go (and names it short from the project itself)."""
+    mine = tmp_path / "mine.tpq"
+    mine.write_text("FROM Mine M PARTITION BY M.unit DEFINE A AS M.load > 1, B AS M.load > 2 PATTERN A meets B "
+                    "WITHIN 5 s")
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "Mine.yaml").write_text("stream: Mine\nkeys: [unit]\ntime: {column: ts, unit: s}\n"
+                                                    "columns: unit STRING, ts BIGINT, load DOUBLE\n")
+    monkeypatch.chdir(tmp_path)
+    invoke(["check", str(mine)], EXIT_OK, f"it has no schema in {SCHEMAS_DIR}/ (give --lake")
+    assert where_to_declare("Mine") == str(SCHEMAS_DIR / "Mine.yaml")
+    monkeypatch.chdir(SCHEMAS_DIR.parent)
+    assert where_to_declare("Mine") == "schemas/Mine.yaml"
 
 
 def test_check_refuses_a_misspelt_column_of_a_declared_stream_without_starting_spark(tmp_path: Path) -> None:
