@@ -35,6 +35,7 @@ from pielake.spark.query import SparkQuery, time_literal
 CUT = "__cut"
 EVENTS_VERSION = "__events_version"  # the events table version a run read: the next one starts after it
 SCOPE_CUT = "__scope_cut"  # the cut joined onto rows that may carry a `__cut` of their own (progress)
+UNPROCESSED = "__unprocessed"  # `mark_unprocessed`'s mark of an event a micro-batch has still to process
 FULL = "full"  # the scope commit's user metadata when the run is a batch, which replaces whole tables
 BOUND = "__bound"
 NO_CUT = -(2**63)  # a cut before every event: the key is recomputed from its first event
@@ -192,8 +193,8 @@ def plan_scope(events: DataFrame, q: SparkQuery, *, mode: str, progress: DataFra
         return latest.join(backfill_cuts, list(q.keys)).select(*q.keys, CUT, *q.time_columns)
     assert progress is not None
     candidates = events if new_events is None else new_events
-    pending = mark_unprocessed(candidates, progress, q, time=q.event_time(), mark="__pending")
-    latest = _carried_times(q.latest_times(pending.filter(F.col("__pending"))), progress, q)
+    pending = mark_unprocessed(candidates, progress, q, time=q.event_time(), mark=UNPROCESSED)
+    latest = _carried_times(q.latest_times(pending.filter(F.col(UNPROCESSED))), progress, q)
     return latest.join(F.broadcast(progress.select(*q.keys, CUT)), list(q.keys), "left") \
         .select(*q.keys, CUT, *(c for c in latest.columns if c not in q.keys))
 

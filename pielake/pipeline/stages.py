@@ -37,10 +37,12 @@ from pielake.pipeline.job import QueryJob, StageResult, StepContext, events_tabl
 from pielake.pipeline.notes import check_widths, publish_note
 from pielake.pipeline.scope import (
     FULL,
+    UNPROCESSED,
     Scope,
     backfill_cut,
     derived_tables,
     events_versions,
+    mark_unprocessed,
     next_progress,
     plan_scope,
     unsettled,
@@ -55,6 +57,7 @@ from pielake.streams import lake_streams, save_schema
 
 BYTES_PER_PARTITION = 32 * 1024 * 1024
 FILES_PER_TIME_RANGE = 4  # at most this many events files per time range a shuffle would make: read in place
+BEHIND = "events admitted behind its progress by another run"
 ADMISSION = "events admitted in"  # the part of the situations stage that loads (a batch appends every event)
 # Published tables: a micro-batch's MERGE rewrites the newest file of each kind whole and reads the files its scope
 # reaches, so small files keep both small; a reader of the whole table pays a few milliseconds a file
@@ -143,17 +146,24 @@ def derive_situations(ctx: StepContext) -> StageResult:
         versions = {events_table(stream): job.lake.version(events_table(stream)) for stream in job.streams}
         q = job.query
         events = job.events_at(versions)
+        progress = job.published(V.PROGRESS) if mode == "incremental" else None  # only a micro-batch reads it
+        seen = _versions_read(job, progress)
+        new_events = _new_events(job, seen)
+        scope_mode = mode
+        if (progress is not None and seen is not None and new_events is not None
+                and (behind := _behind(job, seen, new_events, progress))):
+            scope_mode = details["mode"] = "batch"
+            details[BEHIND] = behind
 
         def stage_scope(key_bounds: DataFrame | None = None) -> int:
-            progress = job.published(V.PROGRESS) if mode == "incremental" else None  # only a micro-batch reads it
-            scope_rows = plan_scope(events, q, mode=mode, progress=progress, new_events=_new_events(job, progress),
+            scope_rows = plan_scope(events, q, mode=scope_mode, progress=progress, new_events=new_events,
                                     backfill_cuts=_backfill_cuts(job, q, since, events) if mode == "backfill" else None,
                                     key_bounds=key_bounds)
             read = {name: F.lit(v) for name, v in zip(events_versions(len(versions)), versions.values(), strict=True)}
             return job.staging.overwrite(scope_rows.withColumns(read), job.table(V.SCOPE),
-                                         commit_note=FULL if mode == "batch" else None)
+                                         commit_note=FULL if scope_mode == "batch" else None)
 
-        if mode == "batch":  # every key, every event: the kernel's bounds then tell each key's latest time
+        if scope_mode == "batch":  # every key, every event: the kernel's bounds then tell each key's latest time
             chosen = kernel_reading(job.lake, versions, q)
             encoded = q.runs(events, chosen.partitions, reading=chosen.reading, files=chosen.files)
             keys = stage_scope(encoded.key_bounds)
@@ -172,17 +182,50 @@ def derive_situations(ctx: StepContext) -> StageResult:
     return timed("situations", work, details, parts)
 
 
-def _new_events(job: QueryJob, progress: DataFrame | None) -> DataFrame | None:
-    """The events appended since the versions the previous run read, if the lake can tell (else None): over
-    several streams, each stream's since its own."""
+def _versions_read(job: QueryJob, progress: DataFrame | None) -> list[int] | None:
+    """The version of each stream's events the previous run read, if its progress says (else None)."""
     versions = events_versions(len(job.streams))
     if progress is None or not set(versions) <= set(progress.columns):
         return None
     seen = progress.agg(*(F.max(v) for v in versions)).first()
-    if any(v is None for v in seen):
+    return None if any(v is None for v in seen) else [int(v) for v in seen]
+
+
+def _new_events(job: QueryJob, seen: list[int] | None) -> DataFrame | None:
+    """The events appended since the versions the previous run read, if the lake can tell (else None): over
+    several streams, each stream's since its own."""
+    if seen is None:
         return None
-    inserted = [job.lake.inserted_since(events_table(s), int(v)) for s, v in zip(job.streams, seen, strict=True)]
+    inserted = [job.lake.inserted_since(events_table(s), v) for s, v in zip(job.streams, seen, strict=True)]
     return None if any(frame is None for frame in inserted) else job.query.events_of(inserted)
+
+
+def _behind(job: QueryJob, seen: list[int], new_events: DataFrame, progress: DataFrame) -> int:
+    """How many of the events appended since the previous run lie at or before their key's processed time: events
+    another run admitted behind this query's progress (a backfill of another query over the stream, or a
+    micro-batch of one that had processed less). The query's rows after them were derived without them, and no
+    micro-batch's cut reaches back to them, so the run recomputes every row as a batch run does
+    (docs/semantics.md §7). A query's own runs admit no such event (its ingest quarantines them as late), so only
+    where the streams' logs show another's append since (read from the log files, no Spark job) are they
+    counted."""
+    if not _appended_by_others(job, seen):
+        return 0
+    q = job.query
+    marked = mark_unprocessed(new_events, progress, q, time=q.event_time(), mark=UNPROCESSED)
+    return marked.filter(~F.col(UNPROCESSED)).count()
+
+
+def _appended_by_others(job: QueryJob, seen: list[int]) -> bool:
+    """Whether a write other than this query's runs' (`QueryJob.writer`) appended to its streams' events after
+    the versions `seen`."""
+    own = f"{job.plan.name}."
+    for stream, version in zip(job.streams, seen, strict=True):
+        for commit in job.lake.history(events_table(stream)):
+            if commit.version <= version:
+                break
+            if commit.info.get("operation") == "WRITE" and not any(w.startswith(own) for w in commit.writers):
+                return True
+    return False
 
 
 def _backfill_cuts(job: QueryJob, q: SparkQuery, since: int | None, events: DataFrame) -> DataFrame:

@@ -5,7 +5,8 @@
   Chromium, list the gates of the run before it as passed and show the failed one with its failing expectation
   and unexpected count.
 - Late events are quarantined by a micro-batch; a backfill of their range re-admits them, and the tables then
-  equal what the brute-force reference computes over all events (docs/semantics.md §7).
+  equal what the brute-force reference computes over all events (docs/semantics.md §7), those of another query
+  over the stream too, after its next micro-batch.
 - A gate checks a few rows on the driver (GX's pandas engine) and many on Spark; both give each suite the same
   verdict on the same rows, clean or broken in each way the suites look for.
 - In one process the gates check beside the later stages; a gate that fails there still stops the run before
@@ -38,6 +39,7 @@ from pielake.lake.results import results_table
 from pielake.pipeline import stages
 from pielake.pipeline.gates import GateError, GateResult, SuiteError, batch_data, load_suite, run_gate
 from pielake.pipeline.job import RunRequest, StageResult, StepContext
+from pielake.pipeline.notes import last_noted
 from pielake.pipeline.registry import STAGES, Registry
 from pielake.pipeline.runner import Run, RunOverError, RunStopped, run_query
 from pielake.pipeline.stages import kernel_reading
@@ -352,13 +354,39 @@ def test_backfill_after_late_history_equals_the_reference_over_everything(lake: 
     assert lake.read("events_line").count() == len(EVENTS)
 
 
+def test_a_micro_batch_after_another_querys_backfill_recomputes_with_the_events_it_admitted(
+        lake: Lake, tmp_path: Path) -> None:
+    """Two queries over one stream: the backfill of one admits late events behind the other's progress too. The
+    other's next micro-batch finds them among the events appended since it last read, and, as its cuts do not
+    reach back to them, recomputes every row as a batch run does: its tables then equal the reference over every
+    event, and its publish says it is a batch's, for a query over its matches to read again."""
+    plan, other = load_query(QUERY, "mid"), load_query(QUERY, "other")
+    late = [e for e in EVENTS if e["m"] == "m1" and 8 <= e["ts"] <= 10]
+    early = [e for e in EVENTS if e["ts"] <= 14 and e not in late]
+    rest = [e for e in EVENTS if e["ts"] > 14]
+    run_query(lake, plan, "mb1", RunRequest(mode="incremental", events_path=write(tmp_path / "1.json", early),
+                                            checks=False))
+    run_query(lake, other, "o1", RunRequest(mode="incremental", checks=False))
+    run_query(lake, plan, "mb2", RunRequest(mode="incremental", checks=False,
+                                            events_path=write(tmp_path / "2.json", late + rest)))
+    run_query(lake, plan, "repair", RunRequest(mode="backfill", since="8", until="10", checks=False))
+    summary = run_query(lake, other, "o2", RunRequest(mode="incremental", checks=False))
+    situations = next(s for s in summary.stages if s.stage == "situations")
+    assert situations.details["mode"] == "batch" and situations.details[stages.BEHIND] == len(late)
+    assert_published_equal_the_reference(lake, other, EVENTS)
+    assert last_noted(lake, results_table("other"), "mode") == "batch"
+    run_query(lake, other, "o3", RunRequest(mode="incremental", checks=False))  # nothing new: a micro-batch again
+    assert_published_equal_the_reference(lake, other, EVENTS)
+
+
 def assert_published_equal_the_reference(lake: Lake, plan: QueryPlan, events: list[dict]) -> None:
     """The matches and situations, and the progress the next micro-batch starts from: each key's latest event
     (a batch run reading in place takes it from the kernel's bounds, else from the events)."""
-    assert spark_rows(lake.read("matches_mid"), plan) == reference_rows(find_matches(events, plan), plan)
-    situations = sorted((r["m"], r["symbol"], r["ts"], r["te"]) for r in lake.read("situations_mid").collect())
+    name = plan.name
+    assert spark_rows(lake.read(f"matches_{name}"), plan) == reference_rows(find_matches(events, plan), plan)
+    situations = sorted((r["m"], r["symbol"], r["ts"], r["te"]) for r in lake.read(f"situations_{name}").collect())
     assert situations == sorted((s.key[0], s.symbol, s.ts, s.te) for s in derive_situations(events, plan))
-    latest = {r["m"]: r[LAST_TIME] for r in lake.read("progress_mid").collect()}
+    latest = {r["m"]: r[LAST_TIME] for r in lake.read(f"progress_{name}").collect()}
     assert latest == {key: max(e["ts"] for e in events if e["m"] == key) for key in {e["m"] for e in events}}
 
 
