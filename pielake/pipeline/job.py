@@ -21,7 +21,7 @@ from pielake.errors import PielakeError
 from pielake.lake.delta import Lake, committed
 from pielake.lake.inputs import why_no_file
 from pielake.lake.staging import Staging
-from pielake.pipeline.run_folder import upstream_read
+from pielake.pipeline.run_folder import rebuilds, upstream_read
 from pielake.pipeline.scope import FULL, MODES, Scope
 from pielake.query.analyzer import PairConstraint, QueryPlan
 from pielake.spark import columns as C
@@ -238,11 +238,16 @@ class QueryJob:
 
 
 def run_mode(job: QueryJob, asked: str) -> str:
-    """The mode a run runs in: the one it was asked for, except a micro-batch of a query over matches whose ingest
-    found that the upstream rebuilt or backfilled them since the query last read them
-    (`pielake.pipeline.upstream.read_upstream`). That run is a batch run, which reads all of them again: the
-    matches it admitted before may have changed, and a micro-batch reads only those after its processed time."""
-    if asked != "incremental" or job.plan.upstream_source is None:
+    """The mode a run runs in: the one it was asked for, except a micro-batch that recomputes every row. That is
+    one whose situations stage found events another run admitted behind its progress (`record_rebuild`), or one
+    of a query over matches whose ingest found that the upstream rebuilt or backfilled them since the query last
+    read them (`pielake.pipeline.upstream.read_upstream`). That run is a batch run, which reads every event again:
+    the rows it derived before may have changed, and a micro-batch recomputes only those after its cuts."""
+    if asked != "incremental":
+        return asked
+    if rebuilds(job.lake.root, job.plan.name, job.run_id):
+        return "batch"
+    if job.plan.upstream_source is None:
         return asked
     read = upstream_read(job.lake.root, job.plan.name, job.run_id)
     return "batch" if read is not None and read.rebuilds else asked

@@ -3,9 +3,8 @@ which later runs read from the table's log, at no Spark cost.
 
     {"mode": "incremental", "query": "3f9c2a6e0b1d4c57", "read": 12}
 
-- `mode`: the mode the run ran in (`batch` for a micro-batch that recomputed every row, as a batch does). A query
-  over these matches reads a batch run's or a backfill's publish as one that may have changed matches it admitted
-  (`pielake.pipeline.upstream`).
+- `mode`: the mode the run ran in (`pielake.pipeline.job.run_mode`). A query over these matches reads a batch run's
+  or a backfill's publish as one that may have changed matches it admitted (`pielake.pipeline.upstream`).
 - `query`: a digest of the query's canonical text (`pielake.query.printer`), so that a layout or a comment
   changes nothing. A micro-batch or a backfill of a query whose definition is not the one that published the
   table is refused (`check_definition`): it would put rows of two definitions in one table. So is one whose
@@ -40,8 +39,7 @@ def publish_note(ctx: StepContext) -> str:
     """The note of a publish's commit (the module docstring)."""
     job = ctx.job
     read = upstream_read(job.lake.root, job.plan.name, job.run_id) if job.plan.upstream_source is not None else None
-    mode = "batch" if job.scope().full else ctx.mode  # a micro-batch that recomputed every row, too
-    return json.dumps({"mode": mode, "query": definition(job.plan),
+    return json.dumps({"mode": ctx.mode, "query": definition(job.plan),
                        **({"read": read.version} if read is not None else {})})
 
 

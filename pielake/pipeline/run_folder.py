@@ -5,7 +5,8 @@ read these files before they start a step (`pielake.orchestration`), so nothing 
 - `<step>.json`, each step's record (`StepRecord`; a retried step overwrites its own), which become the run's row
   of the `runs` table when it ends (`pielake.pipeline.report`);
 - `ended`, how the run ended, once it has (`RunEnd`);
-- `upstream.read`, what the ingest of a query over matches read of its upstream (`UpstreamRead`).
+- `upstream.read`, what the ingest of a query over matches read of its upstream (`UpstreamRead`);
+- `rebuilds`, that a micro-batch recomputes every row as a batch run does (`record_rebuild`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class UpstreamRead:
 
 
 UPSTREAM_READ = "upstream.read"  # not `*.json`: no step's record
+REBUILDS = "rebuilds"
 ENDED = "ended"  # how the run ended, once it has
 
 
@@ -143,3 +145,16 @@ def step_records(root: Path, query: str, run_id: str) -> list[StepRecord]:
     folder = _folder(root, query, run_id)
     found = [StepRecord.from_json(p.read_text(encoding="utf-8")) for p in folder.glob("*.json")]
     return sorted(found, key=lambda r: r.started_at)
+
+
+def record_rebuild(root: Path, query: str, run_id: str) -> None:
+    """Keep that the micro-batch recomputes every row as a batch run does (`pielake.pipeline.stages`), for its later
+    steps and for a retry of the step that found it: they run it as a batch (`pielake.pipeline.job.run_mode`)."""
+    path = _folder(root, query, run_id) / REBUILDS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+
+
+def rebuilds(root: Path, query: str, run_id: str) -> bool:
+    """Whether `record_rebuild` was kept for the run."""
+    return (_folder(root, query, run_id) / REBUILDS).is_file()

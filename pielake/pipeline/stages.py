@@ -35,6 +35,7 @@ from pielake.lake.results import ANCHOR, KIND, combine, pack, results_table, row
 from pielake.pipeline.ingest import admit_events
 from pielake.pipeline.job import QueryJob, StageResult, StepContext, events_table, timed
 from pielake.pipeline.notes import check_widths, publish_note
+from pielake.pipeline.run_folder import record_rebuild
 from pielake.pipeline.scope import (
     FULL,
     UNPROCESSED,
@@ -57,7 +58,7 @@ from pielake.streams import lake_streams, save_schema
 
 BYTES_PER_PARTITION = 32 * 1024 * 1024
 FILES_PER_TIME_RANGE = 4  # at most this many events files per time range a shuffle would make: read in place
-BEHIND = "events admitted behind its progress by another run"
+BEHIND = "events another run admitted behind this query's progress"
 ADMISSION = "events admitted in"  # the part of the situations stage that loads (a batch appends every event)
 # Published tables: a micro-batch's MERGE rewrites the newest file of each kind whole and reads the files its scope
 # reaches, so small files keep both small; a reader of the whole table pays a few milliseconds a file
@@ -152,8 +153,9 @@ def derive_situations(ctx: StepContext) -> StageResult:
         scope_mode = mode
         if (progress is not None and seen is not None and new_events is not None
                 and (behind := _behind(job, seen, new_events, progress))):
-            scope_mode = details["mode"] = "batch"
-            details[BEHIND] = behind
+            record_rebuild(job.lake.root, job.plan.name, job.run_id)
+            scope_mode = "batch"
+            details["mode"] = f"batch: {behind} {BEHIND}"
 
         def stage_scope(key_bounds: DataFrame | None = None) -> int:
             scope_rows = plan_scope(events, q, mode=scope_mode, progress=progress, new_events=new_events,
