@@ -46,6 +46,7 @@ def runs_port() -> Iterator[int]:
     thread.start()
     yield server.server_address[1]
     server.shutdown()
+    server.server_close()
 
 
 @pytest.fixture

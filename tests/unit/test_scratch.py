@@ -10,7 +10,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -30,9 +32,14 @@ def holder(root: Path) -> tuple[subprocess.Popen[str], Path]:
 
 
 @pytest.fixture(autouse=True)
-def _no_folder_held(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This test process holds no folder yet under any root (another test's session may hold one under SCRATCH)."""
-    monkeypatch.setattr(scratch, "_held", {})
+def _no_folder_held(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """This test process holds no folder yet under any root (another test's session may hold one under SCRATCH);
+    the locks a test takes are let go after it, as a process's are when it exits."""
+    held: dict[Path, tuple[Path, IO[str]]] = {}
+    monkeypatch.setattr(scratch, "_held", held)
+    yield
+    for _, owner in held.values():
+        owner.close()
 
 
 def test_a_process_gets_one_folder_of_its_own_only_its_account_reads(tmp_path: Path) -> None:
