@@ -218,14 +218,17 @@ def _behind(job: QueryJob, seen: list[int], new_events: DataFrame, progress: Dat
 
 
 def _appended_by_others(job: QueryJob, seen: list[int]) -> bool:
-    """Whether a write other than this query's runs' (`QueryJob.writer`) appended to its streams' events after
-    the versions `seen`."""
+    """Whether a write other than this query's runs' (`QueryJob.writer`) appended events to its streams after the
+    versions `seen`. A run of another query over the same files appends none (its events are the table's
+    already), and its commit says so."""
     own = f"{job.plan.name}."
     for stream, version in zip(job.streams, seen, strict=True):
         for commit in job.lake.history(events_table(stream)):
             if commit.version <= version:
                 break
-            if commit.info.get("operation") == "WRITE" and not any(w.startswith(own) for w in commit.writers):
+            rows = commit.info.get("operationMetrics", {}).get("numOutputRows")
+            if (commit.info.get("operation") == "WRITE" and rows != "0"
+                    and not any(w.startswith(own) for w in commit.writers)):
                 return True
     return False
 

@@ -377,7 +377,8 @@ def test_a_micro_batch_after_another_querys_backfill_recomputes_with_the_events_
     assert ran is not None and ran["mode"] == "batch"
     assert_published_equal_the_reference(lake, other, EVENTS)
     assert last_noted(lake, results_table("other"), "mode") == "batch"
-    run_query(lake, other, "o3", RunRequest(mode="incremental", checks=False))  # nothing new: a micro-batch again
+    again = run_query(lake, other, "o3", RunRequest(mode="incremental", checks=False))
+    assert next(s for s in again.stages if s.stage == "situations").details["mode"] == "incremental"
     assert_published_equal_the_reference(lake, other, EVENTS)
 
 
