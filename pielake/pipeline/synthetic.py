@@ -33,6 +33,7 @@ from pielake.errors import PielakeError
 from pielake.query import ast
 from pielake.query.analyzer import QueryPlan, bind, children, walk
 from pielake.query.like import like_example
+from pielake.query.time_fields import TIME_FIELDS
 from pielake.semantics.relations import ENDPOINTS
 from pielake.spark import columns as C
 from pielake.streams import INTEGER_TYPES, TIMESTAMP_UNIT, UNIX_TIME, StreamSchema, zone_info
@@ -151,7 +152,8 @@ SAMPLE_START = datetime(2026, 1, 1, tzinfo=UTC)  # time 0 of a sample stream wit
 
 def column_types(plan: QueryPlan) -> dict[str, str]:
     """The Spark type of every column the query reads besides the keys, as its use suggests: STRING where it is
-    compared with text or passed to lower/upper, BOOLEAN where it stands as a condition, DOUBLE otherwise."""
+    compared with text or passed to lower/upper, TIMESTAMP where a time's field is read from it (`hour(x)`),
+    BOOLEAN where it stands as a condition, DOUBLE otherwise."""
     kinds: dict[str, str] = {}
 
     def note(expr: ast.Expr, kind: str) -> None:
@@ -166,7 +168,9 @@ def column_types(plan: QueryPlan) -> dict[str, str]:
         if isinstance(expr, ast.Call) and expr.name in STRING_FUNCTIONS:
             for node in walk(expr):
                 note(node, "STRING")
-        if any(isinstance(c, ast.Literal) and isinstance(c.value, str) for c in children(expr)):
+        if isinstance(expr, ast.Call) and expr.name in TIME_FIELDS:  # its text is a zone's name, not a value
+            note(expr.args[0], "TIMESTAMP")
+        elif any(isinstance(c, ast.Literal) and isinstance(c.value, str) for c in children(expr)):
             for child in children(expr):
                 note(child, "STRING")
         for child in children(expr):
@@ -233,7 +237,7 @@ def _value_draw(kind: str, literals: list[Decimal | str], rng: np.random.Generat
     if base == "STRING":
         return lambda: str(rng.choice([*texts, "other"]))
     if base in ("TIMESTAMP", "DATE"):
-        return lambda: SAMPLE_START + timedelta(days=int(rng.integers(0, 30)))
+        return lambda: SAMPLE_START + timedelta(minutes=int(rng.integers(0, 30 * 24 * 60)))  # every field varies
 
     def number() -> float | int:
         near = float(rng.choice(numbers))

@@ -19,7 +19,7 @@ from pielake.bench.queries import TPSTREAM_QUERIES, shape_query
 from pielake.cli import main
 from pielake.errors import PielakeError
 from pielake.pipeline import synthetic
-from pielake.pipeline.synthetic import GAP, RUN, keys_table
+from pielake.pipeline.synthetic import GAP, RUN, column_types, keys_table, query_events
 from pielake.query.analyzer import load_query
 from pielake.streams import TIMESTAMP_UNIT, UNIX_TIME, StreamSchema
 
@@ -136,3 +136,13 @@ def test_a_sample_writes_its_times_as_its_stream_s_schema_reads_them() -> None:
     assert synthetic.written_times(replace(parts, time_zone="-0530"), at)["Uhrzeit"].to_pylist() == ["01:34:09"]
     with pytest.raises(PielakeError, match=r"time\.format 'h:mm a', whose field 'h' it does not write"):
         synthetic.written_times(replace(timed, time_format="h:mm a"), at)
+
+
+def test_a_column_whose_hour_a_query_reads_is_sampled_as_times_of_every_hour() -> None:
+    """`hour(S.at, 'Europe/Berlin')` reads a time: the zone's name beside it is no value of the column, which is
+    sampled as a TIMESTAMP, its hours all over the day, so that a predicate on the hour turns true and false."""
+    plan = load_query("FROM S PARTITION BY k DEFINE A AS hour(S.at, 'Europe/Berlin') IN (1, 3), B AS S.kind = 'x' "
+                      "PATTERN A meets B WITHIN 1 h", "q")
+    assert column_types(plan) == {"at": "TIMESTAMP", "kind": "STRING"}
+    rows = query_events(plan, 500, keys=2)
+    assert len({r["at"].hour for r in rows if r["at"] is not None}) > 12
