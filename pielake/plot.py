@@ -132,12 +132,20 @@ def image_file(out: str) -> Path:
     return path
 
 
+# An SVG and a PDF carry the time they were written, and an SVG's clip paths ids drawn at random: without them,
+# one timeline is one file, byte for byte, as a PNG is, which a picture kept beside code or compared needs.
+TIMELESS = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}
+SVG_IDS = {"svg.hashsalt": "pielake"}
+
+
 def draw(picture: Timeline, out: Path) -> Path:
-    """Render the timeline in the format `out`'s suffix names (`image_file`)."""
+    """Render the timeline in the format `out`'s suffix names (`image_file`), the same bytes for the same timeline
+    (`TIMELESS`)."""
     plt = pyplot()
     figure = drawn(picture)
     out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=120)
+    with plt.rc_context(SVG_IDS):
+        figure.savefig(out, dpi=120, metadata=TIMELESS.get(out.suffix.lower().lstrip(".")))
     plt.close(figure)
     return out
 

@@ -56,6 +56,17 @@ def test_timestamps_draw_too(tmp_path: Path) -> None:
     assert draw(picture, tmp_path / "t.png").stat().st_size > 0
 
 
+def test_one_timeline_is_one_file_byte_for_byte_in_every_format_offered(tmp_path: Path) -> None:
+    """No date written and no id drawn at random: a picture kept beside code changes only where the timeline
+    does."""
+    picture = Timeline("t", ("A", "B"), (Bar(0, 0, 40), Bar(1, 10, None)), (Bracket(0, None, 50, "provisional"),))
+    for suffix in ("png", "svg", "pdf"):
+        first, second = (draw(picture, tmp_path / f"{name}.{suffix}").read_bytes() for name in ("a", "b"))
+        assert first == second, suffix
+    assert b"CreationDate" not in (tmp_path / "a.pdf").read_bytes()
+    assert b"<dc:date>" not in (tmp_path / "a.svg").read_bytes()
+
+
 def test_numeric_times_read_as_the_stream_holds_them_in_its_unit_with_a_margin_on_both_sides() -> None:
     """Not as offsets from a power of ten (1.5, 2.0 and `1e6` in a corner), and a match from the first to the last
     time drawn keeps both of its edges inside the picture."""
