@@ -236,8 +236,10 @@ def _value_draw(kind: str, literals: list[Decimal | str], rng: np.random.Generat
         return lambda: bool(rng.random() < 0.5)
     if base == "STRING":
         return lambda: str(rng.choice([*texts, "other"]))
-    if base in ("TIMESTAMP", "DATE"):
-        return lambda: SAMPLE_START + timedelta(minutes=int(rng.integers(0, 30 * 24 * 60)))  # every field varies
+    if base == "DATE":
+        return lambda: SAMPLE_START + timedelta(days=int(rng.integers(0, 30)))
+    if base == "TIMESTAMP":  # every field varies, the hour too
+        return lambda: SAMPLE_START + timedelta(minutes=int(rng.integers(0, 30 * 24 * 60)))
 
     def number() -> float | int:
         near = float(rng.choice(numbers))
