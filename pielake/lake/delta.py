@@ -21,6 +21,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import reduce
+from itertools import takewhile
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urljoin, urlparse
@@ -231,6 +232,10 @@ class Lake:
             actions = _actions(commit)
             yield Commit(int(commit.stem), next((a["commitInfo"] for a in actions if "commitInfo" in a), {}),
                          frozenset(a["txn"]["appId"] for a in actions if "txn" in a))
+
+    def commits_after(self, table: str, version: int) -> Iterator[Commit]:
+        """The table's commits after `version`, newest first (`history`), reading its log no further back."""
+        return takewhile(lambda commit: commit.version > version, self.history(table))
 
     def _newest(self, table: str) -> Commit:
         newest = next(self.history(table), None)

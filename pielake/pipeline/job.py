@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame
 
 from pielake import vocabulary as V
 from pielake.errors import PielakeError
-from pielake.lake.delta import Lake, committed
+from pielake.lake.delta import Commit, Lake, committed
 from pielake.lake.inputs import why_no_file
 from pielake.lake.staging import Staging
 from pielake.pipeline.run_folder import rebuilds, upstream_read
@@ -170,6 +170,10 @@ class QueryJob:
         """Who commits this run's writes to the lake (`Lake.once`): the query and the run id, since Airflow gives
         every DAG's run at one logical time the same run id, and two queries over one stream both append to it."""
         return f"{self.plan.name}.{self.run_id}"
+
+    def wrote(self, commit: Commit) -> bool:
+        """Whether a run of this query made `commit`: one of its writers is such a run's (`writer`)."""
+        return any(writer.startswith(f"{self.plan.name}.") for writer in commit.writers)
 
     def staged_events(self, stream: StreamSchema) -> str:
         """The staging table of the stream's events the run ingests: the query's own, not the stream's, since

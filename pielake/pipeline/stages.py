@@ -30,7 +30,7 @@ from pyspark.sql import Column, DataFrame
 
 from pielake import vocabulary as V
 from pielake.engine.session import settings_within
-from pielake.lake.delta import Lake, LakeError
+from pielake.lake.delta import Commit, Lake, LakeError
 from pielake.lake.results import ANCHOR, KIND, combine, pack, results_table, row_key
 from pielake.pipeline.ingest import admit_events
 from pielake.pipeline.job import QueryJob, StageResult, StepContext, events_table, timed
@@ -218,19 +218,18 @@ def _behind(job: QueryJob, seen: list[int], new_events: DataFrame, progress: Dat
 
 
 def _appended_by_others(job: QueryJob, seen: list[int]) -> bool:
-    """Whether a write other than this query's runs' (`QueryJob.writer`) appended events to its streams after the
-    versions `seen`. A run of another query over the same files appends none (its events are the table's
-    already), and its commit says so."""
-    own = f"{job.plan.name}."
-    for stream, version in zip(job.streams, seen, strict=True):
-        for commit in job.lake.history(events_table(stream)):
-            if commit.version <= version:
-                break
-            rows = commit.info.get("operationMetrics", {}).get("numOutputRows")
-            if (commit.info.get("operation") == "WRITE" and rows != "0"
-                    and not any(w.startswith(own) for w in commit.writers)):
-                return True
-    return False
+    """Whether a write other than this query's runs' (`QueryJob.wrote`) appended events to its streams after the
+    versions `seen`."""
+    return any(_appends_rows(commit) and not job.wrote(commit)
+               for stream, version in zip(job.streams, seen, strict=True)
+               for commit in job.lake.commits_after(events_table(stream), version))
+
+
+def _appends_rows(commit: Commit) -> bool:
+    """Whether `commit` writes rows: a run of another query over the same files appends none (its events are the
+    table's already), and its commit says so; maintenance rewrites files, as no write."""
+    rows = commit.info.get("operationMetrics", {}).get("numOutputRows")
+    return commit.info.get("operation") == "WRITE" and rows != "0"
 
 
 def _backfill_cuts(job: QueryJob, q: SparkQuery, since: int | None, events: DataFrame) -> DataFrame:

@@ -23,8 +23,6 @@ Every publish says in its commit's note what it was and, over matches, which ver
 
 from __future__ import annotations
 
-from itertools import takewhile
-
 import pyspark.sql.functions as F
 from pyspark.sql import DataFrame
 
@@ -85,7 +83,7 @@ def _rewritten(job: QueryJob, version: int) -> bool:
     if last is None:
         return True
     upstream = results_table(job.plan.sources[0].upstream)
-    newer = [c for c in takewhile(lambda c: c.version > last, lake.history(upstream)) if c.version <= version]
+    newer = [c for c in lake.commits_after(upstream, last) if c.version <= version]
     return len(newer) != version - last or any(_rewrites(c) for c in newer)
 
 
