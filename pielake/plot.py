@@ -132,7 +132,7 @@ def image_file(out: str) -> Path:
     return path
 
 
-# An SVG and a PDF carry the time they were written, and an SVG's clip paths ids drawn at random: without them,
+# An SVG and a PDF carry the time they were written, and an SVG its clip-path ids drawn at random: without them,
 # one timeline is one file, byte for byte, as a PNG is, which a picture kept beside code or compared needs.
 TIMELESS = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}
 SVG_IDS = {"svg.hashsalt": "pielake"}

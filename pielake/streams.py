@@ -499,9 +499,14 @@ def where_to_declare(stream: str | None = None) -> str:
     """Where a message tells a user to declare `stream`'s schema (the folder, for None): every run reads the
     project's `schemas/`, whatever folder it is started in, so it is named from the working folder where that holds
     it (`schemas/Rooms.yaml`), else by its whole path, as a `schemas/` beside a user elsewhere is never read."""
-    path = SCHEMAS_DIR / f"{stream}.yaml" if stream is not None else SCHEMAS_DIR
-    shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
-    return f"{shown}/" if stream is None else str(shown)
+    if stream is None:
+        return f"{_from_here(SCHEMAS_DIR)}/"
+    return str(_from_here(SCHEMAS_DIR / f"{stream}.yaml"))
+
+
+def _from_here(path: Path) -> Path:
+    """`path` from the working folder where that holds it, else whole."""
+    return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
 
 
 def load_schema(stream: str, directory: Path = SCHEMAS_DIR) -> StreamSchema | None:
