@@ -69,17 +69,31 @@ def _actions(commit: Path) -> list[dict]:
 
 @dataclass(frozen=True)
 class Commit:
-    """One commit of a Delta table: its version, its `commitInfo` (operation, timestamp, `userMetadata`), and the
-    application ids of the transactions it records (`Lake.once`)."""
+    """One commit of a Delta table: its version, its `commitInfo` (operation, timestamp, `userMetadata`), the
+    application ids of the transactions it records (`Lake.once`), and the statistics of each file it adds (Delta's
+    JSON text, None for a file written without them)."""
 
     version: int
     info: dict
     writers: frozenset[str]
+    added: tuple[str | None, ...] = ()
 
     @property
     def note(self) -> str | None:
         """The `commit_note` the write was given, if any."""
         return self.info.get("userMetadata")
+
+    def minima(self, column: str) -> list[object] | None:
+        """The least value of `column` in each file the commit adds, as Delta's statistics record it (a timestamp
+        to the millisecond below, as ISO-8601 text), or None where a file records none: what the rows it adds
+        start from, read from the log with no Spark job."""
+        minima = [_minimum(stats, column) for stats in self.added]
+        return None if not minima or any(value is None for value in minima) else minima
+
+
+def _minimum(stats: str | None, column: str) -> object | None:
+    found = json.loads(stats).get("minValues", {}) if stats else {}
+    return next((value for name, value in found.items() if name.lower() == column.lower()), None)
 
 
 def committed(folder: Path) -> bool:
@@ -231,7 +245,8 @@ class Lake:
                              reverse=True):
             actions = _actions(commit)
             yield Commit(int(commit.stem), next((a["commitInfo"] for a in actions if "commitInfo" in a), {}),
-                         frozenset(a["txn"]["appId"] for a in actions if "txn" in a))
+                         frozenset(a["txn"]["appId"] for a in actions if "txn" in a),
+                         tuple(a["add"].get("stats") for a in actions if "add" in a))
 
     def commits_after(self, table: str, version: int) -> Iterator[Commit]:
         """The table's commits after `version`, newest first (`history`), reading its log no further back."""

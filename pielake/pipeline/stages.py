@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import reduce
 
@@ -52,9 +53,9 @@ from pielake.pipeline.upstream import matches_stream_schema
 from pielake.spark import columns as C
 from pielake.spark.matches import MATCHES_SETTINGS, find_matches
 from pielake.spark.pairs import detect_pairs
-from pielake.spark.query import SparkQuery
+from pielake.spark.query import SparkQuery, kernel_floor
 from pielake.spark.runs import Reading, stitched_per_key
-from pielake.streams import lake_streams, save_schema
+from pielake.streams import StreamSchema, lake_streams, save_schema
 
 BYTES_PER_PARTITION = 32 * 1024 * 1024
 FILES_PER_TIME_RANGE = 4  # at most this many events files per time range a shuffle would make: read in place
@@ -148,11 +149,11 @@ def derive_situations(ctx: StepContext) -> StageResult:
         q = job.query
         events = job.events_at(versions)
         progress = job.published(V.PROGRESS) if mode == "incremental" else None  # only a micro-batch reads it
-        seen = _versions_read(job, progress)
-        new_events = _new_events(job, seen)
+        read = _last_read(job, progress)
+        new_events = _new_events(job, None if read is None else read.versions)
         scope_mode = mode
-        if (progress is not None and seen is not None and new_events is not None
-                and (behind := _behind(job, seen, new_events, progress))):
+        if (progress is not None and read is not None and new_events is not None
+                and (behind := _behind(job, read, new_events, progress))):
             record_rebuild(job.lake.root, job.plan.name, job.run_id)
             scope_mode = "batch"
             details["mode"] = f"batch: {behind} {BEHIND}"
@@ -184,16 +185,25 @@ def derive_situations(ctx: StepContext) -> StageResult:
     return timed("situations", work, details, parts)
 
 
-def _versions_read(job: QueryJob, progress: DataFrame | None) -> list[int] | None:
-    """The version of each stream's events the previous run read, if its progress says (else None)."""
+@dataclass(frozen=True)
+class LastRead:
+    """What the previous run read, as its progress says: the version of each stream's events, and the latest
+    time it processed of any key in any stream (kernel time; None where no key has one)."""
+
+    versions: tuple[int, ...]
+    until: int | None
+
+
+def _last_read(job: QueryJob, progress: DataFrame | None) -> LastRead | None:
+    """What the previous run read, if its progress says (else None): one Spark job over the progress rows."""
     versions = events_versions(len(job.streams))
     if progress is None or not set(versions) <= set(progress.columns):
         return None
-    seen = progress.agg(*(F.max(v) for v in versions)).first()
-    return None if any(v is None for v in seen) else [int(v) for v in seen]
+    *seen, until = progress.agg(*(F.max(v) for v in versions), F.max(C.LAST_TIME)).first()
+    return None if any(v is None for v in seen) else LastRead(tuple(int(v) for v in seen), until)
 
 
-def _new_events(job: QueryJob, seen: list[int] | None) -> DataFrame | None:
+def _new_events(job: QueryJob, seen: tuple[int, ...] | None) -> DataFrame | None:
     """The events appended since the versions the previous run read, if the lake can tell (else None): over
     several streams, each stream's since its own."""
     if seen is None:
@@ -202,27 +212,28 @@ def _new_events(job: QueryJob, seen: list[int] | None) -> DataFrame | None:
     return None if any(frame is None for frame in inserted) else job.query.events_of(inserted)
 
 
-def _behind(job: QueryJob, seen: list[int], new_events: DataFrame, progress: DataFrame) -> int:
+def _behind(job: QueryJob, read: LastRead, new_events: DataFrame, progress: DataFrame) -> int:
     """How many of the events appended since the previous run lie at or before their key's processed time: events
     another run admitted behind this query's progress (a backfill of another query over the stream, or a
     micro-batch of one that had processed less). The query's rows after them were derived without them, and no
     micro-batch's cut reaches back to them, so the run recomputes every row as a batch run does
-    (docs/semantics.md §7). A query's own runs admit no such event (its ingest quarantines them as late), so only
-    where the streams' logs show another's append since (read from the log files, no Spark job) are they
-    counted."""
-    if not _appended_by_others(job, seen):
+    (docs/semantics.md §7). A query's own runs admit no such event (its ingest quarantines them as late), and
+    another's that all lie after every key's processed time are none either: only where the streams' logs (read
+    from the log files, no Spark job) show another's append of rows that its files' statistics do not place
+    after that time are they counted."""
+    if all(appended_after(stream, commit, read.until) for stream, commit in _appended_by_others(job, read.versions)):
         return 0
     q = job.query
     marked = mark_unprocessed(new_events, progress, q, time=q.event_time(), mark=UNPROCESSED)
     return marked.filter(~F.col(UNPROCESSED)).count()
 
 
-def _appended_by_others(job: QueryJob, seen: list[int]) -> bool:
-    """Whether a write other than this query's runs' (`QueryJob.wrote`) appended events to its streams after the
-    versions `seen`."""
-    return any(_appends_rows(commit) and not job.wrote(commit)
-               for stream, version in zip(job.streams, seen, strict=True)
-               for commit in job.lake.commits_after(events_table(stream), version))
+def _appended_by_others(job: QueryJob, seen: tuple[int, ...]) -> Iterator[tuple[StreamSchema, Commit]]:
+    """The writes other than this query's runs' (`QueryJob.wrote`) that appended events to its streams after the
+    versions `seen`, each with its stream."""
+    return ((stream, commit) for stream, version in zip(job.streams, seen, strict=True)
+            for commit in job.lake.commits_after(events_table(stream), version)
+            if _appends_rows(commit) and not job.wrote(commit))
 
 
 def _appends_rows(commit: Commit) -> bool:
@@ -230,6 +241,15 @@ def _appends_rows(commit: Commit) -> bool:
     table's already), and its commit says so; maintenance rewrites files, as no write."""
     rows = commit.info.get("operationMetrics", {}).get("numOutputRows")
     return commit.info.get("operation") == "WRITE" and rows != "0"
+
+
+def appended_after(stream: StreamSchema, commit: Commit, until: int | None) -> bool:
+    """Whether every event `commit` appends to the stream lies after kernel time `until`, as the least time of each
+    file it adds says in Delta's statistics (a lower bound: Delta rounds a timestamp down to its millisecond).
+    False where a file has no statistics or `until` is unknown."""
+    minima = commit.minima(stream.time_column)
+    floors = [] if minima is None or until is None else [kernel_floor(value, stream) for value in minima]
+    return bool(floors) and all(floor is not None and floor > until for floor in floors)
 
 
 def _backfill_cuts(job: QueryJob, q: SparkQuery, since: int | None, events: DataFrame) -> DataFrame:

@@ -45,6 +45,19 @@ def iso_micros(text: str) -> int:
     return ((moment if moment.tzinfo else moment.replace(tzinfo=UTC)) - EPOCH) // MICROSECOND
 
 
+def kernel_floor(stored: object, stream: StreamSchema) -> int | None:
+    """A time of `stream` as Delta's file statistics write it (a number; a TIMESTAMP as ISO-8601 text with its
+    offset) in kernel time, rounded down: a lower bound of stored times stays one of kernel times, which cast a
+    number's fraction away (`SparkQuery.kernel_time`). None for a value not written so."""
+    if stream.time_unit == TIMESTAMP_UNIT:
+        try:
+            return iso_micros(stored) if isinstance(stored, str) else None
+        except ValueError:
+            return None
+    number = isinstance(stored, int | float) and not isinstance(stored, bool)
+    return math.floor(stored) if number and math.isfinite(stored) else None
+
+
 def typed_time(option: str, text: str, stream: StreamSchema) -> int:
     """A time a user gave an option (`--from`) as kernel time, written as the stream's own times are: a whole
     number of its unit, or an ISO-8601 time for a TIMESTAMP stream. Anything else is refused saying what to give,

@@ -359,7 +359,8 @@ def test_a_micro_batch_after_another_querys_backfill_recomputes_with_the_events_
     """Two queries over one stream: the backfill of one admits late events behind the other's progress too. The
     other's next micro-batch finds them among the events appended since it last read, and, as its cuts do not
     reach back to them, recomputes every row as a batch run does: its tables then equal the reference over every
-    event, and its publish says it is a batch's, for a query over its matches to read again."""
+    event, and its publish says it is a batch's, for a query over its matches to read again. Events the first
+    appended after the other's progress are a micro-batch's as usual."""
     plan, other = load_query(QUERY, "mid"), load_query(QUERY, "other")
     late = [e for e in EVENTS if e["m"] == "m1" and 8 <= e["ts"] <= 10]
     early = [e for e in EVENTS if e["ts"] <= 14 and e not in late]
@@ -369,15 +370,18 @@ def test_a_micro_batch_after_another_querys_backfill_recomputes_with_the_events_
     run_query(lake, other, "o1", RunRequest(mode="incremental", checks=False))
     run_query(lake, plan, "mb2", RunRequest(mode="incremental", checks=False,
                                             events_path=write(tmp_path / "2.json", late + rest)))
+    newer = run_query(lake, other, "o2", RunRequest(mode="incremental", checks=False))  # `rest`: after its progress
+    assert next(s for s in newer.stages if s.stage == "situations").details["mode"] == "incremental"
+    assert_published_equal_the_reference(lake, other, early + rest)
     run_query(lake, plan, "repair", RunRequest(mode="backfill", since="8", until="10", checks=False))
-    summary = run_query(lake, other, "o2", RunRequest(mode="incremental", checks=False))
+    summary = run_query(lake, other, "o3", RunRequest(mode="incremental", checks=False))
     situations = next(s for s in summary.stages if s.stage == "situations")
     assert situations.details["mode"] == f"batch: {len(late)} {stages.BEHIND}"
-    ran = lake.read("runs").filter(F.col("run_id") == "o2").first()
+    ran = lake.read("runs").filter(F.col("run_id") == "o3").first()
     assert ran is not None and ran["mode"] == "batch"
     assert_published_equal_the_reference(lake, other, EVENTS)
     assert last_noted(lake, results_table("other"), "mode") == "batch"
-    again = run_query(lake, other, "o3", RunRequest(mode="incremental", checks=False))
+    again = run_query(lake, other, "o4", RunRequest(mode="incremental", checks=False))
     assert next(s for s in again.stages if s.stage == "situations").details["mode"] == "incremental"
     assert_published_equal_the_reference(lake, other, EVENTS)
 

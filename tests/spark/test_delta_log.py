@@ -12,6 +12,8 @@ from pyspark.sql import SparkSession
 
 from pielake.engine.settings import LOG_RETENTION_DEFAULT, keep_days, log_retention
 from pielake.lake.delta import LOG_RETENTION, RUN_COMMITS_KEPT, Lake
+from pielake.pipeline.stages import appended_after
+from pielake.streams import TIMESTAMP_UNIT, StreamSchema
 
 EVENTS = "events_s"
 
@@ -114,3 +116,29 @@ def test_a_stream_s_table_is_created_by_the_commit_of_its_first_events_and_recor
     assert sorted(r.id for r in changes.load(lake.path(EVENTS)).collect()) == [0, 1, 2, 3, 4]
     lake.append(spark.range(3), "events_plain")
     assert "delta.enableChangeDataFeed" not in properties(lake, "events_plain")
+
+
+def test_a_micro_batch_reads_from_the_log_whether_another_query_appended_events_after_its_progress(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """Another query's append over a shared stream is behind a query's progress only if one of its events lies at
+    or before it. Each file it adds records its least time in the log: past the progress (a timestamp's to the
+    millisecond, rounded down), no event needs a Spark job to be counted; where a file records no statistics, or
+    the progress is unknown, they are counted."""
+    rows = [("m1", datetime(2026, 3, 1, 12, 0, 0, 2500, tzinfo=UTC), 5),
+            ("m2", datetime(2026, 3, 1, 12, 0, 7, tzinfo=UTC), 9)]
+    lake = Lake(spark, tmp_path)
+    lake.append(spark.createDataFrame(rows, "m STRING, ts TIMESTAMP, n BIGINT"), EVENTS)
+    [commit] = lake.commits_after(EVENTS, -1)
+    first = 1_772_366_400_002_500  # 2026-03-01 12:00:00.0025 in microseconds since 1970
+    timed = StreamSchema("S", ("m",), "ts", TIMESTAMP_UNIT, (("m", "STRING"), ("ts", "TIMESTAMP"), ("n", "BIGINT")))
+    assert appended_after(timed, commit, first - 501)
+    assert not appended_after(timed, commit, first - 1)  # after it, but the statistics say .002: counted
+    assert not appended_after(timed, commit, first)
+    assert not appended_after(timed, commit, None)
+    counted = StreamSchema("S", ("m",), "n", "ms", timed.columns)
+    assert appended_after(counted, commit, 4) and not appended_after(counted, commit, 5)
+    bare = Lake(spark, tmp_path / "bare", statistics=False)
+    bare.append(spark.createDataFrame(rows, "m STRING, ts TIMESTAMP, n BIGINT"), EVENTS)
+    [unrecorded] = bare.commits_after(EVENTS, -1)
+    assert unrecorded.minima("ts") is None
+    assert not appended_after(counted, unrecorded, 0)
