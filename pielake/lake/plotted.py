@@ -4,6 +4,7 @@ to its client as JSON, so that a client draws a picture without importing Spark.
 
 from __future__ import annotations
 
+import shlex
 from functools import reduce
 
 import pyspark.sql.functions as F
@@ -22,9 +23,6 @@ from pielake.streams import TIMESTAMP_UNIT, StreamSchema, declared_schema
 def _for_key(frame: DataFrame, plan: QueryPlan, key: tuple[str, ...]) -> DataFrame:
     """The rows of `frame` of the key given as text (`--key`), each value read as its column's type: a value that
     is not one (text for a numeric key) names no key, as any other unknown key does."""
-    if len(key) != len(plan.keys):
-        names = ", ".join(plan.keys) or "none"
-        raise PielakeError(f"query {plan.name} is partitioned by {names}: give one --key per column, in that order")
     kinds = {field.name.lower(): field.dataType for field in frame.schema.fields}
     return frame.filter(reduce(lambda a, b: a & b, (F.col(k) == F.lit(v).try_cast(kinds[k.lower()])
                                                     for k, v in zip(plan.keys, key, strict=True)), F.lit(True)))
@@ -50,6 +48,20 @@ def busiest_key(plan: QueryPlan, matches: DataFrame, situations: DataFrame) -> t
         if top is not None and top["count"]:
             return tuple(str(top[k]) for k in plan.keys), most
     return None
+
+
+def _check_key_columns(plan: QueryPlan, key: tuple[str, ...], matches: DataFrame, situations: DataFrame) -> None:
+    """Refuse a --key of another number of values than the query has key columns, showing the options that name
+    `busiest_key`."""
+    if len(key) == len(plan.keys):
+        return
+    if not plan.keys:
+        raise PielakeError(f"query {plan.name} has no PARTITION BY, so all its events are one key: leave --key out")
+    found = busiest_key(plan, matches, situations)
+    example = "" if found is None else \
+        f": {' '.join(f'--key {shlex.quote(value)}' for value in found[0])} draws the key with the most {found[1]}"
+    raise PielakeError(f"query {plan.name} is partitioned by {', '.join(plan.keys)}: give one --key per column, in "
+                       f"that order{example}")
 
 
 def _key_to_try(plan: QueryPlan, matches: DataFrame, situations: DataFrame) -> str:
@@ -78,6 +90,7 @@ def timeline(lake: Lake, plan: QueryPlan, key: tuple[str, ...] | None = None, si
             raise PielakeError(f"query {name} has no situations yet: no symbol's predicate has held on an event of "
                                "its stream")
         key = found[0]
+    _check_key_columns(plan, key, every_match, every_situation)
     lanes = tuple(s.name for s in plan.symbols)
     situations = _for_key(every_situation, plan, key)
     if situations.isEmpty():

@@ -4,9 +4,11 @@ found as the number it is and text given for a numeric key names no key, as anot
 
 from __future__ import annotations
 
+import pytest
 from pyspark.sql import SparkSession
 
-from pielake.lake.plotted import _for_key, busiest_key
+from pielake.errors import PielakeError
+from pielake.lake.plotted import _check_key_columns, _for_key, busiest_key
 from pielake.query.analyzer import load_query
 
 PLAN = load_query("FROM S PARTITION BY car, lane DEFINE A AS x, B AS y PATTERN A meets B WITHIN 5 s")
@@ -33,3 +35,17 @@ def test_the_key_drawn_by_default_has_the_most_matches_else_the_most_situations(
     assert busiest_key(PLAN, none, none) is None
     assert busiest_key(KEYLESS, none, situations.drop("car", "lane")) == ((), "situations")
     assert busiest_key(KEYLESS, none, none.drop("car", "lane")) is None
+
+
+def test_a_key_of_another_number_of_values_is_refused_with_the_options_that_name_the_busiest(
+        spark: SparkSession) -> None:
+    situations = spark.createDataFrame([(7, "b c", 1), (7, "b c", 2)], "car BIGINT, lane STRING, ts BIGINT")
+    none = situations.limit(0)
+    _check_key_columns(PLAN, ("7", "b c"), none, situations)
+    with pytest.raises(PielakeError, match=r"partitioned by car, lane: give one --key per column, in that order: "
+                                           r"--key 7 --key 'b c' draws the key with the most situations$"):
+        _check_key_columns(PLAN, ("7",), none, situations)
+    with pytest.raises(PielakeError, match=r"in that order$"):
+        _check_key_columns(PLAN, ("7",), none, none)
+    with pytest.raises(PielakeError, match="has no PARTITION BY, so all its events are one key: leave --key out"):
+        _check_key_columns(KEYLESS, ("7",), none.drop("car", "lane"), situations.drop("car", "lane"))
