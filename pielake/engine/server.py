@@ -79,7 +79,7 @@ from pielake.errors import (
     spark_said,
 )
 from pielake.exitcodes import EXIT_INTERNAL, EXIT_INTERRUPTED
-from pielake.lake.catalog import DATABASE, STATEMENTS, CatalogRegistration, Metastore
+from pielake.lake.catalog import DATABASE, CatalogRegistration, Metastore, use_statements_database
 from pielake.lake.delta import Lake
 from pielake.lake.plotted import timeline
 from pielake.lake.sql import query_lake
@@ -646,11 +646,11 @@ def run_order(spark: SparkSession, held: HeldRuns, order: RunOrder, running: Wor
 
 def answer_sql(spark: SparkSession, order: SqlOrder, reading: WorkInEngine) -> None:
     """Answer a statement as `pielake sql` in a process of its own does, in a session of `spark`'s (the views of
-    the lake's tables it registers are its own, and its current database holds no table: `STATEMENTS`): its
-    formatted pieces as Spark gives rows, then an empty result. A statement whose client has gone reads no
-    further."""
+    the lake's tables it registers are its own, and its current database holds no table,
+    `use_statements_database`): its formatted pieces as Spark gives rows, then an empty result. A statement whose
+    client has gone reads no further."""
     reading.session = spark.newSession()
-    reading.session.catalog.setCurrentDatabase(STATEMENTS)
+    use_statements_database(reading.session)
     as_of = None if order.as_of is None else as_of_time(order.as_of)
     for piece in query_lake(Lake(reading.session, order.lake), order.statement, order.fmt, as_of, reading):
         if reading.stopped():

@@ -94,6 +94,18 @@ def register_tables(lake: Lake, listed: list[str]) -> list[str]:
     return [*tables, *(name for name, _ in views)]
 
 
+def use_statements_database(session: SparkSession) -> None:
+    """Make `STATEMENTS` the session's current database, creating it first where a SQL client has dropped it: only
+    then, so a statement pays no catalog call of its own."""
+    from pyspark.errors import AnalysisException  # noqa: PLC0415 (Spark's: the CLI imports this module)
+
+    try:
+        session.catalog.setCurrentDatabase(STATEMENTS)
+    except AnalysisException:
+        _make_statements_database(session)
+        session.catalog.setCurrentDatabase(STATEMENTS)
+
+
 def _make_statements_database(spark: SparkSession) -> None:
     """Create `STATEMENTS` where the catalog has it not: at the engine's start, and again with the tables, should a
     SQL client drop it (a metastore shared by several engines has it once)."""

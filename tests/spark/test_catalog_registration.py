@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pielake.lake.catalog import DATABASE, CatalogRegistration
+from pielake.lake.catalog import DATABASE, STATEMENTS, CatalogRegistration, use_statements_database
 from pielake.lake.delta import Lake
 
 FIRST, SECOND = "events_registration_first", "events_registration_second"
@@ -44,3 +44,14 @@ def test_a_table_registers_when_it_appears_and_an_unchanged_lake_asks_the_catalo
     lake.overwrite(spark.range(2), SECOND)
     assert sorted(registration.refresh()) == [FIRST, SECOND]
     assert catalogued(spark) == {FIRST, SECOND}
+
+
+def test_a_statement_s_database_dropped_by_a_sql_client_is_made_again_for_the_next_statement(
+        spark: SparkSession) -> None:
+    """`pielake sql` on an engine answers in `STATEMENTS`, which a SQL client on its JDBC endpoint can drop."""
+    session = spark.newSession()
+    spark.sql(f"DROP DATABASE IF EXISTS {STATEMENTS}")
+    use_statements_database(session)
+    assert session.catalog.currentDatabase() == STATEMENTS
+    use_statements_database(session)  # as every later statement finds it
+    assert session.catalog.currentDatabase() == STATEMENTS
