@@ -1052,6 +1052,23 @@ def test_a_time_of_day_alone_names_no_instant_in_a_declared_stream_nor_in_one_ty
     assert (kept.type_of("ts"), kept.type_of("shift_start")) == ("TIMESTAMP", "STRING")
 
 
+def test_a_key_written_with_leading_zeros_is_typed_as_text_where_its_file_types_the_stream(
+        tmp_path: Path, spark: SparkSession) -> None:
+    """Order numbers, postal codes and vehicle ids are written with leading zeros (`007`): read as numbers, `007`
+    and `7` would be one key, so such a key is text. A key of whole numbers written without them stays a number,
+    and so does a reading written with one (`05`)."""
+    padded = HEADER + b"007,1,05,x\n7,1,6,x\n007,2,7,x\n"
+    result = run_without_schema(tmp_path / "padded", padded, "--no-checks")
+    assert result.exit_code == 0, result.output
+    kept = load_schema("Dirty", lake_streams(tmp_path / "padded" / "lake"))
+    assert (kept.type_of("unit"), kept.type_of("speed")) == ("STRING", "INT")
+    events = Lake(spark, tmp_path / "padded" / "lake").read("events_dirty")
+    assert sorted((r.unit, r.ts, r.speed) for r in events.collect()) == [("007", 1, 5), ("007", 2, 7), ("7", 1, 6)]
+    result = run_without_schema(tmp_path / "plain", HEADER + b"7,1,5,x\n12,1,6,x\n", "--no-checks")
+    assert result.exit_code == 0, result.output
+    assert load_schema("Dirty", lake_streams(tmp_path / "plain" / "lake")).type_of("unit") == "INT"
+
+
 def test_a_stream_typed_from_its_file_reads_times_written_as_a_date_and_a_time_of_day_in_the_pattern_they_take(
         tmp_path: Path, spark: SparkSession) -> None:
     """A German logger writes each reading's date and time of day in columns of their own (`Datum;Uhrzeit`,
