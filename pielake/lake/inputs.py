@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import bz2
 import codecs
+import csv
 import glob
 import gzip
 import io
+import itertools
 import json
 import os
 import re
@@ -234,6 +236,19 @@ def csv_head(file: str, skip_lines: tuple[int, ...] = ()) -> CsvHead:
             if header and number >= last:
                 break
     return CsvHead(header, tuple(text for text in skipped if text))
+
+
+def first_records(file: str, separator: str, count: int) -> Iterator[list[str]]:
+    """The fields of the first `count` records after the header of a CSV file that skips no line, read by Python's
+    csv module as pielake reads a header (`_fields` in `pielake.pipeline.ingest`): quoted as RFC 4180 writes them,
+    blank lines left out, text that is not UTF-8 replaced."""
+    with opened(file) as stream:
+        text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="replace", newline="")
+        try:
+            records = (fields for fields in csv.reader(text, delimiter=separator) if fields)
+            yield from itertools.islice(records, 1, count + 1)
+        finally:
+            text.detach()  # the stream stays open: its opener closes it
 
 
 def _lines(stream: BinaryIO) -> Iterator[bytes]:

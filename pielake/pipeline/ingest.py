@@ -60,6 +60,7 @@ from pielake.lake.inputs import (
     RepeatedKey,
     Shared,
     csv_head,
+    first_records,
     first_repeated_key,
     first_undecoded,
     header_groups,
@@ -1081,7 +1082,9 @@ def _typed_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
         raise _nothing_to_type(name, path)
     columns, decimal_mark = _typed_text_columns(sample, tuple(columns), keys, untyped=bool(request.skip_lines),
                                                 time=time)
-    columns, days_apart = _typed_as_text(lake.spark, path, fmt, request.skip_lines, columns, keys=keys)
+    columns, days_apart = _times_of_day_as_text(lake.spark, path, fmt, request.skip_lines, columns)
+    if fmt == "csv" and not request.skip_lines:
+        columns = _padded_keys_as_text(path, keys, columns)
     draft = StreamSchema(name, keys, time, TIMESTAMP_UNIT, columns, time_zone=request.time_zone,
                          decimal_mark=decimal_mark, skip_lines=request.skip_lines)
     if request.time_format is not None:
@@ -1143,7 +1146,7 @@ _PAST_MISSING: tuple[tuple[str, Callable[[Column], Column]], ...] = (
     ("TIMESTAMP", lambda v: _as_timestamp(v).isNotNull()),
 )
 _COMMA_NUMBER = r"^[+-]?[0-9]+(,[0-9]+)?$"
-_LEADING_ZERO = r"^\s*[+-]?0[0-9]"  # a whole number written with a zero before its first other digit
+LEADING_ZERO = re.compile(r"\s*[+-]?0[0-9]")  # a whole number written with a zero before its first other digit
 # A comma before other than three digits is no thousands separator: a decimal comma beyond doubt.
 _NOT_THOUSANDS = r",([0-9]{1,2}|[0-9]{4,})$"
 
@@ -1173,27 +1176,37 @@ def _typed_text_columns(sample: DataFrame, columns: tuple[tuple[str, str], ...],
     return tuple((n, typed.get(n, kind)) for n, kind in columns), mark
 
 
-def _typed_as_text(spark: SparkSession, path: str, fmt: str, skip_lines: tuple[int, ...],
-                   columns: tuple[tuple[str, str], ...], *, keys: tuple[str, ...],
-                   ) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
-    """The columns, with those Spark typed from a CSV or JSON file's text that its text says are text, and the
-    columns of times of day among them:
-    - a column Spark types as TIMESTAMPs from times of day alone (`TIME_OF_DAY`): typed, a time of day is already
-      a time of the day it was read on;
-    - a key Spark types as whole numbers, written with a leading zero (`0012`, as order numbers, postal codes and
-      vehicle ids are): as numbers, `0012` and `12` would be one key.
-    Their text is read again from the file's first rows: one small Spark job, only where there is such a column."""
+def _times_of_day_as_text(spark: SparkSession, path: str, fmt: str, skip_lines: tuple[int, ...],
+                          columns: tuple[tuple[str, str], ...]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """The columns, with those of a CSV or JSON file that Spark types as TIMESTAMPs from times of day alone
+    (`TIME_OF_DAY`) as text, and those columns. Their text is read again from the file's first rows (one small
+    Spark job, only where Spark typed a column as a time): typed, a time of day is already a time of the day it
+    was read on."""
     stamped = [n for n, kind in columns if kind == "TIMESTAMP"]
-    keyed = {k.lower() for k in keys}
-    numbered = [n for n, kind in columns if kind in INTEGER_TYPES and n.lower() in keyed]
-    if fmt not in ("csv", "json") or not stamped + numbered:
+    if fmt not in ("csv", "json") or not stamped:
         return columns, ()
     text = _first_rows(spark, path, fmt, skip_lines)
-    seen = text.agg(*(F.bool_or(_is_time_of_day(F.col(n))).alias(n) for n in stamped),
-                    *(F.bool_or(F.col(n).rlike(_LEADING_ZERO)).alias(n) for n in numbered)).first()
-    as_text = {n for n in (*stamped, *numbered) if seen[n]}
-    days_apart = tuple(n for n in stamped if n in as_text)
-    return tuple((n, "STRING" if n in as_text else kind) for n, kind in columns), days_apart
+    seen = text.agg(*(F.bool_or(_is_time_of_day(F.col(n))).alias(n) for n in stamped)).first()
+    days_apart = tuple(n for n in stamped if seen[n])
+    return tuple((n, "STRING" if n in days_apart else kind) for n, kind in columns), days_apart
+
+
+def _padded_keys_as_text(path: str, keys: tuple[str, ...],
+                         columns: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The columns, with each key that Spark types as whole numbers from CSV files that write it with a leading zero
+    (`007`, as order numbers, postal codes and vehicle ids are) as text: as numbers, `007` and `7` would be one
+    key. Each file's first rows tell, read in Python (no Spark job), found by their header as Spark finds them
+    (`_read_csv_files`); a URL's files are not looked into. Files that skip lines are typed as text already."""
+    numbered = {n.lower() for n, kind in columns if kind in INTEGER_TYPES} & {k.lower() for k in keys}
+    padded: set[str] = set()
+    for group in header_groups(path) if numbered else ():
+        separator = _separator(_fields(group.shared.header, ",", UTF_8))
+        at = {i: name.lower() for i, field in enumerate(_fields(group.shared.header, separator, UTF_8))
+              if (name := column_name(field)).lower() in numbered}
+        for file in group.files:
+            padded |= {at[i] for record in first_records(file, separator, SCALE_SAMPLE_ROWS)
+                       for i in at if i < len(record) and LEADING_ZERO.match(record[i])}
+    return tuple((n, "STRING" if n.lower() in padded else kind) for n, kind in columns)
 
 
 def _text_looks(column: Column, i: int) -> list[Column]:
@@ -1353,7 +1366,7 @@ def _one_time_column(spark: SparkSession, draft: StreamSchema, request: RunReque
 
 
 def _days_apart_fix(days_apart: tuple[str, ...]) -> str:
-    """What to do with a file whose times of day stand apart from their dates (`_typed_as_text`) where no
+    """What to do with a file whose times of day stand apart from their dates (`_times_of_day_as_text`) where no
     one column of dates makes its time with them (`_time_written`)."""
     return (f"its column(s) {', '.join(days_apart)} hold a time of day alone, which names no instant: write each "
             "row's date and time of day in one column (2026-01-10T08:05:00) and pass --time-column with its name; "
