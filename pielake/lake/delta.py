@@ -92,6 +92,7 @@ class Commit:
 
 
 def _minimum(stats: str | None, column: str) -> object | None:
+    """`column`'s least value in one added file's statistics (named in any case, as Spark names columns)."""
     found = json.loads(stats).get("minValues", {}) if stats else {}
     return next((value for name, value in found.items() if name.lower() == column.lower()), None)
 

@@ -1146,7 +1146,7 @@ _PAST_MISSING: tuple[tuple[str, Callable[[Column], Column]], ...] = (
     ("TIMESTAMP", lambda v: _as_timestamp(v).isNotNull()),
 )
 _COMMA_NUMBER = r"^[+-]?[0-9]+(,[0-9]+)?$"
-LEADING_ZERO = re.compile(r"\s*[+-]?0[0-9]")  # a whole number written with a zero before its first other digit
+_LEADING_ZERO = re.compile(r"\s*[+-]?0[0-9]")  # a whole number written with a zero before its first other digit
 # A comma before other than three digits is no thousands separator: a decimal comma beyond doubt.
 _NOT_THOUSANDS = r",([0-9]{1,2}|[0-9]{4,})$"
 
@@ -1205,7 +1205,7 @@ def _padded_keys_as_text(path: str, keys: tuple[str, ...],
               if (name := column_name(field)).lower() in numbered}
         for file in group.files:
             padded |= {at[i] for record in first_records(file, separator, SCALE_SAMPLE_ROWS)
-                       for i in at if i < len(record) and LEADING_ZERO.match(record[i])}
+                       for i in at if i < len(record) and _LEADING_ZERO.match(record[i])}
     return tuple((n, "STRING" if n.lower() in padded else kind) for n, kind in columns)
 
 
