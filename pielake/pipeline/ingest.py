@@ -1084,7 +1084,7 @@ def _typed_stream(lake: Lake, name: str, keys: tuple[str, ...], path: str, reque
                                                 time=time)
     columns, days_apart = _times_of_day_as_text(lake.spark, path, fmt, request.skip_lines, columns)
     if fmt == "csv" and not request.skip_lines:
-        columns = _padded_keys_as_text(path, keys, columns)
+        columns = _keys_as_text(path, keys, columns)
     draft = StreamSchema(name, keys, time, TIMESTAMP_UNIT, columns, time_zone=request.time_zone,
                          decimal_mark=decimal_mark, skip_lines=request.skip_lines)
     if request.time_format is not None:
@@ -1191,13 +1191,17 @@ def _times_of_day_as_text(spark: SparkSession, path: str, fmt: str, skip_lines: 
     return tuple((n, "STRING" if n in days_apart else kind) for n, kind in columns), days_apart
 
 
-def _padded_keys_as_text(path: str, keys: tuple[str, ...],
-                         columns: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    """The columns, with each key that Spark types as whole numbers from CSV files that write it with a leading zero
-    (`007`, as order numbers, postal codes and vehicle ids are) as text: as numbers, `007` and `7` would be one
-    key. Each file's first rows tell, read in Python (no Spark job), found by their header as Spark finds them
-    (`_read_csv_files`); a URL's files are not looked into. Files that skip lines are typed as text already."""
-    numbered = {n.lower() for n, kind in columns if kind in INTEGER_TYPES} & {k.lower() for k in keys}
+def _keys_as_text(path: str, keys: tuple[str, ...],
+                  columns: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The columns, with each key that Spark types as numbers from CSV files as text where as numbers it could make
+    one key of two the files write apart: a key of decimals (`3.1` and `3.10`, as sensor and version numbers are;
+    integers beyond 64 bits are decimals too), and one of whole numbers written with a leading zero (`007` and
+    `7`, as order numbers, postal codes and vehicle ids are). Of whole numbers, each file's first rows tell, read
+    in Python (no Spark job), found by their header as Spark finds them (`_read_csv_files`); a URL's files are not
+    looked into. Files that skip lines are typed as text already."""
+    keyed = {k.lower() for k in keys}
+    fractions = {n.lower() for n, kind in columns if fractional(kind)} & keyed
+    numbered = {n.lower() for n, kind in columns if kind in INTEGER_TYPES} & keyed
     padded: set[str] = set()
     for group in header_groups(path) if numbered else ():
         separator = _separator(_fields(group.shared.header, ",", UTF_8))
@@ -1206,7 +1210,7 @@ def _padded_keys_as_text(path: str, keys: tuple[str, ...],
         for file in group.files:
             padded |= {at[i] for record in first_records(file, separator, SCALE_SAMPLE_ROWS)
                        for i in at if i < len(record) and _LEADING_ZERO.match(record[i])}
-    return tuple((n, "STRING" if n.lower() in padded else kind) for n, kind in columns)
+    return tuple((n, "STRING" if n.lower() in padded | fractions else kind) for n, kind in columns)
 
 
 def _text_looks(column: Column, i: int) -> list[Column]:

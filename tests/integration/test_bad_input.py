@@ -1052,11 +1052,12 @@ def test_a_time_of_day_alone_names_no_instant_in_a_declared_stream_nor_in_one_ty
     assert (kept.type_of("ts"), kept.type_of("shift_start")) == ("TIMESTAMP", "STRING")
 
 
-def test_a_key_written_with_leading_zeros_is_typed_as_text_where_its_file_types_the_stream(
+def test_a_key_whose_numbers_would_merge_two_keys_is_typed_as_text_where_its_file_types_the_stream(
         tmp_path: Path, spark: SparkSession) -> None:
-    """Order numbers, postal codes and vehicle ids are written with leading zeros (`007`): read as numbers, `007`
-    and `7` would be one key, so such a key is text. A key of whole numbers written without them stays a number,
-    and so does a reading written with one (`05`)."""
+    """Order numbers, postal codes and vehicle ids are written with leading zeros (`007`), sensor and version
+    numbers with a fraction (`3.10`): read as numbers, `007` and `7`, `3.1` and `3.10` would be one key, so such
+    a key is text. A key of whole numbers written without them stays a number, and so does a reading written with
+    one (`05`)."""
     padded = HEADER + b"007,1,05,x\n7,1,6,x\n007,2,7,x\n"
     result = run_without_schema(tmp_path / "padded", padded, "--no-checks")
     assert result.exit_code == 0, result.output
@@ -1067,6 +1068,10 @@ def test_a_key_written_with_leading_zeros_is_typed_as_text_where_its_file_types_
     result = run_without_schema(tmp_path / "plain", HEADER + b"7,1,5,x\n12,1,6,x\n", "--no-checks")
     assert result.exit_code == 0, result.output
     assert load_schema("Dirty", lake_streams(tmp_path / "plain" / "lake")).type_of("unit") == "INT"
+    result = run_without_schema(tmp_path / "versions", HEADER + b"3.1,1,5,x\n3.10,1,6,x\n", "--no-checks")
+    assert result.exit_code == 0, result.output
+    assert "2 rows in = 2 events" in result.output
+    assert load_schema("Dirty", lake_streams(tmp_path / "versions" / "lake")).type_of("unit") == "STRING"
 
 
 def test_a_stream_typed_from_its_file_reads_times_written_as_a_date_and_a_time_of_day_in_the_pattern_they_take(
