@@ -18,6 +18,7 @@ from __future__ import annotations
 import bz2
 import codecs
 import csv
+import difflib
 import glob
 import gzip
 import io
@@ -155,7 +156,7 @@ def why_no_file(path: str) -> str | None:
         return None
     fix = "give an events file, a folder of them or a pattern of their names (/landing/cars/*.csv)"
     if not os.path.isdir(path):
-        return f"the events path '{path}' names no file; {fix}"
+        return f"the events path '{path}' names no file{_close_name(path)}; {fix}"
     unread = sorted(name for name in os.listdir(path) if os.path.isdir(os.path.join(path, name))
                     and not name.startswith(HIDDEN) and not PARTITION_FOLDER.fullmatch(name))
     if not unread:
@@ -164,6 +165,18 @@ def why_no_file(path: str) -> str | None:
     return (f"the events folder '{path}' holds no file of its own, and of its subfolders ({shown}) a run reads "
             f"only partition folders (day=2026-12-01/); name their files with a pattern: "
             f"'{os.path.join(path, '*', '*')}'")
+
+
+def _close_name(path: str) -> str:
+    """` (gen/pumps.csv is there)` where a file beside where `path` points has a name close to its name, in any
+    case (a file system that tells case apart finds `Pumps.csv` no more than `pumsp.csv`); else nothing."""
+    folder, name = os.path.split(path)
+    if any(c in name for c in "*?[") or not os.path.isdir(folder or "."):  # a pattern names no one file
+        return ""
+    names = {n.lower(): n for n in os.listdir(folder or ".") if not n.startswith(HIDDEN)
+             and os.path.isfile(os.path.join(folder, n))}
+    close = difflib.get_close_matches(name.lower(), names, n=1, cutoff=0.8)
+    return f" ({os.path.join(folder, names[close[0]])} is there)" if close else ""
 
 
 PARTITION_FOLDER = re.compile(r"[^.=_][^=]*=[^=]*")  # `day=2026-01-01`: a column's name, `=`, its value

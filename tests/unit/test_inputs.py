@@ -243,6 +243,17 @@ def test_an_events_path_that_names_no_file_is_refused_before_spark_reads_it(tmp_
     RunRequest(events_path="s3a://bucket/landing/*.csv").check_inputs(plan, tmp_path)  # a URL is Spark's to list
 
 
+def test_an_events_path_that_names_no_file_says_which_file_beside_it_has_a_close_name(tmp_path: Path) -> None:
+    plan = analyze(parse("FROM S DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s"))
+    (tmp_path / "pumps.csv").write_text("ts\n")
+    for given in ("Pumps.csv", "pumsp.csv"):
+        with pytest.raises(PielakeError, match=re.escape(f"names no file ({tmp_path / 'pumps.csv'} is there); give")):
+            RunRequest(events_path=str(tmp_path / given)).check_inputs(plan, tmp_path)
+    for far in ("readings.csv", "P*.csv"):
+        with pytest.raises(PielakeError, match=r"names no file; give"):
+            RunRequest(events_path=str(tmp_path / far)).check_inputs(plan, tmp_path)
+
+
 def test_a_folder_whose_files_lie_in_subfolders_is_told_the_pattern_that_names_them(tmp_path: Path) -> None:
     """A run reads a folder's own files and its partition folders' (`day=2026-12-01/`), not a `2026-12-01/`."""
     plan = analyze(parse("FROM S DEFINE A AS a, B AS b PATTERN A meets B WITHIN 5 s"))
