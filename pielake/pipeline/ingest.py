@@ -402,7 +402,7 @@ def _read_csv_files(spark: SparkSession, group: FileGroup[CsvHead | None], typed
         return reader.csv(group.paths)
 
     if head and skipped:
-        separator = _separator(_fields(head.header, ",", encoding))
+        separator = _line_separator(head.header, encoding)
         names = _fields(head.header, separator, encoding)
         _check_header(names, group)
         raw = _without_lines(read(separator, [name or f"_c{i}" for i, name in enumerate(names)]),
@@ -425,6 +425,11 @@ def _separator(names_read_with_commas: list[str]) -> str:
     holding one of `SEPARATORS`."""
     header = names_read_with_commas[0] if len(names_read_with_commas) == 1 else ""
     return next((s for s in SEPARATORS if s in header), ",")
+
+
+def _line_separator(line: bytes, encoding: str) -> str:
+    """The separator of a header line read in Python (`_separator` of its fields read with commas)."""
+    return _separator(_fields(line, ",", encoding))
 
 
 def _fields(line: bytes, separator: str, encoding: str) -> list[str]:
@@ -1204,7 +1209,7 @@ def _keys_as_text(path: str, keys: tuple[str, ...],
     numbered = {n.lower() for n, kind in columns if kind in INTEGER_TYPES} & keyed
     padded: set[str] = set()
     for group in header_groups(path) if numbered else ():
-        separator = _separator(_fields(group.shared.header, ",", UTF_8))
+        separator = _line_separator(group.shared.header, UTF_8)
         at = {i: name.lower() for i, field in enumerate(_fields(group.shared.header, separator, UTF_8))
               if (name := column_name(field)).lower() in numbered}
         for file in group.files:
@@ -1572,7 +1577,7 @@ def _title_fields(path: str) -> tuple[int, list[str]] | None:
     # The file's separator is its header's. A first line that reads with commas as one name holding `;`, a tab or
     # `|` is that header (no title is written with a separator other than its file's), and the second line a row,
     # whose decimal commas (`23,1` in a file of `;`) would read as fields with commas.
-    separator = next((s for s in (_separator(_fields(line, ",", UTF_8)) for line in lines) if s != ","), ",")
+    separator = next((s for s in (_line_separator(line, UTF_8) for line in lines) if s != ","), ",")
     first, second = (_fields(line, separator, UTF_8) for line in lines)
     return (len(first), second) if len(second) > 1 and len(first) != len(second) else None
 

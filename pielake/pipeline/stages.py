@@ -248,8 +248,9 @@ def appended_after(stream: StreamSchema, commit: Commit, until: int | None) -> b
     file it adds says in Delta's statistics (a lower bound: Delta rounds a timestamp down to its millisecond).
     False where a file has no statistics or `until` is unknown."""
     minima = commit.minima(stream.time_column)
-    floors = [] if minima is None or until is None else [kernel_floor(value, stream) for value in minima]
-    return bool(floors) and all(floor is not None and floor > until for floor in floors)
+    if minima is None or until is None:
+        return False
+    return all((floor := kernel_floor(value, stream)) is not None and floor > until for value in minima)
 
 
 def _backfill_cuts(job: QueryJob, q: SparkQuery, since: int | None, events: DataFrame) -> DataFrame:
